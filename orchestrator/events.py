@@ -1,0 +1,94 @@
+"""Progress events a run writes to LangGraph's `custom` stream.
+
+Nodes call `emit_status` / `emit_tool`; the session forwards the events to the
+CLI, which shows them live. Outside a graph run (a tool called directly) the
+events are dropped.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Literal, TypedDict
+
+from langgraph.config import get_stream_writer
+
+
+class Stage(StrEnum):
+    """Where a turn is."""
+
+    SUBMITTED = "submitted"  # the user's message was accepted
+    STREAMING = "streaming"  # the model is producing a reply
+    EXECUTING = "executing"  # tool calls are running
+    PROCESSING = "processing"  # tool results are going back to the model
+    COMPLETE = "complete"  # the model answered
+    ERROR = "error"  # the turn failed
+
+
+class ToolPhase(StrEnum):
+    """Where one tool call is."""
+
+    STARTING = "starting"
+    EXECUTING = "executing"
+    COMPLETED = "completed"
+
+
+class StatusEvent(TypedDict):
+    """A change of stage of the whole turn."""
+
+    kind: Literal["status"]
+    stage: Stage
+    detail: str
+
+
+class ToolEvent(TypedDict):
+    """Progress of one tool call; `index` is 1-based among `total` calls of the model turn."""
+
+    kind: Literal["tool"]
+    phase: ToolPhase
+    tool: str
+    index: int
+    total: int
+    request_id: str
+    parent_request_id: str | None
+    status: str | None
+
+
+Event = StatusEvent | ToolEvent
+
+
+def _write(event: Event) -> None:
+    try:
+        writer = get_stream_writer()
+    except (KeyError, RuntimeError):  # not inside a graph run
+        return
+    writer(event)
+
+
+def emit_status(stage: Stage, detail: str = "") -> None:
+    """Report a stage of the current turn."""
+    _write(StatusEvent(kind="status", stage=stage, detail=detail))
+
+
+def emit_tool(
+    phase: ToolPhase,
+    *,
+    tool: str,
+    index: int,
+    total: int,
+    request_id: str,
+    parent_request_id: str | None = None,
+    status: str | None = None,
+) -> None:
+    """Report the progress of one tool call."""
+    _write(
+        ToolEvent(
+            kind="tool",
+            phase=phase,
+            tool=tool,
+            index=index,
+            total=total,
+            request_id=request_id,
+            parent_request_id=parent_request_id,
+            status=status,
+        )
+    )

@@ -1,0 +1,115 @@
+"""Builds an agent graph: model node -> router -> tools node -> model node ...
+
+The same builder serves the orchestrator and every nested agent: each level
+gets its own model, tools and limits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, SystemMessage
+from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.tools import BaseTool
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+
+from orchestrator.events import Stage, emit_status
+from orchestrator.graph.prompts import ITERATION_LIMIT, ORCHESTRATOR_PROMPT
+from orchestrator.graph.state import AgentState
+from orchestrator.tools.executor import ToolExecutor
+
+MODEL_NODE = "model"
+TOOLS_NODE = "tools"
+
+StateUpdate = dict[str, object]
+
+
+class ModelNode:
+    """Calls the model on the conversation; enforces the per-turn tool-round limit."""
+
+    def __init__(
+        self,
+        model: BaseChatModel,
+        *,
+        tools: Sequence[BaseTool],
+        system_prompt: str,
+        max_iterations: int,
+    ) -> None:
+        self.model: Runnable = model.bind_tools(tools) if tools else model
+        self.system_prompt = SystemMessage(system_prompt)
+        self.max_iterations = max_iterations
+
+    async def __call__(self, state: AgentState, config: RunnableConfig) -> StateUpdate:
+        iterations = state.get("iterations", 0)
+        if iterations == 0:
+            emit_status(Stage.SUBMITTED)
+        emit_status(Stage.STREAMING)
+        try:
+            response = await self.model.ainvoke([self.system_prompt, *state["messages"]], config)
+        except Exception as error:
+            emit_status(Stage.ERROR, type(error).__name__)
+            raise
+        # Every model call before this one in the turn asked for tools: one round each.
+        if response.tool_calls and iterations >= self.max_iterations:
+            response = _stop_at_limit(response, self.max_iterations)
+        if not response.tool_calls:
+            emit_status(Stage.COMPLETE)
+        return {"messages": [response], "iterations": iterations + 1}
+
+
+class ToolsNode:
+    """Runs the tool calls of the last model message, all at once."""
+
+    def __init__(self, executor: ToolExecutor) -> None:
+        self.executor = executor
+
+    async def __call__(self, state: AgentState, config: RunnableConfig) -> StateUpdate:
+        calls = state["messages"][-1].tool_calls
+        emit_status(Stage.EXECUTING, f"{len(calls)} tool call(s)")
+        messages = await self.executor.run_all(calls, config=config)
+        emit_status(Stage.PROCESSING)
+        return {"messages": messages}
+
+
+def route_after_model(state: AgentState) -> Literal["tools", "__end__"]:
+    """Go to the tools while the model asks for them; end the turn when it answers."""
+    last = state["messages"][-1]
+    return TOOLS_NODE if isinstance(last, AIMessage) and last.tool_calls else END
+
+
+def build_agent_graph(
+    *,
+    model: BaseChatModel,
+    tools: Sequence[BaseTool],
+    max_iterations: int,
+    max_result_chars: int,
+    system_prompt: str = ORCHESTRATOR_PROMPT,
+    checkpointer: BaseCheckpointSaver | None = None,
+    name: str = "orchestrator",
+) -> CompiledStateGraph:
+    """Compile an agent graph over `model` and `tools`."""
+    graph = StateGraph(AgentState)
+    graph.add_node(
+        MODEL_NODE,
+        ModelNode(model, tools=tools, system_prompt=system_prompt, max_iterations=max_iterations),
+    )
+    graph.add_node(
+        TOOLS_NODE, ToolsNode(ToolExecutor(tools, max_result_chars=max_result_chars))
+    )
+    graph.add_edge(START, MODEL_NODE)
+    graph.add_conditional_edges(MODEL_NODE, route_after_model, [TOOLS_NODE, END])
+    graph.add_edge(TOOLS_NODE, MODEL_NODE)
+    compiled = graph.compile(checkpointer=checkpointer, name=name)
+    # Two steps per round plus the final answer; the tool-round limit always ends first.
+    return compiled.with_config(recursion_limit=2 * max_iterations + 4)
+
+
+def _stop_at_limit(response: AIMessage, limit: int) -> AIMessage:
+    notice = ITERATION_LIMIT.format(limit=limit)
+    text = response.text.strip()
+    # A new message without the tool calls keeps the history valid for every provider.
+    return AIMessage(content=f"{text}\n\n{notice}" if text else notice)

@@ -1,0 +1,19 @@
+"""The state an agent graph carries from node to node."""
+
+from __future__ import annotations
+
+from typing import Annotated, TypedDict
+
+from langchain_core.messages import AnyMessage
+from langgraph.graph.message import add_messages
+
+
+class AgentState(TypedDict):
+    """Conversation so far, and how many model calls the current turn has made.
+
+    The session sets `iterations` to 0 with each user message, so the limit
+    applies per turn while `messages` accumulate across turns.
+    """
+
+    messages: Annotated[list[AnyMessage], add_messages]
+    iterations: int

@@ -1,0 +1,60 @@
+"""Builds the chat model the settings name, and explains model failures in one line."""
+
+from __future__ import annotations
+
+import openai
+from langchain.chat_models import init_chat_model
+from langchain_core.language_models import BaseChatModel
+
+from orchestrator.errors import ConfigError, ModelUnavailableError
+from orchestrator.llm.offline import OfflineChatModel
+from orchestrator.settings import Settings, env_name
+
+# Local OpenAI-compatible servers (Ollama, vLLM, LM Studio) accept any key, but the client needs one.
+PLACEHOLDER_API_KEY = "not-needed"
+
+
+def build_chat_model(settings: Settings) -> BaseChatModel:
+    """The configured model, or the offline model when none is configured."""
+    if settings.uses_offline_model:
+        return OfflineChatModel()
+    options: dict[str, object] = {
+        "timeout": settings.model_timeout_seconds,
+        "max_retries": settings.model_max_retries,
+    }
+    if settings.provider == "openai":
+        key = settings.openai_api_key
+        options["api_key"] = key.get_secret_value() if key else PLACEHOLDER_API_KEY
+        options["base_url"] = settings.openai_base_url
+    try:
+        return init_chat_model(settings.model, **options)
+    except (ImportError, ValueError) as error:
+        raise ConfigError(f"{env_name('model')}={settings.model!r}: {error}") from None
+
+
+def explain_model_error(error: Exception, *, settings: Settings) -> ModelUnavailableError | None:
+    """A one-line error for a failed model call, or None if it is not a model-service problem."""
+    where = settings.openai_base_url or "the OpenAI API"
+    if isinstance(error, openai.APITimeoutError):
+        return ModelUnavailableError(
+            f"The model server at {where} did not answer within "
+            f"{settings.model_timeout_seconds:g}s ({env_name('model_timeout_seconds')})."
+        )
+    if isinstance(error, openai.APIConnectionError):
+        return ModelUnavailableError(
+            f"Cannot reach the model server at {where}: check {env_name('openai_base_url')} "
+            "and that the server is running."
+        )
+    if isinstance(error, openai.AuthenticationError):
+        return ModelUnavailableError(
+            f"The model server at {where} rejected the API key ({env_name('openai_api_key')})."
+        )
+    if isinstance(error, openai.APIStatusError):
+        return ModelUnavailableError(
+            f"The model server at {where} answered {error.status_code}: {_first_line(error.message)}"
+        )
+    return None
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else "(no message)"

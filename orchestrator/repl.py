@@ -1,0 +1,121 @@
+"""The chat loop: user lines become turns, slash commands act on the session."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from rich.console import Console
+from rich.markup import escape
+
+from orchestrator.console import LineReader, TurnRenderer
+from orchestrator.errors import UserError
+from orchestrator.runtime import Runtime
+from orchestrator.session import Session, TurnResult
+
+logger = logging.getLogger(__name__)
+
+HELP = """\
+[bold]/help[/bold]     this list
+[bold]/tools[/bold]    the tools the assistant can call
+[bold]/history[/bold]  this session's messages
+[bold]/exit[/bold]     end the session (also /quit, or end of input)
+Anything else is a message to the assistant."""
+UNKNOWN_COMMAND = "Unknown command {command}; /help lists the commands."
+INTERNAL_ERROR = (
+    "internal error ({error}); set ORCHESTRATOR_LOG_LEVEL=DEBUG to see the traceback"
+)
+PREVIEW_CHARS = 200
+
+
+def failure_line(error: Exception) -> str:
+    """One line for a failed turn: the user error itself, or a pointer to the traceback."""
+    if isinstance(error, UserError):
+        return str(error)
+    logger.debug("turn failed", exc_info=error)
+    return INTERNAL_ERROR.format(error=f"{type(error).__name__}: {error}")
+
+
+async def rendered_turn(
+    session: Session, text: str, *, out: Console, err: Console
+) -> TurnResult | None:
+    """Run one turn with live output; a failure is shown as one line and gives None."""
+    renderer = TurnRenderer(out=out, err=err)
+    try:
+        result = await session.run(text, on_event=renderer)
+    except Exception as error:  # keep the session alive whatever broke
+        renderer.fail(failure_line(error))
+        return None
+    renderer.finish(result)
+    return result
+
+
+class ChatRepl:
+    """Reads lines until end of input or /exit; returns the exit code (1 if a turn failed)."""
+
+    def __init__(
+        self, *, runtime: Runtime, session: Session, out: Console, err: Console
+    ) -> None:
+        self.runtime = runtime
+        self.session = session
+        self.out = out
+        self.err = err
+        self.reader = LineReader()
+        self.prompt = "you> " if out.is_terminal and sys.stdin.isatty() else ""
+        self.failed_turns = 0
+
+    async def run(self) -> int:
+        self.err.print(
+            f"[dim]session {self.session.session_id} · user {escape(self.session.user_id)}"
+            " · /help for commands[/dim]"
+        )
+        while (line := await self.reader.readline(self.prompt)) is not None:
+            line = line.strip()
+            if not line:
+                continue
+            if line.startswith("/"):
+                if not await self.command(line):
+                    break
+                continue
+            if await rendered_turn(self.session, line, out=self.out, err=self.err) is None:
+                self.failed_turns += 1
+        return 1 if self.failed_turns else 0
+
+    async def command(self, line: str) -> bool:
+        """Run a slash command; False ends the session."""
+        command = line.split()[0].lower()
+        if command in ("/exit", "/quit"):
+            return False
+        if command == "/help":
+            self.out.print(HELP)
+        elif command == "/tools":
+            self.show_tools()
+        elif command == "/history":
+            for message in await self.session.history():
+                self.out.print(describe_message(message), highlight=False)
+        else:
+            self.err.print(escape(UNKNOWN_COMMAND.format(command=command)))
+        return True
+
+    def show_tools(self) -> None:
+        for tool in self.runtime.tools:
+            self.out.print(f"[bold]{escape(tool.name)}[/bold]  {escape(tool.description)}")
+
+
+def describe_message(message: BaseMessage) -> str:
+    """One line of /history for a message (rich markup)."""
+    if isinstance(message, HumanMessage):
+        return f"[bold]you[/bold]: {escape(_preview(message.text))}"
+    if isinstance(message, ToolMessage):
+        return f"  [dim]{escape(message.name or 'tool')} → {escape(_preview(message.text))}[/dim]"
+    if isinstance(message, AIMessage) and message.tool_calls:
+        calls = ", ".join(f"{c['name']}({json.dumps(c['args'])})" for c in message.tool_calls)
+        return f"[bold]assistant[/bold] calls {escape(_preview(calls))}"
+    return f"[bold]assistant[/bold]: {escape(_preview(message.text))}"
+
+
+def _preview(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= PREVIEW_CHARS else flat[: PREVIEW_CHARS - 1] + "…"

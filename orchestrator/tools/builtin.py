@@ -1,0 +1,88 @@
+"""Tools that ship with the orchestrator itself, apart from the sub-agent folders."""
+
+from __future__ import annotations
+
+import ast
+import operator
+from collections.abc import Callable
+from datetime import datetime
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from langchain_core.tools import BaseTool, tool
+from pydantic import BaseModel, Field
+
+from orchestrator.errors import InvalidToolArgumentsError, ToolError
+
+MAX_EXPONENT = 1000
+
+
+class CurrentTimeArgs(BaseModel):
+    timezone: str = Field(
+        default="UTC", description="IANA time zone name, e.g. Europe/Paris or America/New_York."
+    )
+
+
+@tool("current_time", args_schema=CurrentTimeArgs)
+async def current_time(timezone: str = "UTC") -> dict[str, str]:
+    """Get the current date and time (ISO 8601) in a time zone; use for 'what time/day is it'."""
+    try:
+        zone = ZoneInfo(timezone)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise InvalidToolArgumentsError(
+            f"Unknown time zone {timezone!r}; use an IANA name such as Europe/Paris."
+        ) from None
+    now = datetime.now(zone)
+    return {"timezone": timezone, "iso": now.isoformat(timespec="seconds"), "weekday": now.strftime("%A")}
+
+
+class CalculatorArgs(BaseModel):
+    expression: str = Field(description="Arithmetic with + - * / // % ** and parentheses, e.g. (2+3)*4.")
+
+
+@tool("calculator", args_schema=CalculatorArgs)
+async def calculator(expression: str) -> dict[str, str | float | int]:
+    """Evaluate an arithmetic expression exactly; use to calculate, compute or add numbers."""
+    try:
+        tree = ast.parse(expression, mode="eval")
+    except SyntaxError:
+        raise InvalidToolArgumentsError(f"Not an arithmetic expression: {expression!r}.") from None
+    return {"expression": expression, "value": _evaluate(tree.body)}
+
+
+_BINARY: dict[type[ast.operator], Callable[[float, float], float]] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+}
+_UNARY: dict[type[ast.unaryop], Callable[[float], float]] = {
+    ast.UAdd: operator.pos,
+    ast.USub: operator.neg,
+}
+
+
+def _evaluate(node: ast.expr) -> float:
+    # Walks the syntax tree itself so that no name, call or attribute can ever run.
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
+        return _UNARY[type(node.op)](_evaluate(node.operand))
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
+        left, right = _evaluate(node.left), _evaluate(node.right)
+        if isinstance(node.op, ast.Pow) and abs(right) > MAX_EXPONENT:
+            raise ToolError(f"Exponent {right} is too large (limit {MAX_EXPONENT}).", recoverable=False)
+        try:
+            return _BINARY[type(node.op)](left, right)
+        except ZeroDivisionError:
+            raise ToolError("Division by zero.", recoverable=False) from None
+    raise InvalidToolArgumentsError(
+        f"Unsupported element {ast.unparse(node)!r}: only numbers and + - * / // % ** are allowed."
+    )
+
+
+def builtin_tools() -> list[BaseTool]:
+    """The built-in tools, in the order they are offered to the model."""
+    return [current_time, calculator]

@@ -1,0 +1,80 @@
+"""The envelope every tool outcome travels in: results, statuses and errors alike."""
+
+from __future__ import annotations
+
+import json
+from typing import Literal
+
+from pydantic import BaseModel, Field, JsonValue
+
+from orchestrator.errors import ToolError
+
+ResultStatus = Literal["success", "partial", "failure"]
+EnvelopeType = Literal["status", "result", "error"]
+
+TRUNCATION_NOTE = (
+    "\n[truncated: the result was {length} characters, over the limit of {limit}; "
+    "ask for less (a narrower query, fewer items) to see the rest]"
+)
+
+
+class Billing(BaseModel):
+    """What a call cost, when the tool knows."""
+
+    total_cost_usd: float = 0.0
+
+
+class ToolResult(BaseModel):
+    """What a tool call produced, with the ids that tie it into the request tree."""
+
+    type: EnvelopeType = "result"
+    request_id: str | None = None
+    parent_request_id: str | None = None
+    status: ResultStatus = "success"
+    message: str = ""
+    data: JsonValue = None
+    metadata: dict[str, JsonValue] = Field(default_factory=dict)
+    next_actions: list[str] = Field(default_factory=list)
+    billing: Billing | None = None
+    error_code: str | None = None
+    recoverable: bool | None = None
+    retry_strategy: str | None = None
+
+    @classmethod
+    def from_error(cls, error: ToolError, **ids: str | None) -> ToolResult:
+        """The error envelope for a failed call."""
+        return cls(
+            type="error",
+            status="failure",
+            message=str(error),
+            error_code=error.code,
+            recoverable=error.recoverable,
+            retry_strategy="fix_arguments" if error.code == "invalid_arguments" else None,
+            **ids,
+        )
+
+    def to_model_text(self, *, max_chars: int) -> str:
+        """JSON for the model: only the fields it can use, cut past `max_chars` with a note."""
+        body = self.model_dump(
+            mode="json",
+            include={"status", "message", "data", "next_actions", "error_code", "recoverable"},
+            exclude_defaults=True,
+        )
+        body["status"] = self.status  # always said, even when it is the default
+        text = json.dumps(body, ensure_ascii=False, default=str)
+        if len(text) <= max_chars:
+            return text
+        return text[:max_chars] + TRUNCATION_NOTE.format(length=len(text), limit=max_chars)
+
+
+def result_from_output(output: object) -> ToolResult:
+    """Wrap whatever a LangChain tool returned in the envelope."""
+    if isinstance(output, ToolResult):
+        return output
+    if isinstance(output, str):
+        return ToolResult(message=output)
+    return ToolResult(data=_jsonable(output))
+
+
+def _jsonable(value: object) -> JsonValue:
+    return json.loads(json.dumps(value, default=str))
