@@ -7,7 +7,6 @@ import json
 import logging
 import sys
 from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Annotated
 
 import typer
@@ -16,13 +15,9 @@ from rich.console import Console
 from orchestrator.errors import UserError
 from orchestrator.llm.offline import OFFLINE_NOTICE
 from orchestrator.repl import ChatRepl, failure_line, rendered_turn
-from orchestrator.runtime import Runtime
+from orchestrator.runtime import Runtime, use_tool_threads
 from orchestrator.session import Session
 from orchestrator.settings import Settings, load_settings
-
-# Sync LangChain tools run on the loop's default executor; the stock one has only
-# cpu_count + 4 threads, which would serialise a turn's tool calls on a small machine.
-TOOL_THREADS = 32
 
 app = typer.Typer(
     add_completion=False,
@@ -102,8 +97,7 @@ def _run(command: Callable[[Runtime], Awaitable[int]]) -> int:
 
 
 async def _with_tool_threads(work: Awaitable[int]) -> int:
-    executor = ThreadPoolExecutor(max_workers=TOOL_THREADS, thread_name_prefix="tool")
-    asyncio.get_running_loop().set_default_executor(executor)
+    use_tool_threads()
     return await work
 
 

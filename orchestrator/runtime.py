@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from langchain_core.language_models import BaseChatModel
@@ -16,6 +18,10 @@ from orchestrator.llm.providers import build_chat_model
 from orchestrator.session import Session
 from orchestrator.settings import Settings
 from orchestrator.tools.builtin import builtin_tools
+
+# Sync LangChain tools run on the loop's default executor; the stock one has only
+# cpu_count + 4 threads, which would serialise a turn's tool calls on a small machine.
+TOOL_THREADS = 32
 
 
 @dataclass(frozen=True)
@@ -58,3 +64,9 @@ class Runtime:
         return Session(
             graph=self.graph, settings=self.settings, user_id=user_id, session_id=session_id
         )
+
+
+def use_tool_threads(threads: int = TOOL_THREADS) -> None:
+    """Give the running loop enough threads for a turn's sync tool calls to overlap."""
+    executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="tool")
+    asyncio.get_running_loop().set_default_executor(executor)

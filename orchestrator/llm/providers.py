@@ -51,10 +51,14 @@ def explain_model_error(error: Exception, *, settings: Settings) -> ModelUnavail
         )
     if isinstance(error, openai.APIStatusError):
         return ModelUnavailableError(
-            f"The model server at {where} answered {error.status_code}: {_first_line(error.message)}"
+            f"The model server at {where} answered {error.status_code}: {_server_message(error)}"
         )
     return None
 
 
-def _first_line(text: str) -> str:
-    return text.strip().splitlines()[0] if text.strip() else "(no message)"
+def _server_message(error: openai.APIStatusError) -> str:
+    # The client puts the body's `error` object in `body`; its message is the server's own words.
+    body = error.body
+    text = str(body.get("message", "")) if isinstance(body, dict) else ""
+    text = (text or error.message).strip()
+    return text.splitlines()[0] if text else "(no message)"

@@ -1,10 +1,11 @@
 """Helpers for testing graphs, tools and sessions without a real model or network."""
 
 from orchestrator.testing.network import RemoteConnectionBlocked, block_remote_connections
-from orchestrator.testing.openai_server import OpenAICompatibleServer
+from orchestrator.testing.openai_server import ErrorReply, OpenAICompatibleServer
 from orchestrator.testing.scripted import ScriptedChatModel, ScriptExhaustedError, call_tools
 
 __all__ = [
+    "ErrorReply",
     "OpenAICompatibleServer",
     "RemoteConnectionBlocked",
     "ScriptExhaustedError",

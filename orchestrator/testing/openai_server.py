@@ -4,8 +4,9 @@
         settings = load_settings(openai_base_url=server.base_url, openai_api_key="test")
 
 Each POST to `/v1/chat/completions` is answered with the next scripted reply:
-a text, or a list of `(tool_name, arguments)` tool calls; both plain and
-streamed (server-sent events). Request bodies are kept in `requests`.
+a text, a list of `(tool_name, arguments)` tool calls (both plain and streamed
+as server-sent events), or an `ErrorReply`. With nothing scripted it answers
+400. Request bodies are kept in `requests`.
 """
 
 from __future__ import annotations
@@ -15,12 +16,23 @@ import threading
 import uuid
 from collections import deque
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 
-Reply = str | list[tuple[str, dict[str, object]]]
 JsonObject = dict[str, object]
+
+
+@dataclass(frozen=True)
+class ErrorReply:
+    """Answer one request with an HTTP error."""
+
+    status: HTTPStatus = HTTPStatus.SERVICE_UNAVAILABLE
+    message: str = "scripted failure"
+
+
+Reply = str | list[tuple[str, dict[str, object]]] | ErrorReply
 
 
 class OpenAICompatibleServer:
@@ -66,7 +78,9 @@ class _Handler(BaseHTTPRequestHandler):
         request = json.loads(self.rfile.read(length))
         reply = self.server.owner.next_reply(request)  # type: ignore[attr-defined]
         if reply is None:
-            return self._send_json(HTTPStatus.BAD_REQUEST, _error("no scripted reply left"))
+            reply = ErrorReply(HTTPStatus.BAD_REQUEST, "no scripted reply left")
+        if isinstance(reply, ErrorReply):
+            return self._send_json(reply.status, _error(reply.message))
         model = str(request.get("model", "test-model"))
         if request.get("stream"):
             return self._send_stream(_chunks(reply, model))
@@ -96,7 +110,10 @@ def _error(message: str) -> JsonObject:
     return {"error": {"message": message, "type": "invalid_request_error"}}
 
 
-def _tool_calls(reply: Reply) -> list[JsonObject]:
+TextOrCalls = str | list[tuple[str, dict[str, object]]]
+
+
+def _tool_calls(reply: TextOrCalls) -> list[JsonObject]:
     if isinstance(reply, str):
         return []
     return [
@@ -119,7 +136,7 @@ def _envelope(kind: str, model: str, choice: JsonObject) -> JsonObject:
     }
 
 
-def _completion(reply: Reply, model: str) -> JsonObject:
+def _completion(reply: TextOrCalls, model: str) -> JsonObject:
     calls = _tool_calls(reply)
     message: JsonObject = {"role": "assistant", "content": reply if isinstance(reply, str) else None}
     if calls:
@@ -133,7 +150,7 @@ def _completion(reply: Reply, model: str) -> JsonObject:
     return body
 
 
-def _chunks(reply: Reply, model: str) -> Iterator[JsonObject]:
+def _chunks(reply: TextOrCalls, model: str) -> Iterator[JsonObject]:
     def chunk(delta: JsonObject, finish: str | None = None) -> JsonObject:
         return _envelope("chat.completion.chunk", model, {"delta": delta, "finish_reason": finish})
 

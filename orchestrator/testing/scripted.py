@@ -12,7 +12,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
-from pydantic import Field
+from pydantic import Field, SkipValidation
 
 Step = str | AIMessage | Callable[[list[BaseMessage]], str | AIMessage]
 
@@ -39,7 +39,7 @@ class ScriptedChatModel(BaseChatModel):
     steps are left; a call past the end of the script fails at once.
     """
 
-    steps: list[Step] = Field(default_factory=list)
+    steps: SkipValidation[list[Step]] = Field(default_factory=list)
     received: list[list[BaseMessage]] = Field(default_factory=list)
     bound_tools: list[str] = Field(default_factory=list)
 

@@ -60,8 +60,8 @@ class ToolResult(BaseModel):
             include={"status", "message", "data", "next_actions", "error_code", "recoverable"},
             exclude_defaults=True,
         )
-        body["status"] = self.status  # always said, even when it is the default
-        text = json.dumps(body, ensure_ascii=False, default=str)
+        # The status leads and is always said, even when it is the default.
+        text = json.dumps({"status": self.status, **body}, ensure_ascii=False, default=str)
         if len(text) <= max_chars:
             return text
         return text[:max_chars] + TRUNCATION_NOTE.format(length=len(text), limit=max_chars)

@@ -1,0 +1,141 @@
+"""Overhead of the orchestrator graph, side by side with LangGraph's prebuilt agent.
+
+    .venv/bin/python scripts/bench_overhead.py [--round-trips 200] [--repeats 7]
+
+Prints one line per measurement, then one JSON object:
+- ratio_vs_prebuilt: time for N tool round trips (model -> no-op tool -> model)
+  through our graph / the same through `create_react_agent`, both with the
+  same zero-latency model, measured alternately; median of the repeats.
+- parallel_ratio: wall time of one turn with 10 async tool calls that each
+  sleep 200 ms, divided by 200 ms (1.0 = fully concurrent).
+- parallel_ratio_sync_tools: the same with blocking `time.sleep` tools, on the
+  thread pool the CLI sets up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import time
+import warnings
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.runnables import Runnable
+from langchain_core.tools import BaseTool, tool
+
+from orchestrator.graph import build_agent_graph
+from orchestrator.runtime import use_tool_threads
+
+SLEEP_SECONDS = 0.2
+PARALLEL_CALLS = 10
+
+
+class LoopModel(BaseChatModel):
+    """Zero-latency: calls the tools named in `calls` after a user message, answers after results."""
+
+    calls: list[str] = ["noop"]
+
+    @property
+    def _llm_type(self) -> str:
+        return "loop"
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Runnable[Any, AIMessage]:
+        return self
+
+    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
+        if isinstance(messages[-1], ToolMessage):
+            reply = AIMessage(content="done")
+        else:
+            reply = AIMessage(
+                content="",
+                tool_calls=[{"name": n, "args": {}, "id": f"c{i}"} for i, n in enumerate(self.calls)],
+            )
+        return ChatResult(generations=[ChatGeneration(message=reply)])
+
+
+@tool
+async def noop() -> str:
+    """Do nothing."""
+    return "ok"
+
+
+@tool
+async def nap() -> str:
+    """Sleep without blocking."""
+    await asyncio.sleep(SLEEP_SECONDS)
+    return "rested"
+
+
+@tool
+def blocking_nap() -> str:
+    """Sleep, blocking a thread."""
+    time.sleep(SLEEP_SECONDS)
+    return "rested"
+
+
+def ours(model: BaseChatModel, tools: list[BaseTool]) -> Runnable:
+    return build_agent_graph(model=model, tools=tools, max_iterations=5, max_result_chars=4000)
+
+
+def prebuilt(model: BaseChatModel, tools: list[BaseTool]) -> Runnable:
+    from langgraph.prebuilt import create_react_agent
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # create_react_agent is deprecated in favour of langchain's
+        return create_react_agent(model, tools)
+
+
+async def timed(work: Callable[[], Awaitable[object]]) -> float:
+    start = time.perf_counter()
+    await work()
+    return time.perf_counter() - start
+
+
+async def round_trips(graph: Runnable, count: int) -> None:
+    for _ in range(count):
+        await graph.ainvoke({"messages": [HumanMessage("go")], "iterations": 0})
+
+
+async def overhead_ratio(round_trip_count: int, repeats: int) -> float:
+    model = LoopModel()
+    graphs = {"ours": ours(model, [noop]), "prebuilt": prebuilt(model, [noop])}
+    await round_trips(graphs["ours"], 20)  # warm both up
+    await round_trips(graphs["prebuilt"], 20)
+    seconds: dict[str, list[float]] = {"ours": [], "prebuilt": []}
+    for _ in range(repeats):
+        for name, graph in graphs.items():
+            seconds[name].append(await timed(lambda g=graph: round_trips(g, round_trip_count)))
+    for name, values in seconds.items():
+        print(f"{name}: {round_trip_count} round trips, median {statistics.median(values):.3f}s")
+    return statistics.median(seconds["ours"]) / statistics.median(seconds["prebuilt"])
+
+
+async def parallel_ratio(sleeper: BaseTool) -> float:
+    graph = ours(LoopModel(calls=[sleeper.name] * PARALLEL_CALLS), [sleeper])
+    wall = await timed(lambda: round_trips(graph, 1))
+    print(f"{PARALLEL_CALLS} x {sleeper.name} ({SLEEP_SECONDS * 1000:.0f} ms each): {wall:.3f}s")
+    return wall / SLEEP_SECONDS
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--round-trips", type=int, default=200)
+    parser.add_argument("--repeats", type=int, default=7)
+    options = parser.parse_args()
+    use_tool_threads()
+    figures = {
+        "ratio_vs_prebuilt": await overhead_ratio(options.round_trips, options.repeats),
+        "parallel_ratio": await parallel_ratio(nap),
+        "parallel_ratio_sync_tools": await parallel_ratio(blocking_nap),
+    }
+    print(json.dumps({key: round(value, 3) for key, value in figures.items()}))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,40 @@
+"""The built-in tools."""
+
+from __future__ import annotations
+
+import pytest
+
+from orchestrator.errors import InvalidToolArgumentsError, ToolError
+from orchestrator.tools.builtin import calculator, current_time
+
+
+@pytest.mark.parametrize(
+    ("expression", "value"),
+    [("1 + 2 * 3", 7), ("(1 + 2) * 3", 9), ("-2 ** 2", -4), ("7 // 2", 3), ("7 % 4", 3), ("1 / 4", 0.25)],
+)
+async def test_calculator(expression: str, value: float):
+    assert (await calculator.ainvoke({"expression": expression}))["value"] == value
+
+
+@pytest.mark.parametrize(
+    "expression", ["__import__('os')", "x + 1", "open('f')", "(1).real", "True + 1", "2 +"]
+)
+async def test_calculator_refuses_anything_but_arithmetic(expression: str):
+    with pytest.raises(InvalidToolArgumentsError):
+        await calculator.ainvoke({"expression": expression})
+
+
+async def test_calculator_refuses_huge_exponents():
+    with pytest.raises(ToolError, match="too large"):
+        await calculator.ainvoke({"expression": "9 ** 99999"})
+
+
+async def test_current_time_in_a_zone():
+    result = await current_time.ainvoke({"timezone": "America/New_York"})
+    assert result["timezone"] == "America/New_York"
+    assert result["iso"][-6:] in ("-05:00", "-04:00")
+
+
+async def test_current_time_rejects_unknown_zones():
+    with pytest.raises(InvalidToolArgumentsError, match="Unknown time zone 'Mars/Olympus'"):
+        await current_time.ainvoke({"timezone": "Mars/Olympus"})

@@ -1,0 +1,125 @@
+"""The `orchestrator` command end to end: a subprocess fed scripted stdin."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from http import HTTPStatus
+from pathlib import Path
+
+from orchestrator.testing import ErrorReply, OpenAICompatibleServer
+
+
+def run_cli(
+    *args: str, cwd: Path, stdin: str = "", env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    base = {"PATH": os.environ["PATH"], "HOME": str(cwd), "PYTHONIOENCODING": "utf-8"}
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrator", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**base, **(env or {})},
+        timeout=120,
+    )
+
+
+def server_env(server: OpenAICompatibleServer) -> dict[str, str]:
+    return {
+        "ORCHESTRATOR_MODEL": "openai:test-model",
+        "OPENAI_BASE_URL": server.base_url,
+        "OPENAI_API_KEY": "test-key",
+        "ORCHESTRATOR_MODEL_MAX_RETRIES": "0",
+    }
+
+
+def test_piped_chat_remembers_the_first_turn(tmp_path: Path):
+    with OpenAICompatibleServer(["Hello Ada.", "Your name is Ada."]) as server:
+        done = run_cli(
+            "chat", cwd=tmp_path, stdin="My name is Ada.\nWhat is my name?\n", env=server_env(server)
+        )
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["Hello Ada.", "Your name is Ada."]
+    second = [(m["role"], m["content"]) for m in server.requests[1]["messages"]]
+    assert ("user", "My name is Ada.") in second
+    assert ("assistant", "Hello Ada.") in second
+    assert second[-1] == ("user", "What is my name?")
+
+
+def test_chat_slash_commands_and_exit(tmp_path: Path):
+    stdin = "/help\n/tools\nwhat is 2*21\n/history\n/bogus\n/exit\nnever read\n"
+    done = run_cli("chat", cwd=tmp_path, stdin=stdin)
+
+    assert done.returncode == 0, done.stderr
+    assert "/history" in done.stdout  # the help text
+    assert "calculator" in done.stdout and "current_time" in done.stdout
+    assert "value: 42" in done.stdout
+    assert 'you: what is 2*21' in done.stdout
+    assert 'assistant calls calculator({"expression": "2*21"})' in done.stdout
+    assert "Unknown command /bogus" in done.stderr
+    assert "built-in offline model" in done.stderr
+    assert "never read" not in done.stdout
+
+
+def test_chat_keeps_going_after_a_failed_turn(tmp_path: Path):
+    script = [ErrorReply(HTTPStatus.SERVICE_UNAVAILABLE, "overloaded"), "second answer"]
+    with OpenAICompatibleServer(script) as server:
+        stdin = "first question\nsecond question\n/history\n"
+        done = run_cli("chat", cwd=tmp_path, stdin=stdin, env=server_env(server))
+
+    assert done.returncode == 1, "a failed turn makes the exit status non-zero"
+    assert "error: The model server at" in done.stderr and "answered 503: overloaded" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert "second answer" in done.stdout
+    assert "you: first question" in done.stdout, "the failed turn's message is kept"
+    assert ("user", "first question") in [
+        (m["role"], m["content"]) for m in server.requests[1]["messages"]
+    ]
+
+
+def test_ask_json_prints_one_object(tmp_path: Path):
+    done = run_cli("ask", "--json", "calculate 6*7", cwd=tmp_path)
+
+    assert done.returncode == 0, done.stderr
+    body = json.loads(done.stdout)
+    assert body["iterations"] == 2
+    [call] = body["tool_calls"]
+    assert (call["name"], call["arguments"], call["status"]) == (
+        "calculator", {"expression": "6*7"}, "success"
+    )
+    assert "42" in body["answer"]
+    assert "offline model" in done.stderr
+
+
+def test_ask_against_an_openai_compatible_server(tmp_path: Path):
+    script = [[("current_time", {"timezone": "UTC"})], "It is now."]
+    with OpenAICompatibleServer(script) as server:
+        done = run_cli("ask", "What time is it?", cwd=tmp_path, env=server_env(server))
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "It is now."
+    assert "offline" not in done.stderr
+
+
+def test_bad_setting_is_one_line_and_non_zero(tmp_path: Path):
+    done = run_cli("ask", "hi", cwd=tmp_path, env={"ORCHESTRATOR_MAX_TOOL_ITERATIONS": "lots"})
+
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "error: Invalid setting ORCHESTRATOR_MAX_TOOL_ITERATIONS='lots': "
+        "Input should be a valid integer, unable to parse string as an integer"
+    ]
+
+
+def test_unreachable_model_server_is_one_line_and_non_zero(tmp_path: Path):
+    with OpenAICompatibleServer() as server:
+        env = server_env(server)
+    done = run_cli("ask", "--json", "hi", cwd=tmp_path, env=env)
+
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    assert "Cannot reach the model server" in json.loads(done.stdout)["error"]

@@ -1,0 +1,61 @@
+"""Settings from the environment and `.env`, and their errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from orchestrator.errors import ConfigError
+from orchestrator.llm import OfflineChatModel, build_chat_model
+from orchestrator.settings import load_settings
+
+
+def test_defaults():
+    settings = load_settings()
+    assert settings.max_tool_iterations == 5
+    assert settings.max_tool_result_chars == 4000
+    assert settings.data_dir == Path("data")
+    assert settings.sub_graphs_dir == Path("sub_graphs")
+    assert settings.uses_offline_model
+
+
+def test_environment_and_dotenv(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    (tmp_path / ".env").write_text("ORCHESTRATOR_MAX_TOOL_ITERATIONS=7\nOPENAI_BASE_URL=http://127.0.0.1:1/v1\n")
+    monkeypatch.setenv("ORCHESTRATOR_LOG_LEVEL", "debug")
+    settings = load_settings()
+    assert settings.max_tool_iterations == 7
+    assert settings.log_level == "DEBUG"
+    assert settings.openai_base_url == "http://127.0.0.1:1/v1"
+    assert not settings.uses_offline_model
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("ORCHESTRATOR_MAX_TOOL_ITERATIONS", "many"),
+        ("ORCHESTRATOR_MAX_TOOL_ITERATIONS", "0"),
+        ("ORCHESTRATOR_MAX_TOOL_RESULT_CHARS", "10"),
+        ("ORCHESTRATOR_LOG_LEVEL", "loud"),
+    ],
+)
+def test_bad_value_names_the_setting(monkeypatch: pytest.MonkeyPatch, name: str, value: str):
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    message = str(caught.value)
+    assert message.lower().startswith(f"invalid setting {name}='{value}'".lower())
+    assert "\n" not in message
+
+
+def test_offline_unless_a_model_endpoint_is_configured(monkeypatch: pytest.MonkeyPatch):
+    assert isinstance(build_chat_model(load_settings()), OfflineChatModel)
+    assert isinstance(build_chat_model(load_settings(model="offline", openai_api_key="k")), OfflineChatModel)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    model = build_chat_model(load_settings(model="openai:gpt-4o-mini"))
+    assert type(model).__name__ == "ChatOpenAI"
+
+
+def test_unknown_provider_is_a_config_error():
+    with pytest.raises(ConfigError, match="ORCHESTRATOR_MODEL='nosuchprovider:x'"):
+        build_chat_model(load_settings(model="nosuchprovider:x"))
