@@ -7,6 +7,7 @@ import queue
 import threading
 
 from rich.console import Console
+from rich.markup import escape
 from rich.status import Status
 
 from orchestrator.events import Stage, ToolPhase
@@ -23,56 +24,71 @@ STAGE_TEXT = {
 
 
 class TurnRenderer:
-    """Shows one turn: a spinner with stages and tools on a terminal, tool lines otherwise.
+    """Shows one turn: a line per finished tool call, and on a terminal a live spinner.
 
-    Answers go to `out` (stdout); everything else goes to `err` (stderr).
+    Answers go to `out` (stdout); everything else goes to `err` (stderr). The
+    spinner only ever runs on a line of its own: it is stopped while text streams.
     """
 
     def __init__(self, *, out: Console, err: Console) -> None:
         self.out = out
         self.err = err
         self.streamed: set[str | None] = set()
-        self._status: Status | None = err.status("submitted") if err.is_terminal else None
-        if self._status is not None:
-            self._status.start()
+        self._mid_line = False
+        self._status: Status | None = err.status("") if err.is_terminal else None
+        self._show(STAGE_TEXT[Stage.SUBMITTED])
 
     def __call__(self, event: TurnEvent) -> None:
         if event["kind"] == "token":
-            self._stop_status()
-            if self.streamed and event["message_id"] not in self.streamed:
-                self.out.print()  # a new reply after text that came with tool calls
-            self.streamed.add(event["message_id"])
-            self.out.print(event["text"], end="", markup=False, highlight=False, soft_wrap=True)
+            self._token(event["text"], event["message_id"])
         elif event["kind"] == "status":
-            self._show(STAGE_TEXT[event["stage"]])
-        elif self._status is not None:
-            self._show(f"{event['tool']} ({event['index']}/{event['total']}): {event['phase']}")
-        elif event["phase"] == ToolPhase.COMPLETED:
-            self.err.print(
-                f"  [dim]tool {event['tool']} ({event['index']}/{event['total']}): "
-                f"{event['status']}[/dim]"
-            )
+            if event["stage"] in (Stage.COMPLETE, Stage.ERROR):
+                self._stop_status()
+            else:
+                self._show(STAGE_TEXT[event["stage"]])
+        else:
+            position = f"{event['tool']} ({event['index']}/{event['total']})"
+            if event["phase"] == ToolPhase.COMPLETED:
+                self._end_line()
+                self.err.print(f"  [dim]tool {escape(position)}: {event['status']}[/dim]")
+            self._show(f"{position}: {event['phase']}")
 
     def finish(self, result: TurnResult) -> None:
         """End the turn's output, printing the answer if it was not streamed."""
         self._stop_status()
         if result.answer_id not in self.streamed:
-            if self.streamed:
-                self.out.print()
-            self.out.print(result.answer, end="", markup=False, highlight=False, soft_wrap=True)
-        self.out.print()
+            self._end_line()
+            self._write(result.answer)
+        self._end_line()
 
     def fail(self, message: str) -> None:
         """End the turn with a one-line error."""
         self._stop_status()
-        if self.streamed:
+        self._end_line()
+        self.err.print(f"[red]error:[/red] {escape(message)}", highlight=False)
+
+    def _token(self, text: str, message_id: str | None) -> None:
+        self._stop_status()
+        if self.streamed and message_id not in self.streamed:
+            self._end_line()  # a new reply after text that came with tool calls
+        self.streamed.add(message_id)
+        self._write(text)
+
+    def _write(self, text: str) -> None:
+        self.out.print(text, end="", markup=False, highlight=False, soft_wrap=True)
+        self._mid_line = self._mid_line or bool(text)
+
+    def _end_line(self) -> None:
+        if self._mid_line:
             self.out.print()
-        self.err.print(f"[red]error:[/red] {message}", markup=True, highlight=False)
+            self._mid_line = False
 
     def _show(self, text: str) -> None:
-        if self._status is not None:
-            self._status.update(f"[dim]{text}[/dim]")
-            self._status.start()
+        if self._status is None:
+            return
+        self._end_line()
+        self._status.update(f"[dim]{escape(text)}[/dim]")
+        self._status.start()
 
     def _stop_status(self) -> None:
         if self._status is not None:
