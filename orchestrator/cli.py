@@ -1,4 +1,4 @@
-"""The `orchestrator` command: chat, ask."""
+"""The `orchestrator` command: chat, ask, tools, new-agent."""
 
 from __future__ import annotations
 
@@ -6,18 +6,23 @@ import asyncio
 import json
 import logging
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
-from orchestrator.errors import UserError
+from orchestrator.console import ApprovalPrompt, describe_folder, display_path
+from orchestrator.errors import ConfigError, UserError
 from orchestrator.llm.offline import OFFLINE_NOTICE
 from orchestrator.repl import ChatRepl, failure_line, rendered_turn
-from orchestrator.runtime import Runtime, use_tool_threads
+from orchestrator.runtime import Runtime, approval_store, use_tool_threads
+from orchestrator.scaffold import create_agent_folder
 from orchestrator.session import Session
 from orchestrator.settings import Settings, load_settings
+from orchestrator.tools.discovery import Discovery, ToolFolder, discover_tree, walk
 
 app = typer.Typer(
     add_completion=False,
@@ -25,6 +30,9 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     help="A hierarchical agent orchestrator on LangGraph, in your terminal.",
 )
+tools_app = typer.Typer(no_args_is_help=True, help="List, approve and revoke tool folders.")
+app.add_typer(tools_app, name="tools")
+
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
 
@@ -32,6 +40,7 @@ UserOption = Annotated[str, typer.Option("--user", "-u", help="Whose conversatio
 SessionOption = Annotated[
     str | None, typer.Option("--session", "-s", help="Continue this session id (default: new).")
 ]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
 
 
 @app.command()
@@ -50,11 +59,9 @@ def ask(
     text: Annotated[str, typer.Argument(help="The message to send.")],
     user: UserOption = "local",
     session: SessionOption = None,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print one JSON object: answer, tool_calls, iterations.")
-    ] = False,
+    as_json: JsonOption = False,
 ) -> None:
-    """Send one message and print the answer."""
+    """Send one message and print the answer (--json: answer, tool_calls, iterations)."""
 
     async def run(runtime: Runtime) -> int:
         conversation = runtime.session(user_id=user, session_id=session)
@@ -63,6 +70,88 @@ def ask(
         return 0 if await rendered_turn(conversation, text, out=out, err=err) else 1
 
     raise typer.Exit(_run(run))
+
+
+@tools_app.command("list")
+def list_tools(as_json: JsonOption = False) -> None:
+    """Show every tool folder, its approval status and path; imports nothing."""
+    with _user_errors():
+        settings = _settings()
+        tree = discover_tree(settings.sub_graphs_dir)
+        store = approval_store(settings)
+    rows = [(node.folder, store.status(node.folder)) for node in walk(tree.nodes)]
+    if as_json:
+        print(json.dumps(_listing_json(rows, tree), ensure_ascii=False))
+        return
+    if not rows and not tree.problems:
+        err.print(f"No tool folders in {display_path(settings.sub_graphs_dir)}.")
+    for folder, status in rows:
+        indent = "  " * folder.depth
+        out.print(
+            f"{indent}[bold]{escape(folder.name)}[/bold] {escape(folder.config.version)}  "
+            f"{status}  {escape(display_path(folder.path))}",
+            highlight=False,
+        )
+    for problem in tree.problems:
+        out.print(f"[red]skipped[/red] {escape(display_path(problem.path))}: {escape(problem.reason)}")
+
+
+@tools_app.command("approve")
+def approve_tool(name: Annotated[str, typer.Argument(help="Tool name, or its path key.")]) -> None:
+    """Approve a tool folder's current content."""
+    _decide(name, approved=True)
+
+
+@tools_app.command("revoke")
+def revoke_tool(name: Annotated[str, typer.Argument(help="Tool name, or its path key.")]) -> None:
+    """Withdraw the approval of a tool folder; it is no longer loaded."""
+    _decide(name, approved=False)
+
+
+@app.command("new-agent")
+def new_agent(name: Annotated[str, typer.Argument(help="The tool's name, e.g. weather_agent.")]) -> None:
+    """Create sub_graphs/NAME/ from a template: config, entry point, README and a test."""
+    with _user_errors():
+        folder = create_agent_folder(name, directory=_settings().sub_graphs_dir)
+    out.print(f"created {display_path(folder)}; run its test with: pytest {display_path(folder)}/tests")
+
+
+def _decide(name: str, *, approved: bool) -> None:
+    with _user_errors():
+        settings = _settings()
+        folder = _find_folder(discover_tree(settings.sub_graphs_dir), name)
+        approval_store(settings).decide(folder, approved=approved)
+    verdict = "approved" if approved else "revoked"
+    out.print(f"{verdict}: {describe_folder(folder)}", highlight=False)
+
+
+def _find_folder(tree: Discovery, name: str) -> ToolFolder:
+    matches = [n.folder for n in walk(tree.nodes) if name in (n.folder.name, n.folder.key)]
+    if not matches:
+        raise UserError(f"No tool folder named {name!r}; `orchestrator tools list` shows them.")
+    if len(matches) > 1:
+        keys = ", ".join(folder.key for folder in matches)
+        raise UserError(f"{name!r} names several folders ({keys}); give the one you mean.")
+    return matches[0]
+
+
+def _listing_json(rows: list[tuple[ToolFolder, str]], tree: Discovery) -> dict[str, object]:
+    return {
+        "tools": [
+            {
+                "name": folder.name,
+                "version": folder.config.version,
+                "status": str(status),
+                "description": folder.config.description,
+                "capabilities": folder.config.capabilities,
+                "key": folder.key,
+                "path": str(folder.path),
+                "depth": folder.depth,
+            }
+            for folder, status in rows
+        ],
+        "problems": [{"path": str(p.path), "reason": p.reason} for p in tree.problems],
+    }
 
 
 async def _ask_json(session: Session, text: str) -> int:
@@ -79,16 +168,12 @@ async def _ask_json(session: Session, text: str) -> int:
 
 
 def _run(command: Callable[[Runtime], Awaitable[int]]) -> int:
-    """Load settings, build the runtime, run `command`; user errors become one line."""
-    try:
-        settings = load_settings()
-        _configure_logging(settings)
-        runtime = Runtime.create(settings)
-    except UserError as error:
-        err.print(f"error: {error}", markup=False, highlight=False)
-        return 2
-    if runtime.offline:
-        err.print(f"[yellow]note:[/yellow] {OFFLINE_NOTICE}", highlight=False)
+    """Load settings, ask about new tool folders, build the runtime, run `command`."""
+    with _user_errors():
+        settings = _settings()
+        if settings.uses_offline_model:
+            err.print(f"[yellow]note:[/yellow] {OFFLINE_NOTICE}", highlight=False)
+        runtime = Runtime.create(settings, ask=ApprovalPrompt(err=err))
     try:
         return asyncio.run(_with_tool_threads(command(runtime)))
     except KeyboardInterrupt:
@@ -96,17 +181,29 @@ def _run(command: Callable[[Runtime], Awaitable[int]]) -> int:
         return 130
 
 
-async def _with_tool_threads(work: Awaitable[int]) -> int:
-    use_tool_threads()
-    return await work
-
-
-def _configure_logging(settings: Settings) -> None:
+def _settings() -> Settings:
+    settings = load_settings()
     logging.basicConfig(
         level=settings.log_level,
         stream=sys.stderr,
         format="%(levelname)s %(name)s: %(message)s",
     )
+    return settings
+
+
+@contextmanager
+def _user_errors() -> Iterator[None]:
+    """Turn a UserError into one line on stderr and a non-zero exit (2 for settings)."""
+    try:
+        yield
+    except UserError as error:
+        err.print(f"error: {error}", markup=False, highlight=False)
+        raise typer.Exit(2 if isinstance(error, ConfigError) else 1) from None
+
+
+async def _with_tool_threads(work: Awaitable[int]) -> int:
+    use_tool_threads()
+    return await work
 
 
 def main() -> None:

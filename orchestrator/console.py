@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import queue
+import sys
 import threading
+from pathlib import Path
+from typing import TextIO
 
 from rich.console import Console
 from rich.markup import escape
@@ -12,6 +15,8 @@ from rich.status import Status
 
 from orchestrator.events import Stage, ToolPhase
 from orchestrator.session import TurnEvent, TurnResult
+from orchestrator.tools.approval import Status
+from orchestrator.tools.discovery import ToolFolder
 
 STAGE_TEXT = {
     Stage.SUBMITTED: "submitted",
@@ -50,7 +55,8 @@ class TurnRenderer:
             position = f"{event['tool']} ({event['index']}/{event['total']})"
             if event["phase"] == ToolPhase.COMPLETED:
                 self._end_line()
-                self.err.print(f"  [dim]tool {escape(position)}: {event['status']}[/dim]")
+                indent = "  " * (event["depth"] + 1)
+                self.err.print(f"{indent}[dim]tool {escape(position)}: {event['status']}[/dim]")
             self._show(f"{position}: {event['phase']}")
 
     def finish(self, result: TurnResult) -> None:
@@ -123,3 +129,48 @@ class LineReader:
 def _resolve(future: asyncio.Future[str | None], line: str | None) -> None:
     if not future.done():
         future.set_result(line)
+
+
+def describe_folder(folder: ToolFolder) -> str:
+    """Name, version, description, capabilities and path of a tool folder (rich markup)."""
+    capabilities = ", ".join(folder.config.capabilities) or "none declared"
+    return (
+        f"[bold]{escape(folder.name)}[/bold] {escape(folder.config.version)}\n"
+        f"  {escape(folder.config.description)}\n"
+        f"  capabilities: {escape(capabilities)}\n"
+        f"  path: {escape(display_path(folder.path))}"
+    )
+
+
+def display_path(path: Path) -> str:
+    """`path` relative to the working directory when it is below it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+class ApprovalPrompt:
+    """Asks y/N about a tool folder on stderr and reads the answer from stdin (any stdin)."""
+
+    def __init__(self, *, err: Console, stdin: TextIO | None = None) -> None:
+        self.err = err
+        self.stdin = stdin or sys.stdin
+
+    def __call__(self, folder: ToolFolder, status: Status) -> bool | None:
+        heading = "Changed since you decided on it" if status == Status.CHANGED else "New tool folder"
+        self.err.print(f"\n[yellow]{heading}:[/yellow] {describe_folder(folder)}", highlight=False)
+        while True:
+            self.err.print("Approve and load it? \\[y/N] ", end="")
+            line = self.stdin.readline()
+            if line and not self.stdin.isatty():
+                self.err.print(line.strip(), markup=False, highlight=False)  # echo piped answers
+            if not line:
+                self.err.print("\n(end of input: not approved)")
+                return None
+            answer = line.strip().lower()
+            if answer in ("y", "yes"):
+                return True
+            if answer in ("", "n", "no"):
+                return False
+            self.err.print(f"Please answer y or n, not {line.strip()!r}.", markup=False)

@@ -8,6 +8,8 @@
 
 from __future__ import annotations
 
+from pydantic import ValidationError
+
 
 class OrchestratorError(Exception):
     """Root of every error the orchestrator raises on purpose."""
@@ -53,6 +55,14 @@ class InvalidToolArgumentsError(ToolError):
     """The model's arguments do not match the tool's schema."""
 
     code = "invalid_arguments"
+
+
+def validation_problems(error: ValidationError) -> str:
+    """`field: problem; ...` in one line, for a model or a person to act on."""
+    return "; ".join(
+        f"{'.'.join(str(part) for part in problem['loc']) or 'value'}: {problem['msg']}"
+        for problem in error.errors()
+    )
 
 
 __all__ = [

@@ -41,7 +41,10 @@ class StatusEvent(TypedDict):
 
 
 class ToolEvent(TypedDict):
-    """Progress of one tool call; `index` is 1-based among `total` calls of the model turn."""
+    """Progress of one tool call; `index` is 1-based among `total` calls of the model turn.
+
+    `depth` is 0 for the orchestrator's own tools, 1 for the tools of a sub-agent, ...
+    """
 
     kind: Literal["tool"]
     phase: ToolPhase
@@ -51,6 +54,7 @@ class ToolEvent(TypedDict):
     request_id: str
     parent_request_id: str | None
     status: str | None
+    depth: int
 
 
 Event = StatusEvent | ToolEvent
@@ -90,5 +94,6 @@ def emit_tool(
             request_id=request_id,
             parent_request_id=parent_request_id,
             status=status,
+            depth=0,  # the session knows how deep the graph that wrote it runs
         )
     )

@@ -6,14 +6,16 @@ import json
 import logging
 import sys
 
+from langchain_core.tools import BaseTool
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from rich.console import Console
 from rich.markup import escape
 
-from orchestrator.console import LineReader, TurnRenderer
+from orchestrator.console import LineReader, TurnRenderer, display_path
 from orchestrator.errors import UserError
 from orchestrator.runtime import Runtime
 from orchestrator.session import Session, TurnResult
+from orchestrator.tools.registry import LoadedTool
 
 logger = logging.getLogger(__name__)
 
@@ -100,8 +102,29 @@ class ChatRepl:
         return True
 
     def show_tools(self) -> None:
+        """The tools the model can call, then each sub-agent with the tree below it."""
+        from_folders = {t.name for loaded in self.runtime.sub_agents for t in loaded.langchain}
         for tool in self.runtime.tools:
-            self.out.print(f"[bold]{escape(tool.name)}[/bold]  {escape(tool.description)}")
+            if tool.name not in from_folders:
+                self._print_tool(tool, depth=0)
+        for loaded in self.runtime.sub_agents:
+            self._print_sub_agent(loaded, depth=0)
+
+    def _print_sub_agent(self, loaded: LoadedTool, *, depth: int) -> None:
+        folder = loaded.folder
+        self.out.print(
+            f"{'  ' * depth}[bold cyan]{escape(folder.name)}[/bold cyan] {escape(folder.config.version)}"
+            f"  [dim]{escape(display_path(folder.path))}[/dim]",
+            highlight=False,
+        )
+        for tool in loaded.langchain:
+            self._print_tool(tool, depth=depth + 1)
+        for child in loaded.children:
+            self._print_sub_agent(child, depth=depth + 1)
+
+    def _print_tool(self, tool: BaseTool, *, depth: int) -> None:
+        summary = tool.description.splitlines()[0] if tool.description else ""
+        self.out.print(f"{'  ' * depth}[bold]{escape(tool.name)}[/bold]  {escape(summary)}")
 
 
 def describe_message(message: BaseMessage) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -17,7 +18,14 @@ from orchestrator.llm.offline import OfflineChatModel
 from orchestrator.llm.providers import build_chat_model
 from orchestrator.session import Session
 from orchestrator.settings import Settings
+from orchestrator.tools.approval import ApprovalStore, Ask, review
 from orchestrator.tools.builtin import builtin_tools
+from orchestrator.tools.discovery import discover_tree
+from orchestrator.tools.registry import LoadedTool, load_level
+
+logger = logging.getLogger(__name__)
+
+REGISTRY_DIR = "tool_registry"
 
 # Sync LangChain tools run on the loop's default executor; the stock one has only
 # cpu_count + 4 threads, which would serialise a turn's tool calls on a small machine.
@@ -32,19 +40,29 @@ class Runtime:
     model: BaseChatModel
     tools: list[BaseTool]
     graph: CompiledStateGraph
+    sub_agents: list[LoadedTool]
 
     @classmethod
     def create(
         cls,
         settings: Settings,
         *,
+        ask: Ask | None = None,
         model: BaseChatModel | None = None,
         tools: list[BaseTool] | None = None,
         checkpointer: BaseCheckpointSaver | None = None,
     ) -> Runtime:
-        """Build from settings; `model`, `tools` and `checkpointer` replace the defaults."""
+        """Build from settings: the model, the built-in tools and the approved sub-agents.
+
+        `ask` is put every new or changed tool folder (without it, none is
+        approved now). `model`, `tools` and `checkpointer` replace the defaults;
+        given `tools`, no folder is discovered.
+        """
         model = model or build_chat_model(settings)
-        tools = builtin_tools() if tools is None else tools
+        sub_agents: list[LoadedTool] = []
+        if tools is None:
+            sub_agents = load_sub_agents(settings, model=model, ask=ask or _input_ended)
+            tools = [*builtin_tools(), *(t for loaded in sub_agents for t in loaded.langchain)]
         graph = build_agent_graph(
             model=model,
             tools=tools,
@@ -52,7 +70,9 @@ class Runtime:
             max_result_chars=settings.max_tool_result_chars,
             checkpointer=checkpointer or InMemorySaver(),
         )
-        return cls(settings=settings, model=model, tools=tools, graph=graph)
+        return cls(
+            settings=settings, model=model, tools=tools, graph=graph, sub_agents=sub_agents
+        )
 
     @property
     def offline(self) -> bool:
@@ -64,6 +84,24 @@ class Runtime:
         return Session(
             graph=self.graph, settings=self.settings, user_id=user_id, session_id=session_id
         )
+
+
+def approval_store(settings: Settings) -> ApprovalStore:
+    """The user's decisions about tool folders."""
+    return ApprovalStore(settings.data_dir / REGISTRY_DIR)
+
+
+def load_sub_agents(settings: Settings, *, model: BaseChatModel, ask: Ask) -> list[LoadedTool]:
+    """Discover the folder tree, ask about new or changed folders, load the approved ones."""
+    tree = discover_tree(settings.sub_graphs_dir)
+    for problem in tree.problems:
+        logger.warning("skipping tool folder %s: %s", problem.path, problem.reason)
+    approved = review(tree.nodes, approval_store(settings), ask)
+    return load_level(tree.nodes, approved, model=model, settings=settings)
+
+
+def _input_ended(*_: object) -> None:
+    return None
 
 
 def use_tool_threads(threads: int = TOOL_THREADS) -> None:

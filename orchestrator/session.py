@@ -91,10 +91,10 @@ class Session:
         message = HumanMessage(content=text, id=uuid.uuid4().hex)
         turn_input = {"messages": [message], "iterations": 0}
         try:
-            async for mode, chunk in self.graph.astream(
-                turn_input, self.config, stream_mode=["custom", "messages"]
+            async for namespace, mode, chunk in self.graph.astream(
+                turn_input, self.config, stream_mode=["custom", "messages"], subgraphs=True
             ):
-                event = _to_event(mode, chunk)
+                event = _to_event(namespace, mode, chunk)
                 if event is not None and on_event is not None:
                     on_event(event)
         except OrchestratorError:
@@ -112,9 +112,16 @@ class Session:
         return list(state.values.get("messages", []))
 
 
-def _to_event(mode: str, chunk: object) -> TurnEvent | None:
+def _to_event(namespace: tuple[str, ...], mode: str, chunk: object) -> TurnEvent | None:
+    # Sub-agents run as subgraphs: their tool progress is shown one level deeper,
+    # while their stages and replies are theirs, not the turn's.
     if mode == "custom":
-        return chunk  # type: ignore[return-value]  # only our nodes write to it
+        event: TurnEvent = chunk  # type: ignore[assignment]  # only our nodes write to it
+        if not namespace:
+            return event
+        return {**event, "depth": len(namespace)} if event["kind"] == "tool" else None  # type: ignore[typeddict-item]
+    if namespace:
+        return None
     message, metadata = chunk  # type: ignore[misc]
     is_reply = isinstance(message, AIMessageChunk | AIMessage)
     if is_reply and metadata.get("langgraph_node") == MODEL_NODE and message.text:

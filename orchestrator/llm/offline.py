@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from collections.abc import Sequence
 from typing import Any
 
@@ -38,6 +39,9 @@ JsonSchema = dict[str, Any]  # a JSON schema is free-form by nature
 _STOPWORDS = frozenset(
     "the a an and or of to in on at for is are be it its me my i you your what whats "
     "which who how can could would please tell give show with from this that do does".split()
+)
+_FREE_TEXT = frozenset(
+    "request query question text prompt message input title task instruction instructions".split()
 )
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 _EXPRESSION = re.compile(r"[-+(]*\d[\d.\s()+\-*/%]*[\d)]")
@@ -74,37 +78,48 @@ class OfflineChatModel(BaseChatModel):
         return self._pick_tool(request)
 
     def _pick_tool(self, request: str) -> AIMessage:
-        scored = [(_score(schema, request), schema) for schema in self.tool_schemas]
-        scored = [(score, schema) for score, schema in scored if score > 0]
-        if not scored:
+        candidates = [_Candidate.of(schema["function"], request) for schema in self.tool_schemas]
+        candidates = [c for c in candidates if c.score > 0]
+        if not candidates:
             names = ", ".join(s["function"]["name"] for s in self.tool_schemas) or "none"
             return AIMessage(content=NO_MATCH.format(tools=names))
-        _, best = max(scored, key=lambda pair: pair[0])
-        function = best["function"]
-        args, missing = _fill_arguments(function.get("parameters", {}), request)
-        if missing:
+        # A tool whose arguments can all be filled beats a better-worded one that cannot
+        # run; on a tie, the one that needs no guess at free text.
+        best = max(candidates, key=lambda c: (not c.missing, c.score, not c.guessed))
+        if best.missing:
             return AIMessage(
-                content=MISSING_ARGUMENT.format(tool=function["name"], names=", ".join(missing))
+                content=MISSING_ARGUMENT.format(tool=best.name, names=", ".join(best.missing))
             )
         return AIMessage(
-            content="", tool_calls=[{"name": function["name"], "args": args, "id": "offline_1"}]
+            content="", tool_calls=[{"name": best.name, "args": best.args, "id": "offline_1"}]
         )
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    name: str
+    score: int
+    args: dict[str, object]
+    missing: list[str]
+    guessed: bool  # a free-text parameter was given the whole request
+
+    @classmethod
+    def of(cls, function: JsonSchema, request: str) -> _Candidate:
+        parameters: JsonSchema = function.get("parameters", {})
+        args, missing = _fill_arguments(parameters, request)
+        # Words of the tool's own name count twice: descriptions share context words.
+        wanted = _words(request)
+        named = _words(function["name"].replace("_", " "))
+        overlap = 2 * len(wanted & named) + len(wanted & _words(function.get("description", "")))
+        free = _free_text(parameters)
+        recognised = 2 * sum(1 for name in args if name not in free)
+        score = overlap + recognised if overlap or recognised else 0
+        guessed = any(name in free for name in args)
+        return cls(function["name"], score, args, missing, guessed)
 
 
 def _words(text: str) -> set[str]:
     return {w.rstrip("s") for w in re.findall(r"[a-z]+", text.lower()) if w not in _STOPWORDS}
-
-
-def _score(schema: JsonSchema, request: str) -> int:
-    function = schema["function"]
-    described = _words(function["name"].replace("_", " ") + " " + function.get("description", ""))
-    overlap = len(_words(request) & described)
-    recognised = sum(
-        2
-        for name, spec in function.get("parameters", {}).get("properties", {}).items()
-        if _recognise(name, spec, request) is not None
-    )
-    return overlap + recognised if overlap or recognised else 0
 
 
 def _recognise(name: str, spec: JsonSchema, request: str) -> object | None:
@@ -126,18 +141,27 @@ def _recognise(name: str, spec: JsonSchema, request: str) -> object | None:
     return None
 
 
+def _free_text(parameters: JsonSchema) -> set[str]:
+    properties: dict[str, JsonSchema] = parameters.get("properties", {})
+    return {
+        name
+        for name, spec in properties.items()
+        if name in _FREE_TEXT and spec.get("type", "string") == "string"
+    }
+
+
 def _fill_arguments(parameters: JsonSchema, request: str) -> tuple[dict[str, object], list[str]]:
     properties: dict[str, JsonSchema] = parameters.get("properties", {})
-    required = set(parameters.get("required", []))
-    args = {
+    args: dict[str, object] = {
         name: value
         for name, spec in properties.items()
         if (value := _recognise(name, spec, request)) is not None
     }
-    missing = [name for name in sorted(required) if name not in args]
-    free_text = [n for n in missing if properties[n].get("type", "string") == "string"]
-    if len(missing) == 1 and free_text:  # a lone free-text parameter takes the whole request
-        args[missing.pop()] = request
+    # Only a parameter meant for free text takes the whole request, and only one of them.
+    free = sorted(_free_text(parameters) - set(args))
+    if free:
+        args[free[0]] = request
+    missing = [name for name in sorted(parameters.get("required", [])) if name not in args]
     return args, missing
 
 
@@ -161,10 +185,11 @@ def _summarise_one(message: ToolMessage) -> str:
     except json.JSONDecodeError:
         return f"- {message.name}: {message.text}"
     verdict = "failed" if body.get("status") == "failure" else "returned"
-    parts = [body.get("message") or ""]
-    if isinstance(body.get("data"), dict):
-        parts.append(", ".join(f"{k}: {v}" for k, v in body["data"].items()))
-    elif body.get("data") is not None:
-        parts.append(str(body["data"]))
-    detail = "; ".join(p for p in parts if p) or "(nothing)"
+    data = body.get("data")
+    if body.get("message"):
+        detail = body["message"]  # the tool's own summary
+    elif isinstance(data, dict):
+        detail = ", ".join(f"{k}: {v}" for k, v in data.items())
+    else:
+        detail = "(nothing)" if data is None else str(data)
     return f"- {message.name} {verdict}: {detail}"

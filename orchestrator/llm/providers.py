@@ -1,6 +1,8 @@
-"""Builds the chat model the settings name, and explains model failures in one line."""
+"""Builds the chat models the settings name, and explains model failures in one line."""
 
 from __future__ import annotations
+
+import os
 
 import openai
 from langchain.chat_models import init_chat_model
@@ -8,7 +10,8 @@ from langchain_core.language_models import BaseChatModel
 
 from orchestrator.errors import ConfigError, ModelUnavailableError
 from orchestrator.llm.offline import OfflineChatModel
-from orchestrator.settings import Settings, env_name
+from orchestrator.settings import OFFLINE_MODEL, Settings, env_name
+from orchestrator.tools.config import ModelOverride
 
 # Local OpenAI-compatible servers (Ollama, vLLM, LM Studio) accept any key, but the client needs one.
 PLACEHOLDER_API_KEY = "not-needed"
@@ -18,18 +21,45 @@ def build_chat_model(settings: Settings) -> BaseChatModel:
     """The configured model, or the offline model when none is configured."""
     if settings.uses_offline_model:
         return OfflineChatModel()
-    options: dict[str, object] = {
-        "timeout": settings.model_timeout_seconds,
-        "max_retries": settings.model_max_retries,
-    }
+    options: dict[str, object] = {}
     if settings.provider == "openai":
         key = settings.openai_api_key
         options["api_key"] = key.get_secret_value() if key else PLACEHOLDER_API_KEY
         options["base_url"] = settings.openai_base_url
+    return _init(settings.model, settings=settings, setting=env_name("model"), **options)
+
+
+def build_agent_model(
+    override: ModelOverride, *, parent: BaseChatModel, settings: Settings
+) -> BaseChatModel:
+    """An agent's model: its parent's unless its `tool_config.yaml` names its own."""
+    if override.inherit == "parent" or override.model is None:
+        return parent
+    if override.model == OFFLINE_MODEL:
+        return OfflineChatModel()
+    options: dict[str, object] = {}
+    if override.base_url:
+        options["base_url"] = override.base_url
+        options["api_key"] = PLACEHOLDER_API_KEY
+    if override.api_key_env:
+        options["api_key"] = os.environ.get(override.api_key_env)
+        if not options["api_key"]:
+            raise ConfigError(f"llm.api_key_env names {override.api_key_env}, which is not set")
+    if override.temperature is not None:
+        options["temperature"] = override.temperature
+    return _init(override.model, settings=settings, setting="llm.model", **options)
+
+
+def _init(model: str, *, settings: Settings, setting: str, **options: object) -> BaseChatModel:
     try:
-        return init_chat_model(settings.model, **options)
+        return init_chat_model(
+            model,
+            timeout=settings.model_timeout_seconds,
+            max_retries=settings.model_max_retries,
+            **options,
+        )
     except (ImportError, ValueError) as error:
-        raise ConfigError(f"{env_name('model')}={settings.model!r}: {error}") from None
+        raise ConfigError(f"{setting}={model!r}: {error}") from None
 
 
 def explain_model_error(error: Exception, *, settings: Settings) -> ModelUnavailableError | None:

@@ -1,5 +1,6 @@
 """Helpers for testing graphs, tools and sessions without a real model or network."""
 
+from orchestrator.testing.folders import load_tool_folder
 from orchestrator.testing.network import RemoteConnectionBlocked, block_remote_connections
 from orchestrator.testing.openai_server import ErrorReply, OpenAICompatibleServer
 from orchestrator.testing.scripted import ScriptedChatModel, ScriptExhaustedError, call_tools
@@ -12,4 +13,5 @@ __all__ = [
     "ScriptedChatModel",
     "block_remote_connections",
     "call_tools",
+    "load_tool_folder",
 ]

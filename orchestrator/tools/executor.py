@@ -16,7 +16,12 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from pydantic import BaseModel, ValidationError
 
-from orchestrator.errors import InvalidToolArgumentsError, ToolError, UnknownToolError
+from orchestrator.errors import (
+    InvalidToolArgumentsError,
+    ToolError,
+    UnknownToolError,
+    validation_problems,
+)
 from orchestrator.events import ToolPhase, emit_tool
 from orchestrator.tools.results import ToolResult, result_from_output
 
@@ -69,6 +74,10 @@ class ToolExecutor:
             failure = ToolError(TOOL_FAILED.format(name=call["name"], error=_describe(error)))
             result = ToolResult.from_error(failure, **ids)
         emit_tool(ToolPhase.COMPLETED, status=result.status, **progress)
+        logger.info(
+            "tool %s %s request_id=%s parent_request_id=%s",
+            call["name"], result.status, ids["request_id"], ids["parent_request_id"],
+        )
         return ToolMessage(
             content=result.to_model_text(max_chars=self.max_result_chars),
             tool_call_id=call["id"] or ids["request_id"],
@@ -91,13 +100,9 @@ def _validate(tool: BaseTool, args: dict[str, object]) -> None:
         return  # a tool described by a raw JSON schema validates its own input
     try:
         schema.model_validate(args)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(part) for part in err['loc']) or 'arguments'}: {err['msg']}"
-            for err in exc.errors()
-        )
+    except ValidationError as error:
         raise InvalidToolArgumentsError(
-            INVALID_ARGUMENTS.format(name=tool.name, problems=problems)
+            INVALID_ARGUMENTS.format(name=tool.name, problems=validation_problems(error))
         ) from None
 
 

@@ -1,0 +1,40 @@
+"""Turns a drop-in `Tool` into LangChain tools: one per action, named `<tool>_<action>`."""
+
+from __future__ import annotations
+
+import uuid
+
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool, StructuredTool
+from pydantic_core import to_jsonable_python
+
+from orchestrator.tools.base import ActionSpec, Tool, ToolRequest
+from orchestrator.tools.results import ToolResult
+
+
+def langchain_tools(tool: Tool) -> list[BaseTool]:
+    """The LangChain tools the model sees for `tool`; their schemas hold only the action's parameters."""
+    return [_action_tool(tool, spec) for spec in tool.actions.values()]
+
+
+def _action_tool(tool: Tool, spec: ActionSpec) -> BaseTool:
+    async def run(config: RunnableConfig, **parameters: object) -> ToolResult:
+        # The executor put this call's ids in the config; the session put the rest there.
+        configurable = config.get("configurable", {})
+        request = ToolRequest(
+            request_id=configurable.get("request_id") or uuid.uuid4().hex,
+            parent_request_id=configurable.get("parent_request_id"),
+            action=spec.name,
+            parameters=to_jsonable_python(parameters),
+            session_id=configurable.get("thread_id"),
+            user_id=configurable.get("user_id"),
+        )
+        return await tool.execute(request)
+
+    return StructuredTool(
+        name=f"{tool.name}_{spec.name}",
+        description=f"{spec.description}\n(Part of {tool.name}: {tool.description})",
+        args_schema=spec.params,
+        coroutine=run,
+        metadata={"tool": tool.name, "action": spec.name, "version": tool.version},
+    )

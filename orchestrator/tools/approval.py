@@ -1,0 +1,130 @@
+"""Which tool folders the user approved, for which content, persisted under `data/tool_registry/`.
+
+Nothing is approved silently: a folder is approved only by an explicit yes
+(at the startup prompt or with `orchestrator tools approve`), and only for the
+exact content hash it had then.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+
+from pydantic import BaseModel, Field, ValidationError
+
+from orchestrator.errors import ConfigError
+from orchestrator.tools.discovery import ToolFolder, ToolNode
+
+APPROVALS_FILE = "approvals.json"
+
+
+class Status(StrEnum):
+    """Where a folder stands with the user."""
+
+    APPROVED = "approved"
+    DENIED = "denied"
+    NEW = "new"  # never decided
+    CHANGED = "changed"  # decided for other content
+
+
+class Decision(BaseModel):
+    """The user's answer for one folder's content."""
+
+    name: str
+    version: str
+    digest: str
+    approved: bool
+    decided_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+
+
+class _StoreFile(BaseModel):
+    format: int = 1
+    folders: dict[str, Decision] = Field(default_factory=dict)
+
+
+class ApprovalStore:
+    """Decisions keyed by folder key (its path below the top `sub_graphs` directory)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.path = directory / APPROVALS_FILE
+        self._data = self._load()
+
+    def status(self, folder: ToolFolder) -> Status:
+        decision = self._data.folders.get(folder.key)
+        if decision is None:
+            return Status.NEW
+        if decision.digest != folder.digest:
+            return Status.CHANGED
+        return Status.APPROVED if decision.approved else Status.DENIED
+
+    def decide(self, folder: ToolFolder, *, approved: bool) -> None:
+        """Record the user's answer for the folder's current content."""
+        self._data.folders[folder.key] = Decision(
+            name=folder.name, version=folder.config.version, digest=folder.digest, approved=approved
+        )
+        self._save()
+
+    def forget(self, folder: ToolFolder) -> bool:
+        """Drop the folder's decision, so it is asked about again; False if there was none."""
+        if self._data.folders.pop(folder.key, None) is None:
+            return False
+        self._save()
+        return True
+
+    def _load(self) -> _StoreFile:
+        try:
+            return _StoreFile.model_validate_json(self.path.read_bytes())
+        except FileNotFoundError:
+            return _StoreFile()
+        except (OSError, ValidationError, json.JSONDecodeError) as error:
+            raise ConfigError(
+                f"Cannot read the tool approvals in {self.path} ({type(error).__name__}); "
+                "fix or delete the file (deleting it asks about every folder again)"
+            ) from None
+
+    def _save(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # Write then rename, so a crash or a concurrent reader never sees half a file.
+        fd, temporary = tempfile.mkstemp(dir=self.path.parent, prefix=".approvals-")
+        with os.fdopen(fd, "w", encoding="utf-8") as file:
+            file.write(self._data.model_dump_json(indent=2))
+        os.replace(temporary, self.path)
+
+
+# The prompt: True for yes, False for no, None when the input has ended.
+Ask = Callable[[ToolFolder, Status], bool | None]
+
+
+def review(nodes: list[ToolNode], store: ApprovalStore, ask: Ask) -> set[str]:
+    """Ask about every new or changed folder, parents before children; the approved keys.
+
+    A child is only considered once its parent is approved. Once the input has
+    ended, nothing more is asked and undecided folders stay unapproved (and are
+    asked about again next time).
+    """
+    approved: set[str] = set()
+    input_ended = False
+    for node in _parents_first(nodes, approved):
+        status = store.status(node.folder)
+        if status in (Status.NEW, Status.CHANGED) and not input_ended:
+            answer = ask(node.folder, status)
+            if answer is None:
+                input_ended = True
+            else:
+                store.decide(node.folder, approved=answer)
+                status = Status.APPROVED if answer else Status.DENIED
+        if status == Status.APPROVED:
+            approved.add(node.folder.key)
+    return approved
+
+
+def _parents_first(nodes: list[ToolNode], approved: set[str]) -> Iterator[ToolNode]:
+    for node in nodes:
+        yield node
+        if node.folder.key in approved:
+            yield from _parents_first(node.children, approved)

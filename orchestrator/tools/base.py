@@ -1,0 +1,156 @@
+"""The contract of a drop-in tool: a Pydantic class with actions and `async execute(request)`.
+
+    class AddTask(BaseModel):
+        title: str = Field(description="What to do.")
+
+    class TaskAgent(Tool):
+        @action(AddTask)
+        async def add(self, params: AddTask, request: ToolRequest) -> ToolResult:
+            "Add a task to the to-do list."
+            ...
+
+Each action's parameter model gives the JSON schema the model sees; `execute`
+validates `request.parameters` against it before the action runs.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, PrivateAttr, ValidationError
+
+from orchestrator.errors import (
+    InvalidToolArgumentsError,
+    OrchestratorError,
+    ToolError,
+    validation_problems,
+)
+from orchestrator.tools.results import ToolResult
+
+Params = TypeVar("Params", bound=BaseModel)
+ToolT = TypeVar("ToolT", bound="Tool")
+Handler = Callable[[ToolT, Params, "ToolRequest"], Awaitable[ToolResult]]
+
+UNKNOWN_ACTION = "{tool} has no action {action!r}; its actions: {actions}."
+
+
+class ToolRequest(BaseModel):
+    """One call of a tool action, tied into the request tree by its ids."""
+
+    request_id: str
+    parent_request_id: str | None = None
+    action: str
+    parameters: dict[str, JsonValue] = Field(default_factory=dict)
+    session_id: str | None = None
+    user_id: str | None = None
+
+    def result(self, message: str = "", **fields: object) -> ToolResult:
+        """A success result carrying this request's ids."""
+        return ToolResult(
+            request_id=self.request_id,
+            parent_request_id=self.parent_request_id,
+            message=message,
+            **fields,  # type: ignore[arg-type]
+        )
+
+
+@dataclass(frozen=True)
+class ActionSpec:
+    """An action a tool offers: its name, what it does, and its typed parameters."""
+
+    name: str
+    description: str
+    params: type[BaseModel]
+    handler: Callable[..., Awaitable[ToolResult]]
+
+
+def action(params: type[Params]) -> Callable[[Handler[ToolT, Params]], Handler[ToolT, Params]]:
+    """Declare a method `async (self, params, request) -> ToolResult` as an action.
+
+    The method's name is the action's name and its docstring the description
+    the model reads.
+    """
+
+    def mark(handler: Handler[ToolT, Params]) -> Handler[ToolT, Params]:
+        if not inspect.iscoroutinefunction(handler):
+            raise TypeError(f"action {handler.__name__} must be an async method")
+        if not inspect.getdoc(handler):
+            raise TypeError(f"action {handler.__name__} needs a docstring: the model reads it")
+        handler.__action_params__ = params  # type: ignore[attr-defined]
+        return handler
+
+    return mark
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """What the host gives a loaded tool: where it may keep files."""
+
+    data_dir: Path
+
+
+class Tool(BaseModel):
+    """Base class of every drop-in tool.
+
+    `name`, `description`, `version`, `config` and `capabilities` come from the
+    folder's `tool_config.yaml` when the tool is loaded; class defaults serve
+    when a tool is built directly (in its own tests, say).
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    name: str
+    description: str
+    version: str = "0.1.0"
+    config: dict[str, JsonValue] = Field(default_factory=dict)
+    capabilities: list[str] = Field(default_factory=list)
+
+    actions: ClassVar[dict[str, ActionSpec]] = {}
+    _context: ToolContext | None = PrivateAttr(default=None)
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        found = {
+            name: ActionSpec(
+                name=name,
+                description=inspect.getdoc(member) or "",
+                params=member.__action_params__,
+                handler=member,
+            )
+            for name, member in inspect.getmembers(cls, inspect.isfunction)
+            if hasattr(member, "__action_params__")
+        }
+        cls.actions = found
+
+    @property
+    def context(self) -> ToolContext:
+        """The host's context; set when the tool is loaded."""
+        if self._context is None:
+            raise OrchestratorError(f"tool {self.name} was not loaded by a host (no context)")
+        return self._context
+
+    def bind_context(self, context: ToolContext) -> None:
+        """Called by the loader before the tool is first used."""
+        self._context = context
+
+    async def execute(self, request: ToolRequest) -> ToolResult:
+        """Validate the request's parameters against its action, then run the action."""
+        spec = self.actions.get(request.action)
+        if spec is None:
+            raise ToolError(
+                UNKNOWN_ACTION.format(
+                    tool=self.name, action=request.action, actions=", ".join(self.actions) or "none"
+                ),
+                code="unknown_action",
+            )
+        try:
+            params = spec.params.model_validate(request.parameters)
+        except ValidationError as error:
+            raise InvalidToolArgumentsError(
+                f"Invalid arguments for {self.name}.{spec.name}: {validation_problems(error)}."
+            ) from None
+        return await spec.handler(self, params, request)

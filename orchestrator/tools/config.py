@@ -1,0 +1,110 @@
+"""`tool_config.yaml`: what a drop-in folder declares about its tool."""
+
+from __future__ import annotations
+
+from pathlib import Path, PurePosixPath
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator, model_validator
+
+from orchestrator.errors import validation_problems
+
+CONFIG_FILE = "tool_config.yaml"
+# Tool names become part of function names the model calls (`<name>_<action>`, at most 64).
+NAME_PATTERN = r"^[a-z][a-z0-9_]{0,39}$"
+
+
+class ToolConfigError(ValueError):
+    """A `tool_config.yaml` that cannot be used; the message names the file and the field."""
+
+
+class ModelOverride(BaseModel):
+    """Which chat model an agent-type tool runs: its parent's, or one of its own."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    inherit: Literal["parent", "local"] = "parent"
+    model: str | None = Field(default=None, description="`provider:model`, as ORCHESTRATOR_MODEL.")
+    base_url: str | None = None
+    api_key_env: str | None = Field(
+        default=None, description="Name of the environment variable holding the API key."
+    )
+    temperature: float | None = Field(default=None, ge=0, le=2)
+
+    @model_validator(mode="after")
+    def _local_names_a_model(self) -> ModelOverride:
+        if self.inherit == "local" and not self.model:
+            raise ValueError("`model` is required when inherit is local")
+        return self
+
+
+class DatabaseOverride(BaseModel):
+    """Which database a tool uses: its parent's, or one named by an environment variable."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    inherit: Literal["parent", "local"] = "parent"
+    url_env: str | None = None
+
+
+class ToolConfig(BaseModel):
+    """The validated content of a `tool_config.yaml`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=NAME_PATTERN)
+    description: str = Field(min_length=1)
+    version: str = Field(min_length=1)
+    entry_point: str | None = None
+    class_name: str | None = None
+    config: dict[str, JsonValue] = Field(default_factory=dict)
+    capabilities: list[str] = Field(default_factory=list)
+    llm: ModelOverride = Field(default_factory=ModelOverride)
+    db: DatabaseOverride = Field(default_factory=DatabaseOverride)
+    timeout_seconds: float = Field(default=60.0, gt=0)
+    max_retries: int = Field(default=0, ge=0, le=10)
+    requires_approval: bool = False
+    background: bool = False
+    metadata: dict[str, JsonValue] = Field(default_factory=dict)
+
+    @field_validator("version", mode="before")
+    @classmethod
+    def _version_as_text(cls, value: object) -> object:
+        # YAML reads `version: 1.0` as a float.
+        return str(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
+
+    @field_validator("entry_point")
+    @classmethod
+    def _entry_point_inside_folder(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        path = PurePosixPath(value)
+        if path.is_absolute() or ".." in path.parts or path.suffix != ".py":
+            raise ValueError("must be a relative .py path inside the folder")
+        return value
+
+    @property
+    def entry_file(self) -> str:
+        """The module file that holds the tool class."""
+        return self.entry_point or f"{self.name}_tool.py"
+
+
+def load_tool_config(path: Path) -> ToolConfig:
+    """Read and validate one `tool_config.yaml`."""
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as error:
+        raise ToolConfigError(f"{path}: cannot read: {error}") from None
+    except yaml.YAMLError as error:
+        raise ToolConfigError(f"{path}: invalid YAML: {_one_line(str(error))}") from None
+    if not isinstance(raw, dict):
+        raise ToolConfigError(f"{path}: expected a mapping of fields, found {type(raw).__name__}")
+    try:
+        return ToolConfig.model_validate(raw)
+    except ValidationError as error:
+        raise ToolConfigError(f"{path}: {validation_problems(error)}") from None
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())

@@ -1,0 +1,69 @@
+"""Loads the approved tools of one level of the tree, agents with the level below them."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.tools import BaseTool
+
+from orchestrator.errors import ConfigError
+from orchestrator.llm.providers import build_agent_model
+from orchestrator.settings import Settings
+from orchestrator.tools.adapter import langchain_tools
+from orchestrator.tools.agent import AgentTool
+from orchestrator.tools.base import Tool, ToolContext
+from orchestrator.tools.discovery import CHILDREN_DIR, ToolFolder, ToolNode
+from orchestrator.tools.loader import ToolLoadError, import_tool
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class LoadedTool:
+    """An approved folder's tool, with its own loaded sub-tools if it is an agent."""
+
+    folder: ToolFolder
+    tool: Tool
+    children: list[LoadedTool] = field(default_factory=list)
+    langchain: list[BaseTool] = field(default_factory=list)
+
+
+def load_level(
+    nodes: list[ToolNode], approved: set[str], *, model: BaseChatModel, settings: Settings
+) -> list[LoadedTool]:
+    """Import the approved folders of one level; a folder that fails is logged and skipped."""
+    loaded = []
+    for node in nodes:
+        if node.folder.key not in approved:
+            continue
+        try:
+            loaded.append(_load(node, approved, model=model, settings=settings))
+        except (ToolLoadError, ConfigError) as error:
+            logger.warning("skipping tool folder %s: %s", node.folder.path, error)
+    return loaded
+
+
+def _load(
+    node: ToolNode, approved: set[str], *, model: BaseChatModel, settings: Settings
+) -> LoadedTool:
+    tool = import_tool(node.folder)
+    tool.bind_context(ToolContext(data_dir=_data_dir(settings.data_dir, node.folder.key)))
+    children: list[LoadedTool] = []
+    if isinstance(tool, AgentTool):
+        agent_model = build_agent_model(node.folder.config.llm, parent=model, settings=settings)
+        children = load_level(node.children, approved, model=agent_model, settings=settings)
+        tool.attach(
+            model=agent_model,
+            tools=[t for child in children for t in child.langchain],
+            max_iterations=settings.max_tool_iterations,
+            max_result_chars=settings.max_tool_result_chars,
+        )
+    return LoadedTool(node.folder, tool, children, langchain_tools(tool))
+
+
+def _data_dir(data_dir: Path, key: str) -> Path:
+    # data/tools/assistant/mail for the folder sub_graphs/assistant/src/sub_graphs/mail
+    return data_dir / "tools" / key.replace(f"/{CHILDREN_DIR.as_posix()}/", "/")
