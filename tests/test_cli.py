@@ -3,37 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from http import HTTPStatus
 from pathlib import Path
 
 from orchestrator.testing import ErrorReply, OpenAICompatibleServer
-
-
-def run_cli(
-    *args: str, cwd: Path, stdin: str = "", env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    base = {"PATH": os.environ["PATH"], "HOME": str(cwd), "PYTHONIOENCODING": "utf-8"}
-    return subprocess.run(
-        [sys.executable, "-m", "orchestrator", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env={**base, **(env or {})},
-        timeout=120,
-    )
-
-
-def server_env(server: OpenAICompatibleServer) -> dict[str, str]:
-    return {
-        "ORCHESTRATOR_MODEL": "openai:test-model",
-        "OPENAI_BASE_URL": server.base_url,
-        "OPENAI_API_KEY": "test-key",
-        "ORCHESTRATOR_MODEL_MAX_RETRIES": "0",
-    }
+from tests.helpers import run_cli, server_env
 
 
 def test_piped_chat_remembers_the_first_turn(tmp_path: Path):

@@ -6,6 +6,7 @@ import uuid
 
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool
+from langchain_core.tools.base import ArgsSchema
 from pydantic_core import to_jsonable_python
 
 from orchestrator.tools.base import ActionSpec, Tool, ToolRequest
@@ -15,6 +16,19 @@ from orchestrator.tools.results import ToolResult
 def langchain_tools(tool: Tool) -> list[BaseTool]:
     """The LangChain tools the model sees for `tool`; their schemas hold only the action's parameters."""
     return [_action_tool(tool, spec) for spec in tool.actions.values()]
+
+
+class ActionTool(StructuredTool):
+    """A StructuredTool whose call schema is the action's own parameter model.
+
+    The stock property derives a new model per tool (to drop injected
+    arguments, which actions never have); with hundreds of tools that was most
+    of the startup time.
+    """
+
+    @property
+    def tool_call_schema(self) -> ArgsSchema:
+        return self.args_schema if self.args_schema is not None else super().tool_call_schema
 
 
 def _action_tool(tool: Tool, spec: ActionSpec) -> BaseTool:
@@ -31,7 +45,7 @@ def _action_tool(tool: Tool, spec: ActionSpec) -> BaseTool:
         )
         return await tool.execute(request)
 
-    return StructuredTool(
+    return ActionTool(
         name=f"{tool.name}_{spec.name}",
         description=f"{spec.description}\n(Part of {tool.name}: {tool.description})",
         args_schema=spec.params,

@@ -106,7 +106,9 @@ class Tool(BaseModel):
     name: str
     description: str
     version: str = "0.1.0"
-    config: dict[str, JsonValue] = Field(default_factory=dict)
+    # Already checked as JSON in tool_config.yaml; a JsonValue field here would cost
+    # every Tool subclass a recursive schema build (a millisecond each, at startup).
+    config: dict[str, object] = Field(default_factory=dict)
     capabilities: list[str] = Field(default_factory=list)
 
     actions: ClassVar[dict[str, ActionSpec]] = {}

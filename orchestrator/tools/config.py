@@ -15,6 +15,10 @@ CONFIG_FILE = "tool_config.yaml"
 NAME_PATTERN = r"^[a-z][a-z0-9_]{0,39}$"
 
 
+# libyaml's loader when PyYAML was built with it: many times faster with many folders.
+_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 class ToolConfigError(ValueError):
     """A `tool_config.yaml` that cannot be used; the message names the file and the field."""
 
@@ -93,7 +97,7 @@ class ToolConfig(BaseModel):
 def load_tool_config(path: Path) -> ToolConfig:
     """Read and validate one `tool_config.yaml`."""
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_SAFE_LOADER)
     except (OSError, UnicodeDecodeError) as error:
         raise ToolConfigError(f"{path}: cannot read: {error}") from None
     except yaml.YAMLError as error:

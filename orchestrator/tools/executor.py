@@ -77,6 +77,7 @@ class ToolExecutor:
         logger.info(
             "tool %s %s request_id=%s parent_request_id=%s",
             call["name"], result.status, ids["request_id"], ids["parent_request_id"],
+            extra={"tool": call["name"], "status": result.status, **ids},
         )
         return ToolMessage(
             content=result.to_model_text(max_chars=self.max_result_chars),

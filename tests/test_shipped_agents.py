@@ -1,0 +1,196 @@
+"""The shipped personal assistant: a two-level tree, real SMTP, a per-user task list."""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+from collections.abc import Iterator
+from email import message_from_bytes
+from pathlib import Path
+
+import pytest
+from aiosmtpd.controller import Controller
+from aiosmtpd.smtp import AuthResult, Envelope, LoginPassword
+
+from orchestrator.errors import InvalidToolArgumentsError, ToolError
+from orchestrator.runtime import Runtime
+from orchestrator.settings import load_settings
+from orchestrator.testing import call_tools, load_tool_folder
+from orchestrator.tools import Tool, ToolRequest
+from tests.helpers import EventLog
+from tests.tool_folders import SHIPPED, copy_shipped, write_folder
+
+ASSISTANT = SHIPPED / "personal_assistant_agent"
+EMAIL = ASSISTANT / "src" / "sub_graphs" / "email_agent"
+TASKS = ASSISTANT / "src" / "sub_graphs" / "task_agent"
+
+
+class Mailbox:
+    """An aiosmtpd handler that keeps what it receives, and who logged in."""
+
+    def __init__(self) -> None:
+        self.envelopes: list[Envelope] = []
+        self.logins: list[str] = []
+
+    async def handle_DATA(self, server: object, session: object, envelope: Envelope) -> str:  # noqa: N802
+        self.envelopes.append(envelope)
+        return "250 Message accepted"
+
+    def authenticate(self, server, session, envelope, mechanism, auth_data) -> AuthResult:
+        if isinstance(auth_data, LoginPassword) and auth_data.password == b"s3cret":
+            self.logins.append(auth_data.login.decode())
+            return AuthResult(success=True)
+        return AuthResult(success=False, handled=False)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture
+def smtp_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[Mailbox]:
+    mailbox = Mailbox()
+    port = free_port()
+    controller = Controller(
+        mailbox,
+        hostname="127.0.0.1",
+        port=port,
+        authenticator=mailbox.authenticate,
+        auth_require_tls=False,
+    )
+    controller.start()
+    for name, value in {
+        "SMTP_HOST": "127.0.0.1",
+        "SMTP_PORT": str(port),
+        "SECURITY": "none",
+        "FROM_ADDRESS": "assistant@example.org",
+        "SMTP_USERNAME": "assistant",
+        "SMTP_PASSWORD": "s3cret",
+    }.items():
+        monkeypatch.setenv(f"EMAIL_AGENT_{name}", value)
+    yield mailbox
+    controller.stop()
+
+
+def request(action: str, user: str = "ada", **parameters: object) -> ToolRequest:
+    return ToolRequest(request_id="r1", action=action, parameters=parameters, user_id=user)
+
+
+async def test_email_is_received_by_the_smtp_server(smtp_server: Mailbox):
+    email = load_tool_folder(EMAIL)
+
+    result = await email.execute(
+        request("send", to=["bob@example.com"], cc=["carol@example.com"], subject="Hi", body="See you at 5.")
+    )
+
+    assert result.status == "success" and "bob@example.com" in result.message
+    [envelope] = smtp_server.envelopes
+    assert envelope.mail_from == "assistant@example.org"
+    assert envelope.rcpt_tos == ["bob@example.com", "carol@example.com"]
+    received = message_from_bytes(envelope.content)
+    assert received["Subject"] == "Hi"
+    assert received.get_payload().strip() == "See you at 5."
+    assert smtp_server.logins == ["assistant"]
+
+
+async def test_email_rejects_bad_addresses_before_sending(smtp_server: Mailbox):
+    email = load_tool_folder(EMAIL)
+    with pytest.raises(InvalidToolArgumentsError, match="'bob at example' is not an email address"):
+        await email.execute(request("send", to=["bob at example"], subject="Hi", body="x"))
+    assert smtp_server.envelopes == []
+
+
+async def test_email_without_a_sender_says_how_to_configure_it():
+    email = load_tool_folder(EMAIL)
+    with pytest.raises(ToolError, match="email_agent is not configured: from_address: Field required"):
+        await email.execute(request("send", to=["bob@example.com"], subject="Hi", body="x"))
+
+
+async def test_email_server_down_is_a_recoverable_tool_error(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("EMAIL_AGENT_SMTP_HOST", "127.0.0.1")
+    monkeypatch.setenv("EMAIL_AGENT_SMTP_PORT", str(free_port()))
+    monkeypatch.setenv("EMAIL_AGENT_FROM_ADDRESS", "a@example.org")
+    email = load_tool_folder(EMAIL)
+    with pytest.raises(ToolError, match="Could not send the email through 127.0.0.1") as caught:
+        await email.execute(request("send", to=["bob@example.com"], subject="Hi", body="x"))
+    assert caught.value.code == "smtp_error" and caught.value.recoverable
+
+
+async def test_task_list_per_user(tmp_path: Path):
+    tasks: Tool = load_tool_folder(TASKS, data_dir=tmp_path)
+
+    added = await tasks.execute(request("add", title="Buy milk", due="2026-12-01"))
+    await tasks.execute(request("add", title="Call mum"))
+    await tasks.execute(request("add", user="bob", title="Bob's own"))
+    done = await tasks.execute(request("complete", task_id=1))
+    listed = await tasks.execute(request("list"))
+    everything = await tasks.execute(request("list", include_done=True))
+
+    assert added.message == "Added task #1: Buy milk"
+    assert done.message == "Completed task #1: Buy milk"
+    assert listed.message == "#2 Call mum"
+    assert everything.message == "#1 Buy milk (due 2026-12-01) [done]\n#2 Call mum"
+    bobs = await tasks.execute(request("list", user="bob"))
+    assert bobs.message == "#1 Bob's own"
+    reloaded = load_tool_folder(TASKS, data_dir=tmp_path)
+    assert (await reloaded.execute(request("list"))).message == "#2 Call mum"
+    with pytest.raises(ToolError, match="There is no task #9"):
+        await tasks.execute(request("complete", task_id=9))
+
+
+async def test_two_level_call_carries_request_ids_down_the_tree(scripted, tmp_path: Path, caplog):
+    settings = load_settings(sub_graphs_dir=copy_shipped(tmp_path), data_dir=tmp_path / "data")
+    model = scripted(
+        call_tools(("personal_assistant_agent_ask", {"request": "Remember to buy milk"})),
+        call_tools(("task_agent_add", {"title": "Buy milk"})),  # the assistant's own model call
+        "Added task #1: Buy milk.",
+        "Done: I added 'Buy milk' to your list.",
+    )
+    runtime = Runtime.create(settings, model=model, ask=lambda folder, status: True)
+    session = runtime.session(user_id="ada")
+    events = EventLog()
+
+    with caplog.at_level(logging.INFO, logger="orchestrator.tools.executor"):
+        result = await session.run("Remind me to buy milk", on_event=events)
+
+    assert result.answer == "Done: I added 'Buy milk' to your list."
+    assert model.bound_tools == ["current_time", "calculator", "personal_assistant_agent_ask"]
+    inner_tools = {t.name for t in runtime.sub_agents[0].tool.tools}
+    assert inner_tools == {"email_agent_send", "task_agent_add", "task_agent_complete", "task_agent_list"}
+    calls = {r.tool: r for r in caplog.records if hasattr(r, "tool")}
+    outer, inner = calls["personal_assistant_agent_ask"], calls["task_agent_add"]
+    assert outer.parent_request_id is None
+    assert outer.request_id == result.tool_calls[0].request_id
+    assert inner.parent_request_id == outer.request_id
+    assert {(e["tool"], e["depth"]) for e in events if e["kind"] == "tool"} == {
+        ("personal_assistant_agent_ask", 0),
+        ("task_agent_add", 1),
+    }
+    stored = json.loads((tmp_path / "data/tools/personal_assistant_agent/task_agent/ada.json").read_text())
+    assert [t["title"] for t in stored["tasks"]] == ["Buy milk"]
+    assert [m.text for m in model.received[1][1:]] == ["Remember to buy milk"], (
+        "the assistant sees only the request it was handed"
+    )
+
+
+async def test_an_agent_may_run_its_own_model(scripted, tmp_path: Path):
+    root = tmp_path / "sub_graphs"
+    code = "from orchestrator.tools import AgentTool\n\nclass Helper(AgentTool):\n    pass\n"
+    config = {
+        "name": "helper",
+        "description": "Helps.",
+        "version": "1",
+        "llm": {"inherit": "local", "model": "offline"},
+    }
+    write_folder(root, "helper", config=config, code=code)
+    settings = load_settings(sub_graphs_dir=root, data_dir=tmp_path / "data")
+    model = scripted(call_tools(("helper_ask", {"request": "anything"})), "ok")
+    session = Runtime.create(settings, model=model, ask=lambda folder, status: True).session(user_id="u")
+
+    await session.run("go")
+
+    reply = json.loads(model.received[1][-1].text)["message"]
+    assert "I am the built-in offline model" in reply, "the helper answered with its own model"

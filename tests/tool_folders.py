@@ -1,0 +1,61 @@
+"""Writing tool folders for tests."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+SHIPPED = REPO / "sub_graphs"
+
+ECHO_TOOL = '''
+from pydantic import BaseModel, Field
+
+from orchestrator.tools import Tool, ToolRequest, ToolResult, action
+
+
+class SayParams(BaseModel):
+    text: str = Field(description="What to repeat.")
+    times: int = Field(default=1, ge=1, le=5)
+
+
+class Echo(Tool):
+    @action(SayParams)
+    async def say(self, params: SayParams, request: ToolRequest) -> ToolResult:
+        """Repeat the text."""
+        return request.result(" ".join([params.text] * params.times))
+'''
+
+
+def write_folder(
+    root: Path,
+    directory: str,
+    *,
+    config: dict[str, object] | str | None = None,
+    code: str = ECHO_TOOL,
+    entry: str | None = None,
+) -> Path:
+    """A tool folder `root/directory` with a config (dict, raw YAML text, or a default) and code."""
+    folder = root / directory
+    folder.mkdir(parents=True)
+    name = directory.rsplit("/", 1)[-1]
+    if config is None:
+        config = {"name": name, "description": f"The {name} tool.", "version": "1.0"}
+    text = config if isinstance(config, str) else yaml.safe_dump(config)
+    (folder / "tool_config.yaml").write_text(text)
+    (folder / (entry or f"{name}_tool.py")).write_text(code)
+    return folder
+
+
+def marker_code(marker: Path) -> str:
+    """Echo tool code that leaves `marker` behind when it is imported."""
+    return f"from pathlib import Path\nPath({str(marker)!r}).write_text('imported')\n" + ECHO_TOOL
+
+
+def copy_shipped(destination: Path) -> Path:
+    """The shipped sub_graphs/ folders, copied (without caches) into `destination`."""
+    target = destination / "sub_graphs"
+    shutil.copytree(SHIPPED, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    return target
