@@ -14,7 +14,6 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph.state import CompiledStateGraph
 
 from orchestrator.graph.builder import build_agent_graph
-from orchestrator.llm.offline import OfflineChatModel
 from orchestrator.llm.providers import build_chat_model
 from orchestrator.session import Session
 from orchestrator.settings import Settings
@@ -73,11 +72,6 @@ class Runtime:
         return cls(
             settings=settings, model=model, tools=tools, graph=graph, sub_agents=sub_agents
         )
-
-    @property
-    def offline(self) -> bool:
-        """True when the built-in offline model stands in for a real one."""
-        return isinstance(self.model, OfflineChatModel)
 
     def session(self, *, user_id: str, session_id: str | None = None) -> Session:
         """Open (or continue, with a known `session_id`) a conversation."""

@@ -113,20 +113,18 @@ class Session:
 
 
 def _to_event(namespace: tuple[str, ...], mode: str, chunk: object) -> TurnEvent | None:
-    # Sub-agents run as subgraphs: their tool progress is shown one level deeper,
-    # while their stages and replies are theirs, not the turn's.
+    # Sub-agents run as subgraphs (a non-empty namespace): their tool progress is
+    # shown one level deeper per graph, while their stages and replies are theirs.
     if mode == "custom":
-        event: TurnEvent = chunk  # type: ignore[assignment]  # only our nodes write to it
-        if not namespace:
-            return event
-        return {**event, "depth": len(namespace)} if event["kind"] == "tool" else None  # type: ignore[typeddict-item]
-    if namespace:
-        return None
+        event: StatusEvent | ToolEvent = chunk  # type: ignore[assignment]  # only our nodes write it
+        if event["kind"] == "tool":
+            return {**event, "depth": len(namespace)}
+        return None if namespace else event
     message, metadata = chunk  # type: ignore[misc]
     is_reply = isinstance(message, AIMessageChunk | AIMessage)
-    if is_reply and metadata.get("langgraph_node") == MODEL_NODE and message.text:
-        return TokenEvent(kind="token", text=message.text, message_id=message.id)
-    return None
+    if namespace or not is_reply or metadata.get("langgraph_node") != MODEL_NODE:
+        return None
+    return TokenEvent(kind="token", text=message.text, message_id=message.id) if message.text else None
 
 
 def _collect_turn(messages: list[BaseMessage], *, after: str | None) -> TurnResult:

@@ -69,13 +69,6 @@ class ApprovalStore:
         )
         self._save()
 
-    def forget(self, folder: ToolFolder) -> bool:
-        """Drop the folder's decision, so it is asked about again; False if there was none."""
-        if self._data.folders.pop(folder.key, None) is None:
-            return False
-        self._save()
-        return True
-
     def _load(self) -> _StoreFile:
         try:
             return _StoreFile.model_validate_json(self.path.read_bytes())
