@@ -1,4 +1,4 @@
-"""The `orchestrator` command: chat, ask, tools, new-agent."""
+"""The `orchestrator` command: chat, ask, tools, new-agent, db, requests."""
 
 from __future__ import annotations
 
@@ -17,11 +17,17 @@ from rich.markup import escape
 from orchestrator.console import ApprovalPrompt, describe_folder, display_path
 from orchestrator.errors import ConfigError, UserError
 from orchestrator.llm.offline import OFFLINE_NOTICE
-from orchestrator.repl import ChatRepl, failure_line, rendered_turn
+from orchestrator.repl import ChatRepl, failure_line, rendered_turn, resume_turn
 from orchestrator.runtime import Runtime, approval_store, use_tool_threads
 from orchestrator.scaffold import create_agent_folder
 from orchestrator.session import Session
 from orchestrator.settings import Settings, load_settings
+from orchestrator.store.embeddings import NO_EMBEDDER, build_embedder, reembed
+from orchestrator.store.engine import Database
+from orchestrator.store.messages import message_counts
+from orchestrator.store.migrations import schema_status, upgrade
+from orchestrator.store.requests import request_tree
+from orchestrator.store.storage import Storage
 from orchestrator.tools.discovery import Discovery, ToolFolder, discover_tree, walk
 
 app = typer.Typer(
@@ -32,6 +38,10 @@ app = typer.Typer(
 )
 tools_app = typer.Typer(no_args_is_help=True, help="List, approve and revoke tool folders.")
 app.add_typer(tools_app, name="tools")
+db_app = typer.Typer(no_args_is_help=True, help="The database: schema, status, embeddings.")
+app.add_typer(db_app, name="db")
+requests_app = typer.Typer(no_args_is_help=True, help="Tool calls, as the request log kept them.")
+app.add_typer(requests_app, name="requests")
 
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
@@ -49,6 +59,8 @@ def chat(user: UserOption = "local", session: SessionOption = None) -> None:
 
     async def run(runtime: Runtime) -> int:
         conversation = runtime.session(user_id=user, session_id=session)
+        if not await resume_turn(conversation, out=out, err=err):
+            return 1
         return await ChatRepl(runtime=runtime, session=conversation, out=out, err=err).run()
 
     raise typer.Exit(_run(run))
@@ -67,6 +79,8 @@ def ask(
         conversation = runtime.session(user_id=user, session_id=session)
         if as_json:
             return await _ask_json(conversation, text)
+        if not await resume_turn(conversation, out=out, err=err):
+            return 1
         return 0 if await rendered_turn(conversation, text, out=out, err=err) else 1
 
     raise typer.Exit(_run(run))
@@ -116,6 +130,86 @@ def new_agent(name: Annotated[str, typer.Argument(help="The tool's name, e.g. we
     out.print(f"created {display_path(folder)}; run its test with: pytest {display_path(folder)}/tests")
 
 
+@db_app.command("upgrade")
+def db_upgrade() -> None:
+    """Create or upgrade the schema (also done at every start)."""
+
+    async def run(database: Database) -> None:
+        applied = await upgrade(database)
+        done = ", ".join(f"{m.version} ({m.description})" for m in applied) or "nothing to do"
+        out.print(f"{database.where}: applied {done}", highlight=False)
+
+    _with_database(run)
+
+
+@db_app.command("status")
+def db_status() -> None:
+    """Where the database is, its schema version, and how many messages are embedded."""
+
+    async def run(database: Database) -> None:
+        status = await schema_status(database)
+        out.print(f"database: {database.where}", highlight=False)
+        out.print(f"schema version: {status.version} (pending: {len(status.pending)})")
+        if not status.pending:
+            total, embedded = await message_counts(database)
+            out.print(f"messages: {total} ({embedded} embedded)")
+
+    _with_database(run)
+
+
+@db_app.command("reembed")
+def db_reembed() -> None:
+    """Embed every stored message again with the configured embedder (after a model change)."""
+
+    async def run(database: Database) -> None:
+        embedder = build_embedder(_settings())
+        if embedder is None:
+            raise ConfigError(NO_EMBEDDER)
+        await upgrade(database)
+        out.print(f"re-embedded {await reembed(database, embedder)} messages with {embedder.model_name}")
+
+    _with_database(run)
+
+
+@requests_app.command("show")
+def requests_show(
+    request_id: Annotated[str, typer.Argument(help="A request id, from ask --json or the log.")],
+    user: UserOption = "local",
+) -> None:
+    """Print the tree of tool calls under a request."""
+
+    async def run(database: Database) -> None:
+        nodes = await request_tree(database, request_id, user_id=user)
+        if not nodes:
+            raise UserError(f"No request {request_id} of user {user}.")
+        for node in nodes:
+            action = f".{node.action}" if node.action else ""
+            out.print(
+                f"{'  ' * node.depth}[bold]{escape(node.tool)}{escape(action)}[/bold] "
+                f"{node.status}  {node.request_id}  {escape(_one_line(node.message))}",
+                highlight=False,
+            )
+
+    _with_database(run)
+
+
+def _with_database(command: Callable[[Database], Awaitable[None]]) -> None:
+    async def run() -> None:
+        database = await asyncio.to_thread(Database.from_settings, _settings())
+        try:
+            await command(database)
+        finally:
+            await database.close()
+
+    with _user_errors():
+        asyncio.run(run())
+
+
+def _one_line(text: str, limit: int = 100) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
 def _decide(name: str, *, approved: bool) -> None:
     with _user_errors():
         settings = _settings()
@@ -156,6 +250,8 @@ def _listing_json(rows: list[tuple[ToolFolder, str]], tree: Discovery) -> dict[s
 
 async def _ask_json(session: Session, text: str) -> int:
     try:
+        if await session.open():
+            await session.resume()  # an interrupted turn is finished first, quietly
         result = await session.run(text)
     except Exception as error:
         line = failure_line(error)
@@ -168,17 +264,33 @@ async def _ask_json(session: Session, text: str) -> int:
 
 
 def _run(command: Callable[[Runtime], Awaitable[int]]) -> int:
-    """Load settings, ask about new tool folders, build the runtime, run `command`."""
+    """Settings, storage, the tool approval prompt, then `command`; user errors are one line."""
     with _user_errors():
         settings = _settings()
-        if settings.uses_offline_model:
-            err.print(f"[yellow]note:[/yellow] {OFFLINE_NOTICE}", highlight=False)
-        runtime = Runtime.create(settings, ask=ApprovalPrompt(err=err))
+    if settings.uses_offline_model:
+        err.print(f"[yellow]note:[/yellow] {OFFLINE_NOTICE}", highlight=False)
     try:
-        return asyncio.run(_with_tool_threads(command(runtime)))
+        return asyncio.run(_open_and_run(settings, command))
     except KeyboardInterrupt:
         err.print("interrupted")
         return 130
+
+
+async def _open_and_run(settings: Settings, command: Callable[[Runtime], Awaitable[int]]) -> int:
+    use_tool_threads()
+    try:
+        storage = await Storage.open(settings)
+    except UserError as error:
+        return _fail(error)
+    try:
+        if storage.embedder is None:
+            err.print(f"[yellow]note:[/yellow] {NO_EMBEDDER}", highlight=False)
+        runtime = Runtime.create(settings, ask=ApprovalPrompt(err=err), storage=storage)
+        return await command(runtime)
+    except UserError as error:
+        return _fail(error)
+    finally:
+        await storage.close()
 
 
 def _settings() -> Settings:
@@ -193,12 +305,17 @@ def _settings() -> Settings:
 
 @contextmanager
 def _user_errors() -> Iterator[None]:
-    """Turn a UserError into one line on stderr and a non-zero exit (2 for settings)."""
+    """Turn a UserError into one line on stderr and a non-zero exit."""
     try:
         yield
     except UserError as error:
-        err.print(f"error: {error}", markup=False, highlight=False)
-        raise typer.Exit(2 if isinstance(error, ConfigError) else 1) from None
+        raise typer.Exit(_fail(error)) from None
+
+
+def _fail(error: UserError) -> int:
+    """Print the error's one line; the exit status (2 for settings, else 1)."""
+    err.print(f"error: {error}", markup=False, highlight=False)
+    return 2 if isinstance(error, ConfigError) else 1
 
 
 async def _with_tool_threads(work: Awaitable[int]) -> int:

@@ -41,17 +41,33 @@ def failure_line(error: Exception) -> str:
 
 
 async def rendered_turn(
-    session: Session, text: str, *, out: Console, err: Console
+    session: Session, text: str | None, *, out: Console, err: Console
 ) -> TurnResult | None:
-    """Run one turn with live output; a failure is shown as one line and gives None."""
+    """Run one turn (None: resume the unfinished one) with live output; failures give None."""
     renderer = TurnRenderer(out=out, err=err)
     try:
-        result = await session.run(text, on_event=renderer)
+        if text is None:
+            result = await session.resume(on_event=renderer)
+        else:
+            result = await session.run(text, on_event=renderer)
     except Exception as error:  # keep the session alive whatever broke
         renderer.fail(failure_line(error))
         return None
     renderer.finish(result)
     return result
+
+
+async def resume_turn(session: Session, *, out: Console, err: Console) -> bool:
+    """Open the session, finishing a turn a stopped process left half done; False on failure."""
+    try:
+        unfinished = await session.open()
+    except Exception as error:
+        err.print(f"[red]error:[/red] {escape(failure_line(error))}", highlight=False)
+        return False
+    if not unfinished:
+        return True
+    err.print(f"[dim]finishing the interrupted turn of session {session.session_id}[/dim]")
+    return await rendered_turn(session, None, out=out, err=err) is not None
 
 
 class ChatRepl:

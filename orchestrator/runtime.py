@@ -17,6 +17,9 @@ from orchestrator.graph.builder import build_agent_graph
 from orchestrator.llm.providers import build_chat_model
 from orchestrator.session import Session
 from orchestrator.settings import Settings
+from orchestrator.store.engine import Database
+from orchestrator.store.search_tool import search_messages_tool
+from orchestrator.store.storage import Storage
 from orchestrator.tools.approval import ApprovalStore, Ask, review
 from orchestrator.tools.builtin import builtin_tools
 from orchestrator.tools.discovery import discover_tree
@@ -40,6 +43,7 @@ class Runtime:
     tools: list[BaseTool]
     graph: CompiledStateGraph
     sub_agents: list[LoadedTool]
+    storage: Storage | None = None
 
     @classmethod
     def create(
@@ -47,6 +51,7 @@ class Runtime:
         settings: Settings,
         *,
         ask: Ask | None = None,
+        storage: Storage | None = None,
         model: BaseChatModel | None = None,
         tools: list[BaseTool] | None = None,
         checkpointer: BaseCheckpointSaver | None = None,
@@ -54,29 +59,48 @@ class Runtime:
         """Build from settings: the model, the built-in tools and the approved sub-agents.
 
         `ask` is put every new or changed tool folder (without it, none is
-        approved now). `model`, `tools` and `checkpointer` replace the defaults;
-        given `tools`, no folder is discovered.
+        approved now). With `storage`, sessions are durable and archived, and
+        the model gets RAG context; without, they live in memory. `model`,
+        `tools` and `checkpointer` replace the defaults; given `tools`, no
+        folder is discovered.
         """
         model = model or build_chat_model(settings)
+        database = storage.database if storage is not None else None
         sub_agents: list[LoadedTool] = []
         if tools is None:
-            sub_agents = load_sub_agents(settings, model=model, ask=ask or _input_ended)
-            tools = [*builtin_tools(), *(t for loaded in sub_agents for t in loaded.langchain)]
+            sub_agents = load_sub_agents(
+                settings, model=model, ask=ask or _input_ended, database=database
+            )
+            tools = [
+                *builtin_tools(),
+                *([search_messages_tool(storage.messages)] if storage is not None else []),
+                *(t for loaded in sub_agents for t in loaded.langchain),
+            ]
         graph = build_agent_graph(
             model=model,
             tools=tools,
             max_iterations=settings.max_tool_iterations,
             max_result_chars=settings.max_tool_result_chars,
-            checkpointer=checkpointer or InMemorySaver(),
+            checkpointer=checkpointer or (storage.checkpointer if storage else InMemorySaver()),
+            retriever=storage.retriever if storage is not None else None,
         )
         return cls(
-            settings=settings, model=model, tools=tools, graph=graph, sub_agents=sub_agents
+            settings=settings,
+            model=model,
+            tools=tools,
+            graph=graph,
+            sub_agents=sub_agents,
+            storage=storage,
         )
 
     def session(self, *, user_id: str, session_id: str | None = None) -> Session:
         """Open (or continue, with a known `session_id`) a conversation."""
         return Session(
-            graph=self.graph, settings=self.settings, user_id=user_id, session_id=session_id
+            graph=self.graph,
+            settings=self.settings,
+            user_id=user_id,
+            session_id=session_id,
+            storage=self.storage,
         )
 
 
@@ -85,13 +109,15 @@ def approval_store(settings: Settings) -> ApprovalStore:
     return ApprovalStore(settings.data_dir / REGISTRY_DIR)
 
 
-def load_sub_agents(settings: Settings, *, model: BaseChatModel, ask: Ask) -> list[LoadedTool]:
+def load_sub_agents(
+    settings: Settings, *, model: BaseChatModel, ask: Ask, database: Database | None = None
+) -> list[LoadedTool]:
     """Discover the folder tree, ask about new or changed folders, load the approved ones."""
     tree = discover_tree(settings.sub_graphs_dir)
     for problem in tree.problems:
         logger.warning("skipping tool folder %s: %s", problem.path, problem.reason)
     approved = review(tree.nodes, approval_store(settings), ask)
-    return load_level(tree.nodes, approved, model=model, settings=settings)
+    return load_level(tree.nodes, approved, model=model, settings=settings, database=database)
 
 
 def _input_ended(*_: object) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Literal, TypedDict
 
@@ -11,11 +12,13 @@ from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, Huma
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 
-from orchestrator.errors import OrchestratorError
 from orchestrator.events import StatusEvent, ToolEvent
 from orchestrator.graph.builder import MODEL_NODE
 from orchestrator.llm.providers import explain_model_error
 from orchestrator.settings import Settings
+from orchestrator.store.sessions import claim_session
+from orchestrator.store.storage import Storage
+from orchestrator.tools.executor import OBSERVER_KEY
 
 
 class TokenEvent(TypedDict):
@@ -67,7 +70,12 @@ class TurnResult:
 
 
 class Session:
-    """A conversation of one user, remembered by the graph's checkpointer under `session_id`."""
+    """A conversation of one user, remembered by the graph's checkpointer under `session_id`.
+
+    With storage, the session is claimed for its user, every message is
+    archived (searchable, embedded later), tool calls are tracked, and a turn
+    a killed process left unfinished can be resumed.
+    """
 
     def __init__(
         self,
@@ -76,40 +84,85 @@ class Session:
         settings: Settings,
         user_id: str,
         session_id: str | None = None,
+        storage: Storage | None = None,
     ) -> None:
         self.graph = graph
         self.settings = settings
         self.user_id = user_id
         self.session_id = session_id or uuid.uuid4().hex[:12]
+        self.storage = storage
+        self._claimed = False
+        self._archived = 0  # messages of the history already archived by this process
 
     @property
     def config(self) -> RunnableConfig:
-        return {"configurable": {"thread_id": self.session_id, "user_id": self.user_id}}
+        configurable: dict[str, object] = {"thread_id": self.session_id, "user_id": self.user_id}
+        if self.storage is not None:
+            configurable[OBSERVER_KEY] = self.storage.requests
+        return {"configurable": configurable}
 
     async def run(self, text: str, *, on_event: EventHandler | None = None) -> TurnResult:
         """Send one user message and run the graph until the model answers."""
+        await self._claim()
         message = HumanMessage(content=text, id=uuid.uuid4().hex)
-        turn_input = {"messages": [message], "iterations": 0}
-        try:
-            async for namespace, mode, chunk in self.graph.astream(
-                turn_input, self.config, stream_mode=["custom", "messages"], subgraphs=True
-            ):
-                event = _to_event(namespace, mode, chunk)
-                if event is not None and on_event is not None:
-                    on_event(event)
-        except OrchestratorError:
-            raise
-        except Exception as error:
-            explained = explain_model_error(error, settings=self.settings)
-            if explained is None:
-                raise
-            raise explained from error
+        await self._stream({"messages": [message], "iterations": 0}, on_event)
         return _collect_turn(await self.history(), after=message.id)
+
+    async def open(self) -> bool:
+        """Claim the session and archive what a stopped process left; True if a turn is unfinished."""
+        await self._claim()
+        await self._archive()
+        return bool((await self.graph.aget_state(self.config)).next)
+
+    async def resume(self, *, on_event: EventHandler | None = None) -> TurnResult:
+        """Finish the turn a stopped process left half done (see `open`)."""
+        await self._claim()
+        await self._stream(None, on_event)
+        history = await self.history()
+        last_question = next(m.id for m in reversed(history) if isinstance(m, HumanMessage))
+        return _collect_turn(history, after=last_question)
 
     async def history(self) -> list[BaseMessage]:
         """Every message of the conversation so far."""
         state = await self.graph.aget_state(self.config)
         return list(state.values.get("messages", []))
+
+    async def _stream(self, turn_input: dict[str, object] | None, on_event: EventHandler | None) -> None:
+        try:
+            async for namespace, mode, chunk in self.graph.astream(
+                turn_input,
+                self.config,
+                stream_mode=["custom", "messages"],
+                subgraphs=True,
+                # With storage, each step is saved before the next starts: a killed
+                # process resumes from the last one.
+                durability="sync" if self.storage is not None else "async",
+            ):
+                event = _to_event(namespace, mode, chunk)
+                if event is not None and on_event is not None:
+                    on_event(event)
+        except Exception as error:
+            with suppress(Exception):  # keep the user's message even when the turn failed
+                await self._archive()
+            explained = explain_model_error(error, settings=self.settings)
+            if explained is None:
+                raise
+            raise explained from error
+        await self._archive()
+
+    async def _claim(self) -> None:
+        if self.storage is not None and not self._claimed:
+            await claim_session(self.storage.database, self.session_id, user_id=self.user_id)
+            self._claimed = True
+
+    async def _archive(self) -> None:
+        if self.storage is None:
+            return
+        history = await self.history()
+        await self.storage.messages.save(
+            history[self._archived :], session_id=self.session_id, user_id=self.user_id
+        )
+        self._archived = len(history)
 
 
 def _to_event(namespace: tuple[str, ...], mode: str, chunk: object) -> TurnEvent | None:

@@ -43,6 +43,23 @@ class Settings(BaseSettings):
     max_tool_iterations: int = Field(default=5, ge=1, le=100)
     max_tool_result_chars: int = Field(default=4000, ge=200)
     log_level: LogLevel = "WARNING"
+    database_url: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("DATABASE_URL"),
+        description="External PostgreSQL with pgvector; unset runs the embedded server.",
+    )
+    database_app_url: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("DATABASE_APP_URL"),
+        description="The application role's own login on the external server (recommended).",
+    )
+    embeddings: str = Field(
+        default="auto",
+        description="`auto` (local if installed), `local`, `none`, or `openai:<model>`.",
+    )
+    rag_match_count: int = Field(default=5, ge=0, le=50)
+    rag_threshold: float = Field(default=0.5, ge=-1, le=1)
+    rag_max_chars: int = Field(default=2000, ge=0)
 
     @field_validator("log_level", mode="before")
     @classmethod

@@ -10,10 +10,10 @@ from orchestrator.testing import ErrorReply, OpenAICompatibleServer
 from tests.helpers import run_cli, server_env
 
 
-def test_piped_chat_remembers_the_first_turn(tmp_path: Path):
+def test_piped_chat_remembers_the_first_turn(cli, tmp_path: Path):
     with OpenAICompatibleServer(["Hello Ada.", "Your name is Ada."]) as server:
-        done = run_cli(
-            "chat", cwd=tmp_path, stdin="My name is Ada.\nWhat is my name?\n", env=server_env(server)
+        done = cli(
+            "chat", cwd=tmp_path, stdin="My name is Ada.\nWhat is my name?\n", env_extra=server_env(server)
         )
 
     assert done.returncode == 0, done.stderr
@@ -24,9 +24,9 @@ def test_piped_chat_remembers_the_first_turn(tmp_path: Path):
     assert second[-1] == ("user", "What is my name?")
 
 
-def test_chat_slash_commands_and_exit(tmp_path: Path):
+def test_chat_slash_commands_and_exit(cli, tmp_path: Path):
     stdin = "/help\n/tools\nwhat is 2*21\n/history\n/bogus\n/exit\nnever read\n"
-    done = run_cli("chat", cwd=tmp_path, stdin=stdin)
+    done = cli("chat", cwd=tmp_path, stdin=stdin)
 
     assert done.returncode == 0, done.stderr
     assert "/history" in done.stdout  # the help text
@@ -39,11 +39,11 @@ def test_chat_slash_commands_and_exit(tmp_path: Path):
     assert "never read" not in done.stdout
 
 
-def test_chat_keeps_going_after_a_failed_turn(tmp_path: Path):
+def test_chat_keeps_going_after_a_failed_turn(cli, tmp_path: Path):
     script = [ErrorReply(HTTPStatus.SERVICE_UNAVAILABLE, "overloaded"), "second answer"]
     with OpenAICompatibleServer(script) as server:
         stdin = "first question\nsecond question\n/history\n"
-        done = run_cli("chat", cwd=tmp_path, stdin=stdin, env=server_env(server))
+        done = cli("chat", cwd=tmp_path, stdin=stdin, env_extra=server_env(server))
 
     assert done.returncode == 1, "a failed turn makes the exit status non-zero"
     assert "error: The model server at" in done.stderr and "answered 503: overloaded" in done.stderr
@@ -55,8 +55,20 @@ def test_chat_keeps_going_after_a_failed_turn(tmp_path: Path):
     ]
 
 
-def test_ask_json_prints_one_object(tmp_path: Path):
-    done = run_cli("ask", "--json", "calculate 6*7", cwd=tmp_path)
+def test_the_embedded_database_needs_no_setup(tmp_path: Path):
+    env = {"ORCHESTRATOR_EMBEDDINGS": "none"}
+    first = run_cli("ask", "--json", "--session", "s1", "calculate 6*7", cwd=tmp_path, env=env)
+    assert first.returncode == 0, first.stderr
+    assert (tmp_path / "data" / "pgdata" / "PG_VERSION").exists()
+
+    status = run_cli("db", "status", cwd=tmp_path, env=env)
+    assert status.returncode == 0, status.stderr
+    assert "schema version: 1 (pending: 0)" in status.stdout
+    assert "messages: 4 (0 embedded)" in status.stdout
+
+
+def test_ask_json_prints_one_object(cli, tmp_path: Path):
+    done = cli("ask", "--json", "calculate 6*7", cwd=tmp_path)
 
     assert done.returncode == 0, done.stderr
     body = json.loads(done.stdout)
@@ -69,18 +81,18 @@ def test_ask_json_prints_one_object(tmp_path: Path):
     assert "offline model" in done.stderr
 
 
-def test_ask_against_an_openai_compatible_server(tmp_path: Path):
+def test_ask_against_an_openai_compatible_server(cli, tmp_path: Path):
     script = [[("current_time", {"timezone": "UTC"})], "It is now."]
     with OpenAICompatibleServer(script) as server:
-        done = run_cli("ask", "What time is it?", cwd=tmp_path, env=server_env(server))
+        done = cli("ask", "What time is it?", cwd=tmp_path, env_extra=server_env(server))
 
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "It is now."
     assert "offline" not in done.stderr
 
 
-def test_bad_setting_is_one_line_and_non_zero(tmp_path: Path):
-    done = run_cli("ask", "hi", cwd=tmp_path, env={"ORCHESTRATOR_MAX_TOOL_ITERATIONS": "lots"})
+def test_bad_setting_is_one_line_and_non_zero(cli, tmp_path: Path):
+    done = cli("ask", "hi", cwd=tmp_path, env_extra={"ORCHESTRATOR_MAX_TOOL_ITERATIONS": "lots"})
 
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
@@ -89,10 +101,10 @@ def test_bad_setting_is_one_line_and_non_zero(tmp_path: Path):
     ]
 
 
-def test_unreachable_model_server_is_one_line_and_non_zero(tmp_path: Path):
+def test_unreachable_model_server_is_one_line_and_non_zero(cli, tmp_path: Path):
     with OpenAICompatibleServer() as server:
         env = server_env(server)
-    done = run_cli("ask", "--json", "hi", cwd=tmp_path, env=env)
+    done = cli("ask", "--json", "hi", cwd=tmp_path, env_extra=env)
 
     assert done.returncode == 1
     assert "Traceback" not in done.stderr

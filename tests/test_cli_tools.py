@@ -8,15 +8,15 @@ import sys
 from pathlib import Path
 
 from orchestrator.testing import OpenAICompatibleServer
-from tests.helpers import run_cli, server_env
+from tests.helpers import server_env
 from tests.tool_folders import copy_shipped, marker_code, write_folder
 
 
-def test_approve_at_the_prompt_then_call_the_tool(tmp_path: Path):
+def test_approve_at_the_prompt_then_call_the_tool(cli, tmp_path: Path):
     write_folder(tmp_path / "sub_graphs", "echo")
     script = [[("echo_say", {"text": "hello", "times": 2})], "It said hello twice."]
     with OpenAICompatibleServer(script) as server:
-        first = run_cli("chat", cwd=tmp_path, stdin="y\nsay hello twice\n", env=server_env(server))
+        first = cli("chat", cwd=tmp_path, stdin="y\nsay hello twice\n", env_extra=server_env(server))
 
     assert first.returncode == 0, first.stderr
     assert "New tool folder: echo 1.0" in first.stderr and "path: sub_graphs/echo" in first.stderr
@@ -26,16 +26,16 @@ def test_approve_at_the_prompt_then_call_the_tool(tmp_path: Path):
     assert json.loads(tool_reply["content"])["message"] == "hello hello"
 
     with OpenAICompatibleServer(["Still here."]) as server:
-        second = run_cli("ask", "hi", cwd=tmp_path, env=server_env(server))
+        second = cli("ask", "hi", cwd=tmp_path, env_extra=server_env(server))
     assert "New tool folder" not in second.stderr, "an approval is remembered"
     assert "echo_say" in {t["function"]["name"] for t in server.requests[0]["tools"]}
 
 
-def test_end_of_input_at_the_prompt_approves_and_imports_nothing(tmp_path: Path):
+def test_end_of_input_at_the_prompt_approves_and_imports_nothing(cli, tmp_path: Path):
     marker = tmp_path / "imported"
     write_folder(tmp_path / "sub_graphs", "spy", code=marker_code(marker))
 
-    done = run_cli("ask", "--json", "what is 1+1", cwd=tmp_path)
+    done = cli("ask", "--json", "what is 1+1", cwd=tmp_path)
 
     assert done.returncode == 0, done.stderr
     assert "(end of input: not approved)" in done.stderr
@@ -44,21 +44,21 @@ def test_end_of_input_at_the_prompt_approves_and_imports_nothing(tmp_path: Path)
     assert not (tmp_path / "data" / "tool_registry").exists()
 
 
-def test_an_unclear_answer_is_asked_again(tmp_path: Path):
+def test_an_unclear_answer_is_asked_again(cli, tmp_path: Path):
     write_folder(tmp_path / "sub_graphs", "echo")
-    done = run_cli("ask", "hi", cwd=tmp_path, stdin="maybe\nn\n")
+    done = cli("ask", "hi", cwd=tmp_path, stdin="maybe\nn\n")
     assert "Please answer y or n, not 'maybe'." in done.stderr
-    listing = json.loads(run_cli("tools", "list", "--json", cwd=tmp_path).stdout)
+    listing = json.loads(cli("tools", "list", "--json", cwd=tmp_path).stdout)
     assert listing["tools"][0]["status"] == "denied"
 
 
-def test_tools_list_approve_and_revoke(tmp_path: Path):
+def test_tools_list_approve_and_revoke(cli, tmp_path: Path):
     marker = tmp_path / "imported"
     root = copy_shipped(tmp_path)
     write_folder(root, "spy", code=marker_code(marker))
     write_folder(root, "broken", config="name: [\n")
 
-    listing = json.loads(run_cli("tools", "list", "--json", cwd=tmp_path).stdout)
+    listing = json.loads(cli("tools", "list", "--json", cwd=tmp_path).stdout)
 
     assert [(t["name"], t["depth"], t["status"]) for t in listing["tools"]] == [
         ("personal_assistant_agent", 0, "new"),
@@ -69,22 +69,22 @@ def test_tools_list_approve_and_revoke(tmp_path: Path):
     assert listing["problems"][0]["path"].endswith("broken")
     assert not marker.exists(), "listing never imports"
 
-    approved = run_cli("tools", "approve", "task_agent", cwd=tmp_path)
+    approved = cli("tools", "approve", "task_agent", cwd=tmp_path)
     assert approved.returncode == 0 and "approved: task_agent 1.0.0" in approved.stdout
-    revoked = run_cli("tools", "revoke", "spy", cwd=tmp_path)
+    revoked = cli("tools", "revoke", "spy", cwd=tmp_path)
     assert revoked.returncode == 0
-    text = run_cli("tools", "list", cwd=tmp_path).stdout
+    text = cli("tools", "list", cwd=tmp_path).stdout
     assert "  task_agent 1.0.0  approved  sub_graphs/personal_assistant_agent/src/sub_graphs/task_agent" in text
     assert "spy 1.0  denied  sub_graphs/spy" in text
     assert "skipped sub_graphs/broken: " in text
 
-    missing = run_cli("tools", "approve", "nope", cwd=tmp_path)
+    missing = cli("tools", "approve", "nope", cwd=tmp_path)
     assert missing.returncode == 1
     assert missing.stderr.strip() == "error: No tool folder named 'nope'; `orchestrator tools list` shows them."
 
 
-def test_new_agent_creates_a_folder_whose_test_passes(tmp_path: Path):
-    created = run_cli("new-agent", "weather_bot", cwd=tmp_path)
+def test_new_agent_creates_a_folder_whose_test_passes(cli, tmp_path: Path):
+    created = cli("new-agent", "weather_bot", cwd=tmp_path)
     assert created.returncode == 0, created.stderr
     folder = tmp_path / "sub_graphs" / "weather_bot"
     assert sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()) == [
@@ -101,24 +101,25 @@ def test_new_agent_creates_a_folder_whose_test_passes(tmp_path: Path):
     assert tested.returncode == 0, tested.stdout + tested.stderr
     assert "1 passed" in tested.stdout
 
-    listing = json.loads(run_cli("tools", "list", "--json", cwd=tmp_path).stdout)
+    listing = json.loads(cli("tools", "list", "--json", cwd=tmp_path).stdout)
     assert [(t["name"], t["status"]) for t in listing["tools"]] == [("weather_bot", "new")]
 
-    again = run_cli("new-agent", "weather_bot", cwd=tmp_path)
+    again = cli("new-agent", "weather_bot", cwd=tmp_path)
     assert again.returncode == 1 and "already exists" in again.stderr
-    invalid = run_cli("new-agent", "Weather-Bot", cwd=tmp_path)
+    invalid = cli("new-agent", "Weather-Bot", cwd=tmp_path)
     assert invalid.returncode == 1 and "not a valid tool name" in invalid.stderr
 
 
-def test_chat_tools_command_shows_the_tree(tmp_path: Path):
+def test_chat_tools_command_shows_the_tree(cli, tmp_path: Path):
     copy_shipped(tmp_path)
-    done = run_cli("chat", cwd=tmp_path, stdin="y\ny\nn\n/tools\n")
+    done = cli("chat", cwd=tmp_path, stdin="y\ny\nn\n/tools\n")
 
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0].startswith("current_time")
-    assert lines[2].startswith("personal_assistant_agent 1.0.0  sub_graphs/personal_assistant_agent")
-    assert lines[3].startswith("  personal_assistant_agent_ask  Hand this agent a request")
-    assert lines[4].startswith("  email_agent 1.0.0  sub_graphs/personal_assistant_agent/src/sub_graphs/email_agent")
-    assert lines[5].startswith("    email_agent_send  Send a plain-text email.")
+    assert [line.split()[0] for line in lines[:3]] == ["current_time", "calculator", "search_messages"]
+    start = next(i for i, line in enumerate(lines) if line.startswith("personal_assistant_agent 1.0.0"))
+    assert "sub_graphs/personal_assistant_agent" in lines[start]
+    assert lines[start + 1].startswith("  personal_assistant_agent_ask  Hand this agent a request")
+    assert lines[start + 2].startswith("  email_agent 1.0.0  sub_graphs/personal_assistant_agent/src/sub_graphs/email_agent")
+    assert lines[start + 3].startswith("    email_agent_send  Send a plain-text email.")
     assert not any("task_agent" in line for line in lines), "task_agent was refused"

@@ -16,6 +16,8 @@ from aiosmtpd.smtp import AuthResult, Envelope, LoginPassword
 from orchestrator.errors import InvalidToolArgumentsError, ToolError
 from orchestrator.runtime import Runtime
 from orchestrator.settings import load_settings
+from orchestrator.store import Database, Storage
+from orchestrator.store.requests import request_tree
 from orchestrator.testing import call_tools, load_tool_folder
 from orchestrator.tools import Tool, ToolRequest
 from tests.helpers import EventLog
@@ -119,8 +121,8 @@ async def test_email_server_down_is_a_recoverable_tool_error(monkeypatch: pytest
     assert caught.value.code == "smtp_error" and caught.value.recoverable
 
 
-async def test_task_list_per_user(tmp_path: Path):
-    tasks: Tool = load_tool_folder(TASKS, data_dir=tmp_path)
+async def test_task_list_per_user(database: Database):
+    tasks: Tool = load_tool_folder(TASKS, database=database)
 
     added = await tasks.execute(request("add", title="Buy milk", due="2026-12-01"))
     await tasks.execute(request("add", title="Call mum"))
@@ -130,34 +132,50 @@ async def test_task_list_per_user(tmp_path: Path):
     everything = await tasks.execute(request("list", include_done=True))
 
     assert added.message == "Added task #1: Buy milk"
+    assert added.data == {"task_id": 1, "title": "Buy milk", "due": "2026-12-01", "done": False}
     assert done.message == "Completed task #1: Buy milk"
     assert listed.message == "#2 Call mum"
     assert everything.message == "#1 Buy milk (due 2026-12-01) [done]\n#2 Call mum"
-    bobs = await tasks.execute(request("list", user="bob"))
-    assert bobs.message == "#1 Bob's own"
-    reloaded = load_tool_folder(TASKS, data_dir=tmp_path)
-    assert (await reloaded.execute(request("list"))).message == "#2 Call mum"
+    assert (await tasks.execute(request("list", user="bob"))).message == "#1 Bob's own"
     with pytest.raises(ToolError, match="There is no task #9"):
         await tasks.execute(request("complete", task_id=9))
+    with pytest.raises(ToolError, match="There is no task #1"):  # bob's #1 is not ada's
+        await tasks.execute(request("complete", user="carol", task_id=1))
 
 
-async def test_two_level_call_carries_request_ids_down_the_tree(scripted, tmp_path: Path, caplog):
-    settings = load_settings(sub_graphs_dir=copy_shipped(tmp_path), data_dir=tmp_path / "data")
+async def test_task_list_needs_the_database():
+    with pytest.raises(ToolError, match="task_agent needs the database"):
+        await load_tool_folder(TASKS).execute(request("list"))
+
+
+async def test_two_level_call_carries_request_ids_down_the_tree(
+    scripted, tmp_path: Path, database_url: str, database: Database, caplog
+):
+    settings = load_settings(
+        sub_graphs_dir=copy_shipped(tmp_path),
+        data_dir=tmp_path / "data",
+        database_url=database_url,
+        embeddings="none",
+    )
     model = scripted(
         call_tools(("personal_assistant_agent_ask", {"request": "Remember to buy milk"})),
         call_tools(("task_agent_add", {"title": "Buy milk"})),  # the assistant's own model call
         "Added task #1: Buy milk.",
         "Done: I added 'Buy milk' to your list.",
     )
-    runtime = Runtime.create(settings, model=model, ask=lambda folder, status: True)
-    session = runtime.session(user_id="ada")
+    storage = await Storage.open(settings)
+    runtime = Runtime.create(settings, model=model, ask=lambda folder, status: True, storage=storage)
+    session = runtime.session(user_id="dora")  # the module's database is shared: a user of its own
     events = EventLog()
 
     with caplog.at_level(logging.INFO, logger="orchestrator.tools.executor"):
         result = await session.run("Remind me to buy milk", on_event=events)
+    await storage.close()
 
     assert result.answer == "Done: I added 'Buy milk' to your list."
-    assert model.bound_tools == ["current_time", "calculator", "personal_assistant_agent_ask"]
+    assert model.bound_tools == [
+        "current_time", "calculator", "search_messages", "personal_assistant_agent_ask"
+    ]
     inner_tools = {t.name for t in runtime.sub_agents[0].tool.tools}
     assert inner_tools == {"email_agent_send", "task_agent_add", "task_agent_complete", "task_agent_list"}
     calls = {r.tool: r for r in caplog.records if hasattr(r, "tool")}
@@ -169,8 +187,14 @@ async def test_two_level_call_carries_request_ids_down_the_tree(scripted, tmp_pa
         ("personal_assistant_agent_ask", 0),
         ("task_agent_add", 1),
     }
-    stored = json.loads((tmp_path / "data/tools/personal_assistant_agent/task_agent/ada.json").read_text())
-    assert [t["title"] for t in stored["tasks"]] == ["Buy milk"]
+    tree = await request_tree(database, outer.request_id, user_id="dora")
+    assert [(n.depth, n.tool, n.action, n.status, n.parent_request_id) for n in tree] == [
+        (0, "personal_assistant_agent", "ask", "completed", None),
+        (1, "task_agent", "add", "completed", outer.request_id),
+    ]
+    assert tree[1].parameters == {"title": "Buy milk"}
+    assert tree[1].message == "Added task #1: Buy milk"
+    assert await request_tree(database, outer.request_id, user_id="bob") == []
     assert [m.text for m in model.received[1][1:]] == ["Remember to buy milk"], (
         "the assistant sees only the request it was handed"
     )

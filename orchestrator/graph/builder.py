@@ -6,11 +6,12 @@ gets its own model, tools and limits.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
-from typing import Literal
+from typing import Literal, Protocol
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, SystemMessage
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -24,8 +25,40 @@ from orchestrator.tools.executor import ToolExecutor
 
 MODEL_NODE = "model"
 TOOLS_NODE = "tools"
+RETRIEVE_NODE = "retrieve"
+
+logger = logging.getLogger(__name__)
 
 StateUpdate = dict[str, object]
+
+
+class Retriever(Protocol):
+    """Context for a query from the user's other conversations ('' when none)."""
+
+    async def __call__(self, query: str, *, user_id: str, session_id: str) -> str: ...
+
+
+class RetrieveNode:
+    """Once per turn, before the model: look up context for the user's message."""
+
+    def __init__(self, retriever: Retriever) -> None:
+        self.retriever = retriever
+
+    async def __call__(self, state: AgentState, config: RunnableConfig) -> StateUpdate:
+        configurable = config.get("configurable", {})
+        query = next(
+            (m.text for m in reversed(state["messages"]) if isinstance(m, HumanMessage)), ""
+        )
+        try:
+            context = await self.retriever(
+                query,
+                user_id=str(configurable.get("user_id", "")),
+                session_id=str(configurable.get("thread_id", "")),
+            )
+        except Exception as error:  # missing context must never cost the user an answer
+            logger.warning("RAG lookup failed: %s: %s", type(error).__name__, error)
+            context = ""
+        return {"context": context}
 
 
 class ModelNode:
@@ -48,8 +81,11 @@ class ModelNode:
         if iterations == 0:
             emit_status(Stage.SUBMITTED)
         emit_status(Stage.STREAMING)
+        context = [SystemMessage(state["context"])] if state.get("context") else []
         try:
-            response = await self.model.ainvoke([self.system_prompt, *state["messages"]], config)
+            response = await self.model.ainvoke(
+                [self.system_prompt, *context, *state["messages"]], config
+            )
         except Exception as error:
             emit_status(Stage.ERROR, type(error).__name__)
             raise
@@ -89,9 +125,10 @@ def build_agent_graph(
     max_result_chars: int,
     system_prompt: str = ORCHESTRATOR_PROMPT,
     checkpointer: BaseCheckpointSaver | None = None,
+    retriever: Retriever | None = None,
     name: str = "orchestrator",
 ) -> CompiledStateGraph:
-    """Compile an agent graph over `model` and `tools`."""
+    """Compile an agent graph over `model` and `tools`, with RAG context when given a retriever."""
     graph = StateGraph(AgentState)
     graph.add_node(
         MODEL_NODE,
@@ -100,12 +137,17 @@ def build_agent_graph(
     graph.add_node(
         TOOLS_NODE, ToolsNode(ToolExecutor(tools, max_result_chars=max_result_chars))
     )
-    graph.add_edge(START, MODEL_NODE)
+    if retriever is None:
+        graph.add_edge(START, MODEL_NODE)
+    else:
+        graph.add_node(RETRIEVE_NODE, RetrieveNode(retriever))
+        graph.add_edge(START, RETRIEVE_NODE)
+        graph.add_edge(RETRIEVE_NODE, MODEL_NODE)
     graph.add_conditional_edges(MODEL_NODE, route_after_model, [TOOLS_NODE, END])
     graph.add_edge(TOOLS_NODE, MODEL_NODE)
     compiled = graph.compile(checkpointer=checkpointer, name=name)
-    # Two steps per round plus the final answer; the tool-round limit always ends first.
-    return compiled.with_config(recursion_limit=2 * max_iterations + 4)
+    # Two steps per round, retrieval and the final answer: the tool-round limit ends first.
+    return compiled.with_config(recursion_limit=2 * max_iterations + 5)
 
 
 def _stop_at_limit(response: AIMessage, limit: int) -> AIMessage:

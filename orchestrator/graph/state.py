@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated, TypedDict
+from typing import Annotated, NotRequired, TypedDict
 
 from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
 
 
 class AgentState(TypedDict):
-    """Conversation so far, and how many model calls the current turn has made.
+    """Conversation so far, how many model calls the current turn has made, and its context.
 
     The session sets `iterations` to 0 with each user message, so the limit
     applies per turn while `messages` accumulate across turns.
@@ -17,3 +17,4 @@ class AgentState(TypedDict):
 
     messages: Annotated[list[AnyMessage], add_messages]
     iterations: int
+    context: NotRequired[str]  # RAG context for this turn, shown to the model, not stored as a message

@@ -1,5 +1,6 @@
 """Helpers for testing graphs, tools and sessions without a real model or network."""
 
+from orchestrator.testing.embeddings import KeywordEmbeddings
 from orchestrator.testing.folders import load_tool_folder
 from orchestrator.testing.network import RemoteConnectionBlocked, block_remote_connections
 from orchestrator.testing.openai_server import ErrorReply, OpenAICompatibleServer
@@ -7,6 +8,7 @@ from orchestrator.testing.scripted import ScriptedChatModel, ScriptExhaustedErro
 
 __all__ = [
     "ErrorReply",
+    "KeywordEmbeddings",
     "OpenAICompatibleServer",
     "RemoteConnectionBlocked",
     "ScriptExhaustedError",

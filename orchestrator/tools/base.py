@@ -19,7 +19,7 @@ import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar, TypeVar
+from typing import TYPE_CHECKING, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, PrivateAttr, ValidationError
 
@@ -30,6 +30,9 @@ from orchestrator.errors import (
     validation_problems,
 )
 from orchestrator.tools.results import ToolResult
+
+if TYPE_CHECKING:  # the store imports the tools package
+    from orchestrator.store.engine import Database
 
 Params = TypeVar("Params", bound=BaseModel)
 ToolT = TypeVar("ToolT", bound="Tool")
@@ -88,9 +91,19 @@ def action(params: type[Params]) -> Callable[[Handler[ToolT, Params]], Handler[T
 
 @dataclass(frozen=True)
 class ToolContext:
-    """What the host gives a loaded tool: where it may keep files."""
+    """What the host gives a loaded tool: where it may keep files, and the database.
+
+    `database.user_transaction(request.user_id)` sees only that user's rows.
+    """
 
     data_dir: Path
+    database: Database | None = None
+
+    def require_database(self, tool: str) -> Database:
+        """The database, or a ToolError saying the tool needs one."""
+        if self.database is None:
+            raise ToolError(f"{tool} needs the database, and none is configured", recoverable=False)
+        return self.database
 
 
 class Tool(BaseModel):

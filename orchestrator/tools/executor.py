@@ -9,7 +9,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
 
 from langchain_core.messages import ToolCall, ToolMessage
 from langchain_core.runnables import RunnableConfig
@@ -27,9 +29,33 @@ from orchestrator.tools.results import ToolResult, result_from_output
 
 logger = logging.getLogger(__name__)
 
+# Where a RequestObserver rides in the run config, so nested agents' calls reach it too.
+OBSERVER_KEY = "request_observer"
+
 UNKNOWN_TOOL = "There is no tool named {name!r}. Available tools: {available}."
 INVALID_ARGUMENTS = "Invalid arguments for {name}: {problems}."
 TOOL_FAILED = "{name} failed: {error}"
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    """One tool call as the request log sees it."""
+
+    request_id: str
+    parent_request_id: str | None
+    session_id: str | None
+    user_id: str | None
+    tool: str
+    action: str | None
+    parameters: dict[str, object]
+
+
+class RequestObserver(Protocol):
+    """Told when each tool call starts and ends (the request tracking table)."""
+
+    async def started(self, call: CallRecord) -> None: ...
+
+    async def finished(self, call: CallRecord, result: ToolResult) -> None: ...
 
 
 class ToolExecutor:
@@ -57,22 +83,21 @@ class ToolExecutor:
         self, call: ToolCall, *, index: int, total: int, config: RunnableConfig
     ) -> ToolMessage:
         """Run one call and answer with a ToolMessage, whatever happens inside the tool."""
-        parent_request_id = config.get("configurable", {}).get("request_id")
-        ids = {"request_id": uuid.uuid4().hex, "parent_request_id": parent_request_id}
+        configurable = config.get("configurable", {})
+        ids = {
+            "request_id": uuid.uuid4().hex,
+            "parent_request_id": configurable.get("request_id"),
+        }
+        record = self._record(call, ids, configurable)
+        observer: RequestObserver | None = configurable.get(OBSERVER_KEY)
         progress = {"tool": call["name"], "index": index, "total": total, **ids}
         emit_tool(ToolPhase.STARTING, **progress)
-        try:
-            tool = self._lookup(call["name"])
-            _validate(tool, call["args"])
-            emit_tool(ToolPhase.EXECUTING, **progress)
-            output = await tool.ainvoke(call["args"], config=_child_config(config, ids))
-            result = result_from_output(output).model_copy(update=ids)
-        except ToolError as error:
-            result = ToolResult.from_error(error, **ids)
-        except Exception as error:  # a tool's bug must not end the turn
-            logger.debug("tool %s raised", call["name"], exc_info=True)
-            failure = ToolError(TOOL_FAILED.format(name=call["name"], error=_describe(error)))
-            result = ToolResult.from_error(failure, **ids)
+        if observer is not None:
+            await _safely(observer.started(record))
+        result = await self._invoke(call, config=_child_config(config, ids), progress=progress)
+        result = result.model_copy(update=ids)
+        if observer is not None:
+            await _safely(observer.finished(record, result))
         emit_tool(ToolPhase.COMPLETED, status=result.status, **progress)
         logger.info(
             "tool %s %s request_id=%s parent_request_id=%s",
@@ -85,6 +110,35 @@ class ToolExecutor:
             name=call["name"],
             status="error" if result.status == "failure" else "success",
             artifact=result.model_dump(mode="json"),
+        )
+
+    async def _invoke(
+        self, call: ToolCall, *, config: RunnableConfig, progress: dict[str, object]
+    ) -> ToolResult:
+        try:
+            tool = self._lookup(call["name"])
+            _validate(tool, call["args"])
+            emit_tool(ToolPhase.EXECUTING, **progress)  # type: ignore[arg-type]
+            return result_from_output(await tool.ainvoke(call["args"], config=config))
+        except ToolError as error:
+            return ToolResult.from_error(error)
+        except Exception as error:  # a tool's bug must not end the turn
+            logger.debug("tool %s raised", call["name"], exc_info=True)
+            failure = ToolError(TOOL_FAILED.format(name=call["name"], error=_describe(error)))
+            return ToolResult.from_error(failure)
+
+    def _record(
+        self, call: ToolCall, ids: dict[str, str | None], configurable: dict[str, object]
+    ) -> CallRecord:
+        metadata = (self.tools[call["name"]].metadata or {}) if call["name"] in self.tools else {}
+        return CallRecord(
+            request_id=str(ids["request_id"]),
+            parent_request_id=ids["parent_request_id"],
+            session_id=_text(configurable.get("thread_id")),
+            user_id=_text(configurable.get("user_id")),
+            tool=str(metadata.get("tool", call["name"])),
+            action=_text(metadata.get("action")),
+            parameters=call["args"],
         )
 
     def _lookup(self, name: str) -> BaseTool:
@@ -111,6 +165,18 @@ def _child_config(config: RunnableConfig, ids: dict[str, str | None]) -> Runnabl
     # A nested agent reads its own request_id here and uses it as its calls' parent.
     configurable = {**config.get("configurable", {}), **ids}
     return {**config, "configurable": configurable}
+
+
+async def _safely(tracking: Awaitable[None]) -> None:
+    # The request log must never cost the user a tool result.
+    try:
+        await tracking
+    except Exception as error:
+        logger.warning("request tracking failed: %s: %s", type(error).__name__, error)
+
+
+def _text(value: object) -> str | None:
+    return None if value is None else str(value)
 
 
 def _describe(error: Exception) -> str:

@@ -12,6 +12,7 @@ from langchain_core.tools import BaseTool
 from orchestrator.errors import ConfigError
 from orchestrator.llm.providers import build_agent_model
 from orchestrator.settings import Settings
+from orchestrator.store.engine import Database
 from orchestrator.tools.adapter import langchain_tools
 from orchestrator.tools.agent import AgentTool
 from orchestrator.tools.base import Tool, ToolContext
@@ -32,7 +33,12 @@ class LoadedTool:
 
 
 def load_level(
-    nodes: list[ToolNode], approved: set[str], *, model: BaseChatModel, settings: Settings
+    nodes: list[ToolNode],
+    approved: set[str],
+    *,
+    model: BaseChatModel,
+    settings: Settings,
+    database: Database | None = None,
 ) -> list[LoadedTool]:
     """Import the approved folders of one level; a folder that fails is logged and skipped."""
     loaded = []
@@ -40,21 +46,32 @@ def load_level(
         if node.folder.key not in approved:
             continue
         try:
-            loaded.append(_load(node, approved, model=model, settings=settings))
+            loaded.append(_load(node, approved, model=model, settings=settings, database=database))
         except (ToolLoadError, ConfigError) as error:
             logger.warning("skipping tool folder %s: %s", node.folder.path, error)
     return loaded
 
 
 def _load(
-    node: ToolNode, approved: set[str], *, model: BaseChatModel, settings: Settings
+    node: ToolNode,
+    approved: set[str],
+    *,
+    model: BaseChatModel,
+    settings: Settings,
+    database: Database | None,
 ) -> LoadedTool:
+    if node.folder.config.db.inherit == "local":
+        raise ToolLoadError("db: inherit: local is not supported yet; use the parent's database")
     tool = import_tool(node.folder)
-    tool.bind_context(ToolContext(data_dir=_data_dir(settings.data_dir, node.folder.key)))
+    tool.bind_context(
+        ToolContext(data_dir=_data_dir(settings.data_dir, node.folder.key), database=database)
+    )
     children: list[LoadedTool] = []
     if isinstance(tool, AgentTool):
         agent_model = build_agent_model(node.folder.config.llm, parent=model, settings=settings)
-        children = load_level(node.children, approved, model=agent_model, settings=settings)
+        children = load_level(
+            node.children, approved, model=agent_model, settings=settings, database=database
+        )
         tool.attach(
             model=agent_model,
             tools=[t for child in children for t in child.langchain],

@@ -41,7 +41,7 @@ class ToolResult(BaseModel):
     retry_strategy: str | None = None
 
     @classmethod
-    def from_error(cls, error: ToolError, **ids: str | None) -> ToolResult:
+    def from_error(cls, error: ToolError) -> ToolResult:
         """The error envelope for a failed call."""
         return cls(
             type="error",
@@ -50,7 +50,6 @@ class ToolResult(BaseModel):
             error_code=error.code,
             recoverable=error.recoverable,
             retry_strategy="fix_arguments" if error.code == "invalid_arguments" else None,
-            **ids,
         )
 
     def to_model_text(self, *, max_chars: int) -> str:

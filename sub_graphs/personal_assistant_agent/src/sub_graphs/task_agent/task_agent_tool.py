@@ -1,32 +1,27 @@
-"""A per-user to-do list, kept as JSON files under the tool's data directory."""
+"""A per-user to-do list in the orchestrator's database (table `tasks`, row-level secured)."""
 
 from __future__ import annotations
 
-import asyncio
-import json
-import os
-import tempfile
-from datetime import UTC, date, datetime
-from pathlib import Path
-from urllib.parse import quote
+from datetime import date
 
-from pydantic import BaseModel, Field, PrivateAttr
+from pydantic import BaseModel, Field
+from sqlalchemy import RowMapping, text
 
 from orchestrator.tools import Tool, ToolError, ToolRequest, ToolResult, action
 
-
-class Task(BaseModel):
-    id: int
-    title: str
-    due: date | None = None
-    done: bool = False
-    created_at: datetime
-    completed_at: datetime | None = None
-
-
-class TaskList(BaseModel):
-    next_id: int = 1
-    tasks: list[Task] = Field(default_factory=list)
+ADD = text(
+    """INSERT INTO tasks (user_id, task_id, title, due)
+    SELECT :user_id, COALESCE(MAX(task_id), 0) + 1, :title, :due FROM tasks WHERE user_id = :user_id
+    RETURNING task_id, title, due, done"""
+)
+LIST = text(
+    """SELECT task_id, title, due, done FROM tasks
+    WHERE user_id = :user_id AND (:include_done OR NOT done) ORDER BY task_id"""
+)
+COMPLETE = text(
+    """UPDATE tasks SET done = true, completed_at = now()
+    WHERE user_id = :user_id AND task_id = :task_id RETURNING task_id, title, due, done"""
+)
 
 
 class AddTask(BaseModel):
@@ -45,60 +40,46 @@ class CompleteTask(BaseModel):
 class TaskAgent(Tool):
     """The to-do list of each user."""
 
-    _lock: asyncio.Lock = PrivateAttr(default_factory=asyncio.Lock)
-
     @action(AddTask)
     async def add(self, params: AddTask, request: ToolRequest) -> ToolResult:
         """Add a task to the user's to-do list."""
-        async with self._lock:
-            tasks = self._load(request)
-            task = Task(id=tasks.next_id, title=params.title, due=params.due, created_at=_now())
-            tasks.tasks.append(task)
-            tasks.next_id += 1
-            self._save(request, tasks)
-        return request.result(f"Added task #{task.id}: {task.title}", data=task.model_dump(mode="json"))
+        async with self._transaction(request) as connection:
+            # One numbering per user: concurrent adds wait for each other.
+            await connection.execute(
+                text("SELECT pg_advisory_xact_lock(hashtext(:key))"), {"key": f"tasks:{request.user_id}"}
+            )
+            task = (await connection.execute(ADD, {**self._user(request), **params.model_dump()})).mappings().one()
+        return request.result(f"Added task #{task['task_id']}: {task['title']}", data=_json(task))
 
     @action(ListTasks)
     async def list(self, params: ListTasks, request: ToolRequest) -> ToolResult:
         """List the user's tasks (open ones unless include_done)."""
-        tasks = [t for t in self._load(request).tasks if params.include_done or not t.done]
-        lines = [_describe(t) for t in tasks] or ["No tasks."]
-        return request.result("\n".join(lines), data=[t.model_dump(mode="json") for t in tasks])
+        async with self._transaction(request) as connection:
+            rows = (await connection.execute(LIST, {**self._user(request), **params.model_dump()})).mappings().all()
+        lines = [_describe(row) for row in rows] or ["No tasks."]
+        return request.result("\n".join(lines), data=[_json(row) for row in rows])
 
     @action(CompleteTask)
     async def complete(self, params: CompleteTask, request: ToolRequest) -> ToolResult:
         """Mark one of the user's tasks as done."""
-        async with self._lock:
-            tasks = self._load(request)
-            task = next((t for t in tasks.tasks if t.id == params.task_id), None)
-            if task is None:
-                raise ToolError(f"There is no task #{params.task_id}; list the tasks to see their ids.")
-            task.done, task.completed_at = True, _now()
-            self._save(request, tasks)
-        return request.result(f"Completed task #{task.id}: {task.title}", data=task.model_dump(mode="json"))
+        async with self._transaction(request) as connection:
+            task = (await connection.execute(COMPLETE, {**self._user(request), **params.model_dump()})).mappings().first()
+        if task is None:
+            raise ToolError(f"There is no task #{params.task_id}; list the tasks to see their ids.")
+        return request.result(f"Completed task #{task['task_id']}: {task['title']}", data=_json(task))
 
-    def _file(self, request: ToolRequest) -> Path:
-        return self.context.data_dir / f"{quote(request.user_id or 'anonymous', safe='')}.json"
+    def _transaction(self, request: ToolRequest):  # noqa: ANN202 (an async context manager)
+        return self.context.require_database(self.name).user_transaction(self._user(request)["user_id"])
 
-    def _load(self, request: ToolRequest) -> TaskList:
-        try:
-            return TaskList.model_validate_json(self._file(request).read_bytes())
-        except FileNotFoundError:
-            return TaskList()
-
-    def _save(self, request: ToolRequest, tasks: TaskList) -> None:
-        file = self._file(request)
-        file.parent.mkdir(parents=True, exist_ok=True)
-        fd, temporary = tempfile.mkstemp(dir=file.parent, prefix=".tasks-")
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(tasks.model_dump(mode="json"), handle, indent=1)
-        os.replace(temporary, file)
+    @staticmethod
+    def _user(request: ToolRequest) -> dict[str, str]:
+        return {"user_id": request.user_id or "anonymous"}
 
 
-def _describe(task: Task) -> str:
-    due = f" (due {task.due})" if task.due else ""
-    return f"#{task.id} {task.title}{due}{' [done]' if task.done else ''}"
+def _describe(task: RowMapping) -> str:
+    due = f" (due {task['due']})" if task["due"] else ""
+    return f"#{task['task_id']} {task['title']}{due}{' [done]' if task['done'] else ''}"
 
 
-def _now() -> datetime:
-    return datetime.now(UTC)
+def _json(task: RowMapping) -> dict[str, object]:
+    return {**task, "due": task["due"].isoformat() if task["due"] else None}

