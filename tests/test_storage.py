@@ -6,6 +6,7 @@ import random
 import uuid
 from pathlib import Path
 
+import psycopg
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from sqlalchemy import text
@@ -174,11 +175,10 @@ async def test_a_user_never_reads_another_users_rows(store: MessageStore, databa
                 "INSERT INTO tasks (user_id, task_id, title) VALUES (:a, 1, 'planted')"), {"a": alice})
 
 
-async def test_filtered_vector_search_returns_k_rows_of_the_user(store: MessageStore, database: Database):
-    # The user's rows are far from the query while thousands of other rows are near:
-    # the k nearest of all would hold none of theirs.
+async def fill_crowd_and_loner(database: Database) -> tuple[list[float], str]:
+    """Thousands of another user's rows near the query, twelve of the loner's far from it:
+    the k nearest of all rows hold none of the loner's."""
     rng = random.Random(7)
-    query = [1.0] + [0.0] * 383
     crowd, loner = unique("crowd"), unique("loner")
     for user, count, near in ((crowd, 3000, True), (loner, 12, False)):
         session = unique("s")
@@ -194,9 +194,50 @@ async def test_filtered_vector_search_returns_k_rows_of_the_user(store: MessageS
                     for _ in range(count)
                 ],
             )
+    return [1.0] + [0.0] * 383, loner
+
+
+async def test_exact_filtered_search_returns_k_rows_of_the_user(store: MessageStore, database: Database):
+    query, loner = await fill_crowd_and_loner(database)
     found = await store.nearest(query, loner, match_count=10)
     assert len(found) == 10
     assert [m.score for m in found] == sorted((m.score for m in found), reverse=True)
+
+
+async def test_hnsw_filtered_search_scans_on_until_k_rows_of_the_user(postgres_url: str):
+    # A database of its own where the planner has only the HNSW index to order by.
+    name = f"hnsw_{uuid.uuid4().hex[:8]}"
+    create_database(postgres_url, name)
+    database = Database.embedded(postgres_url.replace("/postgres?", f"/{name}?"))
+    try:
+        await upgrade(database)
+        async with database.admin_transaction() as connection:
+            await connection.execute(text("DROP INDEX messages_by_user"))
+            await connection.execute(text(f'ALTER DATABASE "{name}" SET enable_seqscan = off'))
+        query, loner = await fill_crowd_and_loner(database)
+        await database.close()  # new connections pick up the database setting
+        database = Database.embedded(postgres_url.replace("/postgres?", f"/{name}?"))
+        vector = str(query)
+        async with database.user_transaction(loner) as connection:
+            plan = " ".join(
+                row[0] for row in await connection.execute(
+                    text("EXPLAIN SELECT 1 FROM messages ORDER BY embedding <=> CAST(:v AS vector) LIMIT 10"),
+                    {"v": vector},
+                )
+            )
+            without_iteration = (await connection.execute(
+                text("SELECT 1 FROM messages ORDER BY embedding <=> CAST(:v AS vector) LIMIT 10"), {"v": vector}
+            )).all()
+        assert "messages_embedding" in plan
+        assert len(without_iteration) < 10, "the plain index scan finds too few of the loner's rows"
+
+        found = await MessageStore(database).nearest(query, loner, match_count=10, exact_limit=0)
+
+        assert len(found) == 10
+    finally:
+        await database.close()
+        with psycopg.connect(postgres_url, autocommit=True) as connection:
+            connection.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
 
 
 def _vector(rng: random.Random, *, near: bool) -> list[float]:
