@@ -109,3 +109,16 @@ def test_unreachable_model_server_is_one_line_and_non_zero(cli, tmp_path: Path):
     assert done.returncode == 1
     assert "Traceback" not in done.stderr
     assert "Cannot reach the model server" in json.loads(done.stdout)["error"]
+
+
+def test_requests_show_prints_the_tree_of_a_call(cli, tmp_path: Path):
+    asked = cli("ask", "--json", "-u", "rita", "calculate 6*7", cwd=tmp_path)
+    [call] = json.loads(asked.stdout)["tool_calls"]
+
+    shown = cli("requests", "show", call["request_id"], "-u", "rita", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.startswith(f"calculator completed  {call['request_id']}")
+
+    hidden = cli("requests", "show", call["request_id"], "-u", "sam", cwd=tmp_path)
+    assert hidden.returncode == 1
+    assert hidden.stderr.strip() == f"error: No request {call['request_id']} of user sam."

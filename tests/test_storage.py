@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import random
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import psycopg
@@ -16,7 +18,7 @@ from orchestrator.runtime import Runtime
 from orchestrator.settings import load_settings
 from orchestrator.store import Database, MessageStore, SessionOwnedError, Storage
 from orchestrator.store.embedded import create_database
-from orchestrator.store.embeddings import Embedder, EmbeddingWorker
+from orchestrator.store.embeddings import Embedder, EmbeddingWorker, reembed
 from orchestrator.store.migrations import MIGRATIONS, USER_TABLES, schema_status, upgrade
 from orchestrator.store.rag import HEADER, Retriever
 from orchestrator.store.search_tool import search_messages_tool
@@ -42,6 +44,22 @@ async def store_conversation(
     await store.save(messages, session_id=session_id, user_id=user_id)
 
 
+@asynccontextmanager
+async def own_database(postgres_url: str, *, migrated: bool = True) -> AsyncIterator[Database]:
+    """A database of the test's own, for what would disturb the module's shared one."""
+    name = f"own_{uuid.uuid4().hex[:8]}"
+    create_database(postgres_url, name)
+    database = Database.embedded(postgres_url.replace("/postgres?", f"/{name}?"))
+    try:
+        if migrated:
+            await upgrade(database)
+        yield database
+    finally:
+        await database.close()
+        with psycopg.connect(postgres_url, autocommit=True) as connection:
+            connection.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+
+
 @pytest.fixture
 async def store(database: Database) -> MessageStore:
     worker = EmbeddingWorker(database, KEYWORDS)
@@ -49,10 +67,7 @@ async def store(database: Database) -> MessageStore:
 
 
 async def test_migrations_from_an_empty_database(postgres_url: str):
-    name = f"empty_{uuid.uuid4().hex[:8]}"
-    create_database(postgres_url, name)
-    database = Database.embedded(postgres_url.replace("/postgres?", f"/{name}?"))
-    try:
+    async with own_database(postgres_url, migrated=False) as database:
         before = await schema_status(database)
         assert (before.version, [m.version for m in before.pending]) == (0, [1])
         assert [m.version for m in await upgrade(database)] == [m.version for m in MIGRATIONS]
@@ -73,10 +88,8 @@ async def test_migrations_from_an_empty_database(postgres_url: str):
                     text("SELECT rolbypassrls, rolsuper FROM pg_roles WHERE rolname = 'orchestrator_app'")
                 )
             ).one()
-        assert forced == {table: True for table in USER_TABLES}
-        assert tuple(app_role) == (False, False)
-    finally:
-        await database.close()
+    assert forced == {table: True for table in USER_TABLES}
+    assert tuple(app_role) == (False, False)
 
 
 async def test_saving_is_idempotent_and_keeps_roles(store: MessageStore, database: Database):
@@ -206,17 +219,13 @@ async def test_exact_filtered_search_returns_k_rows_of_the_user(store: MessageSt
 
 async def test_hnsw_filtered_search_scans_on_until_k_rows_of_the_user(postgres_url: str):
     # A database of its own where the planner has only the HNSW index to order by.
-    name = f"hnsw_{uuid.uuid4().hex[:8]}"
-    create_database(postgres_url, name)
-    database = Database.embedded(postgres_url.replace("/postgres?", f"/{name}?"))
-    try:
-        await upgrade(database)
+    async with own_database(postgres_url) as database:
         async with database.admin_transaction() as connection:
+            name = await connection.scalar(text("SELECT current_database()"))
             await connection.execute(text("DROP INDEX messages_by_user"))
             await connection.execute(text(f'ALTER DATABASE "{name}" SET enable_seqscan = off'))
         query, loner = await fill_crowd_and_loner(database)
-        await database.close()  # new connections pick up the database setting
-        database = Database.embedded(postgres_url.replace("/postgres?", f"/{name}?"))
+        await database.app_engine.dispose()  # new connections pick up the database setting
         vector = str(query)
         async with database.user_transaction(loner) as connection:
             plan = " ".join(
@@ -234,10 +243,6 @@ async def test_hnsw_filtered_search_scans_on_until_k_rows_of_the_user(postgres_u
         found = await MessageStore(database).nearest(query, loner, match_count=10, exact_limit=0)
 
         assert len(found) == 10
-    finally:
-        await database.close()
-        with psycopg.connect(postgres_url, autocommit=True) as connection:
-            connection.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
 
 
 def _vector(rng: random.Random, *, near: bool) -> list[float]:
@@ -299,3 +304,23 @@ async def test_the_local_model_embeds_by_meaning(database: Database):
     await store.worker.run_once()
     [found] = await store.semantic_message_search("my new dog", user, match_count=1, match_threshold=0.3)
     assert found.content == "I adopted a puppy last week"
+
+
+async def test_reembed_switches_to_a_model_of_another_size(postgres_url: str):
+    small = Embedder(KeywordEmbeddings(dimensions=64), "keywords-64")
+    async with own_database(postgres_url) as database:
+        user = unique("rex")
+        await store_conversation(
+            MessageStore(database), user_id=user, session_id=unique("s"), texts=["red apples", "green pears"]
+        )
+
+        assert await reembed(database, small) == 2
+
+        async with database.admin_transaction() as connection:
+            dimensions = await connection.scalar(text(
+                "SELECT atttypmod FROM pg_attribute WHERE attrelid = 'messages'::regclass AND attname = 'embedding'"
+            ))
+            models = (await connection.execute(text("SELECT DISTINCT embedding_model FROM messages"))).all()
+        assert dimensions == 64 and models == [("keywords-64",)]
+        [found] = await MessageStore(database, embedder=small).semantic_message_search("apples", user, 1, 0.1)
+        assert found.content == "red apples"
