@@ -28,6 +28,7 @@ class ToolPhase(StrEnum):
     """Where one tool call is."""
 
     STARTING = "starting"
+    VALIDATING = "validating"
     EXECUTING = "executing"
     COMPLETED = "completed"
 

@@ -83,6 +83,7 @@ class Runtime:
             max_result_chars=settings.max_tool_result_chars,
             checkpointer=checkpointer or (storage.checkpointer if storage else InMemorySaver()),
             retriever=storage.retriever if storage is not None else None,
+            tool_timeout_seconds=settings.tool_timeout_seconds,
         )
         return cls(
             settings=settings,

@@ -42,6 +42,12 @@ class Settings(BaseSettings):
     sub_graphs_dir: Path = Path("./sub_graphs")
     max_tool_iterations: int = Field(default=5, ge=1, le=100)
     max_tool_result_chars: int = Field(default=4000, ge=200)
+    tool_timeout_seconds: float = Field(
+        default=60.0, gt=0, description="For tools whose tool_config.yaml sets none (built-ins)."
+    )
+    inline_budget_seconds: float = Field(
+        default=20.0, ge=0, description="An inline call running longer moves to the background."
+    )
     log_level: LogLevel = "WARNING"
     database_url: str | None = Field(
         default=None,

@@ -130,6 +130,7 @@ async def test_tool_error_keeps_its_code_and_recoverability(scripted):
 
     body = json.loads(tool_messages(model.received[1])[0].text)
     assert body == {
+        "type": "error",
         "status": "failure",
         "message": "quota exhausted",
         "error_code": "quota",
@@ -188,7 +189,11 @@ async def test_events_report_stages_and_tool_progress(scripted):
         "submitted", "streaming", "executing", "processing", "streaming", "complete"
     ]
     assert sorted(events.tool_phases()) == sorted(
-        [("add", i, phase) for i in (1, 2) for phase in ("starting", "executing", "completed")]
+        [
+            ("add", i, phase)
+            for i in (1, 2)
+            for phase in ("starting", "validating", "executing", "completed")
+        ]
     )
     assert all(e["total"] == 2 for e in events if e["kind"] == "tool")
 

@@ -126,6 +126,7 @@ def build_agent_graph(
     system_prompt: str = ORCHESTRATOR_PROMPT,
     checkpointer: BaseCheckpointSaver | None = None,
     retriever: Retriever | None = None,
+    tool_timeout_seconds: float = 60.0,
     name: str = "orchestrator",
 ) -> CompiledStateGraph:
     """Compile an agent graph over `model` and `tools`, with RAG context when given a retriever."""
@@ -135,7 +136,12 @@ def build_agent_graph(
         ModelNode(model, tools=tools, system_prompt=system_prompt, max_iterations=max_iterations),
     )
     graph.add_node(
-        TOOLS_NODE, ToolsNode(ToolExecutor(tools, max_result_chars=max_result_chars))
+        TOOLS_NODE,
+        ToolsNode(
+            ToolExecutor(
+                tools, max_result_chars=max_result_chars, default_timeout=tool_timeout_seconds
+            )
+        ),
     )
     if retriever is None:
         graph.add_edge(START, MODEL_NODE)

@@ -10,12 +10,22 @@ from langchain_core.tools.base import ArgsSchema
 from pydantic_core import to_jsonable_python
 
 from orchestrator.tools.base import ActionSpec, Tool, ToolRequest
+from orchestrator.tools.config import ToolConfig
 from orchestrator.tools.results import ToolResult
 
 
-def langchain_tools(tool: Tool) -> list[BaseTool]:
-    """The LangChain tools the model sees for `tool`; their schemas hold only the action's parameters."""
-    return [_action_tool(tool, spec) for spec in tool.actions.values()]
+def langchain_tools(tool: Tool, *, config: ToolConfig | None = None) -> list[BaseTool]:
+    """The LangChain tools the model sees for `tool`; their schemas hold only the action's parameters.
+
+    `config` (the folder's tool_config.yaml) sets how each call runs: timeout,
+    retries, background.
+    """
+    policy = (
+        config.model_dump(include={"timeout_seconds", "max_retries", "background", "idempotent"})
+        if config is not None
+        else {}
+    )
+    return [_action_tool(tool, spec, policy) for spec in tool.actions.values()]
 
 
 class ActionTool(StructuredTool):
@@ -31,7 +41,7 @@ class ActionTool(StructuredTool):
         return self.args_schema if self.args_schema is not None else super().tool_call_schema
 
 
-def _action_tool(tool: Tool, spec: ActionSpec) -> BaseTool:
+def _action_tool(tool: Tool, spec: ActionSpec, policy: dict[str, object]) -> BaseTool:
     async def run(config: RunnableConfig, **parameters: object) -> ToolResult:
         # The executor put this call's ids in the config; the session put the rest there.
         configurable = config.get("configurable", {})
@@ -50,5 +60,5 @@ def _action_tool(tool: Tool, spec: ActionSpec) -> BaseTool:
         description=f"{spec.description}\n(Part of {tool.name}: {tool.description})",
         args_schema=spec.params,
         coroutine=run,
-        metadata={"tool": tool.name, "action": spec.name, "version": tool.version},
+        metadata={"tool": tool.name, "action": spec.name, "version": tool.version, **policy},
     )

@@ -46,6 +46,7 @@ class AgentTool(Tool):
         tools: Sequence[BaseTool],
         max_iterations: int,
         max_result_chars: int,
+        tool_timeout_seconds: float = 60.0,
     ) -> None:
         """Build the agent's graph with the same builder as the orchestrator's."""
         from orchestrator.graph.builder import build_agent_graph  # the graph imports this package
@@ -59,6 +60,7 @@ class AgentTool(Tool):
             system_prompt=self.instructions.format(
                 name=self.name, description=self.description.rstrip(".").lower()
             ),
+            tool_timeout_seconds=tool_timeout_seconds,
             name=self.name,
         )
 

@@ -70,6 +70,9 @@ class ToolConfig(BaseModel):
     max_retries: int = Field(default=0, ge=0, le=10)
     requires_approval: bool = False
     background: bool = False
+    idempotent: bool = Field(
+        default=False, description="Safe to run again: re-queued after a crash, not failed."
+    )
     metadata: dict[str, JsonValue] = Field(default_factory=dict)
 
     @field_validator("version", mode="before")

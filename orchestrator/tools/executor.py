@@ -25,6 +25,7 @@ from orchestrator.errors import (
     validation_problems,
 )
 from orchestrator.events import ToolPhase, emit_tool
+from orchestrator.tools.policy import ExecutionPolicy, run_with_policy
 from orchestrator.tools.results import ToolResult, result_from_output
 
 logger = logging.getLogger(__name__)
@@ -61,9 +62,16 @@ class RequestObserver(Protocol):
 class ToolExecutor:
     """Validates and runs tool calls against a fixed set of LangChain tools."""
 
-    def __init__(self, tools: Sequence[BaseTool], *, max_result_chars: int) -> None:
+    def __init__(
+        self,
+        tools: Sequence[BaseTool],
+        *,
+        max_result_chars: int,
+        default_timeout: float = 60.0,
+    ) -> None:
         self.tools = {tool.name: tool for tool in tools}
         self.max_result_chars = max_result_chars
+        self.default_timeout = default_timeout
 
     async def run_all(
         self, calls: Sequence[ToolCall], *, config: RunnableConfig
@@ -117,15 +125,15 @@ class ToolExecutor:
     ) -> ToolResult:
         try:
             tool = self._lookup(call["name"])
+            emit_tool(ToolPhase.VALIDATING, **progress)  # type: ignore[arg-type]
             _validate(tool, call["args"])
             emit_tool(ToolPhase.EXECUTING, **progress)  # type: ignore[arg-type]
-            return result_from_output(await tool.ainvoke(call["args"], config=config))
+            policy = ExecutionPolicy.of(tool, default_timeout=self.default_timeout)
+            return await run_with_policy(
+                lambda: _attempt(tool, call, config), name=call["name"], policy=policy
+            )
         except ToolError as error:
             return ToolResult.from_error(error)
-        except Exception as error:  # a tool's bug must not end the turn
-            logger.debug("tool %s raised", call["name"], exc_info=True)
-            failure = ToolError(TOOL_FAILED.format(name=call["name"], error=_describe(error)))
-            return ToolResult.from_error(failure)
 
     def _record(
         self, call: ToolCall, ids: dict[str, str | None], configurable: dict[str, object]
@@ -165,6 +173,20 @@ def _child_config(config: RunnableConfig, ids: dict[str, str | None]) -> Runnabl
     # A nested agent reads its own request_id here and uses it as its calls' parent.
     configurable = {**config.get("configurable", {}), **ids}
     return {**config, "configurable": configurable}
+
+
+async def _attempt(tool: BaseTool, call: ToolCall, config: RunnableConfig) -> ToolResult:
+    try:
+        return result_from_output(await tool.ainvoke(call["args"], config=config))
+    except ToolError:
+        raise
+    except OSError as error:  # connections and the like: worth another try
+        raise ToolError(TOOL_FAILED.format(name=call["name"], error=_describe(error))) from None
+    except Exception as error:  # a tool's bug must not end the turn, nor be retried
+        logger.debug("tool %s raised", call["name"], exc_info=True)
+        raise ToolError(
+            TOOL_FAILED.format(name=call["name"], error=_describe(error)), recoverable=False
+        ) from None
 
 
 async def _safely(tracking: Awaitable[None]) -> None:

@@ -77,8 +77,9 @@ def _load(
             tools=[t for child in children for t in child.langchain],
             max_iterations=settings.max_tool_iterations,
             max_result_chars=settings.max_tool_result_chars,
+            tool_timeout_seconds=settings.tool_timeout_seconds,
         )
-    return LoadedTool(node.folder, tool, children, langchain_tools(tool))
+    return LoadedTool(node.folder, tool, children, langchain_tools(tool, config=node.folder.config))
 
 
 def _data_dir(data_dir: Path, key: str) -> Path:

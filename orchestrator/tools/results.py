@@ -49,14 +49,17 @@ class ToolResult(BaseModel):
             message=str(error),
             error_code=error.code,
             recoverable=error.recoverable,
-            retry_strategy="fix_arguments" if error.code == "invalid_arguments" else None,
+            retry_strategy=_retry_strategy(error),
         )
 
     def to_model_text(self, *, max_chars: int) -> str:
         """JSON for the model: only the fields it can use, cut past `max_chars` with a note."""
         body = self.model_dump(
             mode="json",
-            include={"status", "message", "data", "next_actions", "error_code", "recoverable"},
+            include={
+                "type", "status", "message", "data", "next_actions",
+                "error_code", "recoverable", "retry_strategy",
+            },
             exclude_defaults=True,
         )
         # The status leads and is always said, even when it is the default.
@@ -64,6 +67,12 @@ class ToolResult(BaseModel):
         if len(text) <= max_chars:
             return text
         return text[:max_chars] + TRUNCATION_NOTE.format(length=len(text), limit=max_chars)
+
+
+def _retry_strategy(error: ToolError) -> str | None:
+    if error.code == "invalid_arguments":
+        return "fix_arguments"
+    return "retry_with_backoff" if error.recoverable else None
 
 
 def result_from_output(output: object) -> ToolResult:
