@@ -184,9 +184,10 @@ def requests_show(
             raise UserError(f"No request {request_id} of user {user}.")
         for node in nodes:
             action = f".{node.action}" if node.action else ""
+            state = f"{node.outcome} ({node.status})" if node.outcome else node.status
             out.print(
                 f"{'  ' * node.depth}[bold]{escape(node.tool)}{escape(action)}[/bold] "
-                f"{node.status}  {node.request_id}  {escape(_one_line(node.message))}",
+                f"{state}  {node.request_id}  {escape(_one_line(node.message))}",
                 highlight=False,
             )
 

@@ -6,6 +6,7 @@ import json
 from http import HTTPStatus
 from pathlib import Path
 
+from orchestrator.store.migrations import MIGRATIONS
 from orchestrator.testing import ErrorReply, OpenAICompatibleServer
 from tests.helpers import run_cli, server_env
 
@@ -63,7 +64,7 @@ def test_the_embedded_database_needs_no_setup(tmp_path: Path):
 
     status = run_cli("db", "status", cwd=tmp_path, env=env)
     assert status.returncode == 0, status.stderr
-    assert "schema version: 1 (pending: 0)" in status.stdout
+    assert f"schema version: {MIGRATIONS[-1].version} (pending: 0)" in status.stdout
     assert "messages: 4 (0 embedded)" in status.stdout
 
 
@@ -117,7 +118,7 @@ def test_requests_show_prints_the_tree_of_a_call(cli, tmp_path: Path):
 
     shown = cli("requests", "show", call["request_id"], "-u", "rita", cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
-    assert shown.stdout.startswith(f"calculator completed  {call['request_id']}")
+    assert shown.stdout.startswith(f"calculator completed (closed)  {call['request_id']}")
 
     hidden = cli("requests", "show", call["request_id"], "-u", "sam", cwd=tmp_path)
     assert hidden.returncode == 1

@@ -188,9 +188,9 @@ async def test_two_level_call_carries_request_ids_down_the_tree(
         ("task_agent_add", 1),
     }
     tree = await request_tree(database, outer.request_id, user_id="dora")
-    assert [(n.depth, n.tool, n.action, n.status, n.parent_request_id) for n in tree] == [
-        (0, "personal_assistant_agent", "ask", "completed", None),
-        (1, "task_agent", "add", "completed", outer.request_id),
+    assert [(n.depth, n.tool, n.action, n.status, n.outcome, n.parent_request_id) for n in tree] == [
+        (0, "personal_assistant_agent", "ask", "closed", "completed", None),
+        (1, "task_agent", "add", "closed", "completed", outer.request_id),
     ]
     assert tree[1].parameters == {"title": "Buy milk"}
     assert tree[1].message == "Added task #1: Buy milk"

@@ -17,7 +17,8 @@ from orchestrator.store.engine import APP_ROLE, USER_SETTING, Database
 
 EMBEDDING_DIMENSIONS = 384  # all-MiniLM-L6-v2; `orchestrator db reembed` changes it
 LOCK_KEY = "orchestrator.schema"
-USER_TABLES = ("sessions", "messages", "requests", "tasks")
+# Every table with a user_id, all under row-level security.
+USER_TABLES = ("sessions", "messages", "requests", "tasks", "request_events")
 
 
 @dataclass(frozen=True)
@@ -100,7 +101,35 @@ MIGRATIONS: tuple[Migration, ...] = (
                 completed_at timestamptz,
                 PRIMARY KEY (user_id, task_id)
             )""",
-            *(statement for table in USER_TABLES for statement in _isolate(table)),
+            *(
+                statement
+                for table in ("sessions", "messages", "requests", "tasks")
+                for statement in _isolate(table)
+            ),
+        ),
+    ),
+    Migration(
+        2,
+        "request lifecycle: outcome, closing, owning process, and an audit log of status changes",
+        (
+            """ALTER TABLE requests
+                ADD COLUMN outcome text,
+                ADD COLUMN call_name text,
+                ADD COLUMN background boolean NOT NULL DEFAULT false,
+                ADD COLUMN idempotent boolean NOT NULL DEFAULT false,
+                ADD COLUMN owner text,
+                ADD COLUMN closed_at timestamptz""",
+            "CREATE INDEX requests_open ON requests (user_id, status) WHERE status <> 'closed'",
+            """CREATE TABLE request_events (
+                id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                request_id text NOT NULL,
+                user_id text NOT NULL,
+                status text NOT NULL,
+                detail text,
+                at timestamptz NOT NULL DEFAULT now()
+            )""",
+            "CREATE INDEX request_events_by_request ON request_events (request_id, id)",
+            *_isolate("request_events"),
         ),
     ),
 )

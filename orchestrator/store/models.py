@@ -48,6 +48,23 @@ requests = Table(
     Column("error", JSONB),
     Column("created_at", DateTime(timezone=True)),
     Column("updated_at", DateTime(timezone=True)),
+    Column("outcome", Text),
+    Column("call_name", Text),
+    Column("background", Boolean),
+    Column("idempotent", Boolean),
+    Column("owner", Text),
+    Column("closed_at", DateTime(timezone=True)),
+)
+
+request_events = Table(
+    "request_events",
+    metadata,
+    Column("id", BigInteger, primary_key=True),
+    Column("request_id", Text, nullable=False),
+    Column("user_id", Text, nullable=False),
+    Column("status", Text, nullable=False),
+    Column("detail", Text),
+    Column("at", DateTime(timezone=True)),
 )
 
 tasks = Table(

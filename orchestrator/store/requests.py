@@ -1,23 +1,43 @@
-"""The request tracking table: every tool call, its parent, and how it ended."""
+"""The request log: every tool call, its parent, and its lifecycle.
+
+    created -> [acknowledged ->] running -> completed | failed | cancelled -> closed
+
+Background calls are acknowledged before they run. A request closes once it
+has ended and every request it caused has closed; its parent is then told
+and may close in turn. Every change of status is kept in `request_events`.
+"""
 
 from __future__ import annotations
 
+import os
+import socket
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import func, text, update
-from sqlalchemy.dialects.postgresql import insert
+import psutil
+from sqlalchemy import func, insert, select, text, update
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from orchestrator.store.engine import Database
-from orchestrator.store.models import requests
+from orchestrator.store.models import request_events, requests
 from orchestrator.tools.executor import CallRecord
 from orchestrator.tools.results import ToolResult
 
 ANONYMOUS = "anonymous"
+ENDED = ("completed", "failed", "cancelled")
+
+
+def process_identity(pid: int | None = None) -> str:
+    """`host:pid:start time`, which tells a live process from a new one with the same pid."""
+    process = psutil.Process(pid or os.getpid())
+    return f"{socket.gethostname()}:{process.pid}:{process.create_time():.0f}"
+
+
+OWNER = process_identity()
 
 
 class RequestLog:
-    """Records tool calls as the executor reports them (a `RequestObserver`)."""
+    """Records tool calls as the executor and the task manager report them."""
 
     def __init__(self, database: Database) -> None:
         self.database = database
@@ -33,25 +53,90 @@ class RequestLog:
                     user_id=user_id,
                     tool=call.tool,
                     action=call.action,
+                    call_name=call.call_name,
                     parameters=call.parameters,
-                    status="running",
+                    background=call.background,
+                    idempotent=call.idempotent,
+                    owner=OWNER,
+                    status="created",
                 )
             )
+            await _event(connection, call.request_id, user_id, "created")
+            if call.background:
+                await _event(connection, call.request_id, user_id, "acknowledged")
+            await _set_status(connection, call.request_id, user_id, "running")
+
+    async def acknowledged(self, call: CallRecord, *, detail: str) -> None:
+        """An inline call outlived its budget and goes on in the background."""
+        async with self.database.user_transaction(call.user_id or ANONYMOUS) as connection:
+            await _event(connection, call.request_id, call.user_id or ANONYMOUS, "acknowledged", detail)
 
     async def finished(self, call: CallRecord, result: ToolResult) -> None:
-        failed = result.status == "failure"
-        body = result.model_dump(mode="json", exclude_none=True)
-        async with self.database.user_transaction(call.user_id or ANONYMOUS) as connection:
-            await connection.execute(
-                update(requests)
-                .where(requests.c.request_id == call.request_id)
-                .values(
-                    status="failed" if failed else "completed",
-                    result=None if failed else body,
-                    error=body if failed else None,
-                    updated_at=func.now(),
-                )
+        outcome = "failed" if result.status == "failure" else "completed"
+        await self._end(call, outcome, result.model_dump(mode="json", exclude_none=True))
+
+    async def cancelled(self, call: CallRecord) -> None:
+        await self._end(call, "cancelled", {"message": "cancelled by the user"})
+
+    async def _end(self, call: CallRecord, outcome: str, body: dict[str, object]) -> None:
+        user_id = call.user_id or ANONYMOUS
+        async with self.database.user_transaction(user_id) as connection:
+            await _set_status(
+                connection,
+                call.request_id,
+                user_id,
+                outcome,
+                outcome=outcome,
+                result=body if outcome == "completed" else None,
+                error=None if outcome == "completed" else body,
             )
+            await close_if_done(connection, call.request_id, user_id)
+
+
+async def close_if_done(connection: AsyncConnection, request_id: str, user_id: str) -> None:
+    """Close the request if it ended and all it caused closed; then try its parent."""
+    current: str | None = request_id
+    while current is not None:
+        # Locked: siblings closing at once take turns here, and the last sees all closed.
+        row = (
+            await connection.execute(
+                select(requests.c.status, requests.c.parent_request_id)
+                .where(requests.c.request_id == current)
+                .with_for_update()
+            )
+        ).first()
+        if row is None or row.status not in ENDED:
+            return
+        still_open = await connection.scalar(
+            select(func.count())
+            .select_from(requests)
+            .where(requests.c.parent_request_id == current, requests.c.status != "closed")
+        )
+        if still_open:
+            return
+        await _set_status(connection, current, user_id, "closed", closed_at=func.now())
+        if row.parent_request_id is not None:
+            await _event(connection, row.parent_request_id, user_id, "notified", f"{current} closed")
+        current = row.parent_request_id
+
+
+async def _set_status(
+    connection: AsyncConnection, request_id: str, user_id: str, status: str, **columns: object
+) -> None:
+    await connection.execute(
+        update(requests)
+        .where(requests.c.request_id == request_id)
+        .values(status=status, updated_at=func.now(), **columns)
+    )
+    await _event(connection, request_id, user_id, status)
+
+
+async def _event(
+    connection: AsyncConnection, request_id: str, user_id: str, status: str, detail: str | None = None
+) -> None:
+    await connection.execute(
+        insert(request_events).values(request_id=request_id, user_id=user_id, status=status, detail=detail)
+    )
 
 
 @dataclass(frozen=True)
@@ -64,6 +149,7 @@ class RequestNode:
     tool: str
     action: str | None
     status: str
+    outcome: str | None
     parameters: dict[str, object]
     message: str
     created_at: datetime
@@ -77,7 +163,7 @@ TREE = text(
         SELECT c.*, tree.depth + 1, tree.path || c.created_at
         FROM requests c JOIN tree ON c.parent_request_id = tree.request_id
     )
-    SELECT depth, request_id, parent_request_id, tool, action, status, parameters,
+    SELECT depth, request_id, parent_request_id, tool, action, status, outcome, parameters,
            COALESCE(result ->> 'message', error ->> 'message', '') AS message, created_at, updated_at
     FROM tree ORDER BY path"""
 )
@@ -88,3 +174,14 @@ async def request_tree(database: Database, request_id: str, *, user_id: str) -> 
     async with database.user_transaction(user_id) as connection:
         rows = await connection.execute(TREE, {"root": request_id})
         return [RequestNode(**row._mapping) for row in rows]
+
+
+async def request_history(database: Database, request_id: str, *, user_id: str) -> list[tuple[str, str | None]]:
+    """Every status the request went through, in order, with its detail."""
+    async with database.user_transaction(user_id) as connection:
+        rows = await connection.execute(
+            select(request_events.c.status, request_events.c.detail)
+            .where(request_events.c.request_id == request_id)
+            .order_by(request_events.c.id)
+        )
+        return [(row.status, row.detail) for row in rows]

@@ -48,15 +48,22 @@ class CallRecord:
     user_id: str | None
     tool: str
     action: str | None
+    call_name: str
     parameters: dict[str, object]
+    background: bool = False
+    idempotent: bool = False
 
 
 class RequestObserver(Protocol):
-    """Told when each tool call starts and ends (the request tracking table)."""
+    """Told how each tool call goes (the request log)."""
 
     async def started(self, call: CallRecord) -> None: ...
 
+    async def acknowledged(self, call: CallRecord, *, detail: str) -> None: ...
+
     async def finished(self, call: CallRecord, result: ToolResult) -> None: ...
+
+    async def cancelled(self, call: CallRecord) -> None: ...
 
 
 class ToolExecutor:
@@ -138,7 +145,9 @@ class ToolExecutor:
     def _record(
         self, call: ToolCall, ids: dict[str, str | None], configurable: dict[str, object]
     ) -> CallRecord:
-        metadata = (self.tools[call["name"]].metadata or {}) if call["name"] in self.tools else {}
+        tool = self.tools.get(call["name"])
+        metadata = (tool.metadata or {}) if tool is not None else {}
+        policy = ExecutionPolicy.of(tool, default_timeout=self.default_timeout)
         return CallRecord(
             request_id=str(ids["request_id"]),
             parent_request_id=ids["parent_request_id"],
@@ -146,7 +155,10 @@ class ToolExecutor:
             user_id=_text(configurable.get("user_id")),
             tool=str(metadata.get("tool", call["name"])),
             action=_text(metadata.get("action")),
+            call_name=call["name"],
             parameters=call["args"],
+            background=policy.background,
+            idempotent=policy.idempotent,
         )
 
     def _lookup(self, name: str) -> BaseTool:

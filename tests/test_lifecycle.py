@@ -1,0 +1,72 @@
+"""The request lifecycle in the request log: statuses, and closing from the leaves up."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+from sqlalchemy import text
+
+from orchestrator.runtime import Runtime
+from orchestrator.settings import load_settings
+from orchestrator.store import Database, Storage
+from orchestrator.store.requests import request_history, request_tree
+from orchestrator.testing import call_tools
+from tests.tool_folders import write_folder
+
+AGENT = "from orchestrator.tools import AgentTool\n\nclass {name}(AgentTool):\n    pass\n"
+
+
+def three_levels(root: Path) -> None:
+    write_folder(root, "top", code=AGENT.format(name="Top"))
+    write_folder(root, "top/src/sub_graphs/mid", code=AGENT.format(name="Mid"))
+    write_folder(root, "top/src/sub_graphs/mid/src/sub_graphs/leaf")
+
+
+async def closing_order(database: Database, user: str, request_ids: list[str]) -> list[str]:
+    async with database.user_transaction(user) as connection:
+        rows = await connection.execute(
+            text("SELECT request_id FROM request_events WHERE status = 'closed' AND request_id = ANY(:ids) ORDER BY id"),
+            {"ids": request_ids},
+        )
+        return [row[0] for row in rows]
+
+
+async def test_a_three_level_tree_closes_from_the_leaf_up(
+    scripted, tmp_path: Path, database_url: str, database: Database
+):
+    root = tmp_path / "sub_graphs"
+    three_levels(root)
+    settings = load_settings(
+        sub_graphs_dir=root, data_dir=tmp_path / "data", database_url=database_url, embeddings="none"
+    )
+    model = scripted(
+        call_tools(("top_ask", {"request": "go deep"})),
+        call_tools(("mid_ask", {"request": "deeper"})),
+        call_tools(("leaf_say", {"text": "bottom"})),
+        "leaf said bottom",
+        "mid reports: leaf said bottom",
+        "All three levels answered.",
+    )
+    storage = await Storage.open(settings)
+    user = f"lee-{uuid.uuid4().hex[:6]}"
+    try:
+        runtime = Runtime.create(settings, model=model, ask=lambda folder, status: True, storage=storage)
+        result = await runtime.session(user_id=user).run("start")
+    finally:
+        await storage.close()
+
+    assert result.answer == "All three levels answered."
+    tree = await request_tree(database, result.tool_calls[0].request_id, user_id=user)
+    assert [(n.depth, n.tool, n.status, n.outcome) for n in tree] == [
+        (0, "top", "closed", "completed"),
+        (1, "mid", "closed", "completed"),
+        (2, "leaf", "closed", "completed"),
+    ]
+    top, mid, leaf = (n.request_id for n in tree)
+    assert await closing_order(database, user, [top, mid, leaf]) == [leaf, mid, top]
+    assert await request_history(database, leaf, user_id=user) == [
+        ("created", None), ("running", None), ("completed", None), ("closed", None)
+    ]
+    assert ("notified", f"{leaf} closed") in await request_history(database, mid, user_id=user)
+    assert ("notified", f"{mid} closed") in await request_history(database, top, user_id=user)
