@@ -17,7 +17,13 @@ from rich.markup import escape
 from orchestrator.console import ApprovalPrompt, describe_folder, display_path
 from orchestrator.errors import ConfigError, UserError
 from orchestrator.llm.offline import OFFLINE_NOTICE
-from orchestrator.repl import ChatRepl, failure_line, rendered_turn, resume_turn
+from orchestrator.repl import (
+    ChatRepl,
+    failure_line,
+    rendered_turn,
+    resume_turn,
+    show_background_results,
+)
 from orchestrator.runtime import Runtime, approval_store, use_tool_threads
 from orchestrator.scaffold import create_agent_folder
 from orchestrator.session import Session
@@ -78,10 +84,13 @@ def ask(
     async def run(runtime: Runtime) -> int:
         conversation = runtime.session(user_id=user, session_id=session)
         if as_json:
-            return await _ask_json(conversation, text)
+            return await _ask_json(runtime, conversation, text)
+        show_background_results(runtime, conversation, out=out, err=err)
         if not await resume_turn(conversation, out=out, err=err):
             return 1
-        return 0 if await rendered_turn(conversation, text, out=out, err=err) else 1
+        answered = await rendered_turn(conversation, text, out=out, err=err)
+        await _wait_for_tasks(runtime, conversation)
+        return 0 if answered else 1
 
     raise typer.Exit(_run(run))
 
@@ -249,19 +258,37 @@ def _listing_json(rows: list[tuple[ToolFolder, str]], tree: Discovery) -> dict[s
     }
 
 
-async def _ask_json(session: Session, text: str) -> int:
+async def _ask_json(runtime: Runtime, session: Session, text: str) -> int:
+    follow_ups: list[dict[str, object]] = []
+    session.on_follow_up = lambda task, result: follow_ups.append(
+        {"task_id": task.task_id, "tool": task.tool, "status": task.status, **result.to_json()}
+    )
     try:
         if await session.open():
             await session.resume()  # an interrupted turn is finished first, quietly
         result = await session.run(text)
+        await _wait_for_tasks(runtime, session)
     except Exception as error:
         line = failure_line(error)
         err.print(f"error: {line}", markup=False, highlight=False)
         print(json.dumps({"error": line, "session_id": session.session_id}))
         return 1
-    body = {**result.to_json(), "session_id": session.session_id, "user_id": session.user_id}
+    body = {
+        **result.to_json(),
+        "follow_ups": follow_ups,
+        "session_id": session.session_id,
+        "user_id": session.user_id,
+    }
     print(json.dumps(body, ensure_ascii=False, default=str))
     return 0
+
+
+async def _wait_for_tasks(runtime: Runtime, session: Session) -> None:
+    """`ask` is one exchange: it waits for the background tasks it started, and their reports."""
+    running = [t for t in runtime.tasks.of_session(session.session_id) if t.status == "running"]
+    if running:
+        err.print(f"[dim]waiting for {len(running)} background task(s); Ctrl-C stops[/dim]")
+        await runtime.tasks.drain(session.session_id)
 
 
 def _run(command: Callable[[Runtime], Awaitable[int]]) -> int:
@@ -283,6 +310,7 @@ async def _open_and_run(settings: Settings, command: Callable[[Runtime], Awaitab
         storage = await Storage.open(settings)
     except UserError as error:
         return _fail(error)
+    runtime: Runtime | None = None
     try:
         if storage.embedder is None:
             err.print(f"[yellow]note:[/yellow] {NO_EMBEDDER}", highlight=False)
@@ -291,7 +319,16 @@ async def _open_and_run(settings: Settings, command: Callable[[Runtime], Awaitab
     except UserError as error:
         return _fail(error)
     finally:
+        if runtime is not None:
+            await _cancel_leftover_tasks(runtime)
         await storage.close()
+
+
+async def _cancel_leftover_tasks(runtime: Runtime) -> None:
+    running = [t for t in runtime.tasks.tasks.values() if t.status == "running"]
+    if running:
+        err.print(f"cancelling {len(running)} background task(s) still running")
+    await runtime.tasks.close()
 
 
 def _settings() -> Settings:

@@ -7,7 +7,7 @@ import logging
 import sys
 
 from langchain_core.tools import BaseTool
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from rich.console import Console
 from rich.markup import escape
 
@@ -15,15 +15,18 @@ from orchestrator.console import LineReader, TurnRenderer, display_path
 from orchestrator.errors import UserError
 from orchestrator.runtime import Runtime
 from orchestrator.session import Session, TurnResult
+from orchestrator.tasks import BackgroundTask
 from orchestrator.tools.registry import LoadedTool
 
 logger = logging.getLogger(__name__)
 
 HELP = """\
-[bold]/help[/bold]     this list
-[bold]/tools[/bold]    the tools the assistant can call
-[bold]/history[/bold]  this session's messages
-[bold]/exit[/bold]     end the session (also /quit, or end of input)
+[bold]/help[/bold]       this list
+[bold]/tools[/bold]      the tools the assistant can call
+[bold]/history[/bold]    this session's messages
+[bold]/tasks[/bold]      background tasks of this session, running and finished
+[bold]/cancel ID[/bold]  cancel a running background task
+[bold]/exit[/bold]       end the session (also /quit, or end of input)
 Anything else is a message to the assistant."""
 UNKNOWN_COMMAND = "Unknown command {command}; /help lists the commands."
 INTERNAL_ERROR = (
@@ -83,6 +86,7 @@ class ChatRepl:
         self.reader = LineReader()
         self.prompt = "you> " if out.is_terminal and sys.stdin.isatty() else ""
         self.failed_turns = 0
+        show_background_results(runtime, session, out=out, err=err)
 
     async def run(self) -> int:
         self.err.print(
@@ -113,9 +117,33 @@ class ChatRepl:
         elif command == "/history":
             for message in await self.session.history():
                 self.out.print(describe_message(message), highlight=False)
+        elif command == "/tasks":
+            self.show_tasks()
+        elif command == "/cancel":
+            self.cancel(line.split()[1:])
         else:
             self.err.print(escape(UNKNOWN_COMMAND.format(command=command)))
         return True
+
+    def show_tasks(self) -> None:
+        tasks = self.runtime.tasks.of_session(self.session.session_id)
+        if not tasks:
+            self.out.print("No background tasks in this session.")
+        for task in tasks:
+            ended = f", ended {task.finished_at:%H:%M:%S}" if task.finished_at else ""
+            self.out.print(
+                f"{task.task_id}  {escape(task.tool)}  {task.status}  "
+                f"(started {task.started_at:%H:%M:%S}{ended})",
+                highlight=False,
+            )
+
+    def cancel(self, arguments: list[str]) -> None:
+        if len(arguments) != 1:
+            self.err.print("usage: /cancel ID (/tasks lists the ids)")
+        elif self.runtime.tasks.cancel(arguments[0]):
+            self.out.print(f"cancelling task {escape(arguments[0])}")
+        else:
+            self.err.print(f"No running task {escape(arguments[0])}; /tasks lists them.")
 
     def show_tools(self) -> None:
         """The tools the model can call, then each sub-agent with the tree below it."""
@@ -143,10 +171,28 @@ class ChatRepl:
         self.out.print(f"{'  ' * depth}[bold]{escape(tool.name)}[/bold]  {escape(summary)}")
 
 
+def show_background_results(
+    runtime: Runtime, session: Session, *, out: Console, err: Console
+) -> None:
+    """Print each background task as it ends, and the follow-up answer it leads to."""
+
+    def ended(task: BackgroundTask) -> None:
+        if task.call.session_id == session.session_id:
+            err.print(f"  [dim]task {task.task_id} ({escape(task.tool)}): {task.status}[/dim]")
+
+    def answered(task: BackgroundTask, result: TurnResult) -> None:
+        out.print(result.answer, markup=False, highlight=False)
+
+    runtime.tasks.listeners.append(ended)
+    session.on_follow_up = answered
+
+
 def describe_message(message: BaseMessage) -> str:
     """One line of /history for a message (rich markup)."""
     if isinstance(message, HumanMessage):
         return f"[bold]you[/bold]: {escape(_preview(message.text))}"
+    if isinstance(message, SystemMessage):
+        return f"  [dim]{escape(_preview(message.text))}[/dim]"
     if isinstance(message, ToolMessage):
         return f"  [dim]{escape(message.name or 'tool')} → {escape(_preview(message.text))}[/dim]"
     if isinstance(message, AIMessage) and message.tool_calls:

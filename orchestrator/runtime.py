@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.tools import BaseTool
@@ -20,6 +20,7 @@ from orchestrator.settings import Settings
 from orchestrator.store.engine import Database
 from orchestrator.store.search_tool import search_messages_tool
 from orchestrator.store.storage import Storage
+from orchestrator.tasks import TaskManager
 from orchestrator.tools.approval import ApprovalStore, Ask, review
 from orchestrator.tools.builtin import builtin_tools
 from orchestrator.tools.discovery import discover_tree
@@ -44,6 +45,7 @@ class Runtime:
     graph: CompiledStateGraph
     sub_agents: list[LoadedTool]
     storage: Storage | None = None
+    tasks: TaskManager = field(default_factory=TaskManager)
 
     @classmethod
     def create(
@@ -84,6 +86,7 @@ class Runtime:
             checkpointer=checkpointer or (storage.checkpointer if storage else InMemorySaver()),
             retriever=storage.retriever if storage is not None else None,
             tool_timeout_seconds=settings.tool_timeout_seconds,
+            inline_budget_seconds=settings.inline_budget_seconds,
         )
         return cls(
             settings=settings,
@@ -102,6 +105,7 @@ class Runtime:
             user_id=user_id,
             session_id=session_id,
             storage=self.storage,
+            tasks=self.tasks,
         )
 
 

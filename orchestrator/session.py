@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Literal, TypedDict
 
-from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 
@@ -18,7 +26,14 @@ from orchestrator.llm.providers import explain_model_error
 from orchestrator.settings import Settings
 from orchestrator.store.sessions import claim_session
 from orchestrator.store.storage import Storage
-from orchestrator.tools.executor import OBSERVER_KEY
+from orchestrator.tasks import BackgroundTask, TaskManager
+from orchestrator.tools.executor import BACKGROUND_KEY, OBSERVER_KEY
+
+
+FOLLOW_UP = (
+    "Background task {task_id} ({tool}) has {status}. Its result: {result}\n"
+    "Tell the user what came of it."
+)
 
 
 class TokenEvent(TypedDict):
@@ -85,28 +100,53 @@ class Session:
         user_id: str,
         session_id: str | None = None,
         storage: Storage | None = None,
+        tasks: TaskManager | None = None,
     ) -> None:
         self.graph = graph
         self.settings = settings
         self.user_id = user_id
         self.session_id = session_id or uuid.uuid4().hex[:12]
         self.storage = storage
+        self.tasks = tasks
+        # Called with each background task's follow-up turn once it has run.
+        self.on_follow_up: Callable[[BackgroundTask, TurnResult], None] | None = None
         self._claimed = False
         self._archived = 0  # messages of the history already archived by this process
+        self._turn = asyncio.Lock()  # one turn at a time: the user's, a resumed one, a follow-up
+        if tasks is not None:
+            tasks.deliver_to(self.session_id, self._deliver)
 
     @property
     def config(self) -> RunnableConfig:
         configurable: dict[str, object] = {"thread_id": self.session_id, "user_id": self.user_id}
         if self.storage is not None:
             configurable[OBSERVER_KEY] = self.storage.requests
+        if self.tasks is not None:
+            configurable[BACKGROUND_KEY] = self.tasks
         return {"configurable": configurable}
 
     async def run(self, text: str, *, on_event: EventHandler | None = None) -> TurnResult:
         """Send one user message and run the graph until the model answers."""
+        return await self._turn_with(HumanMessage(content=text, id=uuid.uuid4().hex), on_event)
+
+    async def follow_up(
+        self, task: BackgroundTask, *, on_event: EventHandler | None = None
+    ) -> TurnResult:
+        """Tell the model how a background task ended, and let it report to the user."""
+        body = task.result.to_model_text(max_chars=self.settings.max_tool_result_chars) if task.result else "{}"
+        notice = FOLLOW_UP.format(task_id=task.task_id, tool=task.tool, status=task.status, result=body)
+        return await self._turn_with(SystemMessage(content=notice, id=uuid.uuid4().hex), on_event)
+
+    async def _turn_with(self, message: BaseMessage, on_event: EventHandler | None) -> TurnResult:
         await self._claim()
-        message = HumanMessage(content=text, id=uuid.uuid4().hex)
-        await self._stream({"messages": [message], "iterations": 0}, on_event)
-        return _collect_turn(await self.history(), after=message.id)
+        async with self._turn:
+            await self._stream({"messages": [message], "iterations": 0}, on_event)
+            return _collect_turn(await self.history(), after=message.id)
+
+    async def _deliver(self, task: BackgroundTask) -> None:
+        result = await self.follow_up(task)
+        if self.on_follow_up is not None:
+            self.on_follow_up(task, result)
 
     async def open(self) -> bool:
         """Claim the session and archive what a stopped process left; True if a turn is unfinished."""
@@ -117,8 +157,9 @@ class Session:
     async def resume(self, *, on_event: EventHandler | None = None) -> TurnResult:
         """Finish the turn a stopped process left half done (see `open`)."""
         await self._claim()
-        await self._stream(None, on_event)
-        history = await self.history()
+        async with self._turn:
+            await self._stream(None, on_event)
+            history = await self.history()
         last_question = next(m.id for m in reversed(history) if isinstance(m, HumanMessage))
         return _collect_turn(history, after=last_question)
 

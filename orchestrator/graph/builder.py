@@ -127,6 +127,7 @@ def build_agent_graph(
     checkpointer: BaseCheckpointSaver | None = None,
     retriever: Retriever | None = None,
     tool_timeout_seconds: float = 60.0,
+    inline_budget_seconds: float | None = None,
     name: str = "orchestrator",
 ) -> CompiledStateGraph:
     """Compile an agent graph over `model` and `tools`, with RAG context when given a retriever."""
@@ -139,7 +140,10 @@ def build_agent_graph(
         TOOLS_NODE,
         ToolsNode(
             ToolExecutor(
-                tools, max_result_chars=max_result_chars, default_timeout=tool_timeout_seconds
+                tools,
+                max_result_chars=max_result_chars,
+                default_timeout=tool_timeout_seconds,
+                inline_budget=inline_budget_seconds,
             )
         ),
     )

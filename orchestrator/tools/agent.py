@@ -47,6 +47,7 @@ class AgentTool(Tool):
         max_iterations: int,
         max_result_chars: int,
         tool_timeout_seconds: float = 60.0,
+        inline_budget_seconds: float | None = None,
     ) -> None:
         """Build the agent's graph with the same builder as the orchestrator's."""
         from orchestrator.graph.builder import build_agent_graph  # the graph imports this package
@@ -61,6 +62,7 @@ class AgentTool(Tool):
                 name=self.name, description=self.description.rstrip(".").lower()
             ),
             tool_timeout_seconds=tool_timeout_seconds,
+            inline_budget_seconds=inline_budget_seconds,
             name=self.name,
         )
 

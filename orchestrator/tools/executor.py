@@ -30,8 +30,16 @@ from orchestrator.tools.results import ToolResult, result_from_output
 
 logger = logging.getLogger(__name__)
 
-# Where a RequestObserver rides in the run config, so nested agents' calls reach it too.
+# Where a RequestObserver and a BackgroundRunner ride in the run config, so that
+# nested agents' calls reach them too.
 OBSERVER_KEY = "request_observer"
+BACKGROUND_KEY = "background_runner"
+# Keys of the graph run itself: a call that outlives the run must not carry them.
+RUN_KEYS = ("checkpoint_ns", "checkpoint_id", "checkpoint_map")
+ACKNOWLEDGED = (
+    "{name} goes on in the background as task {task_id}; its result will come in a later "
+    "message. Tell the user it has started."
+)
 
 UNKNOWN_TOOL = "There is no tool named {name!r}. Available tools: {available}."
 INVALID_ARGUMENTS = "Invalid arguments for {name}: {problems}."
@@ -66,6 +74,14 @@ class RequestObserver(Protocol):
     async def cancelled(self, call: CallRecord) -> None: ...
 
 
+class BackgroundRunner(Protocol):
+    """Takes over calls that run in the background (the task manager)."""
+
+    def adopt(
+        self, work: asyncio.Task[ToolResult], call: CallRecord, *, observer: RequestObserver | None
+    ) -> object: ...
+
+
 class ToolExecutor:
     """Validates and runs tool calls against a fixed set of LangChain tools."""
 
@@ -75,10 +91,12 @@ class ToolExecutor:
         *,
         max_result_chars: int,
         default_timeout: float = 60.0,
+        inline_budget: float | None = None,
     ) -> None:
         self.tools = {tool.name: tool for tool in tools}
         self.max_result_chars = max_result_chars
         self.default_timeout = default_timeout
+        self.inline_budget = inline_budget
 
     async def run_all(
         self, calls: Sequence[ToolCall], *, config: RunnableConfig
@@ -109,8 +127,20 @@ class ToolExecutor:
         emit_tool(ToolPhase.STARTING, **progress)
         if observer is not None:
             await _safely(observer.started(record))
-        result = await self._invoke(call, config=_child_config(config, ids), progress=progress)
-        result = result.model_copy(update=ids)
+        runner: BackgroundRunner | None = configurable.get(BACKGROUND_KEY)
+        if record.background and runner is not None:
+            config = _detached(config)  # it will outlive this graph run
+        work = asyncio.ensure_future(
+            self._invoke(call, config=_child_config(config, ids), progress=progress)
+        )
+        if runner is None:
+            await work
+        elif not await _finishes_within(work, self._budget(record)):
+            runner.adopt(work, record, observer=observer)
+            if observer is not None and not record.background:
+                await _safely(observer.acknowledged(record, detail="outlived the inline budget"))
+            return self._message(call, _acknowledgement(call, ids))
+        result = work.result().model_copy(update=ids)
         if observer is not None:
             await _safely(observer.finished(record, result))
         emit_tool(ToolPhase.COMPLETED, status=result.status, **progress)
@@ -119,9 +149,15 @@ class ToolExecutor:
             call["name"], result.status, ids["request_id"], ids["parent_request_id"],
             extra={"tool": call["name"], "status": result.status, **ids},
         )
+        return self._message(call, result)
+
+    def _budget(self, record: CallRecord) -> float | None:
+        return 0.0 if record.background else self.inline_budget
+
+    def _message(self, call: ToolCall, result: ToolResult) -> ToolMessage:
         return ToolMessage(
             content=result.to_model_text(max_chars=self.max_result_chars),
-            tool_call_id=call["id"] or ids["request_id"],
+            tool_call_id=call["id"] or str(result.request_id),
             name=call["name"],
             status="error" if result.status == "failure" else "success",
             artifact=result.model_dump(mode="json"),
@@ -185,6 +221,35 @@ def _child_config(config: RunnableConfig, ids: dict[str, str | None]) -> Runnabl
     # A nested agent reads its own request_id here and uses it as its calls' parent.
     configurable = {**config.get("configurable", {}), **ids}
     return {**config, "configurable": configurable}
+
+
+async def _finishes_within(work: asyncio.Task[ToolResult], budget: float | None) -> bool:
+    """Wait for `work` up to `budget` seconds (None: as long as it takes)."""
+    try:
+        await asyncio.wait({work}, timeout=budget)
+    except asyncio.CancelledError:
+        work.cancel()  # the turn was cancelled: so is its call
+        raise
+    return work.done()
+
+
+def _acknowledgement(call: ToolCall, ids: dict[str, str | None]) -> ToolResult:
+    return ToolResult(
+        type="status",
+        status="partial",
+        message=ACKNOWLEDGED.format(name=call["name"], task_id=ids["request_id"]),
+        data={"task_id": ids["request_id"], "status": "acknowledged"},
+        **ids,
+    )
+
+
+def _detached(config: RunnableConfig) -> RunnableConfig:
+    configurable = {
+        key: value
+        for key, value in config.get("configurable", {}).items()
+        if not key.startswith("__") and key not in RUN_KEYS
+    }
+    return {"configurable": configurable}
 
 
 async def _attempt(tool: BaseTool, call: ToolCall, config: RunnableConfig) -> ToolResult:

@@ -78,6 +78,7 @@ def _load(
             max_iterations=settings.max_tool_iterations,
             max_result_chars=settings.max_tool_result_chars,
             tool_timeout_seconds=settings.tool_timeout_seconds,
+            inline_budget_seconds=settings.inline_budget_seconds,
         )
     return LoadedTool(node.folder, tool, children, langchain_tools(tool, config=node.folder.config))
 

@@ -1,0 +1,130 @@
+"""Background tool calls: they run on after their turn, and report into their session when done.
+
+A call goes to the background when its tool says `background: true`, or when
+it outlives the inline budget. The model is told at once (a status message
+with the task id) and answers the user; when the task ends, its session gets
+the result and the model a turn to report it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Literal
+
+from orchestrator.errors import ToolError
+from orchestrator.tools.executor import CallRecord, RequestObserver
+from orchestrator.tools.results import ToolResult
+
+logger = logging.getLogger(__name__)
+
+TaskStatus = Literal["running", "completed", "failed", "cancelled"]
+
+
+@dataclass
+class BackgroundTask:
+    """One background call; its id is the call's request id."""
+
+    call: CallRecord
+    work: asyncio.Task[ToolResult]
+    observer: RequestObserver | None = None
+    status: TaskStatus = "running"
+    result: ToolResult | None = None
+    started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    finished_at: datetime | None = None
+
+    @property
+    def task_id(self) -> str:
+        return self.call.request_id
+
+    @property
+    def tool(self) -> str:
+        return self.call.call_name
+
+
+Delivery = Callable[[BackgroundTask], Awaitable[None]]
+Listener = Callable[[BackgroundTask], None]
+
+
+class TaskManager:
+    """The background calls of this process."""
+
+    def __init__(self) -> None:
+        self.tasks: dict[str, BackgroundTask] = {}
+        self.listeners: list[Listener] = []
+        self._deliveries: dict[str, Delivery] = {}
+        self._reports: set[asyncio.Task[None]] = set()
+
+    def adopt(
+        self, work: asyncio.Task[ToolResult], call: CallRecord, *, observer: RequestObserver | None
+    ) -> BackgroundTask:
+        """Take over a running call; it is reported when it ends."""
+        task = BackgroundTask(call=call, work=work, observer=observer)
+        self.tasks[task.task_id] = task
+        report = asyncio.ensure_future(self._report_when_done(task))
+        self._reports.add(report)
+        report.add_done_callback(self._reports.discard)
+        return task
+
+    def deliver_to(self, session_id: str, delivery: Delivery) -> None:
+        """Where results of the session's tasks go (the session's follow-up turn)."""
+        self._deliveries[session_id] = delivery
+
+    def of_session(self, session_id: str) -> list[BackgroundTask]:
+        """The session's tasks, oldest first."""
+        return [t for t in self.tasks.values() if t.call.session_id == session_id]
+
+    def cancel(self, task_id: str) -> bool:
+        """Cancel a running task; False if there is no such running task."""
+        task = self.tasks.get(task_id)
+        if task is None or task.status != "running":
+            return False
+        task.work.cancel()
+        return True
+
+    async def drain(self, session_id: str | None = None) -> None:
+        """Wait until the (session's) tasks have ended and been reported and delivered."""
+        while pending := [
+            t.work for t in self.tasks.values()
+            if t.status == "running" and session_id in (None, t.call.session_id)
+        ] or list(self._reports):
+            await asyncio.wait(pending)
+
+    async def close(self) -> None:
+        """Cancel what still runs, and wait until it is recorded as cancelled."""
+        for task in self.tasks.values():
+            if task.status == "running":
+                task.work.cancel()
+        if self._reports:
+            await asyncio.wait(list(self._reports))
+
+    async def _report_when_done(self, task: BackgroundTask) -> None:
+        try:
+            task.result = await task.work
+            task.status = "failed" if task.result.status == "failure" else "completed"
+        except asyncio.CancelledError:
+            task.status = "cancelled"
+        except Exception as error:  # the executor returns failures as results; this is a bug
+            task.result = ToolResult.from_error(ToolError(f"{task.tool} crashed: {error}"))
+            task.status = "failed"
+        task.finished_at = datetime.now(UTC)
+        try:
+            await self._record(task)
+            for listener in self.listeners:
+                listener(task)
+            delivery = self._deliveries.get(task.call.session_id or "")
+            if delivery is not None and task.status != "cancelled":
+                await delivery(task)
+        except Exception as error:  # a report that fails must not take the process down
+            logger.warning("reporting background task %s failed: %s", task.task_id, error)
+
+    async def _record(self, task: BackgroundTask) -> None:
+        if task.observer is None:
+            return
+        if task.result is None:
+            await task.observer.cancelled(task.call)
+        else:
+            await task.observer.finished(task.call, task.result)
