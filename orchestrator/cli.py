@@ -25,6 +25,7 @@ from orchestrator.repl import (
     show_background_results,
 )
 from orchestrator.runtime import Runtime, approval_store, use_tool_threads
+from orchestrator.recovery import recover
 from orchestrator.scaffold import create_agent_folder
 from orchestrator.session import Session
 from orchestrator.settings import Settings, load_settings
@@ -65,9 +66,11 @@ def chat(user: UserOption = "local", session: SessionOption = None) -> None:
 
     async def run(runtime: Runtime) -> int:
         conversation = runtime.session(user_id=user, session_id=session)
+        repl = ChatRepl(runtime=runtime, session=conversation, out=out, err=err)
+        await _recover(runtime, user)
         if not await resume_turn(conversation, out=out, err=err):
             return 1
-        return await ChatRepl(runtime=runtime, session=conversation, out=out, err=err).run()
+        return await repl.run()
 
     raise typer.Exit(_run(run))
 
@@ -86,6 +89,7 @@ def ask(
         if as_json:
             return await _ask_json(runtime, conversation, text)
         show_background_results(runtime, conversation, out=out, err=err)
+        await _recover(runtime, user)
         if not await resume_turn(conversation, out=out, err=err):
             return 1
         answered = await rendered_turn(conversation, text, out=out, err=err)
@@ -264,6 +268,7 @@ async def _ask_json(runtime: Runtime, session: Session, text: str) -> int:
         {"task_id": task.task_id, "tool": task.tool, "status": task.status, **result.to_json()}
     )
     try:
+        await _recover(runtime, session.user_id)
         if await session.open():
             await session.resume()  # an interrupted turn is finished first, quietly
         result = await session.run(text)
@@ -281,6 +286,17 @@ async def _ask_json(runtime: Runtime, session: Session, text: str) -> int:
     }
     print(json.dumps(body, ensure_ascii=False, default=str))
     return 0
+
+
+async def _recover(runtime: Runtime, user_id: str) -> None:
+    """Tell the user what became of the calls a stopped process left running."""
+    for item in await recover(runtime, user_id=user_id):
+        what = "running it again" if item.outcome == "requeued" else "marked failed"
+        err.print(
+            f"[yellow]note:[/yellow] {escape(item.call.call_name)} ({item.call.request_id}) "
+            f"was left running by a stopped process: {what}",
+            highlight=False,
+        )
 
 
 async def _wait_for_tasks(runtime: Runtime, session: Session) -> None:

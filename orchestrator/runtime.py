@@ -97,6 +97,16 @@ class Runtime:
             storage=storage,
         )
 
+    def all_tools(self) -> list[BaseTool]:
+        """The tools of every level: the model's own and those of every sub-agent below."""
+        found = list(self.tools)
+        pending = list(self.sub_agents)
+        while pending:
+            loaded = pending.pop()
+            found.extend(t for child in loaded.children for t in child.langchain)
+            pending.extend(loaded.children)
+        return found
+
     def session(self, *, user_id: str, session_id: str | None = None) -> Session:
         """Open (or continue, with a known `session_id`) a conversation."""
         return Session(

@@ -34,6 +34,19 @@ def process_identity(pid: int | None = None) -> str:
 
 
 OWNER = process_identity()
+INTERRUPTED = "interrupted: the process running it stopped"
+
+
+def is_alive(owner: str | None) -> bool:
+    """Whether the process `owner` names still runs (another host's: assumed so)."""
+    host, _, rest = (owner or "").partition(":")
+    pid, _, started = rest.partition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return True
+    try:
+        return process_identity(int(pid)) == owner
+    except psutil.Error:
+        return False
 
 
 class RequestLog:
@@ -77,6 +90,45 @@ class RequestLog:
 
     async def cancelled(self, call: CallRecord) -> None:
         await self._end(call, "cancelled", {"message": "cancelled by the user"})
+
+    async def interrupted(self, call: CallRecord) -> None:
+        """A stopped process left it running: it failed."""
+        await self._end(call, "failed", {"message": INTERRUPTED, "error_code": "interrupted"})
+
+    async def requeued(self, call: CallRecord) -> None:
+        """A stopped process left it running, and it is safe to run again: this process does."""
+        user_id = call.user_id or ANONYMOUS
+        async with self.database.user_transaction(user_id) as connection:
+            await connection.execute(
+                update(requests).where(requests.c.request_id == call.request_id).values(owner=OWNER)
+            )
+            await _event(connection, call.request_id, user_id, "requeued", INTERRUPTED)
+            await _set_status(connection, call.request_id, user_id, "running")
+
+    async def orphaned(self, *, user_id: str) -> list[CallRecord]:
+        """The user's requests still open under a process that no longer runs."""
+        async with self.database.user_transaction(user_id) as connection:
+            rows = (
+                await connection.execute(
+                    select(requests).where(requests.c.status.in_(("created", "running")))
+                )
+            ).all()
+        return [
+            CallRecord(
+                request_id=row.request_id,
+                parent_request_id=row.parent_request_id,
+                session_id=row.session_id,
+                user_id=row.user_id,
+                tool=row.tool,
+                action=row.action,
+                call_name=row.call_name or row.tool,
+                parameters=row.parameters or {},
+                background=row.background,
+                idempotent=row.idempotent,
+            )
+            for row in rows
+            if not is_alive(row.owner)
+        ]
 
     async def _end(self, call: CallRecord, outcome: str, body: dict[str, object]) -> None:
         user_id = call.user_id or ANONYMOUS

@@ -131,7 +131,7 @@ class ToolExecutor:
         if record.background and runner is not None:
             config = _detached(config)  # it will outlive this graph run
         work = asyncio.ensure_future(
-            self._invoke(call, config=_child_config(config, ids), progress=progress)
+            self.invoke(call, config=_child_config(config, ids), progress=progress)
         )
         if runner is None:
             await work
@@ -163,9 +163,15 @@ class ToolExecutor:
             artifact=result.model_dump(mode="json"),
         )
 
-    async def _invoke(
-        self, call: ToolCall, *, config: RunnableConfig, progress: dict[str, object]
+    async def invoke(
+        self,
+        call: ToolCall,
+        *,
+        config: RunnableConfig,
+        progress: dict[str, object] | None = None,
     ) -> ToolResult:
+        """Validate and run one call under its policy; failures come back as error results."""
+        progress = progress or {"tool": call["name"], "index": 1, "total": 1, "request_id": ""}
         try:
             tool = self._lookup(call["name"])
             emit_tool(ToolPhase.VALIDATING, **progress)  # type: ignore[arg-type]

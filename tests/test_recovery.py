@@ -1,0 +1,118 @@
+"""Recovery: calls left running by a killed process are failed, or run again when idempotent."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from orchestrator.store import Database
+from orchestrator.store.requests import request_history
+from orchestrator.testing import OpenAICompatibleServer
+from tests.helpers import server_env
+from tests.tool_folders import write_folder
+
+GATED = """
+import asyncio
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from orchestrator.tools import Tool, ToolRequest, ToolResult, action
+
+STARTED = Path({started!r})
+GATE = Path({gate!r})
+
+
+class Nothing(BaseModel):
+    pass
+
+
+class Gated(Tool):
+    @action(Nothing)
+    async def run(self, params: Nothing, request: ToolRequest) -> ToolResult:
+        \"\"\"Run once the gate opens.\"\"\"
+        STARTED.write_text(request.request_id)
+        while not GATE.exists():
+            await asyncio.sleep(0.02)
+        return request.result("ran to the end")
+"""
+
+
+def start_and_kill(
+    tmp_path: Path, session: str, env: dict[str, str], started: Path, *, answered: str = ""
+) -> str:
+    """Run `chat` until the tool started (and `answered` is printed), then SIGKILL it.
+
+    The id of the request it left running.
+    """
+    with open(tmp_path / "first.out", "w") as out, open(tmp_path / "first.err", "w") as err:
+        first = subprocess.Popen(
+            [sys.executable, "-m", "orchestrator", "chat", "-s", session],
+            stdin=subprocess.PIPE, stdout=out, stderr=err, cwd=tmp_path, env=env, text=True,
+        )
+        first.stdin.write("y\nrun it\n")
+        first.stdin.flush()
+        for _ in range(600):
+            if started.exists() and answered in (tmp_path / "first.out").read_text():
+                break
+            assert first.poll() is None, (tmp_path / "first.err").read_text()
+            time.sleep(0.05)
+        first.kill()
+        first.wait(timeout=30)
+    return started.read_text()
+
+
+def env_for(server: OpenAICompatibleServer, database_url: str, tmp_path: Path) -> dict[str, str]:
+    return {
+        **os.environ, **server_env(server),
+        "DATABASE_URL": database_url, "ORCHESTRATOR_EMBEDDINGS": "none", "HOME": str(tmp_path),
+    }
+
+
+async def test_a_call_left_running_is_marked_failed_and_the_user_told(
+    cli, tmp_path: Path, database_url: str, database: Database
+):
+    started, gate = tmp_path / "started", tmp_path / "gate"
+    write_folder(tmp_path / "sub_graphs", "gated", code=GATED.format(started=str(started), gate=str(gate)))
+    session = f"s-{uuid.uuid4().hex[:8]}"
+    with OpenAICompatibleServer([[("gated_run", {})], "It ran.", "Fine."]) as server:
+        orphan = start_and_kill(tmp_path, session, env_for(server, database_url, tmp_path), started)
+        gate.write_text("open")
+        after = cli("ask", "-s", session, "and now?", cwd=tmp_path, env_extra=server_env(server))
+
+    assert after.returncode == 0, after.stderr
+    assert f"gated_run ({orphan}) was left running by a stopped process: marked failed" in after.stderr
+    history = await request_history(database, orphan, user_id="local")
+    assert [status for status, _ in history] == ["created", "running", "failed", "closed"]
+    assert after.stdout.splitlines() == ["It ran.", "Fine."], "the interrupted turn finished, then the new one"
+
+
+async def test_an_idempotent_background_call_runs_again_and_is_reported(
+    cli, tmp_path: Path, database_url: str, database: Database
+):
+    started, gate = tmp_path / "started", tmp_path / "gate"
+    config = {"name": "gated", "description": "Gated.", "version": "1", "background": True, "idempotent": True}
+    write_folder(
+        tmp_path / "sub_graphs", "gated", config=config, code=GATED.format(started=str(started), gate=str(gate))
+    )
+    session = f"s-{uuid.uuid4().hex[:8]}"
+    script = [[("gated_run", {})], "Started it in the background.", "Hello.", "The gated run finished."]
+    with OpenAICompatibleServer(script) as server:
+        orphan = start_and_kill(
+            tmp_path, session, env_for(server, database_url, tmp_path), started,
+            answered="Started it in the background.",
+        )
+        gate.write_text("open")
+        after = cli("ask", "-s", session, "hello", cwd=tmp_path, env_extra=server_env(server))
+
+    assert after.returncode == 0, after.stderr
+    assert f"gated_run ({orphan}) was left running by a stopped process: running it again" in after.stderr
+    assert after.stdout.splitlines() == ["Hello.", "The gated run finished."]
+    history = [status for status, _ in await request_history(database, orphan, user_id="local")]
+    assert history == [
+        "created", "acknowledged", "running", "requeued", "running", "completed", "closed"
+    ]
