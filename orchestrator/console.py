@@ -15,7 +15,7 @@ from rich.status import Status
 
 from orchestrator.events import Stage, ToolPhase
 from orchestrator.session import TurnEvent, TurnResult
-from orchestrator.tools.approval import Status
+from orchestrator.tools.approval import Status as ApprovalStatus
 from orchestrator.tools.discovery import ToolFolder
 
 STAGE_TEXT = {
@@ -157,8 +157,8 @@ class ApprovalPrompt:
         self.err = err
         self.stdin = stdin or sys.stdin
 
-    def __call__(self, folder: ToolFolder, status: Status) -> bool | None:
-        heading = "Changed since you decided on it" if status == Status.CHANGED else "New tool folder"
+    def __call__(self, folder: ToolFolder, status: ApprovalStatus) -> bool | None:
+        heading = "Changed since you decided on it" if status == ApprovalStatus.CHANGED else "New tool folder"
         self.err.print(f"\n[yellow]{heading}:[/yellow] {describe_folder(folder)}", highlight=False)
         while True:
             self.err.print("Approve and load it? \\[y/N] ", end="")

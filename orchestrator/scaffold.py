@@ -14,9 +14,9 @@ TEMPLATE = files("orchestrator") / "templates" / "agent"
 # template file -> path in the new folder
 LAYOUT = {
     "tool_config.yaml": "tool_config.yaml",
-    "tool.py": "{name}_tool.py",
+    "tool.py.tmpl": "{name}_tool.py",
     "README.md": "README.md",
-    "test_tool.py": "tests/test_{name}.py",
+    "test_tool.py.tmpl": "tests/test_{name}.py",
 }
 
 

@@ -1,7 +1,7 @@
 """Runs the tool calls of one model turn: concurrently, each failure contained.
 
 This is the single place tool calls are dispatched, so that policies (scope,
-approval, timeouts, background work) can be slotted in around `_invoke`.
+approval, timeouts, background work) sit around `invoke` in one place.
 """
 
 from __future__ import annotations
