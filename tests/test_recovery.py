@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
-import time
 import uuid
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+
+from sqlalchemy import text
 
 from orchestrator.store import Database
 from orchestrator.store.requests import request_history
@@ -42,10 +45,15 @@ class Gated(Tool):
 """
 
 
-def start_and_kill(
-    tmp_path: Path, session: str, env: dict[str, str], started: Path, *, answered: str = ""
+async def start_and_kill(
+    tmp_path: Path,
+    session: str,
+    env: dict[str, str],
+    started: Path,
+    *,
+    ready: Callable[[], Awaitable[bool]] | None = None,
 ) -> str:
-    """Run `chat` until the tool started (and `answered` is printed), then SIGKILL it.
+    """Run `chat` until the tool started (and `ready()` holds), then SIGKILL it.
 
     The id of the request it left running.
     """
@@ -57,13 +65,23 @@ def start_and_kill(
         first.stdin.write("y\nrun it\n")
         first.stdin.flush()
         for _ in range(600):
-            if started.exists() and answered in (tmp_path / "first.out").read_text():
+            if started.exists() and (ready is None or await ready()):
                 break
             assert first.poll() is None, (tmp_path / "first.err").read_text()
-            time.sleep(0.05)
+            await asyncio.sleep(0.05)
         first.kill()
         first.wait(timeout=30)
     return started.read_text()
+
+
+async def archived(database: Database, session: str, content: str) -> bool:
+    """Whether the session's message `content` is in the archive: its turn is saved to the end."""
+    async with database.user_transaction("local") as connection:
+        found = await connection.scalar(
+            text("SELECT count(*) FROM messages WHERE session_id = :s AND content = :c"),
+            {"s": session, "c": content},
+        )
+    return bool(found)
 
 
 def env_for(server: OpenAICompatibleServer, database_url: str, tmp_path: Path) -> dict[str, str]:
@@ -80,7 +98,7 @@ async def test_a_call_left_running_is_marked_failed_and_the_user_told(
     write_folder(tmp_path / "sub_graphs", "gated", code=GATED.format(started=str(started), gate=str(gate)))
     session = f"s-{uuid.uuid4().hex[:8]}"
     with OpenAICompatibleServer([[("gated_run", {})], "It ran.", "Fine."]) as server:
-        orphan = start_and_kill(tmp_path, session, env_for(server, database_url, tmp_path), started)
+        orphan = await start_and_kill(tmp_path, session, env_for(server, database_url, tmp_path), started)
         gate.write_text("open")
         after = cli("ask", "-s", session, "and now?", cwd=tmp_path, env_extra=server_env(server))
 
@@ -102,9 +120,11 @@ async def test_an_idempotent_background_call_runs_again_and_is_reported(
     session = f"s-{uuid.uuid4().hex[:8]}"
     script = [[("gated_run", {})], "Started it in the background.", "Hello.", "The gated run finished."]
     with OpenAICompatibleServer(script) as server:
-        orphan = start_and_kill(
+        # Killed only once the turn is saved to its end: the answer is printed while
+        # the last step's checkpoint is still being written.
+        orphan = await start_and_kill(
             tmp_path, session, env_for(server, database_url, tmp_path), started,
-            answered="Started it in the background.",
+            ready=lambda: archived(database, session, "Started it in the background."),
         )
         gate.write_text("open")
         after = cli("ask", "-s", session, "hello", cwd=tmp_path, env_extra=server_env(server))
