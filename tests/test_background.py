@@ -11,7 +11,6 @@ from pathlib import Path
 from langchain_core.messages import SystemMessage
 from pydantic import BaseModel
 from rich.console import Console
-from sqlalchemy import text
 
 from orchestrator.repl import ChatRepl
 from orchestrator.runtime import Runtime
@@ -22,7 +21,7 @@ from orchestrator.testing import OpenAICompatibleServer, call_tools
 from orchestrator.tools import Tool, ToolRequest, ToolResult, action
 from orchestrator.tools.adapter import langchain_tools
 from orchestrator.tools.config import ToolConfig
-from tests.helpers import server_env
+from tests.helpers import closing_order, server_env
 from tests.tool_folders import write_folder
 
 
@@ -197,11 +196,7 @@ async def test_a_tree_with_a_background_leaf_closes_when_the_leaf_does(
     assert await request_history(database, leaf_id, user_id=user) == [
         ("created", None), ("acknowledged", None), ("running", None), ("completed", None), ("closed", None)
     ]
-    async with database.user_transaction(user) as connection:
-        order = [row[0] for row in await connection.execute(
-            text("SELECT request_id FROM request_events WHERE status = 'closed' AND request_id = ANY(:ids) ORDER BY id"),
-            {"ids": [n.request_id for n in after]},
-        )]
+    order = await closing_order(database, user, [n.request_id for n in after])
     assert order == [leaf_id, after[1].request_id, top_id]
 
 

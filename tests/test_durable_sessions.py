@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-import time
 import uuid
 from pathlib import Path
 
@@ -14,37 +11,8 @@ from sqlalchemy import text
 
 from orchestrator.store import Database
 from orchestrator.testing import OpenAICompatibleServer
-from tests.helpers import server_env
-from tests.tool_folders import write_folder
-
-GATE_TOOL = """
-import asyncio
-from pathlib import Path
-
-from pydantic import BaseModel
-
-from orchestrator.tools import Tool, ToolRequest, ToolResult, action
-
-STARTED = Path({started!r})
-RELEASE = Path({release!r})
-
-
-class Nothing(BaseModel):
-    pass
-
-
-class Gate(Tool):
-    @action(Nothing)
-    async def wait(self, params: Nothing, request: ToolRequest) -> ToolResult:
-        \"\"\"Wait until the gate opens.\"\"\"
-        STARTED.write_text("started")
-        for _ in range(1200):
-            if RELEASE.exists():
-                return request.result("the gate opened")
-            await asyncio.sleep(0.05)
-        return request.result("gave up waiting")
-"""
-
+from tests.helpers import server_env, start_and_kill
+from tests.tool_folders import GATED_TOOL, write_folder
 
 def test_a_session_continues_in_a_new_process(cli, tmp_path: Path):
     session = f"s-{uuid.uuid4().hex[:8]}"
@@ -69,35 +37,24 @@ def test_another_user_cannot_take_over_a_session(cli, tmp_path: Path):
 async def test_a_turn_killed_mid_tool_resumes_without_losing_a_message(
     cli, tmp_path: Path, database_url: str, database: Database
 ):
-    started, release = tmp_path / "started", tmp_path / "release"
-    write_folder(
-        tmp_path / "sub_graphs", "gate", code=GATE_TOOL.format(started=str(started), release=str(release))
-    )
+    started, gate = tmp_path / "started", tmp_path / "gate"
+    write_folder(tmp_path / "sub_graphs", "gated", code=GATED_TOOL.format(started=str(started), gate=str(gate)))
     session = f"s-{uuid.uuid4().hex[:8]}"
-    with OpenAICompatibleServer([[("gate_wait", {})], "The gate is open."]) as server:
+    with OpenAICompatibleServer([[("gated_run", {})], "The gated run is done."]) as server:
         env = {
             **os.environ, **server_env(server),
             "DATABASE_URL": database_url, "ORCHESTRATOR_EMBEDDINGS": "none", "HOME": str(tmp_path),
         }
-        with open(tmp_path / "first.out", "w") as out, open(tmp_path / "first.err", "w") as err:
-            first = subprocess.Popen(
-                [sys.executable, "-m", "orchestrator", "chat", "-s", session],
-                stdin=subprocess.PIPE, stdout=out, stderr=err, cwd=tmp_path, env=env, text=True,
-            )
-            first.stdin.write("y\nplease open the gate\n")
-            first.stdin.flush()
-            _wait_for(started, process=first)
-            first.kill()  # SIGKILL: no cleanup of any kind
-            first.wait(timeout=30)
-        release.write_text("open")
+        await start_and_kill(tmp_path, session, env, started)  # SIGKILL while the tool runs
+        gate.write_text("open")
 
         resumed = cli("chat", "-s", session, cwd=tmp_path, env_extra=server_env(server))
 
     assert resumed.returncode == 0, resumed.stderr
     assert f"finishing the interrupted turn of session {session}" in resumed.stderr
-    assert resumed.stdout.strip() == "The gate is open."
+    assert resumed.stdout.strip() == "The gated run is done."
     tool_reply = server.requests[1]["messages"][-1]
-    assert tool_reply["role"] == "tool" and json.loads(tool_reply["content"])["message"] == "the gate opened"
+    assert tool_reply["role"] == "tool" and json.loads(tool_reply["content"])["message"] == "ran to the end"
     async with database.user_transaction("local") as connection:
         stored = (
             await connection.execute(
@@ -105,13 +62,4 @@ async def test_a_turn_killed_mid_tool_resumes_without_losing_a_message(
             )
         ).all()
     assert [role for role, _ in stored] == ["user", "assistant", "tool", "assistant"]
-    assert stored[0][1] == "please open the gate" and stored[-1][1] == "The gate is open."
-
-
-def _wait_for(path: Path, *, process: subprocess.Popen[str]) -> None:
-    for _ in range(600):
-        if path.exists():
-            return
-        assert process.poll() is None, "the first process ended before its tool started"
-        time.sleep(0.05)
-    raise AssertionError(f"{path} never appeared")
+    assert stored[0][1] == "run it" and stored[-1][1] == "The gated run is done."

@@ -5,13 +5,12 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
-from sqlalchemy import text
-
 from orchestrator.runtime import Runtime
 from orchestrator.settings import load_settings
 from orchestrator.store import Database, Storage
 from orchestrator.store.requests import request_history, request_tree
 from orchestrator.testing import call_tools
+from tests.helpers import closing_order
 from tests.tool_folders import write_folder
 
 AGENT = "from orchestrator.tools import AgentTool\n\nclass {name}(AgentTool):\n    pass\n"
@@ -21,15 +20,6 @@ def three_levels(root: Path) -> None:
     write_folder(root, "top", code=AGENT.format(name="Top"))
     write_folder(root, "top/src/sub_graphs/mid", code=AGENT.format(name="Mid"))
     write_folder(root, "top/src/sub_graphs/mid/src/sub_graphs/leaf")
-
-
-async def closing_order(database: Database, user: str, request_ids: list[str]) -> list[str]:
-    async with database.user_transaction(user) as connection:
-        rows = await connection.execute(
-            text("SELECT request_id FROM request_events WHERE status = 'closed' AND request_id = ANY(:ids) ORDER BY id"),
-            {"ids": request_ids},
-        )
-        return [row[0] for row in rows]
 
 
 async def test_a_three_level_tree_closes_from_the_leaf_up(

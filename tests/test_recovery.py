@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
-import subprocess
-import sys
 import uuid
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from sqlalchemy import text
@@ -15,64 +11,8 @@ from sqlalchemy import text
 from orchestrator.store import Database
 from orchestrator.store.requests import request_history
 from orchestrator.testing import OpenAICompatibleServer
-from tests.helpers import server_env
-from tests.tool_folders import write_folder
-
-GATED = """
-import asyncio
-from pathlib import Path
-
-from pydantic import BaseModel
-
-from orchestrator.tools import Tool, ToolRequest, ToolResult, action
-
-STARTED = Path({started!r})
-GATE = Path({gate!r})
-
-
-class Nothing(BaseModel):
-    pass
-
-
-class Gated(Tool):
-    @action(Nothing)
-    async def run(self, params: Nothing, request: ToolRequest) -> ToolResult:
-        \"\"\"Run once the gate opens.\"\"\"
-        STARTED.write_text(request.request_id)
-        while not GATE.exists():
-            await asyncio.sleep(0.02)
-        return request.result("ran to the end")
-"""
-
-
-async def start_and_kill(
-    tmp_path: Path,
-    session: str,
-    env: dict[str, str],
-    started: Path,
-    *,
-    ready: Callable[[], Awaitable[bool]] | None = None,
-) -> str:
-    """Run `chat` until the tool started (and `ready()` holds), then SIGKILL it.
-
-    The id of the request it left running.
-    """
-    with open(tmp_path / "first.out", "w") as out, open(tmp_path / "first.err", "w") as err:
-        first = subprocess.Popen(
-            [sys.executable, "-m", "orchestrator", "chat", "-s", session],
-            stdin=subprocess.PIPE, stdout=out, stderr=err, cwd=tmp_path, env=env, text=True,
-        )
-        first.stdin.write("y\nrun it\n")
-        first.stdin.flush()
-        for _ in range(600):
-            if started.exists() and (ready is None or await ready()):
-                break
-            assert first.poll() is None, (tmp_path / "first.err").read_text()
-            await asyncio.sleep(0.05)
-        first.kill()
-        first.wait(timeout=30)
-    return started.read_text()
-
+from tests.helpers import server_env, start_and_kill
+from tests.tool_folders import GATED_TOOL, write_folder
 
 async def archived(database: Database, session: str, content: str) -> bool:
     """Whether the session's message `content` is in the archive: its turn is saved to the end."""
@@ -95,7 +35,7 @@ async def test_a_call_left_running_is_marked_failed_and_the_user_told(
     cli, tmp_path: Path, database_url: str, database: Database
 ):
     started, gate = tmp_path / "started", tmp_path / "gate"
-    write_folder(tmp_path / "sub_graphs", "gated", code=GATED.format(started=str(started), gate=str(gate)))
+    write_folder(tmp_path / "sub_graphs", "gated", code=GATED_TOOL.format(started=str(started), gate=str(gate)))
     session = f"s-{uuid.uuid4().hex[:8]}"
     with OpenAICompatibleServer([[("gated_run", {})], "It ran.", "Fine."]) as server:
         orphan = await start_and_kill(tmp_path, session, env_for(server, database_url, tmp_path), started)
@@ -115,7 +55,7 @@ async def test_an_idempotent_background_call_runs_again_and_is_reported(
     started, gate = tmp_path / "started", tmp_path / "gate"
     config = {"name": "gated", "description": "Gated.", "version": "1", "background": True, "idempotent": True}
     write_folder(
-        tmp_path / "sub_graphs", "gated", config=config, code=GATED.format(started=str(started), gate=str(gate))
+        tmp_path / "sub_graphs", "gated", config=config, code=GATED_TOOL.format(started=str(started), gate=str(gate))
     )
     session = f"s-{uuid.uuid4().hex[:8]}"
     script = [[("gated_run", {})], "Started it in the background.", "Hello.", "The gated run finished."]

@@ -29,6 +29,33 @@ class Echo(Tool):
 '''
 
 
+GATED_TOOL = """
+import asyncio
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from orchestrator.tools import Tool, ToolRequest, ToolResult, action
+
+STARTED = Path({started!r})
+GATE = Path({gate!r})
+
+
+class Nothing(BaseModel):
+    pass
+
+
+class Gated(Tool):
+    @action(Nothing)
+    async def run(self, params: Nothing, request: ToolRequest) -> ToolResult:
+        \"\"\"Run once the gate opens.\"\"\"
+        STARTED.write_text(request.request_id)
+        while not GATE.exists():
+            await asyncio.sleep(0.02)
+        return request.result("ran to the end")
+"""
+
+
 def write_folder(
     root: Path,
     directory: str,
