@@ -9,7 +9,14 @@ from langchain_core.messages import ToolCall
 from langchain_core.runnables import RunnableConfig
 
 from orchestrator.runtime import Runtime
-from orchestrator.tools.executor import BACKGROUND_KEY, OBSERVER_KEY, CallRecord, ToolExecutor
+from orchestrator.tasks import TaskManager
+from orchestrator.tools.executor import (
+    BACKGROUND_KEY,
+    OBSERVER_KEY,
+    CallRecord,
+    RequestObserver,
+    ToolExecutor,
+)
 
 
 @dataclass(frozen=True)
@@ -35,7 +42,8 @@ async def recover(runtime: Runtime, *, user_id: str) -> list[Recovered]:
     for call in await storage.requests.orphaned(user_id=user_id):
         if call.idempotent and call.call_name in tools:
             await storage.requests.requeued(call)
-            work = asyncio.ensure_future(executor.invoke(_tool_call(call), config=_config(runtime, call)))
+            config = _config(call, observer=storage.requests, tasks=runtime.tasks)
+            work = asyncio.ensure_future(executor.invoke(_tool_call(call), config=config))
             runtime.tasks.adopt(work, call, observer=storage.requests)
             recovered.append(Recovered(call, "requeued"))
         else:
@@ -48,14 +56,14 @@ def _tool_call(call: CallRecord) -> ToolCall:
     return ToolCall(name=call.call_name, args=call.parameters, id=call.request_id)
 
 
-def _config(runtime: Runtime, call: CallRecord) -> RunnableConfig:
+def _config(call: CallRecord, *, observer: RequestObserver, tasks: TaskManager) -> RunnableConfig:
     return {
         "configurable": {
             "request_id": call.request_id,
             "parent_request_id": call.parent_request_id,
             "thread_id": call.session_id,
             "user_id": call.user_id,
-            OBSERVER_KEY: runtime.storage.requests if runtime.storage else None,
-            BACKGROUND_KEY: runtime.tasks,
+            OBSERVER_KEY: observer,
+            BACKGROUND_KEY: tasks,
         }
     }

@@ -140,8 +140,8 @@ class Session:
     async def _turn_with(self, message: BaseMessage, on_event: EventHandler | None) -> TurnResult:
         await self._claim()
         async with self._turn:
-            await self._stream({"messages": [message], "iterations": 0}, on_event)
-            return _collect_turn(await self.history(), after=message.id)
+            history = await self._stream({"messages": [message], "iterations": 0}, on_event)
+        return _collect_turn(history, after=message.id)
 
     async def _deliver(self, task: BackgroundTask) -> None:
         result = await self.follow_up(task)
@@ -158,8 +158,7 @@ class Session:
         """Finish the turn a stopped process left half done (see `open`)."""
         await self._claim()
         async with self._turn:
-            await self._stream(None, on_event)
-            history = await self.history()
+            history = await self._stream(None, on_event)
         last_question = next(m.id for m in reversed(history) if isinstance(m, HumanMessage))
         return _collect_turn(history, after=last_question)
 
@@ -168,7 +167,10 @@ class Session:
         state = await self.graph.aget_state(self.config)
         return list(state.values.get("messages", []))
 
-    async def _stream(self, turn_input: dict[str, object] | None, on_event: EventHandler | None) -> None:
+    async def _stream(
+        self, turn_input: dict[str, object] | None, on_event: EventHandler | None
+    ) -> list[BaseMessage]:
+        """Run the graph, forwarding its events; the history after the turn, archived."""
         try:
             async for namespace, mode, chunk in self.graph.astream(
                 turn_input,
@@ -189,21 +191,22 @@ class Session:
             if explained is None:
                 raise
             raise explained from error
-        await self._archive()
+        return await self._archive()
 
     async def _claim(self) -> None:
         if self.storage is not None and not self._claimed:
             await claim_session(self.storage.database, self.session_id, user_id=self.user_id)
             self._claimed = True
 
-    async def _archive(self) -> None:
-        if self.storage is None:
-            return
+    async def _archive(self) -> list[BaseMessage]:
+        """Store what the history gained since the last archive; the history."""
         history = await self.history()
-        await self.storage.messages.save(
-            history[self._archived :], session_id=self.session_id, user_id=self.user_id
-        )
-        self._archived = len(history)
+        if self.storage is not None:
+            await self.storage.messages.save(
+                history[self._archived :], session_id=self.session_id, user_id=self.user_id
+            )
+            self._archived = len(history)
+        return history
 
 
 def _to_event(namespace: tuple[str, ...], mode: str, chunk: object) -> TurnEvent | None:

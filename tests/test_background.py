@@ -22,7 +22,7 @@ from orchestrator.tools import Tool, ToolRequest, ToolResult, action
 from orchestrator.tools.adapter import langchain_tools
 from orchestrator.tools.config import ToolConfig
 from tests.helpers import closing_order, server_env
-from tests.tool_folders import write_folder
+from tests.tool_folders import three_levels, write_folder
 
 
 class Nothing(BaseModel):
@@ -121,7 +121,6 @@ async def test_an_inline_call_past_its_budget_moves_to_the_background(scripted):
 
 
 BACKGROUND_LEAF = {"name": "leaf", "description": "The leaf.", "version": "1", "background": True}
-AGENT = "from orchestrator.tools import AgentTool\n\nclass {name}(AgentTool):\n    pass\n"
 GATED_ECHO = """
 import asyncio
 from pathlib import Path
@@ -152,10 +151,7 @@ async def test_a_tree_with_a_background_leaf_closes_when_the_leaf_does(
 ):
     gate = tmp_path / "gate"
     root = tmp_path / "sub_graphs"
-    write_folder(root, "top", code=AGENT.format(name="Top"))
-    write_folder(root, "top/src/sub_graphs/mid", code=AGENT.format(name="Mid"))
-    write_folder(root, "top/src/sub_graphs/mid/src/sub_graphs/leaf", config=BACKGROUND_LEAF,
-                 code=GATED_ECHO.format(gate=str(gate)))
+    three_levels(root, leaf_config=BACKGROUND_LEAF, leaf_code=GATED_ECHO.format(gate=str(gate)))
     settings = load_settings(
         sub_graphs_dir=root, data_dir=tmp_path / "data", database_url=database_url, embeddings="none"
     )

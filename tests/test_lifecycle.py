@@ -11,15 +11,7 @@ from orchestrator.store import Database, Storage
 from orchestrator.store.requests import request_history, request_tree
 from orchestrator.testing import call_tools
 from tests.helpers import closing_order
-from tests.tool_folders import write_folder
-
-AGENT = "from orchestrator.tools import AgentTool\n\nclass {name}(AgentTool):\n    pass\n"
-
-
-def three_levels(root: Path) -> None:
-    write_folder(root, "top", code=AGENT.format(name="Top"))
-    write_folder(root, "top/src/sub_graphs/mid", code=AGENT.format(name="Mid"))
-    write_folder(root, "top/src/sub_graphs/mid/src/sub_graphs/leaf")
+from tests.tool_folders import three_levels
 
 
 async def test_a_three_level_tree_closes_from_the_leaf_up(

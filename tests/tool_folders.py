@@ -76,6 +76,16 @@ def write_folder(
     return folder
 
 
+AGENT_TOOL = "from orchestrator.tools import AgentTool\n\nclass {name}(AgentTool):\n    pass\n"
+
+
+def three_levels(root: Path, *, leaf_config: dict[str, object] | None = None, leaf_code: str = ECHO_TOOL) -> None:
+    """Agent `top` over agent `mid` over the tool `leaf` (`leaf_say`)."""
+    write_folder(root, "top", code=AGENT_TOOL.format(name="Top"))
+    write_folder(root, "top/src/sub_graphs/mid", code=AGENT_TOOL.format(name="Mid"))
+    write_folder(root, "top/src/sub_graphs/mid/src/sub_graphs/leaf", config=leaf_config, code=leaf_code)
+
+
 def marker_code(marker: Path) -> str:
     """Echo tool code that leaves `marker` behind when it is imported."""
     return f"from pathlib import Path\nPath({str(marker)!r}).write_text('imported')\n" + ECHO_TOOL
