@@ -1,4 +1,13 @@
-"""A hierarchical agent orchestrator on LangGraph."""
+"""A hierarchical agent orchestrator on LangGraph.
+
+The names below are imported on first use, so that the command line starts
+without loading LangChain and LangGraph until a command needs them.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING
 
 from orchestrator.errors import (
     ConfigError,
@@ -9,13 +18,35 @@ from orchestrator.errors import (
     UnknownToolError,
     UserError,
 )
-from orchestrator.graph import AgentState, build_agent_graph
-from orchestrator.runtime import Runtime
-from orchestrator.session import Session, ToolCallRecord, TurnResult
-from orchestrator.settings import Settings, load_settings
-from orchestrator.tools.results import Billing, ToolResult
+
+if TYPE_CHECKING:
+    from orchestrator.graph import AgentState, build_agent_graph
+    from orchestrator.runtime import Runtime
+    from orchestrator.session import Session, ToolCallRecord, TurnResult
+    from orchestrator.settings import Settings, load_settings
+    from orchestrator.tools.results import Billing, ToolResult
 
 __version__ = "0.1.0"
+
+_LAZY = {
+    "AgentState": "orchestrator.graph",
+    "build_agent_graph": "orchestrator.graph",
+    "Runtime": "orchestrator.runtime",
+    "Session": "orchestrator.session",
+    "ToolCallRecord": "orchestrator.session",
+    "TurnResult": "orchestrator.session",
+    "Settings": "orchestrator.settings",
+    "load_settings": "orchestrator.settings",
+    "Billing": "orchestrator.tools.results",
+    "ToolResult": "orchestrator.tools.results",
+}
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        return getattr(import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'orchestrator' has no attribute {name!r}")
+
 
 __all__ = [
     "AgentState",

@@ -17,18 +17,14 @@ from orchestrator.graph.builder import build_agent_graph
 from orchestrator.llm.providers import build_chat_model
 from orchestrator.session import Session
 from orchestrator.settings import Settings
-from orchestrator.store.engine import Database
 from orchestrator.store.search_tool import search_messages_tool
 from orchestrator.store.storage import Storage
 from orchestrator.tasks import TaskManager
-from orchestrator.tools.approval import ApprovalStore, Ask, review
+from orchestrator.tools.approval import Ask, Reviewed, review_folders
 from orchestrator.tools.builtin import builtin_tools
-from orchestrator.tools.discovery import discover_tree
 from orchestrator.tools.registry import LoadedTool, load_level
 
 logger = logging.getLogger(__name__)
-
-REGISTRY_DIR = "tool_registry"
 
 # Sync LangChain tools run on the loop's default executor; the stock one has only
 # cpu_count + 4 threads, which would serialise a turn's tool calls on a small machine.
@@ -53,6 +49,7 @@ class Runtime:
         settings: Settings,
         *,
         ask: Ask | None = None,
+        reviewed: Reviewed | None = None,
         storage: Storage | None = None,
         model: BaseChatModel | None = None,
         tools: list[BaseTool] | None = None,
@@ -61,7 +58,7 @@ class Runtime:
         """Build from settings: the model, the built-in tools and the approved sub-agents.
 
         `ask` is put every new or changed tool folder (without it, none is
-        approved now). With `storage`, sessions are durable and archived, and
+        approved now), unless `reviewed` holds the answers already. With `storage`, sessions are durable and archived, and
         the model gets RAG context; without, they live in memory. `model`,
         `tools` and `checkpointer` replace the defaults; given `tools`, no
         folder is discovered.
@@ -70,8 +67,13 @@ class Runtime:
         database = storage.database if storage is not None else None
         sub_agents: list[LoadedTool] = []
         if tools is None:
-            sub_agents = load_sub_agents(
-                settings, model=model, ask=ask or _input_ended, database=database
+            reviewed = reviewed or review_folders(settings, ask or _input_ended)
+            sub_agents = load_level(
+                reviewed.tree.nodes,
+                reviewed.approved,
+                model=model,
+                settings=settings,
+                database=database,
             )
             tools = [
                 *builtin_tools(),
@@ -117,22 +119,6 @@ class Runtime:
             storage=self.storage,
             tasks=self.tasks,
         )
-
-
-def approval_store(settings: Settings) -> ApprovalStore:
-    """The user's decisions about tool folders."""
-    return ApprovalStore(settings.data_dir / REGISTRY_DIR)
-
-
-def load_sub_agents(
-    settings: Settings, *, model: BaseChatModel, ask: Ask, database: Database | None = None
-) -> list[LoadedTool]:
-    """Discover the folder tree, ask about new or changed folders, load the approved ones."""
-    tree = discover_tree(settings.sub_graphs_dir)
-    for problem in tree.problems:
-        logger.warning("skipping tool folder %s: %s", problem.path, problem.reason)
-    approved = review(tree.nodes, approval_store(settings), ask)
-    return load_level(tree.nodes, approved, model=model, settings=settings, database=database)
 
 
 def _input_ended(*_: object) -> None:

@@ -15,25 +15,30 @@ from langchain_core.messages import (
     BaseMessage,
     HumanMessage,
     SystemMessage,
+    ToolCall,
     ToolMessage,
 )
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 
+from orchestrator.errors import ToolError
 from orchestrator.events import StatusEvent, ToolEvent
 from orchestrator.graph.builder import MODEL_NODE
+from orchestrator.graph.prompts import CANCELLED_CALL, CANCELLED_TURN, FOLLOW_UP_LIMIT
 from orchestrator.llm.providers import explain_model_error
 from orchestrator.settings import Settings
 from orchestrator.store.sessions import claim_session
 from orchestrator.store.storage import Storage
 from orchestrator.tasks import BackgroundTask, TaskManager
 from orchestrator.tools.executor import BACKGROUND_KEY, OBSERVER_KEY
+from orchestrator.tools.results import ToolResult
 
 
 FOLLOW_UP = (
     "Background task {task_id} ({tool}) has {status}. Its result: {result}\n"
     "Tell the user what came of it."
 )
+FollowUpHandler = Callable[["BackgroundTask", "TurnResult | None"], None]
 
 
 class TokenEvent(TypedDict):
@@ -108,8 +113,10 @@ class Session:
         self.session_id = session_id or uuid.uuid4().hex[:12]
         self.storage = storage
         self.tasks = tasks
-        # Called with each background task's follow-up turn once it has run.
-        self.on_follow_up: Callable[[BackgroundTask, TurnResult], None] | None = None
+        # Called with each background task's follow-up turn once it has run, or with
+        # None when the follow-up limit kept the result for the next turn instead.
+        self.on_follow_up: FollowUpHandler | None = None
+        self._follow_ups = 0  # follow-up turns since the user's last message
         self._claimed = False
         self._archived = 0  # messages of the history already archived by this process
         self._turn = asyncio.Lock()  # one turn at a time: the user's, a resumed one, a follow-up
@@ -127,21 +134,57 @@ class Session:
 
     async def run(self, text: str, *, on_event: EventHandler | None = None) -> TurnResult:
         """Send one user message and run the graph until the model answers."""
+        self._follow_ups = 0
         return await self._turn_with(HumanMessage(content=text, id=uuid.uuid4().hex), on_event)
 
     async def follow_up(
         self, task: BackgroundTask, *, on_event: EventHandler | None = None
-    ) -> TurnResult:
-        """Tell the model how a background task ended, and let it report to the user."""
+    ) -> TurnResult | None:
+        """Tell the model how a background task ended, and let it report to the user.
+
+        Past `max_follow_ups` follow-ups since the user's last message, the
+        result is only added to the conversation (the model sees it next turn)
+        and None is returned: a task whose report starts another task cannot
+        chain turns forever.
+        """
         body = task.result.to_model_text(max_chars=self.settings.max_tool_result_chars) if task.result else "{}"
         notice = FOLLOW_UP.format(task_id=task.task_id, tool=task.tool, status=task.status, result=body)
-        return await self._turn_with(SystemMessage(content=notice, id=uuid.uuid4().hex), on_event)
+        message = SystemMessage(content=notice, id=uuid.uuid4().hex)
+        if self._follow_ups >= self.settings.max_follow_ups:
+            await self._end_turn_with([message, SystemMessage(FOLLOW_UP_LIMIT)])
+            return None
+        self._follow_ups += 1
+        return await self._turn_with(message, on_event)
 
     async def _turn_with(self, message: BaseMessage, on_event: EventHandler | None) -> TurnResult:
         await self._claim()
         async with self._turn:
             history = await self._stream({"messages": [message], "iterations": 0}, on_event)
         return _collect_turn(history, after=message.id)
+
+    async def _end_turn_with(self, messages: list[BaseMessage]) -> None:
+        """Add `messages` to the conversation as the end of a turn, without running the model."""
+        async with self._turn:
+            await self.graph.aupdate_state(self.config, {"messages": messages}, as_node=MODEL_NODE)
+            await self._archive()
+
+    async def _close_cancelled_turn(self) -> None:
+        """Leave a valid history after a cancelled turn: every call answered, the turn ended.
+
+        Without this the checkpoint would still say the turn is due to go on,
+        and reopening the session would run it (and its tools) again.
+        """
+        state = await self.graph.aget_state(self.config)
+        if not state.next:
+            return
+        cancelled = ToolResult.from_error(ToolError(CANCELLED_CALL, code="cancelled"))
+        content = cancelled.to_model_text(max_chars=self.settings.max_tool_result_chars)
+        notes = [
+            ToolMessage(content=content, tool_call_id=call["id"], name=call["name"], status="error")
+            for call in _unanswered_calls(state.values.get("messages", []))
+        ]
+        update = {"messages": [*notes, AIMessage(content=CANCELLED_TURN)]}
+        await self.graph.aupdate_state(self.config, update, as_node=MODEL_NODE)
 
     async def _deliver(self, task: BackgroundTask) -> None:
         result = await self.follow_up(task)
@@ -184,6 +227,10 @@ class Session:
                 event = _to_event(namespace, mode, chunk)
                 if event is not None and on_event is not None:
                     on_event(event)
+        except asyncio.CancelledError:
+            # Shielded: a second Ctrl-C must not leave the history half mended.
+            await asyncio.shield(self._after_cancel())
+            raise
         except Exception as error:
             with suppress(Exception):  # keep the user's message even when the turn failed
                 await self._archive()
@@ -192,6 +239,12 @@ class Session:
                 raise
             raise explained from error
         return await self._archive()
+
+    async def _after_cancel(self) -> None:
+        try:
+            await self._close_cancelled_turn()
+        finally:
+            await self._archive()
 
     async def _claim(self) -> None:
         if self.storage is not None and not self._claimed:
@@ -222,6 +275,15 @@ def _to_event(namespace: tuple[str, ...], mode: str, chunk: object) -> TurnEvent
     if namespace or not is_reply or metadata.get("langgraph_node") != MODEL_NODE:
         return None
     return TokenEvent(kind="token", text=message.text, message_id=message.id) if message.text else None
+
+
+def _unanswered_calls(messages: list[BaseMessage]) -> list[ToolCall]:
+    """The tool calls of the last model message that no tool message answers yet."""
+    last_reply = next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
+    if last_reply is None:
+        return []
+    answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
+    return [call for call in last_reply.tool_calls if call["id"] not in answered]
 
 
 def _collect_turn(messages: list[BaseMessage], *, after: str | None) -> TurnResult:

@@ -2,16 +2,31 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    AliasChoices,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from orchestrator.errors import ConfigError
+from orchestrator.paths import home
 
 ENV_PREFIX = "ORCHESTRATOR_"
 OFFLINE_MODEL = "offline"
+DEFAULT_MODEL = "openai:gpt-4o-mini"
+EMBEDDING_CHOICES = re.compile(r"auto|local|none|openai:\S+")
+NEEDS_ENDPOINT = (
+    "{setting}={model!r} needs OPENAI_API_KEY (or OPENAI_BASE_URL for an OpenAI-compatible "
+    "server); unset {setting} to use the built-in offline model"
+)
 
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 
@@ -21,14 +36,16 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX,
-        env_file=".env",
         env_ignore_empty=True,
         extra="ignore",
     )
 
-    model: str = Field(
-        default="openai:gpt-4o-mini",
-        description="`provider:model` for init_chat_model, or `offline`.",
+    model: str | None = Field(
+        default=None,
+        description=(
+            "`provider:model` for init_chat_model, or `offline`. Unset: openai:gpt-4o-mini "
+            "when an OpenAI key or base URL is set, else the offline model."
+        ),
     )
     openai_api_key: SecretStr | None = Field(
         default=None, validation_alias=AliasChoices("OPENAI_API_KEY")
@@ -38,8 +55,8 @@ class Settings(BaseSettings):
     )
     model_timeout_seconds: float = Field(default=60.0, gt=0)
     model_max_retries: int = Field(default=2, ge=0, le=10)
-    data_dir: Path = Path("./data")
-    sub_graphs_dir: Path = Path("./sub_graphs")
+    data_dir: Path = Field(default_factory=lambda: home() / "data")
+    sub_graphs_dir: Path = Field(default_factory=lambda: home() / "sub_graphs")
     max_tool_iterations: int = Field(default=5, ge=1, le=100)
     max_tool_result_chars: int = Field(default=4000, ge=200)
     tool_timeout_seconds: float = Field(
@@ -66,25 +83,54 @@ class Settings(BaseSettings):
     rag_match_count: int = Field(default=5, ge=0, le=50)
     rag_threshold: float = Field(default=0.5, ge=-1, le=1)
     rag_max_chars: int = Field(default=2000, ge=0)
+    max_follow_ups: int = Field(
+        default=3,
+        ge=0,
+        le=100,
+        description="Follow-up turns background tasks may start in a row after one user message.",
+    )
 
     @field_validator("log_level", mode="before")
     @classmethod
     def _upper_log_level(cls, value: object) -> object:
         return value.upper() if isinstance(value, str) else value
 
+    @field_validator("embeddings")
+    @classmethod
+    def _known_embedder(cls, value: str) -> str:
+        if not EMBEDDING_CHOICES.fullmatch(value.strip()):
+            raise ValueError("use auto, local, none, or openai:<model>")
+        return value.strip()
+
+    @model_validator(mode="after")
+    def _model_has_an_endpoint(self) -> Settings:
+        explicit = self.model not in (None, OFFLINE_MODEL)
+        if explicit and self.provider == "openai" and not self.has_openai_endpoint:
+            raise ValueError(NEEDS_ENDPOINT.format(setting=env_name("model"), model=self.model))
+        return self
+
+    @property
+    def has_openai_endpoint(self) -> bool:
+        """True when an OpenAI key or an OpenAI-compatible base URL is configured."""
+        return self.openai_api_key is not None or self.openai_base_url is not None
+
+    @property
+    def model_name(self) -> str:
+        """The model to run: the one set, else the default when an endpoint is configured."""
+        if self.model is not None:
+            return self.model
+        return DEFAULT_MODEL if self.has_openai_endpoint else OFFLINE_MODEL
+
     @property
     def provider(self) -> str:
-        """The provider part of `model` (`openai` when the model names none)."""
-        provider, sep, _ = self.model.partition(":")
+        """The provider part of the model (`openai` when the model names none)."""
+        provider, sep, _ = self.model_name.partition(":")
         return provider if sep else "openai"
 
     @property
     def uses_offline_model(self) -> bool:
         """True when no real model is configured, so the built-in offline model runs."""
-        if self.model == OFFLINE_MODEL:
-            return True
-        no_openai_endpoint = self.openai_api_key is None and self.openai_base_url is None
-        return self.provider == "openai" and no_openai_endpoint
+        return self.model_name == OFFLINE_MODEL
 
 
 def env_name(field: str) -> str:
@@ -95,14 +141,20 @@ def env_name(field: str) -> str:
     return f"{ENV_PREFIX}{field.upper()}"
 
 
+def env_file() -> Path:
+    """The `.env` file read after the environment: the one in the orchestrator home."""
+    return home() / ".env"
+
+
 def load_settings(**overrides: object) -> Settings:
     """Read the settings, turning a bad value into one `ConfigError` line that names it."""
     try:
-        return Settings(**overrides)  # type: ignore[arg-type]
+        return Settings(_env_file=env_file(), **overrides)  # type: ignore[arg-type]
     except ValidationError as exc:
         error = exc.errors()[0]
-        field = str(error["loc"][0]) if error["loc"] else "?"
+        message = str(error["msg"]).removeprefix("Value error, ")
+        if not error["loc"]:  # a rule across settings: its message names them
+            raise ConfigError(message) from None
+        field = str(error["loc"][0])
         name = env_name(field) if field in Settings.model_fields else field
-        raise ConfigError(
-            f"Invalid setting {name}={error.get('input')!r}: {error['msg']}"
-        ) from None
+        raise ConfigError(f"Invalid setting {name}={error.get('input')!r}: {message}") from None

@@ -70,7 +70,7 @@ print(json.dumps({"tools": len(runtime.tools), "import_s": imported - started, "
 
 
 def generate(root: Path, count: int) -> None:
-    from orchestrator.runtime import approval_store
+    from orchestrator.tools.approval import ApprovalStore
     from orchestrator.settings import load_settings
     from orchestrator.tools.discovery import discover_tree
 
@@ -81,7 +81,7 @@ def generate(root: Path, count: int) -> None:
         (folder / "tool_config.yaml").write_text(CONFIG.format(index=index))
         (folder / f"tool_{index}_tool.py").write_text(TOOL.format(index=index))
     settings = load_settings(sub_graphs_dir=sub_graphs, data_dir=root / "data")
-    store = approval_store(settings)
+    store = ApprovalStore.of(settings)
     for node in discover_tree(sub_graphs).nodes:
         store.decide(node.folder, approved=True)
 

@@ -23,10 +23,11 @@ from tests.helpers import run_cli
 
 @pytest.fixture(autouse=True)
 def no_real_models(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
-    """Block every non-local connection and hide the developer's model settings and `.env`."""
+    """Block every non-local connection; hide the developer's settings, `.env` and data."""
     for name in list(os.environ):
         if name.startswith(("OPENAI_", "ORCHESTRATOR_", "ANTHROPIC_", "EMAIL_AGENT_", "DATABASE_")):
             monkeypatch.delenv(name)
+    monkeypatch.setenv("ORCHESTRATOR_HOME", str(tmp_path))  # .env, data/, sub_graphs/ of this test
     monkeypatch.chdir(tmp_path)
     with block_remote_connections():
         yield

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from langchain_core.language_models import BaseChatModel
@@ -19,6 +21,9 @@ from orchestrator.session import Session, TurnEvent
 from orchestrator.settings import load_settings
 from orchestrator.store import Database
 from orchestrator.testing import OpenAICompatibleServer
+from typer.testing import CliRunner
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def make_session(
@@ -49,16 +54,65 @@ class EventLog(list[TurnEvent]):
 def run_cli(
     *args: str, cwd: Path, stdin: str = "", env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    base = {"PATH": os.environ["PATH"], "HOME": str(cwd), "PYTHONIOENCODING": "utf-8"}
+    """The command run in this process (typer's CliRunner), as from `cwd` with no terminal.
+
+    Called from a running event loop (an async test), it runs on a thread of its own.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return _invoke(args, cwd=cwd, stdin=stdin, env=env or {})
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(_invoke, args, cwd=cwd, stdin=stdin, env=env or {}).result()
+
+
+def _invoke(
+    args: Sequence[str], *, cwd: Path, stdin: str, env: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
+    from orchestrator.cli import app, prompts
+
+    saved = {number: signal.getsignal(number) for number in SIGNALS}
+    previous_dir, previous_terminal = Path.cwd(), prompts.TERMINAL
+    prompts.TERMINAL = str(cwd / "no-terminal")  # as in CI: questions are read from stdin
+    os.chdir(cwd)
+    try:
+        result = CliRunner().invoke(
+            app, list(args), input=stdin, env={"ORCHESTRATOR_HOME": str(cwd), **env}
+        )
+    finally:
+        os.chdir(previous_dir)
+        prompts.TERMINAL = previous_terminal
+        for number, handler in saved.items():
+            signal.signal(number, handler)
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return subprocess.CompletedProcess(list(args), result.exit_code, result.stdout, result.stderr)
+
+
+def run_cli_process(
+    *args: str, cwd: Path, stdin: str = "", env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The command in a process of its own with no controlling terminal, its home being `cwd`."""
     return subprocess.run(
         [sys.executable, "-m", "orchestrator", *args],
         input=stdin,
         capture_output=True,
         text=True,
         cwd=cwd,
-        env={**base, **(env or {})},
+        env={**cli_env(cwd), **(env or {})},
         timeout=120,
+        start_new_session=True,  # no /dev/tty: questions are read from stdin, as in CI
     )
+
+
+def cli_env(home: Path) -> dict[str, str]:
+    """A clean environment for the command, with `home` as its home directory."""
+    return {
+        "PATH": os.environ["PATH"],
+        "HOME": str(home),
+        "ORCHESTRATOR_HOME": str(home),
+        "PYTHONIOENCODING": "utf-8",
+    }
 
 
 def server_env(server: OpenAICompatibleServer) -> dict[str, str]:

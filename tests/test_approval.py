@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from orchestrator.errors import ConfigError
-from orchestrator.runtime import Runtime, approval_store
+from orchestrator.runtime import Runtime
 from orchestrator.settings import Settings, load_settings
 from orchestrator.testing import ScriptedChatModel
-from orchestrator.tools.approval import Status
+from orchestrator.tools.approval import ApprovalStore, Status
 from orchestrator.tools.discovery import ToolFolder, discover_tree, walk
 from tests.tool_folders import marker_code, write_folder
 
@@ -60,7 +60,7 @@ def test_a_no_is_remembered(settings: Settings):
     assert start(settings, Answers(False)) == []
     assert start(settings, Answers()) == []  # not asked again
     [folder] = _folders(settings)
-    assert approval_store(settings).status(folder) == Status.DENIED
+    assert ApprovalStore.of(settings).status(folder) == Status.DENIED
 
 
 @pytest.mark.parametrize("answer", [None, False], ids=["end of input", "no"])
@@ -84,7 +84,7 @@ def test_end_of_input_decides_nothing_and_stops_asking(settings: Settings):
     answers = Answers(None)
     assert start(settings, answers) == []
     assert answers.asked == [("one", Status.NEW)], "after the input ended nothing more is asked"
-    assert not approval_store(settings).path.exists(), "nothing was decided"
+    assert not ApprovalStore.of(settings).path.exists(), "nothing was decided"
 
 
 def test_children_are_asked_only_under_an_approved_parent(settings: Settings):
@@ -95,7 +95,7 @@ def test_children_are_asked_only_under_an_approved_parent(settings: Settings):
     start(settings, refused)
     assert refused.asked == [("parent", Status.NEW)]
 
-    store = approval_store(settings)
+    store = ApprovalStore.of(settings)
     parent = next(f for f in _folders(settings) if f.name == "parent")
     store.decide(parent, approved=True)
     accepted = Answers(True)
@@ -116,11 +116,11 @@ def test_a_change_in_a_child_asks_about_the_child_only(settings: Settings):
 
 
 def test_a_corrupt_store_is_a_config_error(settings: Settings):
-    store = approval_store(settings)
+    store = ApprovalStore.of(settings)
     store.path.parent.mkdir(parents=True)
     store.path.write_text("{not json")
     with pytest.raises(ConfigError, match="Cannot read the tool approvals"):
-        approval_store(settings)
+        ApprovalStore.of(settings)
 
 
 def _folders(settings: Settings) -> list[ToolFolder]:

@@ -44,10 +44,23 @@ def test_end_of_input_at_the_prompt_approves_and_imports_nothing(cli, tmp_path: 
     assert not (tmp_path / "data" / "tool_registry").exists()
 
 
-def test_an_unclear_answer_is_asked_again(cli, tmp_path: Path):
+def test_piped_chat_keeps_a_line_that_is_not_an_answer(cli, tmp_path: Path):
     write_folder(tmp_path / "sub_graphs", "echo")
-    done = cli("ask", "hi", cwd=tmp_path, stdin="maybe\nn\n")
-    assert "Please answer y or n, not 'maybe'." in done.stderr
+    with OpenAICompatibleServer(["Hello.", "Goodbye."]) as server:
+        done = cli("chat", cwd=tmp_path, stdin="hi\nbye\n", env_extra=server_env(server))
+
+    assert done.returncode == 0, done.stderr
+    assert "not a y/n answer: not approved, asked again next time" in done.stderr
+    assert [r["messages"][-1]["content"] for r in server.requests] == ["hi", "bye"]
+    assert done.stdout.splitlines() == ["Hello.", "Goodbye."]
+    listing = json.loads(cli("tools", "list", "--json", cwd=tmp_path).stdout)
+    assert listing["tools"][0]["status"] == "new", "an unclear answer is not remembered"
+
+
+def test_a_clear_piped_answer_is_remembered(cli, tmp_path: Path):
+    write_folder(tmp_path / "sub_graphs", "echo")
+    done = cli("ask", "hi", cwd=tmp_path, stdin="n\n")
+    assert done.returncode == 0, done.stderr
     listing = json.loads(cli("tools", "list", "--json", cwd=tmp_path).stdout)
     assert listing["tools"][0]["status"] == "denied"
 

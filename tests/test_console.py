@@ -6,7 +6,7 @@ import io
 
 from rich.console import Console
 
-from orchestrator.console import TurnRenderer
+from orchestrator.cli.render import TurnRenderer
 from orchestrator.events import Stage, ToolPhase
 from orchestrator.session import TurnResult
 

@@ -11,13 +11,40 @@ from orchestrator.llm import OfflineChatModel, build_chat_model
 from orchestrator.settings import load_settings
 
 
-def test_defaults():
+def test_defaults(tmp_path: Path):
     settings = load_settings()
     assert settings.max_tool_iterations == 5
     assert settings.max_tool_result_chars == 4000
-    assert settings.data_dir == Path("data")
-    assert settings.sub_graphs_dir == Path("sub_graphs")
+    assert settings.data_dir == tmp_path / "data"  # the home: ORCHESTRATOR_HOME in the tests
+    assert settings.sub_graphs_dir == tmp_path / "sub_graphs"
     assert settings.uses_offline_model
+
+
+def test_the_default_home_is_the_checkout_not_the_current_directory(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+):
+    monkeypatch.delenv("ORCHESTRATOR_HOME")
+    checkout = Path(__file__).resolve().parents[1]
+    settings = load_settings()
+    assert settings.data_dir == checkout / "data"
+    assert settings.sub_graphs_dir == checkout / "sub_graphs"
+    assert Path.cwd() == tmp_path, "run from elsewhere, the same data is used"
+
+
+def test_a_model_without_an_endpoint_is_an_error_not_the_offline_model():
+    with pytest.raises(ConfigError) as caught:
+        load_settings(model="gpt-4o")
+    assert str(caught.value).startswith("ORCHESTRATOR_MODEL='gpt-4o' needs OPENAI_API_KEY")
+    assert load_settings(model="offline").uses_offline_model
+    assert load_settings(model="gpt-4o", openai_base_url="http://127.0.0.1:1/v1").model_name == "gpt-4o"
+
+
+def test_embeddings_are_checked_with_the_other_settings(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("ORCHESTRATOR_EMBEDDINGS", "openai")
+    with pytest.raises(ConfigError, match="ORCHESTRATOR_EMBEDDINGS='openai': use auto, local, none"):
+        load_settings()
+    monkeypatch.setenv("ORCHESTRATOR_EMBEDDINGS", "openai:text-embedding-3-small")
+    assert load_settings().embeddings == "openai:text-embedding-3-small"
 
 
 def test_environment_and_dotenv(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):

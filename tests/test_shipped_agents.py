@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import socket
 from collections.abc import Iterator
 from email import message_from_bytes
@@ -103,6 +104,23 @@ async def test_email_rejects_bad_addresses_before_sending(smtp_server: Mailbox):
     with pytest.raises(InvalidToolArgumentsError, match="'bob at example' is not an email address"):
         await email.execute(request("send", to=["bob at example"], subject="Hi", body="x"))
     assert smtp_server.envelopes == []
+
+
+async def test_email_settings_in_the_dotenv_file_are_used(
+    smtp_server: Mailbox, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+):
+    # The settings only in `.env` of the orchestrator home (ORCHESTRATOR_HOME is tmp_path here).
+    dotenv = [f"{name}={value}" for name, value in os.environ.items() if name.startswith("EMAIL_AGENT_")]
+    (tmp_path / ".env").write_text("\n".join(dotenv) + "\n")
+    for line in dotenv:
+        monkeypatch.delenv(line.partition("=")[0])
+    email = load_tool_folder(EMAIL)
+
+    result = await email.execute(request("send", to=["bob@example.com"], subject="Hi", body="x"))
+
+    assert result.status == "success", result.message
+    assert [e.mail_from for e in smtp_server.envelopes] == ["assistant@example.org"]
+    assert smtp_server.logins == ["assistant"]
 
 
 async def test_email_without_a_sender_says_how_to_configure_it():

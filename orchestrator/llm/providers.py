@@ -26,7 +26,7 @@ def build_chat_model(settings: Settings) -> BaseChatModel:
         key = settings.openai_api_key
         options["api_key"] = key.get_secret_value() if key else PLACEHOLDER_API_KEY
         options["base_url"] = settings.openai_base_url
-    return _init(settings.model, settings=settings, setting=env_name("model"), **options)
+    return _init(settings.model_name, settings=settings, setting=env_name("model"), **options)
 
 
 def build_agent_model(

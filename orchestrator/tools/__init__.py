@@ -1,11 +1,43 @@
-"""Tools: the drop-in contract, the result envelope, the executor, and the built-in tools."""
+"""Tools: the drop-in contract, the result envelope, the executor, and the built-in tools.
+
+Imported on first use, so that listing or approving folders loads no LangChain.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING
 
 from orchestrator.errors import InvalidToolArgumentsError, ToolError
-from orchestrator.tools.agent import AgentTool
-from orchestrator.tools.base import ActionSpec, Tool, ToolContext, ToolRequest, action
-from orchestrator.tools.builtin import builtin_tools
-from orchestrator.tools.executor import ToolExecutor
-from orchestrator.tools.results import Billing, ToolResult
+
+if TYPE_CHECKING:
+    from orchestrator.tools.agent import AgentTool
+    from orchestrator.tools.base import ActionSpec, Tool, ToolContext, ToolRequest, action
+    from orchestrator.tools.builtin import builtin_tools
+    from orchestrator.tools.executor import ToolExecutor
+    from orchestrator.tools.results import Billing, ToolResult
+    from orchestrator.tools.settings import ToolSettings
+
+_LAZY = {
+    "AgentTool": "orchestrator.tools.agent",
+    "ActionSpec": "orchestrator.tools.base",
+    "Tool": "orchestrator.tools.base",
+    "ToolContext": "orchestrator.tools.base",
+    "ToolRequest": "orchestrator.tools.base",
+    "action": "orchestrator.tools.base",
+    "builtin_tools": "orchestrator.tools.builtin",
+    "ToolExecutor": "orchestrator.tools.executor",
+    "Billing": "orchestrator.tools.results",
+    "ToolResult": "orchestrator.tools.results",
+    "ToolSettings": "orchestrator.tools.settings",
+}
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        return getattr(import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'orchestrator.tools' has no attribute {name!r}")
+
 
 __all__ = [
     "ActionSpec",
@@ -18,6 +50,7 @@ __all__ = [
     "ToolExecutor",
     "ToolRequest",
     "ToolResult",
+    "ToolSettings",
     "action",
     "builtin_tools",
 ]

@@ -8,9 +8,11 @@ exact content hash it had then.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import tempfile
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
@@ -18,9 +20,13 @@ from pathlib import Path
 from pydantic import BaseModel, Field, ValidationError
 
 from orchestrator.errors import ConfigError
-from orchestrator.tools.discovery import ToolFolder, ToolNode
+from orchestrator.settings import Settings
+from orchestrator.tools.discovery import Discovery, ToolFolder, ToolNode, discover_tree
 
 APPROVALS_FILE = "approvals.json"
+REGISTRY_DIR = "tool_registry"
+
+logger = logging.getLogger(__name__)
 
 
 class Status(StrEnum):
@@ -54,6 +60,11 @@ class ApprovalStore:
         self.path = directory / APPROVALS_FILE
         self._data = self._load()
 
+    @classmethod
+    def of(cls, settings: Settings) -> ApprovalStore:
+        """The user's decisions, kept in the data directory."""
+        return cls(settings.data_dir / REGISTRY_DIR)
+
     def status(self, folder: ToolFolder) -> Status:
         decision = self._data.folders.get(folder.key)
         if decision is None:
@@ -81,6 +92,15 @@ class ApprovalStore:
             ) from None
 
     def _save(self) -> None:
+        try:
+            self._write()
+        except OSError as error:
+            raise ConfigError(
+                f"Cannot save the tool approvals in {self.path}: {error.strerror or error}; "
+                "check the permissions of ORCHESTRATOR_DATA_DIR"
+            ) from None
+
+    def _write(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         # Write then rename, so a crash or a concurrent reader never sees half a file.
         fd, temporary = tempfile.mkstemp(dir=self.path.parent, prefix=".approvals-")
@@ -91,6 +111,22 @@ class ApprovalStore:
 
 # The prompt: True for yes, False for no, None when the input has ended.
 Ask = Callable[[ToolFolder, Status], bool | None]
+
+
+@dataclass(frozen=True)
+class Reviewed:
+    """The folder tree as discovered, and the keys of the folders approved to load."""
+
+    tree: Discovery
+    approved: set[str]
+
+
+def review_folders(settings: Settings, ask: Ask) -> Reviewed:
+    """Discover the folder tree and ask about new or changed folders; imports nothing."""
+    tree = discover_tree(settings.sub_graphs_dir)
+    for problem in tree.problems:
+        logger.warning("skipping tool folder %s: %s", problem.path, problem.reason)
+    return Reviewed(tree, review(tree.nodes, ApprovalStore.of(settings), ask))
 
 
 def review(nodes: list[ToolNode], store: ApprovalStore, ask: Ask) -> set[str]:

@@ -133,9 +133,14 @@ class ToolExecutor:
         work = asyncio.ensure_future(
             self.invoke(call, config=_child_config(config, ids), progress=progress)
         )
-        if runner is None:
-            await work
-        elif not await _finishes_within(work, self._budget(record)):
+        try:
+            finished = await _finishes_within(work, None if runner is None else self._budget(record))
+        except asyncio.CancelledError:  # the turn was cancelled (Ctrl-C): so is its call
+            work.cancel()
+            if observer is not None:
+                await asyncio.shield(_safely(observer.cancelled(record)))
+            raise
+        if runner is not None and not finished:
             runner.adopt(work, record, observer=observer)
             if observer is not None and not record.background:
                 await _safely(observer.acknowledged(record, detail="outlived the inline budget"))
@@ -231,11 +236,7 @@ def _child_config(config: RunnableConfig, ids: dict[str, str | None]) -> Runnabl
 
 async def _finishes_within(work: asyncio.Task[ToolResult], budget: float | None) -> bool:
     """Wait for `work` up to `budget` seconds (None: as long as it takes)."""
-    try:
-        await asyncio.wait({work}, timeout=budget)
-    except asyncio.CancelledError:
-        work.cancel()  # the turn was cancelled: so is its call
-        raise
+    await asyncio.wait({work}, timeout=budget)
     return work.done()
 
 

@@ -30,6 +30,7 @@ class LoadedTool:
     tool: Tool
     children: list[LoadedTool] = field(default_factory=list)
     langchain: list[BaseTool] = field(default_factory=list)
+    unapproved_children: list[str] = field(default_factory=list)  # names, for the user
 
 
 def load_level(
@@ -80,7 +81,10 @@ def _load(
             tool_timeout_seconds=settings.tool_timeout_seconds,
             inline_budget_seconds=settings.inline_budget_seconds,
         )
-    return LoadedTool(node.folder, tool, children, langchain_tools(tool, config=node.folder.config))
+    unapproved = [child.folder.name for child in node.children if child.folder.key not in approved]
+    return LoadedTool(
+        node.folder, tool, children, langchain_tools(tool, config=node.folder.config), unapproved
+    )
 
 
 def _data_dir(data_dir: Path, key: str) -> Path:

@@ -9,17 +9,16 @@ from email.message import EmailMessage
 from email.utils import make_msgid, parseaddr
 from typing import Literal
 
-from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic import BaseModel, Field, SecretStr, field_validator
+from pydantic_settings import SettingsConfigDict
 
-from orchestrator.errors import validation_problems
-from orchestrator.tools import Tool, ToolError, ToolRequest, ToolResult, action
+from orchestrator.tools import Tool, ToolError, ToolRequest, ToolResult, ToolSettings, action
 
 
-class SmtpSettings(BaseSettings):
+class SmtpSettings(ToolSettings):
     """The SMTP server: `config` of tool_config.yaml, overridden by EMAIL_AGENT_* variables."""
 
-    model_config = SettingsConfigDict(env_prefix="EMAIL_AGENT_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="EMAIL_AGENT_")
 
     smtp_host: str = "localhost"
     smtp_port: int = Field(default=587, ge=1, le=65535)
@@ -28,17 +27,6 @@ class SmtpSettings(BaseSettings):
     smtp_username: str | None = None
     smtp_password: SecretStr | None = None
     timeout_seconds: float = Field(default=30, gt=0)
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return env_settings, dotenv_settings, init_settings  # the environment wins over the file
 
 
 def _address(value: str) -> str:
@@ -67,7 +55,7 @@ class EmailAgent(Tool):
     @action(SendEmail)
     async def send(self, params: SendEmail, request: ToolRequest) -> ToolResult:
         """Send a plain-text email."""
-        smtp = self._smtp_settings()
+        smtp = SmtpSettings.load(self.config, tool=self.name)
         message = EmailMessage()
         message["From"] = smtp.from_address
         message["To"] = ", ".join(params.to)
@@ -87,17 +75,6 @@ class EmailAgent(Tool):
             f"Email sent to {', '.join(params.to + params.cc)}.",
             data={"message_id": message["Message-ID"], "to": params.to, "subject": params.subject},
         )
-
-    def _smtp_settings(self) -> SmtpSettings:
-        try:
-            return SmtpSettings(**{k: v for k, v in self.config.items() if v is not None})
-        except ValidationError as error:
-            raise ToolError(
-                f"email_agent is not configured: {validation_problems(error)} "
-                "(set it in its tool_config.yaml or as EMAIL_AGENT_<FIELD>)",
-                code="not_configured",
-                recoverable=False,
-            ) from None
 
 
 def _deliver(smtp: SmtpSettings, message: EmailMessage) -> None:

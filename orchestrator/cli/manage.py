@@ -3,31 +3,32 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
 
-from orchestrator.cli_common import (
+from orchestrator.cli.common import (
     JsonOption,
     UserOption,
+    describe_folder,
+    display_path,
     err,
     one_line,
     out,
     settings_or_exit,
+    shown,
     user_errors,
     with_database,
 )
-from orchestrator.console import describe_folder, display_path
 from orchestrator.errors import ConfigError, UserError
-from orchestrator.runtime import approval_store
-from orchestrator.scaffold import create_agent_folder
-from orchestrator.store.embeddings import NO_EMBEDDER, build_embedder, reembed
-from orchestrator.store.engine import Database
-from orchestrator.store.messages import message_counts
-from orchestrator.store.migrations import schema_status, upgrade
-from orchestrator.store.requests import request_tree
+from orchestrator.tools.approval import ApprovalStore
 from orchestrator.tools.discovery import Discovery, ToolFolder, discover_tree, walk
+
+if TYPE_CHECKING:
+    from orchestrator.store.engine import Database
 
 tools_app = typer.Typer(no_args_is_help=True, help="List, approve and revoke tool folders.")
 db_app = typer.Typer(no_args_is_help=True, help="The database: schema, status, embeddings.")
@@ -40,7 +41,7 @@ def list_tools(as_json: JsonOption = False) -> None:
     with user_errors():
         settings = settings_or_exit()
         tree = discover_tree(settings.sub_graphs_dir)
-        store = approval_store(settings)
+        store = ApprovalStore.of(settings)
     rows = [(node.folder, store.status(node.folder)) for node in walk(tree.nodes)]
     if as_json:
         print(json.dumps(_listing_json(rows, tree), ensure_ascii=False))
@@ -50,12 +51,15 @@ def list_tools(as_json: JsonOption = False) -> None:
     for folder, status in rows:
         indent = "  " * folder.depth
         out.print(
-            f"{indent}[bold]{escape(folder.name)}[/bold] {escape(folder.config.version)}  "
-            f"{status}  {escape(display_path(folder.path))}",
+            f"{indent}[bold]{shown(folder.name)}[/bold] {shown(folder.config.version)}  "
+            f"{status}  {shown(display_path(folder.path))}",
             highlight=False,
         )
     for problem in tree.problems:
-        out.print(f"[red]skipped[/red] {escape(display_path(problem.path))}: {escape(problem.reason)}")
+        out.print(
+            f"[red]skipped[/red] {shown(display_path(problem.path))}: {shown(problem.reason)}",
+            highlight=False,
+        )
 
 
 @tools_app.command("approve")
@@ -72,14 +76,23 @@ def revoke_tool(name: Annotated[str, typer.Argument(help="Tool name, or its path
 
 def new_agent(name: Annotated[str, typer.Argument(help="The tool's name, e.g. weather_agent.")]) -> None:
     """Create sub_graphs/NAME/ from a template: config, entry point, README and a test."""
+    from orchestrator.scaffold import create_agent_folder
+
     with user_errors():
         folder = create_agent_folder(name, directory=settings_or_exit().sub_graphs_dir)
-    out.print(f"created {display_path(folder)}; run its test with: pytest {display_path(folder)}/tests")
+    pytest = display_path(Path(sys.executable).parent / "pytest")
+    out.print(
+        f"created {shown(display_path(folder))}; run its test with: "
+        f"{shown(pytest)} {shown(display_path(folder))}/tests",
+        highlight=False,
+    )
 
 
 @db_app.command("upgrade")
 def db_upgrade() -> None:
     """Create or upgrade the schema (also done at every start)."""
+
+    from orchestrator.store.migrations import upgrade
 
     async def run(database: Database) -> None:
         applied = await upgrade(database)
@@ -92,6 +105,8 @@ def db_upgrade() -> None:
 @db_app.command("status")
 def db_status() -> None:
     """Where the database is, its schema version, and how many messages are embedded."""
+    from orchestrator.store.messages import message_counts
+    from orchestrator.store.migrations import schema_status
 
     async def run(database: Database) -> None:
         status = await schema_status(database)
@@ -107,13 +122,24 @@ def db_status() -> None:
 @db_app.command("reembed")
 def db_reembed() -> None:
     """Embed every stored message again with the configured embedder (after a model change)."""
+    from rich.progress import Progress
+
+    from orchestrator.store.embeddings import NO_EMBEDDER, build_embedder, reembed
+    from orchestrator.store.migrations import upgrade
 
     async def run(database: Database) -> None:
         embedder = build_embedder(settings_or_exit())
         if embedder is None:
             raise ConfigError(NO_EMBEDDER)
         await upgrade(database)
-        out.print(f"re-embedded {await reembed(database, embedder)} messages with {embedder.model_name}")
+        with Progress(console=err, transient=True) as progress:
+            bar = progress.add_task("embedding messages", total=None)
+
+            def advance(done: int, total: int) -> None:
+                progress.update(bar, completed=done, total=total)
+
+            count = await reembed(database, embedder, on_progress=advance)
+        out.print(f"re-embedded {count} messages with {embedder.model_name}")
 
     with_database(run)
 
@@ -124,6 +150,7 @@ def requests_show(
     user: UserOption = "local",
 ) -> None:
     """Print the tree of tool calls under a request."""
+    from orchestrator.store.requests import request_tree
 
     async def run(database: Database) -> None:
         nodes = await request_tree(database, request_id, user_id=user)
@@ -145,7 +172,7 @@ def _decide(name: str, *, approved: bool) -> None:
     with user_errors():
         settings = settings_or_exit()
         folder = _find_folder(discover_tree(settings.sub_graphs_dir), name)
-        approval_store(settings).decide(folder, approved=approved)
+        ApprovalStore.of(settings).decide(folder, approved=approved)
     verdict = "approved" if approved else "revoked"
     out.print(f"{verdict}: {describe_folder(folder)}", highlight=False)
 

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
-import sys
+from contextlib import suppress
 
-from langchain_core.tools import BaseTool
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.tools import BaseTool
 from rich.console import Console
 from rich.markup import escape
 
-from orchestrator.console import LineReader, TurnRenderer, display_path
+from orchestrator.cli.common import display_path
+from orchestrator.cli.common import shown
+from orchestrator.cli.render import TurnRenderer
+from orchestrator.cli.signals import Interrupts
+from orchestrator.cli.terminal import LineSource, quiet_keyboard
 from orchestrator.errors import UserError
 from orchestrator.runtime import Runtime
 from orchestrator.session import Session, TurnResult
@@ -26,13 +31,19 @@ HELP = """\
 [bold]/history[/bold]    this session's messages
 [bold]/tasks[/bold]      background tasks of this session, running and finished
 [bold]/cancel ID[/bold]  cancel a running background task
-[bold]/exit[/bold]       end the session (also /quit, or end of input)
-Anything else is a message to the assistant."""
+[bold]/exit[/bold]       end the session (also /quit, Ctrl-D, or Ctrl-C twice)
+Anything else is a message to the assistant. Ctrl-C cancels a running turn."""
+COMMANDS = ("/help", "/tools", "/history", "/tasks", "/cancel", "/exit", "/quit")
+EXIT_HINT = "[dim](Ctrl-C again to exit, or Ctrl-D)[/dim]"
 UNKNOWN_COMMAND = "Unknown command {command}; /help lists the commands."
 INTERNAL_ERROR = (
     "internal error ({error}); set ORCHESTRATOR_LOG_LEVEL=DEBUG to see the traceback"
 )
 PREVIEW_CHARS = 200
+FOLLOW_UP_KEPT = (
+    "the result of task {task_id} is kept for your next message "
+    "(follow-up limit ORCHESTRATOR_MAX_FOLLOW_UPS reached)"
+)
 
 
 def failure_line(error: Exception) -> str:
@@ -53,6 +64,10 @@ async def rendered_turn(
             result = await session.resume(on_event=renderer)
         else:
             result = await session.run(text, on_event=renderer)
+    except asyncio.CancelledError:
+        with suppress(OSError):  # the terminal may be gone (SIGHUP)
+            renderer.cancelled()
+        raise
     except Exception as error:  # keep the session alive whatever broke
         renderer.fail(failure_line(error))
         return None
@@ -77,15 +92,23 @@ class ChatRepl:
     """Reads lines until end of input or /exit; returns the exit code (1 if a turn failed)."""
 
     def __init__(
-        self, *, runtime: Runtime, session: Session, out: Console, err: Console
+        self,
+        *,
+        runtime: Runtime,
+        session: Session,
+        lines: LineSource,
+        interrupts: Interrupts,
+        out: Console,
+        err: Console,
     ) -> None:
         self.runtime = runtime
         self.session = session
+        self.lines = lines
+        self.interrupts = interrupts
         self.out = out
         self.err = err
-        self.reader = LineReader()
-        self.prompt = "you> " if out.is_terminal and sys.stdin.isatty() else ""
         self.failed_turns = 0
+        self._exit_armed = False  # the last thing was a Ctrl-C: another one at the prompt exits
         show_background_results(runtime, session, out=out, err=err)
 
     async def run(self) -> int:
@@ -93,17 +116,41 @@ class ChatRepl:
             f"[dim]session {self.session.session_id} · user {escape(self.session.user_id)}"
             " · /help for commands[/dim]"
         )
-        while (line := await self.reader.readline(self.prompt)) is not None:
+        while True:
+            try:
+                line = await self.lines.readline()
+            except KeyboardInterrupt:  # Ctrl-C at an empty prompt
+                if self._exit_armed:
+                    break
+                self._exit_armed = True
+                self.err.print(EXIT_HINT)
+                continue
+            if line is None:
+                break
             line = line.strip()
             if not line:
                 continue
+            self._exit_armed = False
             if line.startswith("/"):
                 if not await self.command(line):
                     break
                 continue
-            if await rendered_turn(self.session, line, out=self.out, err=self.err) is None:
-                self.failed_turns += 1
+            await self.turn(line)
         return 1 if self.failed_turns else 0
+
+    async def turn(self, text: str) -> None:
+        """One turn; Ctrl-C cancels it and the chat goes on."""
+        work = asyncio.ensure_future(rendered_turn(self.session, text, out=self.out, err=self.err))
+        with self.interrupts.turn(work), quiet_keyboard():
+            try:
+                result = await work
+            except asyncio.CancelledError:
+                if asyncio.current_task().cancelling():  # type: ignore[union-attr]
+                    raise  # the command itself is ending
+                self._exit_armed = True
+                return
+        if result is None:
+            self.failed_turns += 1
 
     async def command(self, line: str) -> bool:
         """Run a slash command; False ends the session."""
@@ -132,7 +179,7 @@ class ChatRepl:
         for task in tasks:
             ended = f", ended {task.finished_at:%H:%M:%S}" if task.finished_at else ""
             self.out.print(
-                f"{task.task_id}  {escape(task.tool)}  {task.status}  "
+                f"{task.task_id}  {shown(task.tool)}  {task.status}  "
                 f"(started {task.started_at:%H:%M:%S}{ended})",
                 highlight=False,
             )
@@ -180,8 +227,11 @@ def show_background_results(
         if task.call.session_id == session.session_id:
             err.print(f"  [dim]task {task.task_id} ({escape(task.tool)}): {task.status}[/dim]")
 
-    def answered(task: BackgroundTask, result: TurnResult) -> None:
-        out.print(result.answer, markup=False, highlight=False)
+    def answered(task: BackgroundTask, result: TurnResult | None) -> None:
+        if result is None:
+            err.print(f"  [dim]{FOLLOW_UP_KEPT.format(task_id=task.task_id)}[/dim]")
+        else:
+            out.print(result.answer, markup=False, highlight=False)
 
     runtime.tasks.listeners.append(ended)
     session.on_follow_up = answered

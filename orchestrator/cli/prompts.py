@@ -1,0 +1,98 @@
+"""Questions for the person: on the controlling terminal when there is one, as sudo asks.
+
+With a terminal, the question is written to it and the answer read from it, so
+piped standard input stays the chat's. Without one (a pipe, a cron job, CI),
+answers are read from standard input, one line per question:
+
+- `y`/`yes` approves, `n`/`no` or an empty line denies; both are remembered;
+- any other line is not an answer: the folder stays undecided (asked again next
+  time), nothing more is asked, and `chat` takes the line as your first message;
+- end of input leaves the folder, and every one after it, undecided.
+
+On a terminal an unclear answer is asked again, and Ctrl-C or Ctrl-D stops the
+questions, leaving the folders undecided.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TextIO
+
+from rich.console import Console
+from rich.markup import escape
+
+from orchestrator.cli.common import describe_folder
+from orchestrator.tools.approval import Status
+from orchestrator.tools.discovery import ToolFolder
+
+TERMINAL = "/dev/tty"
+YES = ("y", "yes")
+NO = ("", "n", "no")
+QUESTION = "Approve and load it? \\[y/N] "
+
+
+class ApprovalPrompt:
+    """Asks y/N about each new or changed tool folder (an `Ask` for `review`).
+
+    `leftover` holds a piped line that was not an answer, for the chat to use.
+    """
+
+    def __init__(self, *, err: Console, stdin: TextIO | None = None, terminal: TextIO | None = None) -> None:
+        self.terminal = terminal
+        self.stdin = stdin or sys.stdin
+        self.console = Console(file=terminal, highlight=False) if terminal else err
+        self.leftover: list[str] = []
+
+    def __call__(self, folder: ToolFolder, status: Status) -> bool | None:
+        heading = "Changed since you decided on it" if status == Status.CHANGED else "New tool folder"
+        self.console.print(f"\n[yellow]{heading}:[/yellow] {describe_folder(folder)}")
+        if self.terminal is not None:
+            return self._ask_terminal(self.terminal)
+        return self._ask_piped()
+
+    def _ask_terminal(self, terminal: TextIO) -> bool | None:
+        while True:
+            self.console.print(QUESTION, end="")
+            try:
+                line = terminal.readline()
+            except KeyboardInterrupt:
+                line = ""
+                self.console.print("^C", end="")
+            if not line or not line.endswith("\n"):
+                self.console.print("\n(stopped: not approved; asked again next time)")
+                return None
+            answer = line.strip().lower()
+            if answer in YES or answer in NO:
+                return answer in YES
+            self.console.print(f"Please answer y or n, not {escape(line.strip())!r}.")
+
+    def _ask_piped(self) -> bool | None:
+        self.console.print(QUESTION, end="")
+        line = self.stdin.readline()
+        if not line:
+            self.console.print("\n(end of input: not approved)")
+            return None
+        answer = line.strip()
+        self.console.print(answer, markup=False)  # echo piped answers
+        if answer.lower() in YES or answer.lower() in NO:
+            return answer.lower() in YES
+        self.leftover.append(line.rstrip("\n"))
+        self.console.print(
+            "(not a y/n answer: not approved, asked again next time; "
+            "the line is kept as a message)"
+        )
+        return None
+
+
+@contextmanager
+def person_terminal() -> Iterator[TextIO | None]:
+    """The controlling terminal, open for questions; None when the process has none."""
+    try:
+        terminal = open(TERMINAL, "r+", encoding="utf-8", errors="replace")  # noqa: SIM115
+    except OSError:  # no controlling terminal (ENXIO), or not allowed
+        yield None
+        return
+    with terminal:
+        yield terminal

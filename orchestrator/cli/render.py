@@ -1,0 +1,98 @@
+"""Terminal output: live turn progress, streamed answers, tool folders."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+from rich.status import Status
+
+from orchestrator.events import Stage, ToolPhase
+from orchestrator.session import TurnEvent, TurnResult
+
+STAGE_TEXT = {
+    Stage.SUBMITTED: "submitted",
+    Stage.STREAMING: "thinking…",
+    Stage.EXECUTING: "running tools…",
+    Stage.PROCESSING: "reading tool results…",
+    Stage.COMPLETE: "done",
+    Stage.ERROR: "failed",
+}
+
+
+class TurnRenderer:
+    """Shows one turn: a line per finished tool call, and on a terminal a live spinner.
+
+    Answers go to `out` (stdout); everything else goes to `err` (stderr). The
+    spinner only ever runs on a line of its own: it is stopped while text streams.
+    """
+
+    def __init__(self, *, out: Console, err: Console) -> None:
+        self.out = out
+        self.err = err
+        self.streamed: set[str | None] = set()
+        self._mid_line = False
+        self._status: Status | None = err.status("") if err.is_terminal else None
+        self._show(STAGE_TEXT[Stage.SUBMITTED])
+
+    def __call__(self, event: TurnEvent) -> None:
+        if event["kind"] == "token":
+            self._token(event["text"], event["message_id"])
+        elif event["kind"] == "status":
+            if event["stage"] in (Stage.COMPLETE, Stage.ERROR):
+                self._stop_status()
+            else:
+                self._show(STAGE_TEXT[event["stage"]])
+        else:
+            position = f"{event['tool']} ({event['index']}/{event['total']})"
+            if event["phase"] == ToolPhase.COMPLETED:
+                self._end_line()
+                indent = "  " * (event["depth"] + 1)
+                self.err.print(f"{indent}[dim]tool {escape(position)}: {event['status']}[/dim]")
+            self._show(f"{position}: {event['phase']}")
+
+    def finish(self, result: TurnResult) -> None:
+        """End the turn's output, printing the answer if it was not streamed."""
+        self._stop_status()
+        if result.answer_id not in self.streamed:
+            self._end_line()
+            self._write(result.answer)
+        self._end_line()
+
+    def fail(self, message: str) -> None:
+        """End the turn with a one-line error."""
+        self._stop_status()
+        self._end_line()
+        self.err.print(f"[red]error:[/red] {escape(message)}", highlight=False)
+
+    def cancelled(self) -> None:
+        """End a turn the user cancelled."""
+        self._stop_status()
+        self._end_line()
+        self.err.print("[yellow]cancelled[/yellow] [dim](Ctrl-C again at the prompt to exit)[/dim]")
+
+    def _token(self, text: str, message_id: str | None) -> None:
+        self._stop_status()
+        if self.streamed and message_id not in self.streamed:
+            self._end_line()  # a new reply after text that came with tool calls
+        self.streamed.add(message_id)
+        self._write(text)
+
+    def _write(self, text: str) -> None:
+        self.out.print(text, end="", markup=False, highlight=False, soft_wrap=True)
+        self._mid_line = self._mid_line or bool(text)
+
+    def _end_line(self) -> None:
+        if self._mid_line:
+            self.out.print()
+            self._mid_line = False
+
+    def _show(self, text: str) -> None:
+        if self._status is None:
+            return
+        self._end_line()
+        self._status.update(f"[dim]{escape(text)}[/dim]")
+        self._status.start()
+
+    def _stop_status(self) -> None:
+        if self._status is not None:
+            self._status.stop()
