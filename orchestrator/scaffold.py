@@ -17,6 +17,7 @@ LAYOUT = {
     "tool.py.tmpl": "{name}_tool.py",
     "README.md": "README.md",
     "test_tool.py.tmpl": "tests/test_{name}.py",
+    "pytest.ini": "tests/pytest.ini",
 }
 
 

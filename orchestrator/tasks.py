@@ -9,6 +9,7 @@ the result and the model a turn to report it.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -64,7 +65,11 @@ class TaskManager:
         """Take over a running call; it is reported when it ends."""
         task = BackgroundTask(call=call, work=work, observer=observer)
         self.tasks[task.task_id] = task
-        report = asyncio.ensure_future(self._report_when_done(task))
+        # A fresh context: the call was adopted inside a graph run, whose LangGraph
+        # context would otherwise make the follow-up turn run as part of that run.
+        report = asyncio.get_running_loop().create_task(
+            self._report_when_done(task), context=contextvars.Context()
+        )
         self._reports.add(report)
         report.add_done_callback(self._reports.discard)
         return task

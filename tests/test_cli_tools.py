@@ -102,10 +102,13 @@ def test_new_agent_creates_a_folder_whose_test_passes(cli, tmp_path: Path):
     folder = tmp_path / "sub_graphs" / "weather_bot"
     assert sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()) == [
         "README.md",
+        "tests/pytest.ini",
         "tests/test_weather_bot.py",
         "tool_config.yaml",
         "weather_bot_tool.py",
     ]
+    pytest = Path(sys.executable).parent / "pytest"
+    assert created.stdout.strip().endswith(f"run its test with: {pytest} sub_graphs/weather_bot/tests")
 
     tested = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(folder / "tests")],
@@ -113,6 +116,7 @@ def test_new_agent_creates_a_folder_whose_test_passes(cli, tmp_path: Path):
     )
     assert tested.returncode == 0, tested.stdout + tested.stderr
     assert "1 passed" in tested.stdout
+    assert "warning" not in tested.stdout.lower()
 
     listing = json.loads(cli("tools", "list", "--json", cwd=tmp_path).stdout)
     assert [(t["name"], t["status"]) for t in listing["tools"]] == [("weather_bot", "new")]
@@ -136,3 +140,24 @@ def test_chat_tools_command_shows_the_tree(cli, tmp_path: Path):
     assert lines[start + 2].startswith("  email_agent 1.0.0  sub_graphs/personal_assistant_agent/src/sub_graphs/email_agent")
     assert lines[start + 3].startswith("    email_agent_send  Send a plain-text email.")
     assert not any("task_agent" in line for line in lines), "task_agent was refused"
+
+
+def test_tools_approve_where_approvals_cannot_be_saved_is_one_line(cli, tmp_path: Path):
+    write_folder(tmp_path / "sub_graphs", "echo")
+    read_only = {"ORCHESTRATOR_DATA_DIR": "/proc/orchestrator-data"}  # even root cannot write there
+
+    done = cli("tools", "approve", "echo", cwd=tmp_path, env_extra=read_only)
+
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: Cannot save the tool approvals in ")
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_an_agent_with_no_approved_tools_says_so_at_startup(cli, tmp_path: Path):
+    copy_shipped(tmp_path)
+    done = cli("ask", "hi", cwd=tmp_path, stdin="y\nn\nn\n")
+    assert done.returncode == 0, done.stderr
+    assert (
+        "note: personal_assistant_agent has no approved tools of its own "
+        "(email_agent, task_agent not approved)"
+    ) in done.stderr
