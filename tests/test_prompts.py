@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from orchestrator.cli.prompts import ApprovalPrompt
+from orchestrator.cli.prompts import ApprovalPrompt, Terminal
 from orchestrator.tools.approval import Status
 from orchestrator.tools.discovery import ToolFolder, discover
 from tests.tool_folders import write_folder
@@ -23,16 +23,15 @@ def screen() -> Console:
 
 
 def test_on_a_terminal_an_unclear_answer_is_asked_again(tmp_path: Path):
-    prompt = ApprovalPrompt(err=screen(), terminal=io.StringIO("maybe\ny\n"))
-    prompt.console = screen()  # what the terminal shows
+    shows = io.StringIO()
+    prompt = ApprovalPrompt(err=screen(), terminal=Terminal(io.StringIO("maybe\ny\n"), shows))
     assert prompt(folder(tmp_path), Status.NEW) is True
-    assert "Please answer y or n, not 'maybe'." in prompt.console.file.getvalue()
+    assert "Please answer y or n, not 'maybe'." in shows.getvalue()
     assert prompt.leftover == []
 
 
 def test_ctrl_d_on_a_terminal_stops_the_questions(tmp_path: Path):
-    prompt = ApprovalPrompt(err=screen(), terminal=io.StringIO(""))
-    prompt.console = screen()
+    prompt = ApprovalPrompt(err=screen(), terminal=Terminal(io.StringIO(""), io.StringIO()))
     assert prompt(folder(tmp_path), Status.NEW) is None
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import TextIO
 
 from rich.console import Console
@@ -39,10 +40,12 @@ class ApprovalPrompt:
     `leftover` holds a piped line that was not an answer, for the chat to use.
     """
 
-    def __init__(self, *, err: Console, stdin: TextIO | None = None, terminal: TextIO | None = None) -> None:
-        self.terminal = terminal
+    def __init__(
+        self, *, err: Console, stdin: TextIO | None = None, terminal: Terminal | None = None
+    ) -> None:
+        self.terminal = terminal.input if terminal else None
         self.stdin = stdin or sys.stdin
-        self.console = Console(file=terminal, highlight=False) if terminal else err
+        self.console = Console(file=terminal.output, highlight=False) if terminal else err
         self.leftover: list[str] = []
 
     def __call__(self, folder: ToolFolder, status: Status) -> bool | None:
@@ -86,13 +89,24 @@ class ApprovalPrompt:
         return None
 
 
+@dataclass(frozen=True)
+class Terminal:
+    """The controlling terminal, opened once to read and once to write.
+
+    One text file opened "r+" would write its read-ahead back to the screen.
+    """
+
+    input: TextIO
+    output: TextIO
+
+
 @contextmanager
-def person_terminal() -> Iterator[TextIO | None]:
+def person_terminal() -> Iterator[Terminal | None]:
     """The controlling terminal, open for questions; None when the process has none."""
     try:
-        terminal = open(TERMINAL, "r+", encoding="utf-8", errors="replace")  # noqa: SIM115
+        reader = open(TERMINAL, encoding="utf-8", errors="replace")  # noqa: SIM115
     except OSError:  # no controlling terminal (ENXIO), or not allowed
         yield None
         return
-    with terminal:
-        yield terminal
+    with reader, open(TERMINAL, "w", encoding="utf-8") as writer:
+        yield Terminal(reader, writer)
