@@ -6,7 +6,6 @@ without loading LangChain and LangGraph until a command needs them.
 
 from __future__ import annotations
 
-from importlib import import_module
 from typing import TYPE_CHECKING
 
 from orchestrator.errors import (
@@ -18,6 +17,7 @@ from orchestrator.errors import (
     UnknownToolError,
     UserError,
 )
+from orchestrator.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from orchestrator.graph import AgentState, build_agent_graph
@@ -42,11 +42,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> object:
-    if name in _LAZY:
-        return getattr(import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'orchestrator' has no attribute {name!r}")
-
+__getattr__ = lazy_exports(__name__, _LAZY)
 
 __all__ = [
     "AgentState",

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -71,7 +72,9 @@ def _invoke(
 ) -> subprocess.CompletedProcess[str]:
     from orchestrator.cli import app, prompts
 
-    saved = {number: signal.getsignal(number) for number in SIGNALS}
+    # The command handles signals (main thread only): give pytest its own back afterwards.
+    in_main = threading.current_thread() is threading.main_thread()
+    saved = {number: signal.getsignal(number) for number in SIGNALS} if in_main else {}
     previous_dir, previous_terminal = Path.cwd(), prompts.TERMINAL
     prompts.TERMINAL = str(cwd / "no-terminal")  # as in CI: questions are read from stdin
     os.chdir(cwd)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from http import HTTPStatus
 from pathlib import Path
 
 from orchestrator.store.migrations import MIGRATIONS
 from orchestrator.testing import ErrorReply, OpenAICompatibleServer
-from tests.helpers import run_cli, server_env
+from tests.helpers import cli_env, run_cli, server_env
 
 
 def test_piped_chat_remembers_the_first_turn(cli, tmp_path: Path):
@@ -123,3 +125,22 @@ def test_requests_show_prints_the_tree_of_a_call(cli, tmp_path: Path):
     hidden = cli("requests", "show", call["request_id"], "-u", "sam", cwd=tmp_path)
     assert hidden.returncode == 1
     assert hidden.stderr.strip() == f"error: No request {call['request_id']} of user sam."
+
+
+def test_help_version_and_tools_list_load_no_langchain(tmp_path: Path):
+    probe = (
+        "import sys\n"
+        "from orchestrator.cli import main\n"
+        "sys.argv = ['orchestrator', *sys.argv[1:]]\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('langchain', 'langchain_core', 'langgraph', 'openai'))\n"
+        "print('heavy:', heavy)\n"
+    )
+    for args in (["--help"], ["--version"], ["tools", "list"]):
+        done = subprocess.run(
+            [sys.executable, "-c", probe, *args], capture_output=True, text=True, cwd=tmp_path,
+            env=cli_env(tmp_path), timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.splitlines()[-1] == "heavy: []", args
+    assert run_cli("--version", cwd=tmp_path).stdout == "orchestrator 0.1.0\n"

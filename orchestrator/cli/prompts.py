@@ -60,9 +60,8 @@ class ApprovalPrompt:
             self.console.print(QUESTION, end="")
             try:
                 line = terminal.readline()
-            except KeyboardInterrupt:
+            except KeyboardInterrupt:  # the terminal has echoed ^C itself
                 line = ""
-                self.console.print("^C", end="")
             if not line or not line.endswith("\n"):
                 self.console.print("\n(stopped: not approved; asked again next time)")
                 return None

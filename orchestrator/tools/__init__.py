@@ -5,10 +5,10 @@ Imported on first use, so that listing or approving folders loads no LangChain.
 
 from __future__ import annotations
 
-from importlib import import_module
 from typing import TYPE_CHECKING
 
 from orchestrator.errors import InvalidToolArgumentsError, ToolError
+from orchestrator.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from orchestrator.tools.agent import AgentTool
@@ -33,11 +33,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> object:
-    if name in _LAZY:
-        return getattr(import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'orchestrator.tools' has no attribute {name!r}")
-
+__getattr__ = lazy_exports(__name__, _LAZY)
 
 __all__ = [
     "ActionSpec",
