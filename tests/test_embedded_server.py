@@ -1,0 +1,227 @@
+"""The embedded server is not orphaned: departed users are dropped, the last one stops it.
+
+Real processes join a server of the test's own (a fresh data directory each);
+the test stops it afterwards whatever happened.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+import psycopg
+import pytest
+
+from orchestrator.store.embedded import PGDATA, drop_departed, leave_embedded_server
+
+# A user of the server: joins, says so through a marker file (its admin URL),
+# then waits for the test to close its stdin, leaving explicitly (twice: it is
+# idempotent) if told "leave", else through the atexit hook.
+USER = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from orchestrator.store.embedded import embedded_database_url, leave_embedded_server
+
+    data_dir, marker = Path(sys.argv[1]), Path(sys.argv[2])
+    url = embedded_database_url(data_dir, database="postgres")
+    marker.with_suffix(".partial").write_text(url)
+    marker.with_suffix(".partial").rename(marker)
+    if sys.stdin.read().strip() == "leave":
+        leave_embedded_server()
+        leave_embedded_server()
+    """
+)
+
+WAIT_SECONDS = 120  # an upper bound only (initdb and the first start take a few seconds)
+
+
+def wait_until(condition: Callable[[], bool], what: str) -> None:
+    """Poll `condition` until it holds; fail after WAIT_SECONDS."""
+    deadline = time.monotonic() + WAIT_SECONDS
+    while not condition():
+        assert time.monotonic() < deadline, f"gave up waiting for {what}"
+        time.sleep(0.05)
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` is a process that has not exited (a zombie has)."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+@dataclass
+class Server:
+    """The embedded server of one data directory and the processes using it."""
+
+    data_dir: Path
+    users: list[subprocess.Popen[str]] = field(default_factory=list)
+
+    @property
+    def pgdata(self) -> Path:
+        return self.data_dir / PGDATA
+
+    def join(self) -> tuple[subprocess.Popen[str], str]:
+        """A new process that joined the server, and the admin URL it got."""
+        marker = self.data_dir.parent / f"joined-{len(self.users)}"
+        stderr = marker.with_suffix(".err")
+        with open(stderr, "w") as err:
+            user = subprocess.Popen(
+                [sys.executable, "-c", USER, str(self.data_dir), str(marker)],
+                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=err, text=True,
+            )
+        self.users.append(user)
+        wait_until(lambda: marker.exists() or user.poll() is not None, "a process to join")
+        assert marker.exists(), stderr.read_text()
+        return user, marker.read_text()
+
+    def kill(self, user: subprocess.Popen[str]) -> None:
+        """SIGKILL `user`: no atexit hook, no cleanup of any kind."""
+        user.kill()
+        user.communicate(timeout=WAIT_SECONDS)
+
+    def leave(self, user: subprocess.Popen[str], *, explicitly: bool) -> None:
+        """Let `user` leave (by calling leave_embedded_server, or just by exiting)."""
+        user.communicate("leave\n" if explicitly else "", timeout=WAIT_SECONDS)
+        assert user.returncode == 0
+
+    def listed(self) -> list[int]:
+        """The pids the package counts as using the server."""
+        return json.loads((self.pgdata / ".handle_pids.json").read_text())
+
+    def postmaster(self) -> int | None:
+        """The server's pid while it runs.
+
+        Not just whether postmaster.pid exists: where pg_ctl cannot stop the
+        server (as root, the server's user may lose access to a pytest temporary
+        directory another pytest session makes private again) the package kills
+        it instead, and the file stays.
+        """
+        pid_file = self.pgdata / "postmaster.pid"
+        if not pid_file.exists():
+            return None
+        pid = int(pid_file.read_text().splitlines()[0])
+        return pid if alive(pid) else None
+
+    def wait_stopped(self) -> None:
+        """Wait for the server to be gone (without the fix it never goes: this fails).
+
+        A stop by pg_ctl is over when the last user has exited, but the package's
+        fallback (kill the postmaster) does not wait for the process to die.
+        """
+        wait_until(lambda: self.postmaster() is None, "the server to stop")
+
+    def tear_down(self) -> None:
+        """Kill the users still running and stop the server if it still runs."""
+        for user in self.users:
+            if user.poll() is None:
+                self.kill(user)
+        pid = self.postmaster()
+        if pid is None:
+            return
+        # A signal, not pg_ctl: pg_ctl refuses to run as root, where the package
+        # runs the server as another user. SIGINT is PostgreSQL's fast shutdown.
+        postmaster = psutil.Process(pid)
+        postmaster.send_signal(signal.SIGINT)
+        try:
+            postmaster.wait(timeout=WAIT_SECONDS)
+        except psutil.TimeoutExpired:
+            postmaster.kill()
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[Server]:
+    """A server of the test's own, stopped afterwards even if the test failed."""
+    server = Server(tmp_path / "data")
+    try:
+        yield server
+    finally:
+        server.tear_down()
+
+
+def test_a_killed_user_is_dropped_and_the_last_one_left_stops_the_server(server: Server) -> None:
+    killed, _ = server.join()
+    postmaster = server.postmaster()
+    assert postmaster is not None
+    assert server.listed() == [killed.pid]
+    server.kill(killed)
+    assert server.listed() == [killed.pid]  # what the package alone leaves behind
+
+    last, _ = server.join()
+    assert server.listed() == [last.pid]  # dropped on joining
+    assert server.postmaster() == postmaster  # joined the running server
+
+    # One more dies while `last` still uses the server: dropped on leaving.
+    also_killed, _ = server.join()
+    assert server.listed() == [last.pid, also_killed.pid]
+    server.kill(also_killed)
+
+    server.leave(last, explicitly=True)
+    assert server.listed() == []
+    server.wait_stopped()
+    assert not alive(postmaster)
+
+
+def test_a_live_user_is_never_dropped(server: Server) -> None:
+    first, url = server.join()
+    second, _ = server.join()
+    assert server.listed() == [first.pid, second.pid]
+
+    server.leave(second, explicitly=False)  # the atexit path
+    assert server.listed() == [first.pid]
+    with psycopg.connect(url) as connection:  # still serving the one left
+        assert connection.execute("SELECT 1").fetchone() == (1,)
+
+    server.leave(first, explicitly=False)
+    assert server.listed() == []
+    server.wait_stopped()
+
+
+def test_the_departed_are_dropped_from_the_pid_file(tmp_path: Path) -> None:
+    """Without a server: what counts as gone (exited, zombie, reused pid) and what stays."""
+    pid_file = tmp_path / ".handle_pids.json"
+    assert drop_departed(pid_file) == []
+    assert not pid_file.exists()  # never created: a new pgdata must stay empty for initdb
+
+    def child() -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE, text=True
+        )
+
+    live, zombie, exited = child(), child(), child()
+    try:
+        exited.communicate("")
+        zombie.kill()  # and not reaped: it stays in the process table
+        wait_until(
+            lambda: psutil.Process(zombie.pid).status() == psutil.STATUS_ZOMBIE, "a zombie"
+        )
+        pid_file.write_text(json.dumps([os.getpid(), live.pid, zombie.pid, exited.pid]))
+        assert drop_departed(pid_file) == [os.getpid(), live.pid]
+        assert json.loads(pid_file.read_text()) == [os.getpid(), live.pid]
+
+        # Last written an hour before `live` started: its pid was reused, `live`
+        # cannot have written it. This process is kept regardless.
+        written_at = psutil.Process(live.pid).create_time() - 3600
+        os.utime(pid_file, (written_at, written_at))
+        assert drop_departed(pid_file) == [os.getpid()]
+    finally:
+        for process in (live, zombie, exited):
+            process.kill()
+            process.communicate()
+
+
+def test_leaving_without_having_joined_does_nothing(tmp_path: Path) -> None:
+    leave_embedded_server(tmp_path)
+    leave_embedded_server(tmp_path)
+    assert not (tmp_path / PGDATA).exists()
