@@ -5,6 +5,10 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import os
+import subprocess
+import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -12,7 +16,8 @@ from langchain_core.messages import SystemMessage
 from pydantic import BaseModel
 from rich.console import Console
 
-from orchestrator.repl import ChatRepl
+from orchestrator.cli.repl import ChatRepl
+from orchestrator.cli.signals import Interrupts
 from orchestrator.runtime import Runtime
 from orchestrator.settings import load_settings
 from orchestrator.store import Database, Storage
@@ -22,7 +27,7 @@ from orchestrator.tools import Tool, ToolRequest, ToolResult, action
 from orchestrator.tools.adapter import langchain_tools
 from orchestrator.tools.config import ToolConfig
 from tests.helpers import closing_order, server_env
-from tests.tool_folders import three_levels, write_folder
+from tests.tool_folders import WAIT_FOR_GATE, three_levels, write_folder
 
 
 class Nothing(BaseModel):
@@ -140,10 +145,9 @@ class Leaf(Tool):
     @action(SayParams)
     async def say(self, params: SayParams, request: ToolRequest) -> ToolResult:
         \"\"\"Say it once the gate opens.\"\"\"
-        while not GATE.exists():
-            await asyncio.sleep(0.02)
+        await wait_for(GATE)
         return request.result(params.text)
-"""
+""" + WAIT_FOR_GATE
 
 
 async def test_a_tree_with_a_background_leaf_closes_when_the_leaf_does(
@@ -196,13 +200,16 @@ async def test_a_tree_with_a_background_leaf_closes_when_the_leaf_does(
     assert order == [leaf_id, after[1].request_id, top_id]
 
 
-QUICK_BACKGROUND = {"name": "brewer", "description": "Brews coffee.", "version": "1", "background": True}
-QUICK_CODE = """
+BREWER = {"name": "brewer", "description": "Brews coffee.", "version": "1", "background": True}
+BREWER_CODE = """
 import asyncio
+from pathlib import Path
 
 from pydantic import BaseModel
 
 from orchestrator.tools import Tool, ToolRequest, ToolResult, action
+
+GATE = Path({gate!r})
 
 
 class Nothing(BaseModel):
@@ -213,27 +220,72 @@ class Brewer(Tool):
     @action(Nothing)
     async def brew(self, params: Nothing, request: ToolRequest) -> ToolResult:
         \"\"\"Brew a pot.\"\"\"
-        await asyncio.sleep(0.3)
+        await wait_for(GATE)
         return request.result("coffee is ready")
-"""
+""" + WAIT_FOR_GATE
+WAITING = "waiting for 1 background task(s)"
 
 
-def test_ask_waits_for_its_background_task_and_prints_the_report(cli, tmp_path: Path):
-    write_folder(tmp_path / "sub_graphs", "brewer", config=QUICK_BACKGROUND, code=QUICK_CODE)
+def ask_opening_gate(
+    *args: str, gate: Path, cwd: Path, env: dict[str, str], stdin: str = ""
+) -> subprocess.CompletedProcess[str]:
+    """`orchestrator ask ARGS`, opening `gate` once it says it waits for its background task.
+
+    The gated tool is then surely still running when `ask` looks for running
+    tasks, however slowly the machine answers. Runs as `run_cli` does.
+    """
+    run = uuid.uuid4().hex[:6]
+    given, errors = cwd / f"ask-{run}.in", cwd / f"ask-{run}.err"
+    given.write_text(stdin)
+    # run_cli's environment; the orchestrator home is the test's directory, not the checkout
+    base = {
+        "PATH": os.environ["PATH"], "HOME": str(cwd), "PYTHONIOENCODING": "utf-8",
+        "ORCHESTRATOR_HOME": str(cwd),
+    }
+    with open(given) as source, open(errors, "w") as sink:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "orchestrator", "ask", *args],
+            stdin=source, stdout=subprocess.PIPE, stderr=sink, cwd=cwd, env={**base, **env}, text=True,
+        )
+        try:
+            for _ in range(2400):  # two minutes: by then the tool has given up on its gate
+                if WAITING in errors.read_text() or process.poll() is not None:
+                    break
+                time.sleep(0.05)
+            gate.write_text("open")
+            stdout, _ = process.communicate(timeout=120)
+        finally:
+            process.kill()  # only if it is still running: a failed test leaves nothing behind
+    gate.unlink()
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, errors.read_text())
+
+
+def test_ask_waits_for_its_background_task_and_prints_the_report(tmp_path: Path, database_url: str):
+    gate = tmp_path / "gate"
+    write_folder(tmp_path / "sub_graphs", "brewer", config=BREWER, code=BREWER_CODE.format(gate=str(gate)))
     script = [[("brewer_brew", {})], "Brewing now.", "Your coffee is ready."]
     with OpenAICompatibleServer(script + script) as server:
-        plain = cli("ask", "make coffee", cwd=tmp_path, stdin="y\n", env_extra=server_env(server))
-        as_json = cli("ask", "--json", "make coffee", cwd=tmp_path, env_extra=server_env(server))
+        # what the `cli` fixture sets
+        env = {"DATABASE_URL": database_url, "ORCHESTRATOR_EMBEDDINGS": "none", **server_env(server)}
+        plain = ask_opening_gate("make coffee", gate=gate, cwd=tmp_path, stdin="y\n", env=env)
+        as_json = ask_opening_gate("--json", "make coffee", gate=gate, cwd=tmp_path, env=env)
 
     assert plain.returncode == 0, plain.stderr
     assert plain.stdout.splitlines() == ["Brewing now.", "Your coffee is ready."]
-    assert "waiting for 1 background task(s)" in plain.stderr
+    assert WAITING in plain.stderr
     assert "task " in plain.stderr and "(brewer_brew): completed" in plain.stderr
     body = json.loads(as_json.stdout)
     assert body["answer"] == "Brewing now."
     assert [(f["tool"], f["status"], f["answer"]) for f in body["follow_ups"]] == [
         ("brewer_brew", "completed", "Your coffee is ready.")
     ]
+
+
+class NoLines:
+    """No typed lines: the test drives the REPL through `command`."""
+
+    async def readline(self) -> str | None:
+        return None
 
 
 async def test_chat_lists_and_cancels_background_tasks(scripted):
@@ -243,7 +295,10 @@ async def test_chat_lists_and_cancels_background_tasks(scripted):
     session = app.session(user_id="u")
     out, err = io.StringIO(), io.StringIO()
     plain = {"force_terminal": False, "width": 200}
-    repl = ChatRepl(runtime=app, session=session, out=Console(file=out, **plain), err=Console(file=err, **plain))
+    repl = ChatRepl(
+        runtime=app, session=session, lines=NoLines(), interrupts=Interrupts(),
+        out=Console(file=out, **plain), err=Console(file=err, **plain),
+    )
     await session.run("go")
     [task] = app.tasks.of_session(session.session_id)
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import random
+import threading
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -10,15 +12,17 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
 from orchestrator.runtime import Runtime
-from orchestrator.settings import load_settings
+from orchestrator.settings import Settings, load_settings
 from orchestrator.store import Database, MessageStore, SessionOwnedError, Storage
 from orchestrator.store.embedded import create_database
-from orchestrator.store.embeddings import Embedder, EmbeddingWorker, reembed
+from orchestrator.store.embeddings import Embedder, EmbeddingWorker, LocalMiniLMEmbeddings, reembed
+from orchestrator.store.messages import message_counts
 from orchestrator.store.migrations import MIGRATIONS, USER_TABLES, schema_status, upgrade
 from orchestrator.store.rag import HEADER, Retriever
 from orchestrator.store.search_tool import search_messages_tool
@@ -324,3 +328,170 @@ async def test_reembed_switches_to_a_model_of_another_size(postgres_url: str):
         assert dimensions == 64 and models == [("keywords-64",)]
         [found] = await MessageStore(database, embedder=small).semantic_message_search("apples", user, 1, 0.1)
         assert found.content == "red apples"
+
+
+def every_role(prefix: str = "") -> list[BaseMessage]:
+    """One turn with a tool call: a user, two assistant, a tool and a system message."""
+    return [
+        HumanMessage(f"{prefix}what is 2+2?", id=unique("m")),
+        AIMessage("", tool_calls=[{"name": "calculator", "args": {"e": "2+2"}, "id": "c1"}], id=unique("m")),
+        ToolMessage('{"result": 4}', tool_call_id="c1", name="calculator", id=unique("m")),
+        SystemMessage("a background task has completed", id=unique("m")),
+        AIMessage(f"{prefix}it is 4", id=unique("m")),
+    ]
+
+
+async def test_message_counts_count_what_the_worker_embeds(postgres_url: str):
+    async with own_database(postgres_url) as database:
+        user, session = unique("cora"), unique("s")
+        await claim_session(database, session, user_id=user)
+        store = MessageStore(database, embedder=KEYWORDS, worker=EmbeddingWorker(database, KEYWORDS))
+        await store.save(every_role(), session_id=session, user_id=user)
+
+        assert await message_counts(database) == (3, 0), "tool and system messages never get a vector"
+        await store.worker.run_once()
+        assert await message_counts(database) == (3, 3)
+
+
+async def test_reembed_reports_its_progress(postgres_url: str):
+    async with own_database(postgres_url) as database:
+        user, session = unique("pia"), unique("s")
+        await claim_session(database, session, user_id=user)
+        batch = [m for turn in range(30) for m in every_role(f"{turn}: ")]  # 90 to embed, 60 not
+        await MessageStore(database).save(batch, session_id=session, user_id=user)
+        progress: list[tuple[int, int]] = []
+
+        done = await reembed(database, KEYWORDS, on_progress=lambda *p: progress.append(p))
+
+        assert done == 90
+        assert progress == [(0, 90), (64, 90), (90, 90)], "before the first batch, then after each"
+
+
+async def stored_vectors(database: Database, user: str, session: str) -> dict[str, bool]:
+    """For each stored message of the session, by content: whether it has a vector."""
+    async with database.user_transaction(user) as connection:
+        rows = await connection.execute(
+            text("SELECT content, embedding IS NOT NULL FROM messages WHERE session_id = :s"), {"s": session}
+        )
+        return dict(rows.all())
+
+
+def storage_settings(database_url: str, tmp_path: Path) -> Settings:
+    return load_settings(
+        database_url=database_url, data_dir=tmp_path, sub_graphs_dir=tmp_path / "none", embeddings="none"
+    )
+
+
+async def test_closing_embeds_what_the_process_stored(tmp_path: Path, database_url: str, database: Database):
+    storage = await Storage.open(storage_settings(database_url, tmp_path), embedder=KEYWORDS)
+    user, session = unique("ike"), unique("s")
+    try:
+        await claim_session(storage.database, session, user_id=user)
+        await storage.messages.save(every_role(), session_id=session, user_id=user)
+    finally:
+        # generous: the test is about waiting for the worker, not about how fast it is
+        await storage.close(flush_timeout=60)
+
+    assert await stored_vectors(database, user, session) == {
+        "what is 2+2?": True,
+        'calls [{"calculator": {"e": "2+2"}}]': True,
+        '{"result": 4}': False,
+        "a background task has completed": False,
+        "it is 4": True,
+    }
+
+
+class StillLoading(LocalMiniLMEmbeddings):
+    """A local model that is still loading until the test opens its gate."""
+
+    def __init__(self, gate: threading.Event) -> None:
+        super().__init__()
+        self.gate = gate
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        self.gate.wait()
+        return KEYWORDS.embeddings.embed_documents(texts)
+
+
+class Stuck(KeywordEmbeddings):
+    """A remote model that does not answer until the test opens its gate."""
+
+    def __init__(self, gate: asyncio.Event) -> None:
+        super().__init__()
+        self.gate = gate
+
+    async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
+        await self.gate.wait()
+        return self.embed_documents(texts)
+
+
+async def test_closing_leaves_the_rest_to_the_next_run_while_the_model_loads(
+    tmp_path: Path, database_url: str, database: Database
+):
+    gate = threading.Event()
+    loading = Embedder(StillLoading(gate), "loading")
+    storage = await Storage.open(storage_settings(database_url, tmp_path), embedder=loading)
+    user, session = unique("lou"), unique("s")
+    try:
+        await claim_session(storage.database, session, user_id=user)
+        await storage.messages.save(every_role(), session_id=session, user_id=user)
+        async with asyncio.timeout(60):  # fails, instead of hanging, if closing waits for the model
+            await storage.close(flush_timeout=3600)
+    finally:
+        gate.set()  # let the model's thread end
+
+    assert not any((await stored_vectors(database, user, session)).values())
+
+
+async def test_closing_gives_up_on_a_model_that_does_not_answer(
+    tmp_path: Path, database_url: str, database: Database
+):
+    gate = asyncio.Event()  # never opened
+    stuck = Embedder(Stuck(gate), "stuck")
+    storage = await Storage.open(storage_settings(database_url, tmp_path), embedder=stuck)
+    user, session = unique("sid"), unique("s")
+    try:
+        await claim_session(storage.database, session, user_id=user)
+        await storage.messages.save(every_role(), session_id=session, user_id=user)
+
+        assert not await storage.worker.flush(timeout=0.1), "it never caught up"
+    finally:
+        await storage.close(flush_timeout=0.1)
+
+    assert not any((await stored_vectors(database, user, session)).values())
+
+
+async def test_a_failed_open_closes_what_it_opened(
+    tmp_path: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch
+):
+    async def refuse(self: AsyncPostgresSaver) -> None:
+        raise RuntimeError("checkpoint setup failed")
+
+    monkeypatch.setattr(AsyncPostgresSaver, "setup", refuse)
+    async with own_database(postgres_url) as database:
+        name = database.url.database
+        await database.engine.dispose()  # its own pooled connections are not the ones counted
+        settings = storage_settings(database.libpq_url, tmp_path)
+
+        with pytest.raises(RuntimeError, match="checkpoint setup failed"):
+            await Storage.open(settings, embedder=KEYWORDS)
+
+        assert await connections_to(postgres_url, name) == 0, "the pools of the failed open are closed"
+
+
+async def connections_to(postgres_url: str, name: str) -> int:
+    """Client connections to database `name`, waiting (bounded) for closed ones to go.
+
+    A server process ends a moment after its client has closed the connection.
+    """
+    with psycopg.connect(postgres_url, autocommit=True) as connection:
+        for _ in range(100):
+            count = connection.execute(
+                "SELECT count(*) FROM pg_stat_activity "
+                "WHERE datname = %s AND backend_type = 'client backend'",
+                (name,),
+            ).fetchone()[0]
+            if count == 0:
+                break
+            await asyncio.sleep(0.05)
+    return count

@@ -29,6 +29,21 @@ class Echo(Tool):
 '''
 
 
+# Tool code that must take a while waits for a gate file the test writes when it
+# has seen what it waits for, never for a sleep guessed long enough. Bounded, so a
+# test that never opens the gate fails instead of hanging. No braces: tool code
+# that uses it goes through str.format.
+WAIT_FOR_GATE = """
+
+async def wait_for(gate: Path) -> None:
+    \"\"\"Return once the test has written `gate` (two minutes at most).\"\"\"
+    for _ in range(6000):
+        if gate.exists():
+            return
+        await asyncio.sleep(0.02)
+    raise TimeoutError("the test never opened " + str(gate))
+"""
+
 GATED_TOOL = """
 import asyncio
 from pathlib import Path
@@ -50,10 +65,9 @@ class Gated(Tool):
     async def run(self, params: Nothing, request: ToolRequest) -> ToolResult:
         \"\"\"Run once the gate opens.\"\"\"
         STARTED.write_text(request.request_id)
-        while not GATE.exists():
-            await asyncio.sleep(0.02)
+        await wait_for(GATE)
         return request.result("ran to the end")
-"""
+""" + WAIT_FOR_GATE
 
 
 def write_folder(

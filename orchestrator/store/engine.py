@@ -28,6 +28,8 @@ from orchestrator.settings import Settings
 from orchestrator.store.embedded import embedded_database_url
 
 APP_ROLE = "orchestrator_app"
+# libpq waits 130 s by default for a server that does not answer: say so sooner.
+CONNECT_ARGS = {"connect_timeout": 10}
 USER_SETTING = "app.user_id"
 
 
@@ -40,11 +42,9 @@ class Database:
 
     def __init__(self, url: str, *, app_url: str | None = None) -> None:
         self.url = _psycopg_url(url)
-        self.engine: AsyncEngine = create_async_engine(self.url, pool_size=2, max_overflow=8)
+        self.engine: AsyncEngine = _engine(self.url, pool_size=2, max_overflow=8)
         self.app_engine: AsyncEngine = (
-            create_async_engine(_psycopg_url(app_url), pool_size=5, max_overflow=10)
-            if app_url
-            else self.engine
+            _engine(_psycopg_url(app_url), pool_size=5, max_overflow=10) if app_url else self.engine
         )
 
     @classmethod
@@ -108,6 +108,12 @@ class Database:
                 yield connection
         finally:
             await connection.close()
+
+
+def _engine(url: URL, *, pool_size: int, max_overflow: int) -> AsyncEngine:
+    return create_async_engine(
+        url, pool_size=pool_size, max_overflow=max_overflow, connect_args=CONNECT_ARGS
+    )
 
 
 def _psycopg_url(url: str) -> URL:

@@ -13,7 +13,7 @@ from sqlalchemy import ColumnElement, func, select, text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.sql import Select
 
-from orchestrator.store.embeddings import Embedder, EmbeddingWorker
+from orchestrator.store.embeddings import Embedder, EmbeddingWorker, embeddable
 from orchestrator.store.engine import Database
 from orchestrator.store.models import messages
 
@@ -202,11 +202,12 @@ def _content(message: BaseMessage) -> str:
 
 
 async def message_counts(database: Database) -> tuple[int, int]:
-    """All stored messages, and how many have a vector (every user's: a maintenance view)."""
+    """The stored messages meant to be embedded, and how many of them are (every user's).
+
+    Only what the worker embeds is counted (tool output and system notes never
+    get a vector), so the two are equal once it has caught up. A maintenance view.
+    """
+    statement = select(func.count(), func.count(messages.c.embedding)).where(embeddable())
     async with database.admin_transaction() as connection:
-        row = (
-            await connection.execute(
-                select(func.count(), func.count(messages.c.embedding)).select_from(messages)
-            )
-        ).one()
+        row = (await connection.execute(statement)).one()
     return row[0], row[1]

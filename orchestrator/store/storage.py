@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable
 from dataclasses import dataclass
 
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
@@ -12,13 +13,23 @@ from psycopg_pool import AsyncConnectionPool
 
 from orchestrator.settings import Settings
 from orchestrator.store.embeddings import Embedder, EmbeddingWorker, build_embedder
-from orchestrator.store.engine import Database
+from orchestrator.store.engine import CONNECT_ARGS, Database
 from orchestrator.store.messages import MessageStore
 from orchestrator.store.migrations import upgrade
 from orchestrator.store.rag import Retriever
 from orchestrator.store.requests import RequestLog
 
 logger = logging.getLogger(__name__)
+
+# How long closing lets the embedding worker embed what this process stored, so
+# that a short `ask` leaves nothing behind; what is not done by then waits for
+# the next run.
+FLUSH_SECONDS = 3.0
+# How long closing waits for each connection pool. Closing runs on the way out,
+# often after an error: a database that is gone or a network that no longer
+# answers must not hold up the exit (one psycopg connection attempt alone may
+# last over two minutes).
+CLOSE_SECONDS = 2.0
 
 
 @dataclass
@@ -44,23 +55,21 @@ class Storage:
     ) -> Storage:
         """Connect (starting the embedded server if needed), migrate, and set up checkpoints.
 
-        `embedder` replaces the one the settings name.
+        `embedder` replaces the one the settings name. If anything fails, what
+        was opened so far is closed again before the error is raised.
         """
+        embedder = embedder or build_embedder(settings)
         # Starting the embedded server blocks for a moment; keep the loop free meanwhile.
         database = await asyncio.to_thread(Database.from_settings, settings)
-        await upgrade(database)
-        pool = AsyncConnectionPool(
-            database.libpq_url,
-            min_size=1,
-            max_size=5,
-            open=False,
-            # what AsyncPostgresSaver requires of its connections
-            kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
-        )
-        await pool.open()
-        checkpointer = AsyncPostgresSaver(pool)  # type: ignore[arg-type]
-        await checkpointer.setup()
-        embedder = embedder or build_embedder(settings)
+        pool = _checkpoint_pool(database)
+        try:
+            await upgrade(database)
+            await pool.open()
+            checkpointer = AsyncPostgresSaver(pool)  # type: ignore[arg-type]
+            await checkpointer.setup()
+        except BaseException:  # cancellation (Ctrl-C) too: nothing may stay open behind it
+            await _close_connections(pool, database)
+            raise
         worker = EmbeddingWorker(database, embedder) if embedder else None
         if worker is not None and embed_in_background:
             worker.start()
@@ -82,8 +91,52 @@ class Storage:
             _pool=pool,
         )
 
-    async def close(self) -> None:
+    async def close(self, *, flush_timeout: float = FLUSH_SECONDS) -> None:
+        """Give the worker up to `flush_timeout` seconds to embed what is waiting, then close.
+
+        Bounded even when the database is gone: what does not close in time is
+        left to the process's exit.
+        """
         if self.worker is not None:
-            await self.worker.stop()
-        await self._pool.close()
-        await self.database.close()
+            await self.worker.flush(timeout=flush_timeout)
+            # a batch cut short may wait on the database to cancel its query
+            await _within(self.worker.stop(), what="the embedding worker")
+        await _close_connections(self._pool, self.database)
+
+
+def _checkpoint_pool(database: Database) -> AsyncConnectionPool:
+    """The psycopg pool LangGraph's checkpointer uses (not opened yet)."""
+    return AsyncConnectionPool(
+        database.libpq_url,
+        min_size=1,
+        max_size=5,
+        open=False,
+        # what AsyncPostgresSaver requires of its connections
+        kwargs={
+            "autocommit": True,
+            "prepare_threshold": 0,
+            "row_factory": dict_row,
+            **CONNECT_ARGS,
+        },
+    )
+
+
+async def _close_connections(pool: AsyncConnectionPool, database: Database) -> None:
+    """Close the checkpoint pool and the database's engines, each within CLOSE_SECONDS."""
+    # The pool's own timeout is for its workers; ours also covers closing its connections.
+    await _within(pool.close(timeout=CLOSE_SECONDS / 2), what="the checkpoint pool")
+    await _within(database.close(), what="the database connections")
+
+
+async def _within(closing: Awaitable[None], *, what: str) -> None:
+    """Await `closing` for at most CLOSE_SECONDS; a failure is logged, never raised.
+
+    It runs on the way out, often after another error, which is the one to report.
+    """
+    try:
+        async with asyncio.timeout(CLOSE_SECONDS):
+            await closing
+    except TimeoutError:
+        logger.warning("closing %s took over %.0f s; leaving it to the exit", what, CLOSE_SECONDS)
+    except Exception as error:
+        logger.warning("closing %s failed: %s: %s", what, type(error).__name__, error)
