@@ -114,7 +114,7 @@ def db_status() -> None:
         out.print(f"schema version: {status.version} (pending: {len(status.pending)})")
         if not status.pending:
             total, embedded = await message_counts(database)
-            out.print(f"messages: {total} ({embedded} embedded)")
+            out.print(f"messages to embed (yours and the assistant's): {total} ({embedded} embedded)")
 
     with_database(run)
 
