@@ -376,6 +376,11 @@ async def stored_vectors(database: Database, user: str, session: str) -> dict[st
         return dict(rows.all())
 
 
+async def store_one_turn(storage: Storage, *, user: str, session: str) -> None:
+    await claim_session(storage.database, session, user_id=user)
+    await storage.messages.save(every_role(), session_id=session, user_id=user)
+
+
 def storage_settings(database_url: str, tmp_path: Path) -> Settings:
     return load_settings(
         database_url=database_url, data_dir=tmp_path, sub_graphs_dir=tmp_path / "none", embeddings="none"
@@ -386,8 +391,7 @@ async def test_closing_embeds_what_the_process_stored(tmp_path: Path, database_u
     storage = await Storage.open(storage_settings(database_url, tmp_path), embedder=KEYWORDS)
     user, session = unique("ike"), unique("s")
     try:
-        await claim_session(storage.database, session, user_id=user)
-        await storage.messages.save(every_role(), session_id=session, user_id=user)
+        await store_one_turn(storage, user=user, session=session)
     finally:
         # generous: the test is about waiting for the worker, not about how fast it is
         await storage.close(flush_timeout=60)
@@ -433,8 +437,7 @@ async def test_closing_leaves_the_rest_to_the_next_run_while_the_model_loads(
     storage = await Storage.open(storage_settings(database_url, tmp_path), embedder=loading)
     user, session = unique("lou"), unique("s")
     try:
-        await claim_session(storage.database, session, user_id=user)
-        await storage.messages.save(every_role(), session_id=session, user_id=user)
+        await store_one_turn(storage, user=user, session=session)
         async with asyncio.timeout(60):  # fails, instead of hanging, if closing waits for the model
             await storage.close(flush_timeout=3600)
     finally:
@@ -451,8 +454,7 @@ async def test_closing_gives_up_on_a_model_that_does_not_answer(
     storage = await Storage.open(storage_settings(database_url, tmp_path), embedder=stuck)
     user, session = unique("sid"), unique("s")
     try:
-        await claim_session(storage.database, session, user_id=user)
-        await storage.messages.save(every_role(), session_id=session, user_id=user)
+        await store_one_turn(storage, user=user, session=session)
 
         assert not await storage.worker.flush(timeout=0.1), "it never caught up"
     finally:

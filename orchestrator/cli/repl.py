@@ -12,8 +12,7 @@ from langchain_core.tools import BaseTool
 from rich.console import Console
 from rich.markup import escape
 
-from orchestrator.cli.common import display_path
-from orchestrator.cli.common import shown
+from orchestrator.cli.common import display_path, shown
 from orchestrator.cli.render import TurnRenderer
 from orchestrator.cli.signals import Interrupts
 from orchestrator.cli.terminal import LineSource, quiet_keyboard
