@@ -86,3 +86,9 @@ def test_offline_unless_a_model_endpoint_is_configured(monkeypatch: pytest.Monke
 def test_unknown_provider_is_a_config_error():
     with pytest.raises(ConfigError, match="ORCHESTRATOR_MODEL='nosuchprovider:x'"):
         build_chat_model(load_settings(model="nosuchprovider:x"))
+
+
+def test_an_unknown_provider_is_one_line():
+    with pytest.raises(ConfigError) as caught:
+        build_chat_model(load_settings(model="nosuchprovider:x"))
+    assert "\n" not in str(caught.value)

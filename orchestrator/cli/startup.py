@@ -1,8 +1,8 @@
 """How `chat` and `ask` start and end.
 
-In order: settings (all validated), the model, the embedded database starting
-on a thread while the person answers the approval questions, then storage, the
-approved tools and the graph. Signals end the command in order (see `signals`),
+In order: settings (all validated), then the embedded database starting on a
+thread while the model is built and the person answers the approval questions,
+then storage, the approved tools and the graph. Signals end the command in order (see `signals`),
 so the database is always left cleanly.
 """
 
@@ -60,10 +60,11 @@ def run_command(command: Command) -> int:
 
 def _prepare(settings: Settings) -> Startup:
     _startup_notes(settings)
+    # The server boots on its thread while LangChain loads and the questions wait.
+    database = _start_database(settings)
     with user_errors():
         with err.status("[dim]loading…[/dim]"):
             model = _build_model(settings)
-        database = _start_database(settings)
         with person_terminal() as terminal:
             prompt = ApprovalPrompt(err=err, terminal=terminal)
             reviewed = review_folders(settings, prompt)
@@ -77,7 +78,7 @@ def _build_model(settings: Settings) -> BaseChatModel:
 
 
 def _start_database(settings: Settings) -> Future[object] | None:
-    """Start the embedded server on a thread: it boots while the approval questions wait."""
+    """Start the embedded server on a thread, to boot while the rest of startup goes on."""
     if settings.database_url:
         return None
     from orchestrator.store.embedded import embedded_database_url

@@ -59,7 +59,9 @@ def _init(model: str, *, settings: Settings, setting: str, **options: object) ->
             **options,
         )
     except (ImportError, ValueError) as error:
-        raise ConfigError(f"{setting}={model!r}: {error}") from None
+        # LangChain's messages run to many lines (every provider it knows): keep the first.
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise ConfigError(f"{setting}={model!r}: {first}") from None
 
 
 def explain_model_error(error: Exception, *, settings: Settings) -> ModelUnavailableError | None:
