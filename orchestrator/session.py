@@ -177,7 +177,9 @@ class Session:
         state = await self.graph.aget_state(self.config)
         if not state.next:
             return
-        cancelled = ToolResult.from_error(ToolError(CANCELLED_CALL, code="cancelled"))
+        cancelled = ToolResult.from_error(
+            ToolError(CANCELLED_CALL, code="cancelled", recoverable=False)
+        )
         content = cancelled.to_model_text(max_chars=self.settings.max_tool_result_chars)
         notes = [
             ToolMessage(content=content, tool_call_id=call["id"], name=call["name"], status="error")

@@ -5,11 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langchain_core.tools import BaseTool
 
 from orchestrator.llm import OfflineChatModel
 from orchestrator.scaffold import create_agent_folder
+from orchestrator.session import FOLLOW_UP
 from orchestrator.testing import load_tool_folder
 from orchestrator.tools import builtin_tools
 from orchestrator.tools.adapter import langchain_tools
@@ -151,3 +152,16 @@ def test_a_possessive_is_not_a_shared_word(model, task_tools):
     assert [(c["name"], c["args"]) for c in reply.tool_calls] == [
         ("calculator", {"expression": "5%3"})
     ]
+
+
+def test_a_background_report_is_passed_on_not_matched_again():
+    result = '{"status": "success", "message": "Woke up after 3 seconds."}'
+    notice = FOLLOW_UP.format(task_id="t1", tool="nap_sleep", status="completed", result=result)
+    bound = OfflineChatModel().bind_tools(builtin_tools())
+
+    reply = bound.invoke([HumanMessage("what is 2*3"), SystemMessage(notice)])
+
+    assert not reply.tool_calls, "the request that started the task is not run again"
+    assert reply.text == (
+        "(offline model) Background task t1 has ended:\n- nap_sleep returned: Woke up after 3 seconds."
+    )

@@ -37,7 +37,7 @@ def test_ctrl_d_on_a_terminal_stops_the_questions(tmp_path: Path):
 
 def test_piped_answers_and_a_line_that_is_not_one(tmp_path: Path):
     echo = folder(tmp_path)
-    prompt = ApprovalPrompt(err=screen(), stdin=io.StringIO("y\nn\n\nwhat is 2+2?\n"))
+    prompt = ApprovalPrompt(err=screen(), stdin=io.StringIO("y\nn\n\nwhat is 2+2?\n"), keep_messages=True)
     assert [prompt(echo, Status.NEW) for _ in range(3)] == [True, False, False]
     assert prompt(echo, Status.NEW) is None, "not an answer: undecided"
     assert prompt.leftover == ["what is 2+2?"], "and kept for the chat"
@@ -51,3 +51,11 @@ def test_escape_sequences_in_a_description_are_shown_not_obeyed(tmp_path: Path):
     shown = err.file.getvalue()
     assert "\x1b" not in shown
     assert "Harmless\\x1b[2K\\x1b[1A [red]x[/red]" in shown
+
+
+def test_piped_to_ask_an_unclear_answer_is_asked_again(tmp_path: Path):
+    err = screen()
+    prompt = ApprovalPrompt(err=err, stdin=io.StringIO("maybe\ny\n"))
+    assert prompt(folder(tmp_path), Status.NEW) is True
+    assert "Please answer y or n, not 'maybe'." in err.file.getvalue()
+    assert prompt.leftover == []

@@ -1,11 +1,16 @@
-"""Signals, in real processes: Ctrl-C cancels a turn, SIGTERM and SIGHUP leave nothing behind."""
+"""Signals, in real processes (one on a real pseudo-terminal): Ctrl-C cancels a turn, SIGTERM and SIGHUP leave nothing behind."""
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import signal
+import struct
 import subprocess
 import sys
+import termios
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -109,3 +114,88 @@ def test_sigterm_and_sighup_stop_the_embedded_server(tmp_path: Path):
         assert not (pgdata / "postmaster.pid").exists(), f"the server outlived {number.name}"
         pids = json.loads((pgdata / ".handle_pids.json").read_text() or "[]")
         assert chat.pid not in pids
+
+
+class Terminal:
+    """A pseudo-terminal: the controlling terminal of the process started on it."""
+
+    def __init__(self) -> None:
+        self.master, self.slave = os.openpty()
+        fcntl.ioctl(self.slave, termios.TIOCSWINSZ, struct.pack("HHHH", 35, 120, 0, 0))
+        self.screen = bytearray()
+        self._lock = threading.Lock()
+
+    def controlling(self) -> None:
+        """In the child: a session of its own, this terminal its controlling one."""
+        os.setsid()
+        fcntl.ioctl(self.slave, termios.TIOCSCTTY, 0)
+
+    def read_on(self) -> None:
+        os.close(self.slave)
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        while True:
+            try:
+                data = os.read(self.master, 4096)
+            except OSError:  # the child has gone
+                return
+            if not data:
+                return
+            if b"\x1b[6n" in data:  # prompt_toolkit asks where the cursor is: answer
+                os.write(self.master, b"\x1b[1;1R")
+            with self._lock:
+                self.screen.extend(data)
+
+    def type(self, keys: bytes) -> None:
+        os.write(self.master, keys)
+
+    def shows(self, text: str, *, after: str = "") -> Callable[[], bool]:
+        """Whether `text` is on the screen (after the last `after`)."""
+
+        def shown() -> bool:
+            screen = bytes(self.screen)
+            start = screen.rfind(after.encode()) if after else 0
+            return start >= 0 and text.encode() in screen[start:]
+
+        return shown
+
+
+def test_ctrl_c_on_a_terminal_cancels_the_turn(tmp_path: Path, database_url: str):
+    started, gate = tmp_path / "started", tmp_path / "gate"
+    write_folder(tmp_path / "sub_graphs", "gated", code=GATED_TOOL.format(started=str(started), gate=str(gate)))
+    terminal = Terminal()
+    with OpenAICompatibleServer([[("gated_run", {})], "Still here."]) as server:
+        env = {**cli_env(tmp_path), **server_env(server), "TERM": "xterm"}
+        env |= {"DATABASE_URL": database_url, "ORCHESTRATOR_EMBEDDINGS": "none"}
+        chat = subprocess.Popen(
+            [sys.executable, "-m", "orchestrator", "chat"],
+            stdin=terminal.slave, stdout=terminal.slave, stderr=terminal.slave,
+            cwd=tmp_path, env=env, preexec_fn=terminal.controlling,  # noqa: PLW1509
+        )
+        terminal.read_on()
+        try:
+            wait_for_screen(terminal.shows("Approve and load it?"), chat, terminal)
+            terminal.type(b"y\r")
+            wait_for_screen(terminal.shows("you>"), chat, terminal)
+            terminal.type(b"run it\r")
+            wait_for_screen(started.exists, chat, terminal)
+            terminal.type(b"\x03")  # Ctrl-C: the terminal sends SIGINT
+            wait_for_screen(terminal.shows("cancelled"), chat, terminal)
+            terminal.type(b"what now?\r")
+            wait_for_screen(terminal.shows("you>", after="Still here."), chat, terminal)
+            terminal.type(b"\x04")  # Ctrl-D at the prompt ends the chat
+            assert chat.wait(timeout=120) == 0, bytes(terminal.screen).decode(errors="replace")
+        finally:
+            if chat.poll() is None:
+                chat.kill()
+    assert [r["messages"][-1]["content"] for r in server.requests] == ["run it", "what now?"]
+
+
+def wait_for_screen(condition: Callable[[], bool], process: subprocess.Popen[bytes], terminal: Terminal) -> None:
+    for _ in range(WAIT_STEPS):
+        if condition():
+            return
+        assert process.poll() is None, bytes(terminal.screen).decode(errors="replace")
+        time.sleep(0.05)
+    raise AssertionError(f"gave up waiting; the screen:\n{bytes(terminal.screen).decode(errors='replace')}")

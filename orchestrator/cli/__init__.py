@@ -54,6 +54,9 @@ def main() -> None:
     """Console-script entry point: whatever goes wrong is one line, never a traceback."""
     try:
         app()
+    except KeyboardInterrupt:  # Ctrl-C before a command has taken over the signal
+        err.print("interrupted")
+        sys.exit(130)
     except Exception as error:  # commands print their own errors; this is a bug or the unexpected
         logging.getLogger("orchestrator").debug("command failed", exc_info=error)
         err.print(INTERNAL_ERROR.format(error=f"{type(error).__name__}: {error}"), markup=False, highlight=False)

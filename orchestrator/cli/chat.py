@@ -46,7 +46,7 @@ def chat(user: UserOption = "local", session: SessionOption = None) -> None:
             return 1
         return await repl.run()
 
-    raise typer.Exit(run_command(run))
+    raise typer.Exit(run_command(run, messages_on_stdin=True))
 
 
 def ask(

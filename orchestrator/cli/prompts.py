@@ -5,8 +5,10 @@ piped standard input stays the chat's. Without one (a pipe, a cron job, CI),
 answers are read from standard input, one line per question:
 
 - `y`/`yes` approves, `n`/`no` or an empty line denies; both are remembered;
-- any other line is not an answer: the folder stays undecided (asked again next
-  time), nothing more is asked, and `chat` takes the line as your first message;
+- any other line is not an answer. For `chat`, whose messages come from the
+  same input, the folder stays undecided (asked again next time), nothing more
+  is asked, and the line is the chat's first message. For `ask`, which reads
+  nothing else there, the question is asked again with the next line;
 - end of input leaves the folder, and every one after it, undecided.
 
 On a terminal an unclear answer is asked again, and Ctrl-C or Ctrl-D stops the
@@ -37,14 +39,21 @@ QUESTION = "Approve and load it? \\[y/N] "
 class ApprovalPrompt:
     """Asks y/N about each new or changed tool folder (an `Ask` for `review`).
 
-    `leftover` holds a piped line that was not an answer, for the chat to use.
+    With `keep_messages`, a piped line that is not an answer ends the questions
+    and is kept in `leftover`, for the chat to send.
     """
 
     def __init__(
-        self, *, err: Console, stdin: TextIO | None = None, terminal: Terminal | None = None
+        self,
+        *,
+        err: Console,
+        stdin: TextIO | None = None,
+        terminal: Terminal | None = None,
+        keep_messages: bool = False,
     ) -> None:
         self.terminal = terminal.input if terminal else None
         self.stdin = stdin or sys.stdin
+        self.keep_messages = keep_messages
         self.console = Console(file=terminal.output, highlight=False) if terminal else err
         self.leftover: list[str] = []
 
@@ -71,21 +80,24 @@ class ApprovalPrompt:
             self.console.print(f"Please answer y or n, not {escape(line.strip())!r}.")
 
     def _ask_piped(self) -> bool | None:
-        self.console.print(QUESTION, end="")
-        line = self.stdin.readline()
-        if not line:
-            self.console.print("\n(end of input: not approved)")
-            return None
-        answer = line.strip()
-        self.console.print(answer, markup=False)  # echo piped answers
-        if answer.lower() in YES or answer.lower() in NO:
-            return answer.lower() in YES
-        self.leftover.append(line.rstrip("\n"))
-        self.console.print(
-            "(not a y/n answer: not approved, asked again next time; "
-            "the line is kept as a message)"
-        )
-        return None
+        while True:
+            self.console.print(QUESTION, end="")
+            line = self.stdin.readline()
+            if not line:
+                self.console.print("\n(end of input: not approved)")
+                return None
+            answer = line.strip()
+            self.console.print(answer, markup=False)  # echo piped answers
+            if answer.lower() in YES or answer.lower() in NO:
+                return answer.lower() in YES
+            if self.keep_messages:
+                self.leftover.append(line.rstrip("\n"))
+                self.console.print(
+                    "(not a y/n answer: not approved, asked again next time; "
+                    "the line is kept as a message)"
+                )
+                return None
+            self.console.print(f"Please answer y or n, not {escape(answer)!r}.")
 
 
 @dataclass(frozen=True)

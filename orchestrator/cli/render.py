@@ -68,7 +68,7 @@ class TurnRenderer:
         """End a turn the user cancelled."""
         self._stop_status()
         self._end_line()
-        self.err.print("[yellow]cancelled[/yellow] [dim](Ctrl-C again at the prompt to exit)[/dim]")
+        self.err.print("[yellow]cancelled[/yellow]")
 
     def _token(self, text: str, message_id: str | None) -> None:
         self._stop_status()

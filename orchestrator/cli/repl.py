@@ -147,6 +147,7 @@ class ChatRepl:
                 if asyncio.current_task().cancelling():  # type: ignore[union-attr]
                     raise  # the command itself is ending
                 self._exit_armed = True
+                self.err.print(EXIT_HINT)
                 return
         if result is None:
             self.failed_turns += 1

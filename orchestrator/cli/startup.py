@@ -46,19 +46,22 @@ class Startup:
 Command = Callable[[Startup, "Runtime"], Awaitable[int]]
 
 
-def run_command(command: Command) -> int:
-    """Prepare (settings, model, database, approvals), then run `command` on its event loop."""
+def run_command(command: Command, *, messages_on_stdin: bool = False) -> int:
+    """Prepare (settings, model, database, approvals), then run `command` on its event loop.
+
+    `messages_on_stdin`: the command reads messages from standard input (`chat`).
+    """
     settings = settings_or_exit()
     exit_on_signals()
     try:
-        startup = _prepare(settings)
+        startup = _prepare(settings, keep_messages=messages_on_stdin)
     except KeyboardInterrupt:
         err.print("\ninterrupted")
         return 130
     return asyncio.run(_open_and_run(startup, command))
 
 
-def _prepare(settings: Settings) -> Startup:
+def _prepare(settings: Settings, *, keep_messages: bool) -> Startup:
     _startup_notes(settings)
     # The server boots on its thread while LangChain loads and the questions wait.
     database = _start_database(settings)
@@ -66,7 +69,7 @@ def _prepare(settings: Settings) -> Startup:
         with err.status("[dim]loading…[/dim]"):
             model = _build_model(settings)
         with person_terminal() as terminal:
-            prompt = ApprovalPrompt(err=err, terminal=terminal)
+            prompt = ApprovalPrompt(err=err, terminal=terminal, keep_messages=keep_messages)
             reviewed = review_folders(settings, prompt)
     return Startup(settings, model, reviewed, database, leftover=prompt.leftover)
 

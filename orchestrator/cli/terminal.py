@@ -76,7 +76,9 @@ class TerminalLines:
     async def readline(self) -> str | None:
         with patch_stdout(raw=True):
             try:
-                return await self.session.prompt_async(PROMPT)
+                # The command owns SIGINT (Ctrl-C cancels a turn): prompt_toolkit must
+                # not install, then remove, a handler of its own.
+                return await self.session.prompt_async(PROMPT, handle_sigint=False)
             except EOFError:
                 return None
 

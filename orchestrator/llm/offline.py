@@ -26,7 +26,7 @@ from typing import Any
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
@@ -65,6 +65,8 @@ _ARITHMETIC_REQUEST = re.compile(  # what a request for arithmetic wraps the exp
     r"|the\s+(?:value|result)\s+of)\b)*(?P<body>.*?)(?:\s+(?:calculated|computed|please))*[\s?=]*",
     re.IGNORECASE | re.DOTALL,
 )
+# The session's notice when a background task ends (session.FOLLOW_UP).
+_BACKGROUND_NOTICE = re.compile(r"Background task (\S+) \((.+?)\) has \w+\. Its result: (.*)")
 _TIMEZONE = re.compile(r"\b(?:UTC|[A-Z][A-Za-z]+/[A-Za-z_]+(?:/[A-Za-z_]+)?)\b")
 _LEAD_TOKEN = re.compile(r"\s*(?:([A-Za-z_'][\w'-]*)|([:,\-]+))")  # "to-do" is one word
 
@@ -95,6 +97,8 @@ class OfflineChatModel(BaseChatModel):
     def _reply(self, messages: list[BaseMessage]) -> AIMessage:
         if isinstance(messages[-1], ToolMessage):
             return AIMessage(content=_summarise(_trailing_tool_messages(messages)))
+        if isinstance(messages[-1], SystemMessage):  # a background task's report: pass it on
+            return AIMessage(content=_report(messages[-1].text))
         request = next((m.text for m in reversed(messages) if isinstance(m, HumanMessage)), "")
         return self._pick_tool(request)
 
@@ -262,11 +266,24 @@ def _summarise(results: list[ToolMessage]) -> str:
     return "(offline model) Here is what the tools returned:\n" + "\n".join(lines)
 
 
+def _report(notice: str) -> str:
+    """A background task's result, from the notice the session writes when the task ends."""
+    found = _BACKGROUND_NOTICE.match(notice)
+    if found is None:
+        return f"(offline model) {notice.splitlines()[0]}"
+    task, tool, result = found.groups()
+    return f"(offline model) Background task {task} has ended:\n{_describe(tool, result)}"
+
+
 def _summarise_one(message: ToolMessage) -> str:
+    return _describe(message.name or "tool", message.text)
+
+
+def _describe(name: str, text: str) -> str:
     try:
-        body = json.loads(message.text)
+        body = json.loads(text)
     except json.JSONDecodeError:
-        return f"- {message.name}: {message.text}"
+        return f"- {name}: {text}"
     verdict = "failed" if body.get("status") == "failure" else "returned"
     data = body.get("data")
     if body.get("message"):
@@ -275,4 +292,4 @@ def _summarise_one(message: ToolMessage) -> str:
         detail = ", ".join(f"{k}: {v}" for k, v in data.items())
     else:
         detail = "(nothing)" if data is None else str(data)
-    return f"- {message.name} {verdict}: {detail}"
+    return f"- {name} {verdict}: {detail}"
