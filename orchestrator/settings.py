@@ -102,6 +102,13 @@ class Settings(BaseSettings):
             raise ValueError("use auto, local, none, or openai:<model>")
         return value.strip()
 
+    @field_validator("data_dir")
+    @classmethod
+    def _a_directory(cls, value: Path) -> Path:
+        if value.exists() and not value.is_dir():
+            raise ValueError("not a directory")
+        return value
+
     @model_validator(mode="after")
     def _model_has_an_endpoint(self) -> Settings:
         explicit = self.model not in (None, OFFLINE_MODEL)

@@ -92,3 +92,10 @@ def test_an_unknown_provider_is_one_line():
     with pytest.raises(ConfigError) as caught:
         build_chat_model(load_settings(model="nosuchprovider:x"))
     assert "\n" not in str(caught.value)
+
+
+def test_a_data_directory_that_is_a_file_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    (tmp_path / "afile").write_text("")
+    monkeypatch.setenv("ORCHESTRATOR_DATA_DIR", str(tmp_path / "afile"))
+    with pytest.raises(ConfigError, match=r"Invalid setting ORCHESTRATOR_DATA_DIR=.*afile.*: not a directory"):
+        load_settings()
