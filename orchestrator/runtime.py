@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -101,13 +102,16 @@ class Runtime:
 
     def all_tools(self) -> list[BaseTool]:
         """The tools of every level: the model's own and those of every sub-agent below."""
-        found = list(self.tools)
+        below = (t for loaded in self.loaded_folders() for c in loaded.children for t in c.langchain)
+        return [*self.tools, *below]
+
+    def loaded_folders(self) -> Iterator[LoadedTool]:
+        """Every loaded tool folder, at every level of the tree."""
         pending = list(self.sub_agents)
         while pending:
             loaded = pending.pop()
-            found.extend(t for child in loaded.children for t in child.langchain)
             pending.extend(loaded.children)
-        return found
+            yield loaded
 
     def session(self, *, user_id: str, session_id: str | None = None) -> Session:
         """Open (or continue, with a known `session_id`) a conversation."""

