@@ -196,13 +196,17 @@ class Session:
     async def open(self) -> bool:
         """Claim the session and archive what a stopped process left; True if a turn is unfinished."""
         await self._claim()
-        await self._archive()
-        return bool((await self.graph.aget_state(self.config)).next)
+        # Under the turn lock: a follow-up turn running now is not an unfinished one.
+        async with self._turn:
+            await self._archive()
+            return bool((await self.graph.aget_state(self.config)).next)
 
     async def resume(self, *, on_event: EventHandler | None = None) -> TurnResult:
         """Finish the turn a stopped process left half done (see `open`)."""
         await self._claim()
         async with self._turn:
+            if not (await self.graph.aget_state(self.config)).next:
+                return TurnResult(answer="", answer_id=None, iterations=0, tool_calls=[])
             history = await self._stream(None, on_event)
         last_question = next(m.id for m in reversed(history) if isinstance(m, HumanMessage))
         return _collect_turn(history, after=last_question)

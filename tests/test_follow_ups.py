@@ -8,7 +8,10 @@ from langchain_core.messages import SystemMessage
 
 from orchestrator.graph.prompts import FOLLOW_UP_LIMIT
 from orchestrator.testing import call_tools
-from tests.test_background import runtime, slow_tools
+from orchestrator.tools import ToolRequest, ToolResult, action
+from orchestrator.tools.adapter import langchain_tools
+from orchestrator.tools.config import ToolConfig
+from tests.test_background import Nothing, Slow, runtime, slow_tools
 
 
 async def test_past_the_limit_a_result_waits_for_the_next_message(scripted):
@@ -39,3 +42,36 @@ async def test_past_the_limit_a_result_waits_for_the_next_message(scripted):
 
     answer = await session.run("anything new?")
     assert answer.answer == "The third one is done too."
+
+
+class Held(Slow):
+    """Tells the test it started, then works until the gate opens."""
+
+    name: str = "held"
+    entered: asyncio.Event
+
+    @action(Nothing)
+    async def work(self, params: Nothing, request: ToolRequest) -> ToolResult:
+        """Do the held work."""
+        self.entered.set()
+        await self.gate.wait()
+        return request.result("held work done")
+
+
+async def test_a_follow_up_turn_in_progress_is_not_an_unfinished_turn(scripted):
+    done, entered, held = asyncio.Event(), asyncio.Event(), asyncio.Event()
+    model = scripted(call_tools(("slow_work", {})), "Started.", call_tools(("held_work", {})), "Reported.")
+    config = ToolConfig(name="held", description="x", version="1")
+    tools = [*slow_tools(done, background=True), *langchain_tools(Held(gate=held, entered=entered), config=config)]
+    app = runtime(model, tools)
+    session = app.session(user_id="u")
+    await session.run("start")
+    done.set()
+    await entered.wait()  # the follow-up turn is half way through
+
+    opening = asyncio.create_task(session.open())
+    held.set()
+    assert await opening is False, "a running follow-up is not a turn a stopped process left"
+    resumed = await session.resume()
+    assert resumed.answer == "" and resumed.iterations == 0, "nothing to finish, nothing reported again"
+    await app.tasks.drain()
