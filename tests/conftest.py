@@ -28,6 +28,7 @@ def no_real_models(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[
         if name.startswith(("OPENAI_", "ORCHESTRATOR_", "ANTHROPIC_", "EMAIL_AGENT_", "DATABASE_")):
             monkeypatch.delenv(name)
     monkeypatch.setenv("ORCHESTRATOR_HOME", str(tmp_path))  # .env, data/, sub_graphs/ of this test
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "user-data"))  # the user's data directory
     monkeypatch.chdir(tmp_path)
     with block_remote_connections():
         yield
