@@ -29,7 +29,7 @@ def create_agent_folder(name: str, *, directory: Path) -> Path:
             "starting with a letter, at most 40 characters"
         )
     folder = directory / name
-    if folder.exists():
+    if folder.exists() or folder.is_symlink():  # a dangling link too: writing would follow it
         raise UserError(f"{folder} already exists")
     values = {
         "name": name,

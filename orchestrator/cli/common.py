@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import sys
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -21,6 +20,7 @@ from rich.markup import escape
 
 from orchestrator.errors import ConfigError, UserError
 from orchestrator.settings import Settings, load_settings
+from orchestrator.tools.untrusted import printable
 
 if TYPE_CHECKING:
     from orchestrator.store.engine import Database
@@ -32,20 +32,26 @@ err = Console(stderr=True, soft_wrap=True)
 UserOption = Annotated[str, typer.Option("--user", "-u", help="Whose conversation this is.")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
 
-# Text from a folder or a model must not move the cursor or recolour the terminal.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# How much of a folder's description the approval prompt shows: the lines after it
+# (capabilities, path) must stay on the screen.
+DESCRIPTION_CHARS = 500
 
 
 def settings_or_exit() -> Settings:
     """The settings, with logging set up; a bad setting ends the command with one line."""
     with user_errors():
         settings = load_settings()
-    logging.basicConfig(
-        level=settings.log_level,
-        stream=sys.stderr,
-        format="%(levelname)s %(name)s: %(message)s",
-    )
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_PrintableFormatter("%(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=settings.log_level, handlers=[handler])
     return settings
+
+
+class _PrintableFormatter(logging.Formatter):
+    """Log lines with control characters escaped: messages quote folder names and errors."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return "\n".join(printable(line) for line in super().format(record).split("\n"))
 
 
 @contextmanager
@@ -59,7 +65,7 @@ def user_errors() -> Iterator[None]:
 
 def fail(error: UserError) -> int:
     """Print the error's one line; the exit status (2 for settings, else 1)."""
-    err.print(f"error: {error}", markup=False, highlight=False)
+    err.print(f"error: {printable(str(error))}", markup=False, highlight=False)
     return 2 if isinstance(error, ConfigError) else 1
 
 
@@ -96,16 +102,25 @@ def display_path(path: Path) -> str:
 
 
 def describe_folder(folder: ToolFolder) -> str:
-    """Name, version, description, capabilities and path of a tool folder (rich markup)."""
-    capabilities = ", ".join(folder.config.capabilities) or "none declared"
+    """Name, version, description, capabilities and path of a tool folder (rich markup).
+
+    Every part comes from the folder, so each is shown escaped, on a line of its own:
+    nothing in a description can pass for the capabilities or the path.
+    """
+    capabilities = ", ".join(shown(c) for c in folder.config.capabilities) or "none declared"
+    description = one_line(folder.config.description, DESCRIPTION_CHARS)
     return (
         f"[bold]{shown(folder.name)}[/bold] {shown(folder.config.version)}\n"
-        f"  {shown(folder.config.description)}\n"
-        f"  capabilities: {shown(capabilities)}\n"
+        f"  {shown(description)}\n"
+        f"  capabilities: {capabilities}\n"
         f"  path: {shown(display_path(folder.path))}"
     )
 
 
 def shown(text: str) -> str:
-    """Untrusted text as rich markup that prints verbatim: no markup, no control characters."""
-    return escape(_CONTROL.sub(lambda m: repr(m.group())[1:-1], text))
+    """Untrusted text as rich markup that prints verbatim, on one line.
+
+    No markup, and no control or format characters (escape sequences, newlines,
+    bidirectional overrides): each is written as its escape, e.g. `\\x1b`.
+    """
+    return escape(printable(text))

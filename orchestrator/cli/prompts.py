@@ -24,9 +24,8 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from rich.console import Console
-from rich.markup import escape
 
-from orchestrator.cli.common import describe_folder
+from orchestrator.cli.common import describe_folder, shown
 from orchestrator.tools.approval import Status
 from orchestrator.tools.discovery import ToolFolder
 
@@ -77,7 +76,7 @@ class ApprovalPrompt:
             answer = line.strip().lower()
             if answer in YES or answer in NO:
                 return answer in YES
-            self.console.print(f"Please answer y or n, not {escape(line.strip())!r}.")
+            self.console.print(f"Please answer y or n, not '{shown(line.strip())}'.")
 
     def _ask_piped(self) -> bool | None:
         while True:
@@ -87,7 +86,7 @@ class ApprovalPrompt:
                 self.console.print("\n(end of input: not approved)")
                 return None
             answer = line.strip()
-            self.console.print(answer, markup=False)  # echo piped answers
+            self.console.print(shown(answer))  # echo piped answers
             if answer.lower() in YES or answer.lower() in NO:
                 return answer.lower() in YES
             if self.keep_messages:
@@ -97,7 +96,7 @@ class ApprovalPrompt:
                     "the line is kept as a message)"
                 )
                 return None
-            self.console.print(f"Please answer y or n, not {escape(answer)!r}.")
+            self.console.print(f"Please answer y or n, not '{shown(answer)}'.")
 
 
 @dataclass(frozen=True)

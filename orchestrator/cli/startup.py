@@ -15,9 +15,7 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from rich.markup import escape
-
-from orchestrator.cli.common import display_path, err, fail, settings_or_exit, user_errors
+from orchestrator.cli.common import display_path, err, fail, settings_or_exit, shown, user_errors
 from orchestrator.cli.prompts import ApprovalPrompt, person_terminal
 from orchestrator.cli.signals import Interrupts, exit_on_signals
 from orchestrator.errors import UserError
@@ -99,13 +97,13 @@ def _startup_notes(settings: Settings) -> None:
         err.print(f"[yellow]note:[/yellow] {OFFLINE_NOTICE}", highlight=False)
     if not settings.database_url and not settings.data_dir.exists():
         err.print(
-            f"[yellow]note:[/yellow] new data directory {escape(display_path(settings.data_dir))}: "
+            f"[yellow]note:[/yellow] new data directory {shown(display_path(settings.data_dir))}: "
             "no memory of earlier sessions (ORCHESTRATOR_DATA_DIR sets another)",
             highlight=False,
         )
     if not settings.sub_graphs_dir.is_dir():
         err.print(
-            f"[yellow]note:[/yellow] no tool folders: {escape(str(settings.sub_graphs_dir))} "
+            f"[yellow]note:[/yellow] no tool folders: {shown(str(settings.sub_graphs_dir))} "
             "does not exist (`orchestrator new-agent NAME` creates one)",
             highlight=False,
         )
@@ -169,7 +167,7 @@ def _idle_agent_notes(runtime: Runtime) -> None:
         if loaded.unapproved_children and not loaded.children:
             names = ", ".join(loaded.unapproved_children)
             err.print(
-                f"[yellow]note:[/yellow] {escape(loaded.folder.name)} has no approved tools of its "
-                f"own ({escape(names)} not approved): `orchestrator tools approve NAME`",
+                f"[yellow]note:[/yellow] {shown(loaded.folder.name)} has no approved tools of its "
+                f"own ({shown(names)} not approved): `orchestrator tools approve NAME`",
                 highlight=False,
             )

@@ -8,8 +8,9 @@ from pathlib import Path
 from orchestrator.store.engine import Database
 from orchestrator.tools.base import Tool, ToolContext
 from orchestrator.tools.config import CONFIG_FILE, load_tool_config
-from orchestrator.tools.discovery import ToolFolder, content_hash
-from orchestrator.tools.loader import import_tool
+from orchestrator.tools.discovery import ToolFolder, child_folders
+from orchestrator.tools.hashing import snapshot
+from orchestrator.tools.loader import ToolLoadError, import_tool
 
 
 def load_tool_folder(
@@ -17,11 +18,19 @@ def load_tool_folder(
 ) -> Tool:
     """Validate `path/tool_config.yaml`, import the entry point and build the tool.
 
+    The folder's own files are hashed and imported as the host does it (its
+    sub-tools' are not visible to it here).
+
     The tool keeps its files in `data_dir` (a new temporary directory by default)
     and its rows in `database`, if given.
     """
     config = load_tool_config(path / CONFIG_FILE)
-    folder = ToolFolder(path=path, key=path.name, config=config, digest=content_hash(path))
+    taken = snapshot(path, exclude=child_folders(path))
+    folder = ToolFolder(
+        path=path, key=path.name, config=config, digest=taken.digest, sources=taken.sources
+    )
+    if folder.entry not in folder.sources:
+        raise ToolLoadError(f"entry point {config.entry_file} not found in {path}")
     tool = import_tool(folder)
     directory = data_dir or Path(tempfile.mkdtemp(prefix="tool-data-"))
     tool.bind_context(ToolContext(data_dir=directory, database=database))

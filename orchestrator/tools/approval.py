@@ -2,7 +2,9 @@
 
 Nothing is approved silently: a folder is approved only by an explicit yes
 (at the startup prompt or with `orchestrator tools approve`), and only for the
-exact content hash it had then.
+exact content hash it had then. Each decision is signed with this user's
+installation key (see `signing`) and bound to the tool directory it is about,
+so a forged or copied `approvals.json` decides nothing.
 """
 
 from __future__ import annotations
@@ -21,10 +23,22 @@ from pydantic import BaseModel, Field, ValidationError
 
 from orchestrator.errors import ConfigError
 from orchestrator.settings import Settings
-from orchestrator.tools.discovery import Discovery, ToolFolder, ToolNode, discover_tree
+from orchestrator.tools.discovery import (
+    Discovery,
+    ToolFolder,
+    ToolNode,
+    content_hash,
+    discover_tree,
+    walk,
+)
+from orchestrator.tools.signing import installation_key, sign, verify
+from orchestrator.tools.untrusted import printable
 
 APPROVALS_FILE = "approvals.json"
 REGISTRY_DIR = "tool_registry"
+SIGNED = "orchestrator-approval/2"  # what a decision's MAC covers, in this format
+# Answers given, then the folder changed again: how many times it is asked before giving up.
+MAX_ROUNDS = 3
 
 logger = logging.getLogger(__name__)
 
@@ -46,28 +60,38 @@ class Decision(BaseModel):
     digest: str
     approved: bool
     decided_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    mac: str = ""  # HMAC of the fields above (but the date) and where the folder is
 
 
 class _StoreFile(BaseModel):
-    format: int = 1
+    format: int = 2
     folders: dict[str, Decision] = Field(default_factory=dict)
 
 
 class ApprovalStore:
-    """Decisions keyed by folder key (its path below the top `sub_graphs` directory)."""
+    """Decisions keyed by folder key (its path below the top `sub_graphs` directory).
 
-    def __init__(self, directory: Path) -> None:
+    `sub_graphs_dir` is the directory the keys are below: a decision holds only
+    for it. `key_dir` holds the installation key (the user's data directory).
+    """
+
+    def __init__(
+        self, directory: Path, *, sub_graphs_dir: Path, key_dir: Path | None = None
+    ) -> None:
         self.path = directory / APPROVALS_FILE
+        self._scope = str(sub_graphs_dir.resolve())
+        self._key_dir = key_dir
+        self._key: bytes | None = None
         self._data = self._load()
 
     @classmethod
     def of(cls, settings: Settings) -> ApprovalStore:
         """The user's decisions, kept in the data directory."""
-        return cls(settings.data_dir / REGISTRY_DIR)
+        return cls(settings.data_dir / REGISTRY_DIR, sub_graphs_dir=settings.sub_graphs_dir)
 
     def status(self, folder: ToolFolder) -> Status:
         decision = self._data.folders.get(folder.key)
-        if decision is None:
+        if decision is None or not self._authentic(folder.key, decision):
             return Status.NEW
         if decision.digest != folder.digest:
             return Status.CHANGED
@@ -75,10 +99,26 @@ class ApprovalStore:
 
     def decide(self, folder: ToolFolder, *, approved: bool) -> None:
         """Record the user's answer for the folder's current content."""
-        self._data.folders[folder.key] = Decision(
+        decision = Decision(
             name=folder.name, version=folder.config.version, digest=folder.digest, approved=approved
         )
+        decision.mac = sign(self._installation_key(), self._signed(folder.key, decision))
+        self._data.folders[folder.key] = decision
         self._save()
+
+    def _authentic(self, key: str, decision: Decision) -> bool:
+        return bool(decision.mac) and verify(
+            self._installation_key(), self._signed(key, decision), decision.mac
+        )
+
+    def _signed(self, key: str, decision: Decision) -> bytes:
+        fields = [SIGNED, self._scope, key, decision.name, decision.version, decision.digest]
+        return json.dumps([*fields, decision.approved]).encode()
+
+    def _installation_key(self) -> bytes:
+        if self._key is None:
+            self._key = installation_key(self._key_dir)
+        return self._key
 
     def _load(self) -> _StoreFile:
         try:
@@ -122,11 +162,75 @@ class Reviewed:
 
 
 def review_folders(settings: Settings, ask: Ask) -> Reviewed:
-    """Discover the folder tree and ask about new or changed folders; imports nothing."""
-    tree = discover_tree(settings.sub_graphs_dir)
+    """Discover the folder tree and ask about new or changed folders; imports nothing.
+
+    A folder approved now is hashed again once the questions are over: if it
+    changed while the question waited, it is asked about again (its new content
+    is what a yes then approves), up to `MAX_ROUNDS` times.
+    """
+    store = ApprovalStore.of(settings)
+    ask_once = _UntilInputEnds(ask)
+    for _ in range(MAX_ROUNDS):
+        tree = discover_approved_first(settings, store)
+        answered = _Recorded(ask_once)
+        approved = review(tree.nodes, store, answered)
+        changed = _changed_since_asked(tree, approved, answered.asked)
+        if not changed:
+            break
+        keys = printable(", ".join(sorted(changed)))
+        logger.warning("changed while you were asked about it, so asked again: %s", keys)
+    approved -= changed  # still changing: not loaded; asked again next time
     for problem in tree.problems:
-        logger.warning("skipping tool folder %s: %s", problem.path, problem.reason)
-    return Reviewed(tree, review(tree.nodes, ApprovalStore.of(settings), ask))
+        logger.warning(
+            "skipping tool folder %s: %s", printable(str(problem.path)), printable(problem.reason)
+        )
+    return Reviewed(tree, approved)
+
+
+def discover_approved_first(settings: Settings, store: ApprovalStore) -> Discovery:
+    """The folder tree; of same-named folders in one directory, an approved one is used."""
+    return discover_tree(
+        settings.sub_graphs_dir, prefer=lambda folder: store.status(folder) == Status.APPROVED
+    )
+
+
+def _changed_since_asked(tree: Discovery, approved: set[str], asked: set[str]) -> set[str]:
+    recheck = [n.folder for n in walk(tree.nodes) if n.folder.key in approved & asked]
+    return {folder.key for folder in recheck if _hash_now(folder) != folder.digest}
+
+
+def _hash_now(folder: ToolFolder) -> str | None:
+    try:
+        return content_hash(folder.path)
+    except (OSError, ValueError):  # unreadable or refused now: not what was approved
+        return None
+
+
+class _UntilInputEnds:
+    """Passes questions on until the first end of input; after it, nothing is asked."""
+
+    def __init__(self, ask: Ask) -> None:
+        self.ask = ask
+        self.ended = False
+
+    def __call__(self, folder: ToolFolder, status: Status) -> bool | None:
+        if self.ended:
+            return None
+        answer = self.ask(folder, status)
+        self.ended = answer is None
+        return answer
+
+
+class _Recorded:
+    """Passes questions on, remembering which folders were asked about."""
+
+    def __init__(self, ask: Ask) -> None:
+        self.ask = ask
+        self.asked: set[str] = set()
+
+    def __call__(self, folder: ToolFolder, status: Status) -> bool | None:
+        self.asked.add(folder.key)
+        return self.ask(folder, status)
 
 
 def review(nodes: list[ToolNode], store: ApprovalStore, ask: Ask) -> set[str]:

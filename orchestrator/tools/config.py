@@ -9,14 +9,14 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator, model_validator
 
 from orchestrator.errors import validation_problems
+from orchestrator.tools.files import read_regular
+from orchestrator.tools.safe_yaml import load_bounded
 
 CONFIG_FILE = "tool_config.yaml"
 # Tool names become part of function names the model calls (`<name>_<action>`, at most 64).
 NAME_PATTERN = r"^[a-z][a-z0-9_]{0,39}$"
-
-
-# libyaml's loader when PyYAML was built with it: many times faster with many folders.
-_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+MAX_CONFIG_BYTES = 1024 * 1024
+MAX_TIMEOUT_SECONDS = 24 * 3600.0  # a call that may take longer belongs in a job queue
 
 
 class ToolConfigError(ValueError):
@@ -66,7 +66,7 @@ class ToolConfig(BaseModel):
     capabilities: list[str] = Field(default_factory=list)
     llm: ModelOverride = Field(default_factory=ModelOverride)
     db: DatabaseOverride = Field(default_factory=DatabaseOverride)
-    timeout_seconds: float = Field(default=60.0, gt=0)
+    timeout_seconds: float = Field(default=60.0, gt=0, le=MAX_TIMEOUT_SECONDS, allow_inf_nan=False)
     max_retries: int = Field(default=0, ge=0, le=10)
     requires_approval: bool = False
     background: bool = False
@@ -100,7 +100,7 @@ class ToolConfig(BaseModel):
 def load_tool_config(path: Path) -> ToolConfig:
     """Read and validate one `tool_config.yaml`."""
     try:
-        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_SAFE_LOADER)
+        raw = load_bounded(read_regular(path, limit=MAX_CONFIG_BYTES).decode("utf-8"))
     except (OSError, UnicodeDecodeError) as error:
         raise ToolConfigError(f"{path}: cannot read: {error}") from None
     except yaml.YAMLError as error:

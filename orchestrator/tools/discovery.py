@@ -7,30 +7,30 @@ has any, live in its `src/sub_graphs/`; `discover` looks at one level, and
 
 from __future__ import annotations
 
-import hashlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from orchestrator.tools.config import CONFIG_FILE, ToolConfig, ToolConfigError, load_tool_config
+from orchestrator.tools.hashing import FolderRefusedError, SourceFile, snapshot
 
 CHILDREN_DIR = Path("src") / "sub_graphs"
-# Written by running or testing a tool, not part of what was approved.
-IGNORED_DIRS = frozenset(
-    {"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".git", ".venv", "node_modules"}
-)
-IGNORED_SUFFIXES = (".pyc", ".pyo")
 
 
 @dataclass(frozen=True)
 class ToolFolder:
-    """A valid tool folder: where it is, what it declares, and the hash of its files."""
+    """A valid tool folder: where it is, what it declares, and the hash of its files.
+
+    `sources` are its Python files as they were hashed: what the loader imports,
+    so the code that runs is the code whose hash was approved.
+    """
 
     path: Path
     key: str  # its path below the top `sub_graphs` directory, e.g. `assistant/src/sub_graphs/mail`
     config: ToolConfig
     digest: str
+    sources: Mapping[str, SourceFile] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def name(self) -> str:
@@ -43,6 +43,11 @@ class ToolFolder:
     @property
     def children_dir(self) -> Path:
         return self.path / CHILDREN_DIR
+
+    @property
+    def entry(self) -> str:
+        """The entry point's path below the folder, as in `sources`."""
+        return PurePosixPath(self.config.entry_file).as_posix()
 
 
 @dataclass(frozen=True)
@@ -72,32 +77,61 @@ class Discovery:
         self.problems.append(Problem(path, reason))
 
 
-def discover(directory: Path, *, root: Path | None = None) -> Discovery:
-    """The tool folders directly inside `directory`; keys are relative to `root`."""
+# Which of several folders of one level declaring the same tool name is used.
+Prefer = Callable[[ToolFolder], bool]
+
+
+def discover(
+    directory: Path, *, root: Path | None = None, prefer: Prefer | None = None
+) -> Discovery:
+    """The tool folders directly inside `directory`; keys are relative to `root`.
+
+    Of several folders with the same tool name, the first `prefer`red one is
+    used (the approved one, at startup), else the first by directory name.
+    """
     found = Discovery()
     root = root or directory
     if not directory.is_dir():
         return found
-    names: set[str] = set()
-    for path in sorted(p for p in directory.iterdir() if (p / CONFIG_FILE).is_file()):
-        folder = _inspect(path, root=root, found=found)
-        if folder is None:
-            continue
-        if folder.name in names:
-            found.skip(path, f"another folder here already has the tool name {folder.name!r}")
-            continue
-        names.add(folder.name)
-        found.nodes.append(ToolNode(folder))
+    folders = [
+        folder
+        for path in sorted(p for p in directory.iterdir() if is_tool_folder(p))
+        if (folder := _inspect(path, root=root, found=found)) is not None
+    ]
+    winners = _one_per_name(folders, prefer=prefer or (lambda folder: False))
+    for folder in folders:
+        winner = winners[folder.name]
+        if winner is folder:
+            found.nodes.append(ToolNode(folder))
+        else:
+            taken = f"{folder.name!r} ({winner.path.name})"
+            found.skip(folder.path, f"another folder here already has the tool name {taken}")
     return found
 
 
-def discover_tree(directory: Path) -> Discovery:
+def _one_per_name(folders: list[ToolFolder], *, prefer: Prefer) -> dict[str, ToolFolder]:
+    winners: dict[str, ToolFolder] = {}
+    for folder in sorted(folders, key=lambda f: not prefer(f)):  # stable: preferred first
+        winners.setdefault(folder.name, folder)
+    return winners
+
+
+def is_tool_folder(path: Path) -> bool:
+    """True for a directory holding a `tool_config.yaml`.
+
+    Anything by that name counts (a FIFO, a link to a device): reading it then
+    says what is wrong with it, instead of the folder passing unnoticed.
+    """
+    return os.path.lexists(path / CONFIG_FILE)
+
+
+def discover_tree(directory: Path, *, prefer: Prefer | None = None) -> Discovery:
     """Every level of tool folders below `directory`, each node with its children."""
-    top = discover(directory)
+    top = discover(directory, prefer=prefer)
     pending = list(top.nodes)
     while pending:
         node = pending.pop()
-        level = discover(node.folder.children_dir, root=directory)
+        level = discover(node.folder.children_dir, root=directory, prefer=prefer)
         node.children = level.nodes
         top.problems.extend(level.problems)
         pending.extend(level.nodes)
@@ -114,37 +148,36 @@ def walk(nodes: list[ToolNode]) -> Iterator[ToolNode]:
 def _inspect(path: Path, *, root: Path, found: Discovery) -> ToolFolder | None:
     try:
         config = load_tool_config(path / CONFIG_FILE)
-    except ToolConfigError as error:
+        taken = snapshot(path, exclude=child_folders(path))
+    except (ToolConfigError, FolderRefusedError) as error:
         found.skip(path, str(error))
         return None
-    if not (path / config.entry_file).is_file():
-        found.skip(path, f"entry point {config.entry_file} not found")
-        return None
-    try:
-        digest = content_hash(path)
     except OSError as error:
         found.skip(path, f"cannot read its files: {error}")
         return None
-    return ToolFolder(path=path, key=path.relative_to(root).as_posix(), config=config, digest=digest)
+    folder = ToolFolder(
+        path=path,
+        key=path.relative_to(root).as_posix(),
+        config=config,
+        digest=taken.digest,
+        sources=taken.sources,
+    )
+    if folder.entry not in folder.sources:
+        found.skip(path, f"entry point {config.entry_file} not found")
+        return None
+    return folder
+
+
+def child_folders(folder: Path) -> list[Path]:
+    """The tool folders in `folder`'s own `src/sub_graphs/`: approved on their own, not with it."""
+    children = folder / CHILDREN_DIR
+    return [p for p in children.iterdir() if is_tool_folder(p)] if children.is_dir() else []
 
 
 def content_hash(folder: Path) -> str:
-    """SHA-256 over the folder's file names and contents, its own sub-tools excluded.
+    """The hash of everything in the folder that could be imported or run (see `hashing`).
 
     Sub-tools are approved on their own, so a change inside one asks about that
     one only.
     """
-    digest = hashlib.sha256()
-    children = folder / CHILDREN_DIR
-    for directory, dirnames, filenames in os.walk(folder):
-        here = Path(directory)
-        dirnames[:] = sorted(
-            d for d in dirnames if d not in IGNORED_DIRS and here / d != children
-        )
-        for filename in sorted(filenames):
-            if filename.endswith(IGNORED_SUFFIXES):
-                continue
-            file = here / filename
-            digest.update(file.relative_to(folder).as_posix().encode() + b"\0")
-            digest.update(file.read_bytes() + b"\0")
-    return digest.hexdigest()
+    return snapshot(folder, exclude=child_folders(folder)).digest

@@ -1,13 +1,13 @@
 """Imports an approved tool folder's entry point and checks its class against the contract.
 
-Only ever called for approved folders: this is where a folder's code first runs.
+Only ever called for approved folders: this is where a folder's code first runs,
+from the sources that were hashed (see `importer`).
 """
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
+from collections.abc import Mapping
 from types import ModuleType
 
 from pydantic import ValidationError
@@ -15,8 +15,9 @@ from pydantic import ValidationError
 from orchestrator.errors import validation_problems
 from orchestrator.tools.base import Tool
 from orchestrator.tools.discovery import ToolFolder
+from orchestrator.tools.hashing import SourceFile
+from orchestrator.tools.importer import import_folder, package_name
 
-PACKAGE = "orchestrator_sub_graphs"
 ACTION_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 MAX_FUNCTION_NAME = 64  # what OpenAI-style APIs accept for a tool's name
 
@@ -25,9 +26,13 @@ class ToolLoadError(Exception):
     """An approved folder whose code cannot be used; the message says why."""
 
 
-def import_tool(folder: ToolFolder) -> Tool:
-    """Import the folder's entry point and build its tool from `tool_config.yaml`."""
-    module = _import_entry_point(folder)
+def import_tool(folder: ToolFolder, *, sources: Mapping[str, SourceFile] | None = None) -> Tool:
+    """Import the folder's entry point and build its tool from `tool_config.yaml`.
+
+    `sources` are the files its package may import (its own, by default; see
+    `registry.visible_sources` for those of its approved sub-tools too).
+    """
+    module = _import_entry_point(folder, folder.sources if sources is None else sources)
     cls = _tool_class(module, folder)
     config = folder.config
     try:
@@ -44,38 +49,15 @@ def import_tool(folder: ToolFolder) -> Tool:
     return tool
 
 
-def _import_entry_point(folder: ToolFolder) -> ModuleType:
-    # Each folder becomes a package of its own, so its modules may import their
-    # siblings relatively (`from .helpers import x`) without touching sys.path.
-    package = f"{PACKAGE}.{_identifier(folder.key)}"
-    _ensure_package(PACKAGE, path=[])
-    _ensure_package(package, path=[str(folder.path)])
-    entry = folder.path / folder.config.entry_file
-    name = f"{package}.{_identifier(entry.stem)}"
-    spec = importlib.util.spec_from_file_location(name, entry)
-    if spec is None or spec.loader is None:
-        raise ToolLoadError(f"cannot import {entry}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
+def _import_entry_point(folder: ToolFolder, sources: Mapping[str, SourceFile]) -> ModuleType:
     try:
-        spec.loader.exec_module(module)
+        return import_folder(
+            package_name(folder.path), root=folder.path, sources=sources, entry=folder.entry
+        )
     except Exception as error:  # any failure of foreign code is this folder's problem only
-        del sys.modules[name]
         raise ToolLoadError(
             f"entry point {folder.config.entry_file} failed to import: {type(error).__name__}: {error}"
         ) from None
-    return module
-
-
-def _identifier(text: str) -> str:
-    return re.sub(r"\W", "_", text)
-
-
-def _ensure_package(name: str, *, path: list[str]) -> None:
-    if name not in sys.modules:
-        package = ModuleType(name)
-        package.__path__ = path
-        sys.modules[name] = package
 
 
 def _tool_class(module: ModuleType, folder: ToolFolder) -> type[Tool]:

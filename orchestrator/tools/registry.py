@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,7 +18,9 @@ from orchestrator.tools.adapter import langchain_tools
 from orchestrator.tools.agent import AgentTool
 from orchestrator.tools.base import Tool, ToolContext
 from orchestrator.tools.discovery import CHILDREN_DIR, ToolFolder, ToolNode
+from orchestrator.tools.hashing import SourceFile
 from orchestrator.tools.loader import ToolLoadError, import_tool
+from orchestrator.tools.untrusted import printable
 
 logger = logging.getLogger(__name__)
 
@@ -49,7 +52,8 @@ def load_level(
         try:
             loaded.append(_load(node, approved, model=model, settings=settings, database=database))
         except (ToolLoadError, ConfigError) as error:
-            logger.warning("skipping tool folder %s: %s", node.folder.path, error)
+            path, reason = printable(str(node.folder.path)), printable(str(error))
+            logger.warning("skipping tool folder %s: %s", path, reason)
     return loaded
 
 
@@ -63,7 +67,7 @@ def _load(
 ) -> LoadedTool:
     if node.folder.config.db.inherit == "local":
         raise ToolLoadError("db: inherit: local is not supported yet; use the parent's database")
-    tool = import_tool(node.folder)
+    tool = import_tool(node.folder, sources=visible_sources(node, approved))
     tool.bind_context(
         ToolContext(data_dir=_data_dir(settings.data_dir, node.folder.key), database=database)
     )
@@ -85,6 +89,21 @@ def _load(
     return LoadedTool(
         node.folder, tool, children, langchain_tools(tool, config=node.folder.config), unapproved
     )
+
+
+def visible_sources(node: ToolNode, approved: set[str]) -> Mapping[str, SourceFile]:
+    """What a folder's package may import: its own files and those of its approved sub-tools.
+
+    A sub-tool's files appear where they are (`src/sub_graphs/<dir>/...`), as they
+    were hashed for its own approval; a sub-tool not approved is not there at all.
+    """
+    visible = dict(node.folder.sources)
+    for child in node.children:
+        if child.folder.key in approved:
+            mount = child.folder.path.relative_to(node.folder.path).as_posix()
+            below = visible_sources(child, approved)
+            visible.update({f"{mount}/{path}": source for path, source in below.items()})
+    return visible
 
 
 def _data_dir(data_dir: Path, key: str) -> Path:
