@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable
-from contextlib import suppress
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Literal, TypedDict
 
@@ -120,6 +120,8 @@ class Session:
         self._claimed = False
         self._archived = 0  # messages of the history already archived by this process
         self._turn = asyncio.Lock()  # one turn at a time: the user's, a resumed one, a follow-up
+        # Called once when another process runs a turn of this session and this one waits.
+        self.on_busy: Callable[[], None] | None = None
         if tasks is not None:
             tasks.deliver_to(self.session_id, self._deliver)
 
@@ -158,13 +160,13 @@ class Session:
 
     async def _turn_with(self, message: BaseMessage, on_event: EventHandler | None) -> TurnResult:
         await self._claim()
-        async with self._turn:
+        async with self._holding():
             history = await self._stream({"messages": [message], "iterations": 0}, on_event)
         return _collect_turn(history, after=message.id)
 
     async def _end_turn_with(self, messages: list[BaseMessage]) -> None:
         """Add `messages` to the conversation as the end of a turn, without running the model."""
-        async with self._turn:
+        async with self._holding():
             await self.graph.aupdate_state(self.config, {"messages": messages}, as_node=MODEL_NODE)
             await self._archive()
 
@@ -196,15 +198,16 @@ class Session:
     async def open(self) -> bool:
         """Claim the session and archive what a stopped process left; True if a turn is unfinished."""
         await self._claim()
-        # Under the turn lock: a follow-up turn running now is not an unfinished one.
-        async with self._turn:
+        # Holding the turn: a follow-up turn running now, here or in another
+        # process, is not one a stopped process left unfinished.
+        async with self._holding():
             await self._archive()
             return bool((await self.graph.aget_state(self.config)).next)
 
     async def resume(self, *, on_event: EventHandler | None = None) -> TurnResult:
         """Finish the turn a stopped process left half done (see `open`)."""
         await self._claim()
-        async with self._turn:
+        async with self._holding():
             if not (await self.graph.aget_state(self.config)).next:
                 return TurnResult(answer="", answer_id=None, iterations=0, tool_calls=[])
             history = await self._stream(None, on_event)
@@ -251,6 +254,16 @@ class Session:
             await self._close_cancelled_turn()
         finally:
             await self._archive()
+
+    @asynccontextmanager
+    async def _holding(self) -> AsyncIterator[None]:
+        """One turn at a time: in this process (a lock) and across processes (the lease)."""
+        async with self._turn:
+            if self.storage is None:
+                yield
+                return
+            async with self.storage.leases.hold(self.session_id, on_wait=self.on_busy):
+                yield
 
     async def _claim(self) -> None:
         if self.storage is not None and not self._claimed:

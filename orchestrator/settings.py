@@ -29,6 +29,13 @@ NEEDS_ENDPOINT = (
 )
 
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+# Settings that may hold a password: an error names them but never shows it.
+URL_SETTINGS = ("database_url", "database_app_url")
+HIDDEN = "***"
+# `user:password@` after `//`, or at the start of what has no `://` (a missing
+# scheme), up to the last `@`; and libpq's `password=...` in a query or keywords.
+_URL_PASSWORD = re.compile(r"(?:(?<=//)|^(?!\S*://))([^\s:/@]*):\S*@")
+_PASSWORD_PARAMETER = re.compile(r"(password\s*=\s*)[^&\s]*", re.IGNORECASE)
 
 
 class Settings(BaseSettings):
@@ -102,6 +109,13 @@ class Settings(BaseSettings):
             raise ValueError("use auto, local, none, or openai:<model>")
         return value.strip()
 
+    @field_validator("database_url", "database_app_url")
+    @classmethod
+    def _a_postgresql_url(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"postgres(ql)?(\+\w+)?://", value.strip()):
+            raise ValueError("use a postgresql:// URL: postgresql://user:password@host:5432/database")
+        return value.strip() if value is not None else None
+
     @field_validator("data_dir")
     @classmethod
     def _a_directory(cls, value: Path) -> Path:
@@ -164,4 +178,26 @@ def load_settings(**overrides: object) -> Settings:
             raise ConfigError(message) from None
         field = str(error["loc"][0])
         name = env_name(field) if field in Settings.model_fields else field
-        raise ConfigError(f"Invalid setting {name}={error.get('input')!r}: {message}") from None
+        shown = error.get("input")
+        if name in {env_name(f) for f in URL_SETTINGS} and isinstance(shown, str):
+            shown = hide_passwords(shown)
+        raise ConfigError(f"Invalid setting {name}={shown!r}: {message}") from None
+
+
+def hide_passwords(text: str, *urls: object) -> str:
+    """`text` without the passwords of database URLs: in any URL, and those of `urls` anywhere.
+
+    `urls` are SQLAlchemy URLs (or strings) whose password may turn up in an
+    error on its own (libpq quotes what it could not parse).
+    """
+    from sqlalchemy.engine import make_url
+
+    for url in urls:
+        try:
+            password = make_url(url).password if isinstance(url, str) else getattr(url, "password", None)
+        except Exception:  # not a URL: the patterns below still apply
+            password = None
+        if password:
+            text = text.replace(str(password), HIDDEN)
+    text = _URL_PASSWORD.sub(rf"\1:{HIDDEN}@", text)
+    return _PASSWORD_PARAMETER.sub(rf"\1{HIDDEN}", text)

@@ -36,7 +36,7 @@ import numpy as np
 import psycopg
 from pgvector.psycopg import register_vector
 
-from orchestrator.store.embedded import create_database, embedded_database_url
+from orchestrator.store.embedded import embedded_logins
 from orchestrator.store.engine import Database
 from orchestrator.store.messages import EXACT_SEARCH_LIMIT, MessageStore
 from orchestrator.store.migrations import upgrade
@@ -160,11 +160,9 @@ async def main() -> None:
     users = rng.integers(0, options.users, size=options.messages)
 
     with tempfile.TemporaryDirectory() as directory:
-        admin = embedded_database_url(Path(directory), database="postgres")
-        name = f"bench_{uuid.uuid4().hex[:8]}"
-        create_database(admin, name)
-        url = admin.replace("/postgres?", f"/{name}?")
-        database = Database.embedded(url)
+        logins = embedded_logins(Path(directory), database=f"bench_{uuid.uuid4().hex[:8]}")
+        url = logins.owner_url  # owns the table and bypasses row-level security: the bulk load
+        database = Database(url, app_url=logins.app_url)
         await upgrade(database)
         times = load(url, vectors, users)
         print(f"loaded {options.messages} messages of {options.users} users in {times['load_s']}s, "

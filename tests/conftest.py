@@ -10,10 +10,10 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from sqlalchemy.engine import make_url
 
-from orchestrator.store.embedded import create_database, embedded_database_url
+from orchestrator.store.embedded import embedded_admin_url, embedded_logins
 from orchestrator.store.engine import Database
+from orchestrator.store.logins import Logins
 from orchestrator.store.migrations import upgrade
 
 from orchestrator.testing import ScriptedChatModel, block_remote_connections
@@ -50,25 +50,36 @@ def scripted() -> Iterator[Callable[..., ScriptedChatModel]]:
 
 
 @pytest.fixture(scope="session")
-def postgres_url(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """The embedded PostgreSQL for the whole run: the admin URL of its `postgres` database."""
-    return embedded_database_url(tmp_path_factory.mktemp("postgres"), database="postgres")
+def embedded_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The data directory of the embedded PostgreSQL the whole run shares."""
+    return tmp_path_factory.mktemp("postgres")
+
+
+@pytest.fixture(scope="session")
+def postgres_url(embedded_dir: Path) -> str:
+    """The run's server as its superuser (the `postgres` database): to drop databases, watch them."""
+    return embedded_admin_url(embedded_dir)
 
 
 @pytest.fixture(scope="module")
-def database_url(postgres_url: str) -> Iterator[str]:
-    """A fresh, migrated database for one test module, dropped afterwards."""
+def database_logins(embedded_dir: Path, postgres_url: str) -> Iterator[Logins]:
+    """A fresh, migrated database for one test module, dropped afterwards: its two logins."""
     name = f"test_{uuid.uuid4().hex[:12]}"
-    create_database(postgres_url, name)
-    url = make_url(postgres_url).set(database=name).render_as_string(hide_password=False)
-    asyncio.run(_migrate(url))
-    yield url
+    logins = embedded_logins(embedded_dir, database=name)
+    asyncio.run(_migrate(logins))
+    yield logins
     with psycopg.connect(postgres_url, autocommit=True) as connection:
         connection.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
 
 
-async def _migrate(url: str) -> None:
-    database = Database.embedded(url)
+@pytest.fixture(scope="module")
+def database_url(database_logins: Logins) -> str:
+    """The module's database as its owner (what DATABASE_URL names)."""
+    return database_logins.owner_url
+
+
+async def _migrate(logins: Logins) -> None:
+    database = Database(logins.owner_url, app_url=logins.app_url)
     try:
         await upgrade(database)
     finally:
@@ -76,17 +87,21 @@ async def _migrate(url: str) -> None:
 
 
 @pytest.fixture
-async def database(database_url: str) -> Database:
+async def database(database_logins: Logins) -> Database:
     """The module's database, with a pool for this test's event loop."""
-    database = Database.embedded(database_url)
+    database = Database(database_logins.owner_url, app_url=database_logins.app_url)
     yield database
     await database.close()
 
 
 @pytest.fixture
-def cli(database_url: str) -> Callable[..., object]:
+def cli(database_logins: Logins) -> Callable[..., object]:
     """`run_cli` against the module's database, without the local embedding model."""
-    env = {"DATABASE_URL": database_url, "ORCHESTRATOR_EMBEDDINGS": "none"}
+    env = {
+        "DATABASE_URL": database_logins.owner_url,
+        "DATABASE_APP_URL": database_logins.app_url,
+        "ORCHESTRATOR_EMBEDDINGS": "none",
+    }
 
     def run(*args: str, env_extra: dict[str, str] | None = None, **options: object) -> object:
         return run_cli(*args, env={**env, **(env_extra or {})}, **options)  # type: ignore[arg-type]

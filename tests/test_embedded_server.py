@@ -33,7 +33,7 @@ USER = textwrap.dedent(
     from orchestrator.store.embedded import embedded_database_url, leave_embedded_server
 
     data_dir, marker = Path(sys.argv[1]), Path(sys.argv[2])
-    url = embedded_database_url(data_dir, database="postgres")
+    url = embedded_database_url(data_dir)
     marker.with_suffix(".partial").write_text(url)
     marker.with_suffix(".partial").rename(marker)
     if sys.stdin.read().strip() == "leave":

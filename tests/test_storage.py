@@ -6,8 +6,9 @@ import asyncio
 import random
 import threading
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from functools import partial
 from pathlib import Path
 
 import psycopg
@@ -20,7 +21,7 @@ from sqlalchemy.exc import DBAPIError
 from orchestrator.runtime import Runtime
 from orchestrator.settings import Settings, load_settings
 from orchestrator.store import Database, MessageStore, SessionOwnedError, Storage
-from orchestrator.store.embedded import create_database
+from orchestrator.store.embedded import embedded_logins
 from orchestrator.store.embeddings import Embedder, EmbeddingWorker, LocalMiniLMEmbeddings, reembed
 from orchestrator.store.messages import message_counts
 from orchestrator.store.migrations import MIGRATIONS, USER_TABLES, schema_status, upgrade
@@ -48,12 +49,19 @@ async def store_conversation(
     await store.save(messages, session_id=session_id, user_id=user_id)
 
 
+@pytest.fixture
+def own_database(embedded_dir: Path, postgres_url: str) -> Callable[..., AbstractAsyncContextManager[Database]]:
+    """Make databases of the test's own, for what would disturb the module's shared one."""
+    return partial(_own_database, embedded_dir, postgres_url)
+
+
 @asynccontextmanager
-async def own_database(postgres_url: str, *, migrated: bool = True) -> AsyncIterator[Database]:
-    """A database of the test's own, for what would disturb the module's shared one."""
+async def _own_database(
+    embedded_dir: Path, postgres_url: str, *, migrated: bool = True
+) -> AsyncIterator[Database]:
     name = f"own_{uuid.uuid4().hex[:8]}"
-    create_database(postgres_url, name)
-    database = Database.embedded(postgres_url.replace("/postgres?", f"/{name}?"))
+    logins = embedded_logins(embedded_dir, database=name)
+    database = Database(logins.owner_url, app_url=logins.app_url)
     try:
         if migrated:
             await upgrade(database)
@@ -70,10 +78,10 @@ async def store(database: Database) -> MessageStore:
     return MessageStore(database, embedder=KEYWORDS, worker=worker)
 
 
-async def test_migrations_from_an_empty_database(postgres_url: str):
-    async with own_database(postgres_url, migrated=False) as database:
+async def test_migrations_from_an_empty_database(own_database):
+    async with own_database(migrated=False) as database:
         before = await schema_status(database)
-        assert (before.version, [m.version for m in before.pending]) == (0, [1, 2])
+        assert (before.version, [m.version for m in before.pending]) == (0, [m.version for m in MIGRATIONS])
         assert [m.version for m in await upgrade(database)] == [m.version for m in MIGRATIONS]
         assert await upgrade(database) == []
         after = await schema_status(database)
@@ -221,9 +229,9 @@ async def test_exact_filtered_search_returns_k_rows_of_the_user(store: MessageSt
     assert [m.score for m in found] == sorted((m.score for m in found), reverse=True)
 
 
-async def test_hnsw_filtered_search_scans_on_until_k_rows_of_the_user(postgres_url: str):
+async def test_hnsw_filtered_search_scans_on_until_k_rows_of_the_user(own_database):
     # A database of its own where the planner has only the HNSW index to order by.
-    async with own_database(postgres_url) as database:
+    async with own_database() as database:
         async with database.admin_transaction() as connection:
             name = await connection.scalar(text("SELECT current_database()"))
             await connection.execute(text("DROP INDEX messages_by_user"))
@@ -310,9 +318,9 @@ async def test_the_local_model_embeds_by_meaning(database: Database):
     assert found.content == "I adopted a puppy last week"
 
 
-async def test_reembed_switches_to_a_model_of_another_size(postgres_url: str):
+async def test_reembed_switches_to_a_model_of_another_size(own_database):
     small = Embedder(KeywordEmbeddings(dimensions=64), "keywords-64")
-    async with own_database(postgres_url) as database:
+    async with own_database() as database:
         user = unique("rex")
         await store_conversation(
             MessageStore(database), user_id=user, session_id=unique("s"), texts=["red apples", "green pears"]
@@ -341,8 +349,8 @@ def every_role(prefix: str = "") -> list[BaseMessage]:
     ]
 
 
-async def test_message_counts_count_what_the_worker_embeds(postgres_url: str):
-    async with own_database(postgres_url) as database:
+async def test_message_counts_count_what_the_worker_embeds(own_database):
+    async with own_database() as database:
         user, session = unique("cora"), unique("s")
         await claim_session(database, session, user_id=user)
         store = MessageStore(database, embedder=KEYWORDS, worker=EmbeddingWorker(database, KEYWORDS))
@@ -353,8 +361,8 @@ async def test_message_counts_count_what_the_worker_embeds(postgres_url: str):
         assert await message_counts(database) == (3, 3)
 
 
-async def test_reembed_reports_its_progress(postgres_url: str):
-    async with own_database(postgres_url) as database:
+async def test_reembed_reports_its_progress(own_database):
+    async with own_database() as database:
         user, session = unique("pia"), unique("s")
         await claim_session(database, session, user_id=user)
         batch = [m for turn in range(30) for m in every_role(f"{turn}: ")]  # 90 to embed, 60 not
@@ -464,13 +472,13 @@ async def test_closing_gives_up_on_a_model_that_does_not_answer(
 
 
 async def test_a_failed_open_closes_what_it_opened(
-    tmp_path: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, postgres_url: str, own_database, monkeypatch: pytest.MonkeyPatch
 ):
     async def refuse(self: AsyncPostgresSaver) -> None:
         raise RuntimeError("checkpoint setup failed")
 
     monkeypatch.setattr(AsyncPostgresSaver, "setup", refuse)
-    async with own_database(postgres_url) as database:
+    async with own_database() as database:
         name = database.url.database
         await database.engine.dispose()  # its own pooled connections are not the ones counted
         settings = storage_settings(database.libpq_url, tmp_path)

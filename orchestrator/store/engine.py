@@ -1,36 +1,49 @@
 """One PostgreSQL database, reached through SQLAlchemy (async, psycopg 3).
 
-Everything a user can see runs in `user_transaction`: logged in as the
-application role (no superuser, no BYPASSRLS) with the user named for the
-transaction, so PostgreSQL's row-level security, not only a WHERE clause,
-keeps users apart. Schema changes and maintenance (embedding every user's
-messages) run in `admin_transaction` as the admin login, which must own the
-schema and bypass row-level security (the embedded server's superuser does).
+Everything a user can see runs in `user_transaction`: as the application role
+(no superuser, no BYPASSRLS), entered for one user with a token only this
+process can make (an HMAC of the user id under a key only the owner role can
+read), so PostgreSQL's row-level security, not only a WHERE clause, keeps users
+apart, and SQL run in the transaction cannot switch to another user. Schema
+changes and maintenance (embedding every user's messages) run in
+`admin_transaction` as the owner login, which must own the schema and bypass
+row-level security.
 
-The embedded server lets the application role log in over its socket. For an
-external server, `DATABASE_APP_URL` names that login; without it, user
-transactions run on the admin login switched to the role with SET ROLE, which
-SQL run in the transaction could switch back.
+The embedded server has a login for each (see `logins`). For an external
+server, `DATABASE_APP_URL` names the application's login; without it, user
+transactions run on the owner's login switched to the role with SET ROLE,
+which SQL run in the transaction could switch back.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+import hashlib
+import hmac
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from functools import partial
 
+import psycopg
+from psycopg.errors import QueryCanceled
+from psycopg_pool import PoolTimeout
 from sqlalchemy import text
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from orchestrator.errors import ConfigError, UserError
-from orchestrator.settings import Settings
-from orchestrator.store.embedded import embedded_database_url
+from orchestrator.settings import Settings, hide_passwords
+from orchestrator.store.embedded import embedded_logins, revive_embedded_server
+from orchestrator.store.logins import APP_ROLE
 
-APP_ROLE = "orchestrator_app"
 # libpq waits 130 s by default for a server that does not answer: say so sooner.
-CONNECT_ARGS = {"connect_timeout": 10}
+CONNECT_ARGS = {"connect_timeout": 5}
 USER_SETTING = "app.user_id"
+TOKEN_SETTING = "app.user_token"
+# One statement per transaction: the role, and the user with its token.
+ENTER = text(f"SELECT set_config('role', '{APP_ROLE}', true), orchestrator_auth.enter(:user_id, :token)")
+UNAVAILABLE = "The database{at} is unavailable: {detail}"
 
 
 class DatabaseUnavailableError(UserError):
@@ -38,27 +51,32 @@ class DatabaseUnavailableError(UserError):
 
 
 class Database:
-    """A database, with a pool of admin connections and one of application connections."""
+    """A database, with a pool of owner connections and one of application connections."""
 
-    def __init__(self, url: str, *, app_url: str | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        app_url: str | None = None,
+        revive: Callable[[], bool] | None = None,
+    ) -> None:
+        """`revive` starts a server that died again (the embedded one); whether it did."""
         self.url = _psycopg_url(url)
         self.engine: AsyncEngine = _engine(self.url, pool_size=2, max_overflow=8)
         self.app_engine: AsyncEngine = (
             _engine(_psycopg_url(app_url), pool_size=5, max_overflow=10) if app_url else self.engine
         )
+        self._revive = revive
+        self._key: bytes | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Database:
         """`DATABASE_URL` if set, else the embedded server under the data directory."""
         if settings.database_url:
             return cls(settings.database_url, app_url=settings.database_app_url)
-        return cls.embedded(embedded_database_url(settings.data_dir))
-
-    @classmethod
-    def embedded(cls, url: str) -> Database:
-        """A database of the embedded server, where the application role logs in itself."""
-        app_url = make_url(url).set(username=APP_ROLE, password=None)
-        return cls(url, app_url=app_url.render_as_string(hide_password=False))
+        logins = embedded_logins(settings.data_dir)
+        revive = partial(revive_embedded_server, settings.data_dir)
+        return cls(logins.owner_url, app_url=logins.app_url, revive=revive)
 
     @property
     def libpq_url(self) -> str:
@@ -74,19 +92,34 @@ class Database:
     @asynccontextmanager
     async def user_transaction(self, user_id: str) -> AsyncIterator[AsyncConnection]:
         """A transaction that sees and writes only `user_id`'s rows."""
+        token = await self.user_token(user_id)
         async with self._begin(self.app_engine) as connection:
-            await connection.execute(text(f"SET LOCAL ROLE {APP_ROLE}"))
-            await connection.execute(
-                text("SELECT set_config(:setting, :user_id, true)"),
-                {"setting": USER_SETTING, "user_id": user_id},
-            )
+            await connection.execute(ENTER, {"user_id": user_id, "token": token})
             yield connection
 
     @asynccontextmanager
     async def admin_transaction(self) -> AsyncIterator[AsyncConnection]:
-        """A transaction as the admin login: schema and maintenance only."""
+        """A transaction as the owner login: schema and maintenance only."""
         async with self._begin(self.engine) as connection:
             yield connection
+
+    async def user_token(self, user_id: str) -> str:
+        """What lets a transaction act as `user_id`: HMAC-SHA256 of the id, hex."""
+        if self._key is None:
+            async with self.admin_transaction() as connection:
+                self._key = await connection.scalar(text("SELECT key FROM orchestrator_auth.secret"))
+        return hmac.new(self._key, user_id.encode(), hashlib.sha256).hexdigest()
+
+    async def recover(self) -> bool:
+        """After a failure: start the embedded server again if it died; whether it did."""
+        if self._revive is None:
+            return False
+        return await asyncio.to_thread(self._revive)
+
+    def unavailable(self, error: BaseException) -> DatabaseUnavailableError:
+        """`error` as the one line a person reads."""
+        detail = hide_passwords(_first_line(error), self.url, self.app_engine.url)
+        return DatabaseUnavailableError(UNAVAILABLE.format(at=f" at {self.where}", detail=detail))
 
     async def close(self) -> None:
         await self.engine.dispose()
@@ -99,28 +132,49 @@ class Database:
         try:
             await connection.start()
         except (DBAPIError, OSError) as error:
-            raise DatabaseUnavailableError(
-                f"Cannot connect to the database at {self.where}: {_first_line(error)}; "
-                "check DATABASE_URL (unset it to use the embedded server)"
-            ) from None
+            raise self.unavailable(error) from None
         try:
             async with connection.begin():
                 yield connection
+        except DBAPIError as error:
+            if error.connection_invalidated:  # the server went away mid-transaction
+                raise self.unavailable(error) from None
+            raise
         finally:
             await connection.close()
 
 
+def database_problem(error: BaseException) -> str | None:
+    """One line if `error` (or what caused it) means the database is unreachable, else None."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, DatabaseUnavailableError):
+            return str(seen)
+        if isinstance(seen, PoolTimeout) or (
+            isinstance(seen, psycopg.OperationalError) and not isinstance(seen, QueryCanceled)
+        ):
+            return UNAVAILABLE.format(at="", detail=hide_passwords(_first_line(seen)))
+        seen = seen.__cause__ or seen.__context__  # SQLAlchemy's errors wrap psycopg's
+    return None
+
+
 def _engine(url: URL, *, pool_size: int, max_overflow: int) -> AsyncEngine:
+    # pre_ping: a connection the server dropped (a restart) is replaced on checkout,
+    # and a server that is gone fails the checkout at once.
     return create_async_engine(
-        url, pool_size=pool_size, max_overflow=max_overflow, connect_args=CONNECT_ARGS
+        url,
+        pool_size=pool_size,
+        max_overflow=max_overflow,
+        pool_pre_ping=True,
+        connect_args=CONNECT_ARGS,
     )
 
 
 def _psycopg_url(url: str) -> URL:
     try:
         parsed = make_url(url)
-    except ArgumentError:
-        raise ConfigError(f"DATABASE_URL is not a database URL: {url!r}") from None
+    except (ArgumentError, ValueError):
+        raise ConfigError(f"DATABASE_URL is not a database URL: {hide_passwords(url)!r}") from None
     if parsed.get_backend_name() not in ("postgresql", "postgres"):
         raise ConfigError(f"DATABASE_URL must be a postgresql:// URL, not {parsed.drivername}://")
     return parsed.set(drivername="postgresql+psycopg")

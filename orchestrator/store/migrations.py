@@ -13,12 +13,16 @@ from datetime import datetime
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from orchestrator.store.engine import APP_ROLE, USER_SETTING, Database
+from orchestrator.store.engine import APP_ROLE, TOKEN_SETTING, USER_SETTING, Database
 
 EMBEDDING_DIMENSIONS = 384  # all-MiniLM-L6-v2; `orchestrator db reembed` changes it
 LOCK_KEY = "orchestrator.schema"
 # Every table with a user_id, all under row-level security.
 USER_TABLES = ("sessions", "messages", "requests", "tasks", "request_events")
+# Full text indexes this much of a message: a tsvector holds at most 1 MB of
+# lexemes, which 100,000 characters cannot exceed (4 bytes a character at most).
+SEARCH_PREFIX_CHARS = 100_000
+SEARCH = f"to_tsvector('english', left(content, {SEARCH_PREFIX_CHARS}))"
 
 
 @dataclass(frozen=True)
@@ -37,6 +41,83 @@ def _isolate(table: str) -> tuple[str, ...]:
         f"CREATE POLICY {table}_of_user ON {table} USING ({mine}) WITH CHECK ({mine})",
         f"GRANT SELECT, INSERT, UPDATE, DELETE ON {table} TO {APP_ROLE}",
     )
+
+
+def _search_prefix() -> tuple[str, ...]:
+    """The `search` column over a bounded prefix; in place where the server can (PostgreSQL 17)."""
+    replace = (
+        "ALTER TABLE messages DROP COLUMN search",
+        f"ALTER TABLE messages ADD COLUMN search tsvector GENERATED ALWAYS AS ({SEARCH}) STORED",
+        "CREATE INDEX messages_search ON messages USING gin (search)",
+    )
+    in_place = f"ALTER TABLE messages ALTER COLUMN search SET EXPRESSION AS ({SEARCH})"
+    return (
+        f"""DO $$ BEGIN
+            IF current_setting('server_version_num')::int >= 170000 THEN
+                EXECUTE {_literal(in_place)};
+            ELSE
+                {" ".join(f"EXECUTE {_literal(statement)};" for statement in replace)}
+            END IF;
+        END $$""",
+    )
+
+
+def _literal(statement: str) -> str:
+    return "'" + statement.replace("'", "''") + "'"
+
+
+# The user a transaction acts for is the one `orchestrator_auth.enter` was given a valid token
+# for: HMAC-SHA256 of the id under `orchestrator_auth.secret.key`, which only the owner reads.
+# The policies ask `orchestrator_auth.verified_user()` once per statement (an InitPlan), which
+# checks the token again: setting app.user_id by hand afterwards only blinds.
+# The key is 64 bytes, SHA-256's block size, so the pads are key XOR 0x36 / 0x5c.
+USER_TOKENS = (
+    "CREATE SCHEMA orchestrator_auth",
+    "REVOKE ALL ON SCHEMA orchestrator_auth FROM PUBLIC",
+    f"GRANT USAGE ON SCHEMA orchestrator_auth TO {APP_ROLE}",
+    """CREATE TABLE orchestrator_auth.secret (
+        single boolean PRIMARY KEY DEFAULT true CHECK (single),
+        key bytea NOT NULL,
+        inner_pad bytea NOT NULL,
+        outer_pad bytea NOT NULL
+    )""",
+    """DO $$ DECLARE
+        key bytea := sha256(convert_to(gen_random_uuid()::text || gen_random_uuid()::text, 'UTF8'))
+            || sha256(convert_to(gen_random_uuid()::text || gen_random_uuid()::text, 'UTF8'));
+        inner_pad bytea := key;
+        outer_pad bytea := key;
+    BEGIN
+        FOR i IN 0..63 LOOP
+            inner_pad := set_byte(inner_pad, i, get_byte(key, i) # 54);
+            outer_pad := set_byte(outer_pad, i, get_byte(key, i) # 92);
+        END LOOP;
+        INSERT INTO orchestrator_auth.secret (key, inner_pad, outer_pad) VALUES (key, inner_pad, outer_pad);
+    END $$""",
+    f"""CREATE FUNCTION orchestrator_auth.verified_user() RETURNS text
+        LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+        AS $$
+            SELECT current_setting('{USER_SETTING}', true) FROM orchestrator_auth.secret
+            WHERE current_setting('{TOKEN_SETTING}', true) = encode(sha256(outer_pad || sha256(
+                inner_pad || convert_to(current_setting('{USER_SETTING}', true), 'UTF8'))), 'hex')
+        $$""",
+    f"""CREATE FUNCTION orchestrator_auth.enter(user_id text, token text) RETURNS void
+        LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+        AS $$ BEGIN
+            PERFORM set_config('{USER_SETTING}', user_id, true);
+            PERFORM set_config('{TOKEN_SETTING}', token, true);
+            IF orchestrator_auth.verified_user() IS DISTINCT FROM user_id THEN
+                RAISE EXCEPTION 'not a valid token for this user' USING ERRCODE = 'insufficient_privilege';
+            END IF;
+        END $$""",
+    "REVOKE ALL ON FUNCTION orchestrator_auth.verified_user(), orchestrator_auth.enter(text, text) FROM PUBLIC",
+    f"GRANT EXECUTE ON FUNCTION orchestrator_auth.verified_user(), orchestrator_auth.enter(text, text) TO {APP_ROLE}",
+    *(
+        f"ALTER POLICY {table}_of_user ON {table} "
+        "USING (user_id = (SELECT orchestrator_auth.verified_user())) "
+        "WITH CHECK (user_id = (SELECT orchestrator_auth.verified_user()))"
+        for table in USER_TABLES
+    ),
+)
 
 
 MIGRATIONS: tuple[Migration, ...] = (
@@ -132,6 +213,8 @@ MIGRATIONS: tuple[Migration, ...] = (
             *_isolate("request_events"),
         ),
     ),
+    Migration(3, "full-text search over the first 100,000 characters of a message", _search_prefix()),
+    Migration(4, "a user is entered with a token only the application can make", USER_TOKENS),
 )
 
 

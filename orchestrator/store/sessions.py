@@ -1,13 +1,25 @@
-"""Which user a session belongs to: a session id is claimed once, by one user."""
+"""Sessions: which user one belongs to (claimed once), and which process runs its turn (a lease)."""
 
 from __future__ import annotations
 
-from sqlalchemy import select
+import asyncio
+import hashlib
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager, suppress
+
+from sqlalchemy import select, text
 from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from orchestrator.errors import UserError
 from orchestrator.store.engine import Database
 from orchestrator.store.models import sessions
+
+LEASE_NAMESPACE = "orchestrator.session:"
+LEASE_POLL_SECONDS = 0.2
+TRY_LOCK = "SELECT pg_try_advisory_lock(:key)"
+UNLOCK = "SELECT pg_advisory_unlock(:key)"
 
 
 class SessionOwnedError(UserError):
@@ -29,3 +41,81 @@ async def claim_session(database: Database, session_id: str, *, user_id: str) ->
         )
     if mine is None:
         raise SessionOwnedError(f"Session {session_id} belongs to another user; start a new one.")
+
+
+class SessionLeases:
+    """Which process runs a turn of which session: PostgreSQL advisory locks.
+
+    A turn (and the look at whether one was left unfinished) holds its
+    session's lease, so a second process never takes a turn that is still
+    running for one a stopped process left behind, and never runs its tools
+    again. The locks live on one connection per process: PostgreSQL releases
+    them when that connection ends, so a killed process leaves no lease behind.
+    Within the process, a lock per session keeps two `Session` objects apart
+    (advisory locks are re-entrant on one connection).
+    """
+
+    def __init__(self, database: Database, *, poll_seconds: float = LEASE_POLL_SECONDS) -> None:
+        self._database = database
+        self._poll_seconds = poll_seconds
+        self._connection: AsyncConnection | None = None
+        self._statement = asyncio.Lock()  # one statement at a time on the shared connection
+        self._local: dict[str, asyncio.Lock] = {}
+
+    @asynccontextmanager
+    async def hold(self, session_id: str, *, on_wait: Callable[[], None] | None = None) -> AsyncIterator[None]:
+        """Hold the session's lease for the block, waiting while another process holds it.
+
+        `on_wait` is called once if the lease is taken elsewhere, before waiting.
+        """
+        local = self._local.setdefault(session_id, asyncio.Lock())
+        async with local:
+            key = lease_key(session_id)
+            waited = False
+            while not await self._execute(TRY_LOCK, key):
+                if not waited and on_wait is not None:
+                    on_wait()
+                waited = True
+                # Polled: a blocking pg_advisory_lock would hold the shared connection.
+                await asyncio.sleep(self._poll_seconds)
+            holder = self._connection
+            try:
+                yield
+            finally:
+                if self._connection is holder:  # else the lease ended with its connection
+                    with suppress(DBAPIError, OSError):
+                        await asyncio.shield(self._execute(UNLOCK, key))
+
+    async def close(self) -> None:
+        """Release every lease of this process."""
+        if self._connection is not None:
+            with suppress(DBAPIError, OSError):
+                # Invalidated, not returned to the pool, where its locks would live on.
+                await self._connection.invalidate()
+                await self._connection.close()
+            self._connection = None
+
+    async def _execute(self, statement: str, key: int) -> bool:
+        async with self._statement:
+            for attempt in (1, 2):
+                connection = await self._connect()
+                try:
+                    return bool(await connection.scalar(text(statement), {"key": key}))
+                except (DBAPIError, OSError):
+                    # The server restarted: locks went with the old connection; take a new one.
+                    await self.close()
+                    if attempt == 2:
+                        raise
+        raise AssertionError("unreachable")
+
+    async def _connect(self) -> AsyncConnection:
+        if self._connection is None or self._connection.closed:
+            connection = await self._database.app_engine.connect()
+            self._connection = await connection.execution_options(isolation_level="AUTOCOMMIT")
+        return self._connection
+
+
+def lease_key(session_id: str) -> int:
+    """The advisory lock key of a session: 64 bits of a hash, so sessions do not share one."""
+    digest = hashlib.blake2b(f"{LEASE_NAMESPACE}{session_id}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)

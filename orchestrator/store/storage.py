@@ -8,6 +8,7 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
@@ -18,6 +19,7 @@ from orchestrator.store.messages import MessageStore
 from orchestrator.store.migrations import upgrade
 from orchestrator.store.rag import Retriever
 from orchestrator.store.requests import RequestLog
+from orchestrator.store.sessions import SessionLeases
 
 logger = logging.getLogger(__name__)
 
@@ -30,6 +32,53 @@ FLUSH_SECONDS = 3.0
 # answers must not hold up the exit (one psycopg connection attempt alone may
 # last over two minutes).
 CLOSE_SECONDS = 2.0
+# How long the checkpoint pool keeps trying to replace a lost connection in the
+# background (psycopg's default is five minutes of retries).
+RECONNECT_SECONDS = 30.0
+
+
+class _QuietReconnecting(logging.Filter):
+    """Drop the pool's warnings: a lost connection and each failed reconnection attempt.
+
+    They come in bursts of multi-line libpq text while the server is away; what
+    failed for the user already says so in one line.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno != logging.WARNING
+
+
+logging.getLogger("psycopg.pool").addFilter(_QuietReconnecting())
+
+
+class CheckpointPool(AsyncConnectionPool):
+    """psycopg's pool, failing at once when the server cannot be reached.
+
+    Left to itself the pool hands out a connection the server dropped, or,
+    with none at hand, waits out its whole timeout (30 s) while it retries
+    connecting in the background. Here a connection is checked before it is
+    handed out (a round trip), and when a new one is needed the server is
+    tried first in the caller, whose error then says what is wrong.
+    """
+
+    async def getconn(self, timeout: float | None = None) -> AsyncConnection:
+        for _ in range(self.max_size + 1):
+            if not self.get_stats().get("pool_available"):
+                await self._reachable()
+            connection = await super().getconn(timeout)
+            try:
+                await connection.execute("")
+            except Exception:  # dropped by the server: the pool discards it
+                await self.putconn(connection)
+                continue
+            return connection
+        await self._reachable()  # every pooled one was dead: if the server is gone, say so
+        return await super().getconn(timeout)
+
+    async def _reachable(self) -> None:
+        kwargs = {"connect_timeout": CONNECT_ARGS["connect_timeout"]}
+        probe = await AsyncConnection.connect(str(self.conninfo), **kwargs)
+        await probe.close()
 
 
 @dataclass
@@ -43,7 +92,8 @@ class Storage:
     retriever: Retriever
     embedder: Embedder | None
     worker: EmbeddingWorker | None
-    _pool: AsyncConnectionPool
+    leases: SessionLeases
+    _pool: CheckpointPool
 
     @classmethod
     async def open(
@@ -88,8 +138,13 @@ class Storage:
             retriever=retriever,
             embedder=embedder,
             worker=worker,
+            leases=SessionLeases(database),
             _pool=pool,
         )
+
+    async def recover(self) -> bool:
+        """After a failure: start the embedded server again if it died; whether it did."""
+        return await self.database.recover()
 
     async def close(self, *, flush_timeout: float = FLUSH_SECONDS) -> None:
         """Give the worker up to `flush_timeout` seconds to embed what is waiting, then close.
@@ -101,16 +156,18 @@ class Storage:
             await self.worker.flush(timeout=flush_timeout)
             # a batch cut short may wait on the database to cancel its query
             await _within(self.worker.stop(), what="the embedding worker")
+        await _within(self.leases.close(), what="the session leases")
         await _close_connections(self._pool, self.database)
 
 
-def _checkpoint_pool(database: Database) -> AsyncConnectionPool:
-    """The psycopg pool LangGraph's checkpointer uses (not opened yet)."""
-    return AsyncConnectionPool(
+def _checkpoint_pool(database: Database) -> CheckpointPool:
+    """The psycopg pool LangGraph's checkpointer uses (not opened yet), as the owner login."""
+    return CheckpointPool(
         database.libpq_url,
         min_size=1,
         max_size=5,
         open=False,
+        reconnect_timeout=RECONNECT_SECONDS,
         # what AsyncPostgresSaver requires of its connections
         kwargs={
             "autocommit": True,
@@ -121,7 +178,7 @@ def _checkpoint_pool(database: Database) -> AsyncConnectionPool:
     )
 
 
-async def _close_connections(pool: AsyncConnectionPool, database: Database) -> None:
+async def _close_connections(pool: CheckpointPool, database: Database) -> None:
     """Close the checkpoint pool and the database's engines, each within CLOSE_SECONDS."""
     # The pool's own timeout is for its workers; ours also covers closing its connections.
     await _within(pool.close(timeout=CLOSE_SECONDS / 2), what="the checkpoint pool")
