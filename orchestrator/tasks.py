@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Literal
 
 from orchestrator.errors import ToolError
+from orchestrator.redact import redact
 from orchestrator.tools.executor import CallRecord, RequestObserver
 from orchestrator.tools.results import ToolResult
 
@@ -82,6 +83,11 @@ class TaskManager:
         """The session's tasks, oldest first."""
         return [t for t in self.tasks.values() if t.call.session_id == session_id]
 
+    def running(self, request_id: str) -> bool:
+        """Whether this process runs the call `request_id` in the background."""
+        task = self.tasks.get(request_id)
+        return task is not None and task.status == "running"
+
     def cancel(self, task_id: str) -> bool:
         """Cancel a running task; False if there is no such running task."""
         task = self.tasks.get(task_id)
@@ -113,7 +119,8 @@ class TaskManager:
         except asyncio.CancelledError:
             task.status = "cancelled"
         except Exception as error:  # the executor returns failures as results; this is a bug
-            task.result = ToolResult.from_error(ToolError(f"{task.tool} crashed: {error}"))
+            crashed = redact(f"{task.tool} crashed: {error}")
+            task.result = ToolResult.from_error(ToolError(crashed))
             task.status = "failed"
         task.finished_at = datetime.now(UTC)
         try:

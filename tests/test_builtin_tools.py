@@ -38,3 +38,23 @@ async def test_current_time_in_a_zone():
 async def test_current_time_rejects_unknown_zones():
     with pytest.raises(InvalidToolArgumentsError, match="Unknown time zone 'Mars/Olympus'"):
         await current_time.ainvoke({"timezone": "Mars/Olympus"})
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "((10**1000)**1000)**50",
+        "(2**999)**5",
+        "10**600 * 10**600",
+        "(9**900) * (9**900) * (9**900)",
+    ],
+    ids=["tower", "power-of-power", "product", "chain"],
+)
+async def test_the_calculator_refuses_results_too_large_to_compute(expression: str):
+    with pytest.raises(ToolError, match="too large|digits"):
+        await calculator.ainvoke({"expression": expression})
+
+
+async def test_the_calculator_refuses_an_endless_expression():
+    with pytest.raises(Exception, match="at most 1000 characters"):
+        await calculator.ainvoke({"expression": "1+" * 5000 + "1"})

@@ -1,9 +1,18 @@
-"""How tool calls run: timeouts, retries with backoff, failures that end no turn."""
+"""How tool calls run: timeouts, retries with backoff, failures that end no turn.
+
+Whatever a tool raises (SystemExit, KeyboardInterrupt, BaseException, its own
+CancelledError) fails its call only, while a real cancellation still cancels
+the turn. Blocking code runs off the event loop, and the timeout holds even for
+a tool that blocks the loop or swallows its cancellation.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import threading
+import time
+from pathlib import Path
 
 import pytest
 from pydantic import BaseModel
@@ -98,3 +107,160 @@ async def test_unrecoverable_failures_are_not_retried(scripted):
     flaky = Flaky(failures=1, recoverable=False)
     body, _ = await run(scripted, configured(flaky, max_retries=3), "flaky_go")
     assert body["recoverable"] is False and flaky.calls == 1
+
+
+def raiser(error: BaseException, *, blocking: bool) -> Tool:
+    """A tool whose one action (a plain def on a thread if `blocking`) raises `error`."""
+    if blocking:
+
+        class BlockingRaiser(Tool):
+            @action(Nothing)
+            def go(self, params: Nothing, request: ToolRequest) -> ToolResult:
+                """Raise, on a thread."""
+                raise error
+
+        return BlockingRaiser(name="raiser", description="Raises.")
+
+    class Raiser(Tool):
+        @action(Nothing)
+        async def go(self, params: Nothing, request: ToolRequest) -> ToolResult:
+            """Raise."""
+            raise error
+
+    return Raiser(name="raiser", description="Raises.")
+
+
+HOSTILE = [SystemExit(3), BaseException("boom"), asyncio.CancelledError(), KeyboardInterrupt()]
+
+
+@pytest.mark.parametrize("blocking", [False, True], ids=["async", "sync"])
+@pytest.mark.parametrize("error", HOSTILE, ids=lambda e: type(e).__name__)
+async def test_a_tool_raising_base_exceptions_fails_only_its_call(scripted, error, blocking):
+    name = "raiser_go"
+    model = scripted(call_tools((name, {})), "It failed.")
+    result = await make_session(model, langchain_tools(raiser(error, blocking=blocking))).run("go")
+
+    assert result.answer == "It failed."
+    assert [c.status for c in result.tool_calls] == ["failure"]
+    body = json.loads(model.received[1][-1].text)
+    assert body["message"].startswith(f"{name} failed: {type(error).__name__}")
+    assert body["recoverable"] is False
+
+
+async def test_a_real_cancellation_still_cancels_the_turn(scripted):
+    entered = asyncio.Event()
+
+    class Waiter(Tool):
+        name: str = "waiter"
+        description: str = "Waits."
+
+        @action(Nothing)
+        async def go(self, params: Nothing, request: ToolRequest) -> ToolResult:
+            """Wait for ever."""
+            entered.set()
+            await asyncio.Event().wait()
+            raise AssertionError("unreachable")
+
+    model = scripted(call_tools(("waiter_go", {})))
+    turn = asyncio.ensure_future(make_session(model, langchain_tools(Waiter())).run("go"))
+    await entered.wait()
+    turn.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await turn
+
+
+WAIT_STEPS = 2400  # polls of 50 ms: two minutes, far past any real wait
+
+
+@pytest.fixture
+def blocking(tmp_path: Path):
+    """A tool whose actions block; what blocks for ever is released when the test ends."""
+    started, gate, release = tmp_path / "started", tmp_path / "gate", threading.Event()
+
+    class Blocking(Tool):
+        name: str = "blocking"
+        description: str = "Blocks."
+
+        @action(Nothing)
+        def until_gate(self, params: Nothing, request: ToolRequest) -> ToolResult:
+            """Block this thread until the gate opens (two minutes at most)."""
+            started.write_text("started")
+            for _ in range(WAIT_STEPS):
+                if gate.exists():
+                    return request.result("the gate opened")
+                time.sleep(0.05)
+            return request.result("the gate never opened: the event loop was blocked")
+
+        @action(Nothing)
+        def forever(self, params: Nothing, request: ToolRequest) -> ToolResult:
+            """Block until the test ends."""
+            release.wait()
+            return request.result("released")
+
+    yield Blocking()
+    release.set()
+
+
+class LoopBlocker(Tool):
+    name: str = "blocker"
+    description: str = "Blocks the event loop."
+
+    @action(Nothing)
+    async def go(self, params: Nothing, request: ToolRequest) -> ToolResult:
+        """Async, yet blocking: three times its timeout, with no await."""
+        time.sleep(0.3)
+        return request.result("finished late")
+
+
+async def test_a_blocking_action_leaves_the_event_loop_free(
+    scripted, blocking: Tool, tmp_path: Path
+):
+    model = scripted(call_tools(("blocking_until_gate", {})), "Done.")
+    session = make_session(model, configured(blocking, timeout_seconds=120))
+    turn = asyncio.ensure_future(session.run("go"))
+    # This coroutine runs on the same loop: it opens the gate only if the loop is free.
+    while not (tmp_path / "started").exists():
+        await asyncio.sleep(0.02)
+    (tmp_path / "gate").write_text("open")
+    await turn
+
+    assert json.loads(model.received[1][-1].text)["message"] == "the gate opened"
+
+
+async def test_a_blocking_action_stuck_for_ever_times_out(scripted, blocking: Tool):
+    model = scripted(call_tools(("blocking_forever", {})), "It timed out.")
+    await make_session(model, configured(blocking, timeout_seconds=0.1)).run("go")
+
+    body = json.loads(model.received[1][-1].text)
+    assert body["error_code"] == "timeout"
+    assert body["message"] == "blocking_forever did not finish within 0.1s"
+
+
+async def test_async_code_blocking_the_loop_past_its_timeout_fails(scripted):
+    model = scripted(call_tools(("blocker_go", {})), "It timed out.")
+    await make_session(model, configured(LoopBlocker(), timeout_seconds=0.1)).run("go")
+
+    body = json.loads(model.received[1][-1].text)
+    assert body["error_code"] == "timeout" and body["status"] == "failure"
+    assert "the event loop was blocked" in body["message"]
+
+
+class Deaf(Tool):
+    name: str = "deaf"
+    description: str = "Ignores cancellation."
+
+    @action(Nothing)
+    async def go(self, params: Nothing, request: ToolRequest) -> ToolResult:
+        """Swallow the first cancellation, then finish."""
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            pass
+        return request.result("finished anyway")
+
+
+async def test_a_tool_swallowing_its_cancellation_still_times_out(scripted):
+    model = scripted(call_tools(("deaf_go", {})), "It timed out.")
+    await make_session(model, configured(Deaf(), timeout_seconds=0.1)).run("go")
+
+    assert json.loads(model.received[1][-1].text)["error_code"] == "timeout"

@@ -57,13 +57,11 @@ async def test_unknown_action_is_a_tool_error():
         await Weather().execute(ToolRequest(request_id="r1", action="explode"))
 
 
-def test_actions_must_be_async_and_documented():
-    with pytest.raises(TypeError, match="must be an async method"):
+def test_actions_must_be_methods_and_documented():
+    with pytest.raises(TypeError, match="must be a method"):
 
-        class Sync(Tool):
-            @action(Forecast)
-            def forecast(self, params: Forecast, request: ToolRequest) -> ToolResult:  # type: ignore[type-var]
-                """Not async."""
+        class NotAMethod(Tool):
+            forecast = action(Forecast)(print)  # type: ignore[arg-type]
 
     with pytest.raises(TypeError, match="needs a docstring"):
 

@@ -110,3 +110,110 @@ def copy_shipped(destination: Path) -> Path:
     target = destination / "sub_graphs"
     shutil.copytree(SHIPPED, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     return target
+
+
+# Tool folders of the hardening tests: runs counted, output on every level,
+# a thread left running, an attempt to end the process.
+
+COUNTED_TOOL = """
+import asyncio
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from orchestrator.tools import Tool, ToolRequest, ToolResult, action
+
+RUNS = Path({runs!r})
+STARTED = Path({started!r})
+GATE = Path({gate!r})
+
+
+class Nothing(BaseModel):
+    pass
+
+
+class Counted(Tool):
+    @action(Nothing)
+    async def run(self, params: Nothing, request: ToolRequest) -> ToolResult:
+        \"\"\"Count the run, then finish once the gate opens.\"\"\"
+        with RUNS.open("a") as runs:
+            runs.write(request.request_id + "\\n")
+        STARTED.write_text(request.request_id)
+        await wait_for(GATE)
+        return request.result("ran to the end")
+""" + WAIT_FOR_GATE
+
+NOISY_TOOL = """
+import os
+import subprocess
+import sys
+
+from pydantic import BaseModel
+
+from orchestrator.tools import Tool, ToolRequest, ToolResult, action
+
+
+class Nothing(BaseModel):
+    pass
+
+
+class Noisy(Tool):
+    @action(Nothing)
+    async def run(self, params: Nothing, request: ToolRequest) -> ToolResult:
+        \"\"\"Print on every level there is.\"\"\"
+        print("noise from print")
+        sys.stdout.flush()
+        os.write(1, b"noise from file descriptor 1\\n")
+        subprocess.run(["echo", "noise from a child process"], check=True)
+        return request.result("printed")
+"""
+
+LINGERING_TOOL = """
+import threading
+import time
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from orchestrator.tools import Tool, ToolRequest, ToolResult, action
+
+GATE = Path({gate!r})
+DONE = Path({done!r})
+
+
+class Nothing(BaseModel):
+    pass
+
+
+def linger() -> None:
+    for _ in range(600):  # 30 s at most: the test never opens the gate before the exit
+        if GATE.exists():
+            break
+        time.sleep(0.05)
+    DONE.write_text("the thread ran to its end")
+
+
+class Lingering(Tool):
+    @action(Nothing)
+    async def run(self, params: Nothing, request: ToolRequest) -> ToolResult:
+        \"\"\"Leave a thread running.\"\"\"
+        threading.Thread(target=linger, name="lingering").start()
+        return request.result("started a thread")
+"""
+
+QUITTER_TOOL = """
+from pydantic import BaseModel
+
+from orchestrator.tools import Tool, ToolRequest, ToolResult, action
+
+
+class Nothing(BaseModel):
+    pass
+
+
+class Quitter(Tool):
+    @action(Nothing)
+    async def run(self, params: Nothing, request: ToolRequest) -> ToolResult:
+        \"\"\"Try to end the process.\"\"\"
+        raise SystemExit(7)
+"""

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
 import logging
+import os
 import sys
+import threading
 from typing import Annotated
 
 import typer
@@ -15,6 +18,7 @@ from orchestrator.cli.manage import db_app, new_agent, requests_app, tools_app
 INTERNAL_ERROR = (
     "error: internal error ({error}); set ORCHESTRATOR_LOG_LEVEL=DEBUG to see the traceback"
 )
+LEFTOVER_THREADS = "note: not waiting for {count} thread(s) still running ({names}); exiting"
 
 app = typer.Typer(
     add_completion=False,
@@ -54,10 +58,42 @@ def main() -> None:
     """Console-script entry point: whatever goes wrong is one line, never a traceback."""
     try:
         app()
+    except SystemExit as done:  # how every command ends
+        _exit_past_leftover_threads(done.code)
+        raise
     except KeyboardInterrupt:  # Ctrl-C before a command has taken over the signal
         err.print("interrupted")
         sys.exit(130)
     except Exception as error:  # commands print their own errors; this is a bug or the unexpected
+        from orchestrator.redact import redact
+
         logging.getLogger("orchestrator").debug("command failed", exc_info=error)
-        err.print(INTERNAL_ERROR.format(error=f"{type(error).__name__}: {error}"), markup=False, highlight=False)
+        line = INTERNAL_ERROR.format(error=redact(f"{type(error).__name__}: {error}"))
+        err.print(line, markup=False, highlight=False)
         sys.exit(1)
+
+
+def _exit_past_leftover_threads(code: object) -> None:
+    """With the command's cleanup done, exit now even if a tool left a non-daemon thread.
+
+    Python would wait for such a thread at exit, for as long as it runs. The
+    exit hooks still run (the embedded database is left in order); only the
+    wait is skipped.
+    """
+    leftover = [
+        thread
+        for thread in threading.enumerate()
+        if thread.is_alive() and not thread.daemon and thread is not threading.main_thread()
+    ]
+    if not leftover:
+        return
+    names = ", ".join(thread.name for thread in leftover)
+    note = LEFTOVER_THREADS.format(count=len(leftover), names=names)
+    err.print(note, markup=False, highlight=False)
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code if isinstance(code, int) else 0 if code is None else 1)

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, redirect_stdout, suppress
+from io import UnsupportedOperation
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -13,6 +17,7 @@ from rich.markup import escape
 from orchestrator.cli.common import JsonOption, UserOption, err, out
 from orchestrator.cli.signals import Interrupts
 from orchestrator.cli.startup import Startup, run_command
+from orchestrator.redact import remember_settings
 
 if TYPE_CHECKING:
     from orchestrator.cli.terminal import LineSource
@@ -32,6 +37,7 @@ def chat(user: UserOption = "local", session: SessionOption = None) -> None:
     async def run(startup: Startup, runtime: Runtime) -> int:
         from orchestrator.cli.repl import ChatRepl, resume_turn
 
+        remember_settings(startup.settings)  # tool errors never show its secrets
         conversation = runtime.session(user_id=user, session_id=session)
         repl = ChatRepl(
             runtime=runtime,
@@ -60,6 +66,7 @@ def ask(
     async def run(startup: Startup, runtime: Runtime) -> int:
         from orchestrator.cli.repl import rendered_turn, resume_turn, show_background_results
 
+        remember_settings(startup.settings)  # tool errors never show its secrets
         conversation = runtime.session(user_id=user, session_id=session)
         if as_json:
             return await _ask_json(runtime, conversation, text, startup.interrupts)
@@ -75,6 +82,18 @@ def ask(
 
 
 async def _ask_json(runtime: Runtime, session: Session, text: str, interrupts: Interrupts) -> int:
+    # Standard output is the JSON object's alone: what a tool prints goes to stderr.
+    with stdout_to_stderr() as print_json:
+        return await _json_turn(runtime, session, text, interrupts, print_json)
+
+
+async def _json_turn(
+    runtime: Runtime,
+    session: Session,
+    text: str,
+    interrupts: Interrupts,
+    print_json: Callable[[dict[str, object]], None],
+) -> int:
     from orchestrator.cli.repl import failure_line
 
     follow_ups: list[dict[str, object]] = []
@@ -93,19 +112,60 @@ async def _ask_json(runtime: Runtime, session: Session, text: str, interrupts: I
         await _wait_for_tasks(runtime, session)
     except asyncio.CancelledError:
         name = interrupts.received.name if interrupts.received else "cancelled"
-        _print_json({"error": f"interrupted ({name})", "follow_ups": follow_ups, **body})
+        print_json({"error": f"interrupted ({name})", "follow_ups": follow_ups, **body})
         raise
     except Exception as error:
         line = failure_line(error)
         err.print(f"error: {line}", markup=False, highlight=False)
-        _print_json({"error": line, **body})
+        print_json({"error": line, **body})
         return 1
-    _print_json({**result.to_json(), "follow_ups": follow_ups, **body})
+    print_json({**result.to_json(), "follow_ups": follow_ups, **body})
     return 0
 
 
-def _print_json(body: dict[str, object]) -> None:
-    print(json.dumps(body, ensure_ascii=False, default=str), flush=True)
+@contextmanager
+def stdout_to_stderr() -> Iterator[Callable[[dict[str, object]], None]]:
+    """Send everything written to stdout to stderr; yield a printer of JSON to the real stdout.
+
+    At the file-descriptor level when stdout is a real file, so that what a
+    tool's subprocess or C code writes moves too; else (stdout replaced, as
+    under a test runner) at the level of `sys.stdout`.
+    """
+    real = sys.stdout
+    real.flush()
+    saved = _moved_descriptor()
+
+    def print_json(body: dict[str, object]) -> None:
+        line = json.dumps(body, ensure_ascii=False, default=str) + "\n"
+        if saved is None:
+            real.write(line)
+            real.flush()
+            return
+        data = line.encode(real.encoding or "utf-8", errors="backslashreplace")
+        while data:
+            data = data[os.write(saved, data):]
+
+    try:
+        with redirect_stdout(sys.stderr):
+            yield print_json
+    finally:
+        if saved is not None:
+            with suppress(OSError, ValueError):
+                sys.stdout.flush()
+            os.dup2(saved, 1)
+            os.close(saved)
+
+
+def _moved_descriptor() -> int | None:
+    """Point file descriptor 1 at stderr; a copy of the old one (None if stdout is no real file)."""
+    try:
+        if sys.stdout.fileno() != 1:
+            return None
+    except (UnsupportedOperation, AttributeError, ValueError):
+        return None
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    return saved
 
 
 async def _recover(runtime: Runtime, user_id: str) -> None:

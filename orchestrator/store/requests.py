@@ -20,11 +20,12 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from orchestrator.store.engine import Database
 from orchestrator.store.models import request_events, requests
+from orchestrator.store.text import storable_json, storable_text
 from orchestrator.tools.executor import CallRecord
+from orchestrator.tools.replay import ENDED, INTERRUPTED, PriorCall
 from orchestrator.tools.results import ToolResult
 
 ANONYMOUS = "anonymous"
-ENDED = ("completed", "failed", "cancelled")
 
 
 def process_identity(pid: int | None = None) -> str:
@@ -34,7 +35,6 @@ def process_identity(pid: int | None = None) -> str:
 
 
 OWNER = process_identity()
-INTERRUPTED = "interrupted: the process running it stopped"
 
 
 def is_alive(owner: str | None) -> bool:
@@ -56,18 +56,18 @@ class RequestLog:
         self.database = database
 
     async def started(self, call: CallRecord) -> None:
-        user_id = call.user_id or ANONYMOUS
+        user_id = _user(call)
         async with self.database.user_transaction(user_id) as connection:
             await connection.execute(
                 insert(requests).values(
-                    request_id=call.request_id,
-                    parent_request_id=call.parent_request_id,
-                    session_id=call.session_id,
+                    request_id=storable_text(call.request_id),
+                    parent_request_id=_text(call.parent_request_id),
+                    session_id=_text(call.session_id),
                     user_id=user_id,
-                    tool=call.tool,
-                    action=call.action,
-                    call_name=call.call_name,
-                    parameters=call.parameters,
+                    tool=storable_text(call.tool),
+                    action=_text(call.action),
+                    call_name=storable_text(call.call_name),
+                    parameters=storable_json(call.parameters),
                     background=call.background,
                     idempotent=call.idempotent,
                     owner=OWNER,
@@ -81,8 +81,8 @@ class RequestLog:
 
     async def acknowledged(self, call: CallRecord, *, detail: str) -> None:
         """An inline call outlived its budget and goes on in the background."""
-        async with self.database.user_transaction(call.user_id or ANONYMOUS) as connection:
-            await _event(connection, call.request_id, call.user_id or ANONYMOUS, "acknowledged", detail)
+        async with self.database.user_transaction(_user(call)) as connection:
+            await _event(connection, call.request_id, _user(call), "acknowledged", detail)
 
     async def finished(self, call: CallRecord, result: ToolResult) -> None:
         outcome = "failed" if result.status == "failure" else "completed"
@@ -97,13 +97,36 @@ class RequestLog:
 
     async def requeued(self, call: CallRecord) -> None:
         """A stopped process left it running, and it is safe to run again: this process does."""
-        user_id = call.user_id or ANONYMOUS
+        user_id = _user(call)
         async with self.database.user_transaction(user_id) as connection:
             await connection.execute(
-                update(requests).where(requests.c.request_id == call.request_id).values(owner=OWNER)
+                update(requests)
+                .where(requests.c.request_id == storable_text(call.request_id))
+                .values(owner=OWNER)
             )
             await _event(connection, call.request_id, user_id, "requeued", INTERRUPTED)
             await _set_status(connection, call.request_id, user_id, "running")
+
+    async def prior(self, call: CallRecord) -> PriorCall | None:
+        """What the log holds for this call's request id, if anything (a resumed turn)."""
+        async with self.database.user_transaction(_user(call)) as connection:
+            row = (
+                await connection.execute(
+                    select(
+                        requests.c.status, requests.c.outcome, requests.c.result,
+                        requests.c.error, requests.c.owner,
+                    ).where(requests.c.request_id == storable_text(call.request_id))
+                )
+            ).first()
+        if row is None:
+            return None
+        return PriorCall(
+            status=row.status,
+            outcome=row.outcome,
+            body=row.result if row.outcome == "completed" else row.error,
+            owner_alive=is_alive(row.owner),
+            ours=row.owner == OWNER,
+        )
 
     async def orphaned(self, *, user_id: str) -> list[CallRecord]:
         """The user's requests still open under a process that no longer runs."""
@@ -131,7 +154,7 @@ class RequestLog:
         ]
 
     async def _end(self, call: CallRecord, outcome: str, body: dict[str, object]) -> None:
-        user_id = call.user_id or ANONYMOUS
+        user_id = _user(call)
         async with self.database.user_transaction(user_id) as connection:
             await _set_status(
                 connection,
@@ -139,8 +162,8 @@ class RequestLog:
                 user_id,
                 outcome,
                 outcome=outcome,
-                result=body if outcome == "completed" else None,
-                error=None if outcome == "completed" else body,
+                result=storable_json(body) if outcome == "completed" else None,
+                error=None if outcome == "completed" else storable_json(body),
             )
             await close_if_done(connection, call.request_id, user_id)
 
@@ -177,7 +200,7 @@ async def _set_status(
 ) -> None:
     await connection.execute(
         update(requests)
-        .where(requests.c.request_id == request_id)
+        .where(requests.c.request_id == storable_text(request_id))
         .values(status=status, updated_at=func.now(), **columns)
     )
     await _event(connection, request_id, user_id, status)
@@ -187,8 +210,22 @@ async def _event(
     connection: AsyncConnection, request_id: str, user_id: str, status: str, detail: str | None = None
 ) -> None:
     await connection.execute(
-        insert(request_events).values(request_id=request_id, user_id=user_id, status=status, detail=detail)
+        insert(request_events).values(
+            request_id=storable_text(request_id),
+            user_id=storable_text(user_id),
+            status=status,
+            detail=_text(detail),
+        )
     )
+
+
+def _text(value: str | None) -> str | None:
+    return None if value is None else storable_text(value)
+
+
+def _user(call: CallRecord) -> str:
+    # The row's user and the session's row-level-security user must be the same text.
+    return storable_text(call.user_id or ANONYMOUS)
 
 
 @dataclass(frozen=True)

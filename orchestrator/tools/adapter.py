@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import inspect
 import uuid
+from functools import partial
+from pathlib import Path
 
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool
@@ -12,6 +15,7 @@ from pydantic_core import to_jsonable_python
 from orchestrator.tools.base import ActionSpec, Tool, ToolRequest
 from orchestrator.tools.config import ToolConfig
 from orchestrator.tools.results import ToolResult
+from orchestrator.tools.threads import in_thread
 
 
 def langchain_tools(tool: Tool, *, config: ToolConfig | None = None) -> list[BaseTool]:
@@ -53,6 +57,8 @@ def _action_tool(tool: Tool, spec: ActionSpec, policy: dict[str, object]) -> Bas
             session_id=configurable.get("thread_id"),
             user_id=configurable.get("user_id"),
         )
+        if not inspect.iscoroutinefunction(tool.execute):  # a blocking execute of its own
+            return await in_thread(partial(tool.execute, request), name=f"{tool.name}_{spec.name}")
         return await tool.execute(request)
 
     return ActionTool(
@@ -60,5 +66,19 @@ def _action_tool(tool: Tool, spec: ActionSpec, policy: dict[str, object]) -> Bas
         description=f"{spec.description}\n(Part of {tool.name}: {tool.description})",
         args_schema=spec.params,
         coroutine=run,
-        metadata={"tool": tool.name, "action": spec.name, "version": tool.version, **policy},
+        metadata={
+            "tool": tool.name,
+            "action": spec.name,
+            "version": tool.version,
+            "folder": _folder(tool),
+            **policy,
+        },
     )
+
+
+def _folder(tool: Tool) -> str | None:
+    """Where the tool's code lives: paths inside it may be shown in its errors."""
+    try:
+        return str(Path(inspect.getfile(type(tool))).resolve().parent)
+    except (TypeError, OSError):  # a class without a source file (built at run time)
+        return None

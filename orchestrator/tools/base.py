@@ -10,7 +10,9 @@
             ...
 
 Each action's parameter model gives the JSON schema the model sees; `execute`
-validates `request.parameters` against it before the action runs.
+validates `request.parameters` against it before the action runs. An action
+may also be a plain `def` for blocking work: it runs on a thread of its own,
+so the event loop (other calls, timeouts, Ctrl-C) stays free meanwhile.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, TypeVar
 
@@ -30,13 +33,14 @@ from orchestrator.errors import (
     validation_problems,
 )
 from orchestrator.tools.results import ToolResult
+from orchestrator.tools.threads import in_thread
 
 if TYPE_CHECKING:  # the store imports the tools package
     from orchestrator.store.engine import Database
 
 Params = TypeVar("Params", bound=BaseModel)
 ToolT = TypeVar("ToolT", bound="Tool")
-Handler = Callable[[ToolT, Params, "ToolRequest"], Awaitable[ToolResult]]
+Handler = Callable[[ToolT, Params, "ToolRequest"], Awaitable[ToolResult] | ToolResult]
 
 UNKNOWN_ACTION = "{tool} has no action {action!r}; its actions: {actions}."
 
@@ -68,19 +72,25 @@ class ActionSpec:
     name: str
     description: str
     params: type[BaseModel]
-    handler: Callable[..., Awaitable[ToolResult]]
+    handler: Callable[..., Awaitable[ToolResult] | ToolResult]
+
+    @property
+    def blocking(self) -> bool:
+        """A plain `def`: it runs on a thread of its own."""
+        return not inspect.iscoroutinefunction(self.handler)
 
 
 def action(params: type[Params]) -> Callable[[Handler[ToolT, Params]], Handler[ToolT, Params]]:
-    """Declare a method `async (self, params, request) -> ToolResult` as an action.
+    """Declare a method `(self, params, request) -> ToolResult` as an action.
 
     The method's name is the action's name and its docstring the description
-    the model reads.
+    the model reads. An `async def` runs on the event loop and must not block
+    it; a plain `def` (blocking I/O, CPU work) runs on a thread of its own.
     """
 
     def mark(handler: Handler[ToolT, Params]) -> Handler[ToolT, Params]:
-        if not inspect.iscoroutinefunction(handler):
-            raise TypeError(f"action {handler.__name__} must be an async method")
+        if not inspect.isfunction(handler):
+            raise TypeError(f"action {getattr(handler, '__name__', handler)!r} must be a method")
         if not inspect.getdoc(handler):
             raise TypeError(f"action {handler.__name__} needs a docstring: the model reads it")
         handler.__action_params__ = params  # type: ignore[attr-defined]
@@ -168,4 +178,8 @@ class Tool(BaseModel):
             raise InvalidToolArgumentsError(
                 f"Invalid arguments for {self.name}.{spec.name}: {validation_problems(error)}."
             ) from None
-        return await spec.handler(self, params, request)
+        if spec.blocking:
+            return await in_thread(  # type: ignore[return-value]
+                partial(spec.handler, self, params, request), name=f"{self.name}_{spec.name}"
+            )
+        return await spec.handler(self, params, request)  # type: ignore[misc]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import math
 import operator
 from collections.abc import Callable
 from datetime import datetime
@@ -14,6 +15,11 @@ from pydantic import BaseModel, Field
 from orchestrator.errors import InvalidToolArgumentsError, ToolError
 
 MAX_EXPONENT = 1000
+# Exact integers past this many digits take seconds to minutes to compute (on the
+# event loop) and cannot even be printed (Python's 4300-digit str limit).
+MAX_DIGITS = 1000
+MAX_EXPRESSION_CHARS = 1000
+TOO_LARGE = "The result would have over {digits} digits; the limit is {limit}."
 
 
 class CurrentTimeArgs(BaseModel):
@@ -36,7 +42,10 @@ async def current_time(timezone: str = "UTC") -> dict[str, str]:
 
 
 class CalculatorArgs(BaseModel):
-    expression: str = Field(description="Arithmetic with + - * / // % ** and parentheses, e.g. (2+3)*4.")
+    expression: str = Field(
+        max_length=MAX_EXPRESSION_CHARS,
+        description="Arithmetic with + - * / // % ** and parentheses, e.g. (2+3)*4.",
+    )
 
 
 @tool("calculator", args_schema=CalculatorArgs)
@@ -44,9 +53,12 @@ async def calculator(expression: str) -> dict[str, str | float | int]:
     """Evaluate an arithmetic expression exactly; use to calculate, compute or add numbers."""
     try:
         tree = ast.parse(expression, mode="eval")
-    except SyntaxError:
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # too deep or too long too
         raise InvalidToolArgumentsError(f"Not an arithmetic expression: {expression!r}.") from None
-    return {"expression": expression, "value": _evaluate(tree.body)}
+    try:
+        return {"expression": expression, "value": _evaluate(tree.body)}
+    except RecursionError:
+        raise InvalidToolArgumentsError("The expression is nested too deeply.") from None
 
 
 _BINARY: dict[type[ast.operator], Callable[[float, float], float]] = {
@@ -72,15 +84,32 @@ def _evaluate(node: ast.expr) -> float:
         return _UNARY[type(node.op)](_evaluate(node.operand))
     if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
         left, right = _evaluate(node.left), _evaluate(node.right)
-        if isinstance(node.op, ast.Pow) and abs(right) > MAX_EXPONENT:
-            raise ToolError(f"Exponent {right} is too large (limit {MAX_EXPONENT}).", recoverable=False)
+        _check_size(node.op, left, right)
         try:
             return _BINARY[type(node.op)](left, right)
         except ZeroDivisionError:
             raise ToolError("Division by zero.", recoverable=False) from None
+        except OverflowError:  # floats past 1e308, or an int too large to divide as one
+            raise ToolError("The result is too large to represent.", recoverable=False) from None
     raise InvalidToolArgumentsError(
         f"Unsupported element {ast.unparse(node)!r}: only numbers and + - * / // % ** are allowed."
     )
+
+
+def _check_size(op: ast.operator, left: float, right: float) -> None:
+    """Refuse, before computing it, an exact result too large to compute quickly."""
+    if isinstance(op, ast.Pow) and abs(right) > MAX_EXPONENT:
+        raise ToolError(f"Exponent {right} is too large (limit {MAX_EXPONENT}).", recoverable=False)
+    if not (isinstance(left, int) and isinstance(right, int)) or 0 in (left, right):
+        return  # floats overflow (an error) instead of growing
+    if isinstance(op, ast.Pow) and right > 0:
+        digits = math.log10(abs(left)) * right
+    elif isinstance(op, ast.Mult):
+        digits = math.log10(abs(left)) + math.log10(abs(right))
+    else:
+        return  # + - // % grow by a digit at most
+    if digits > MAX_DIGITS:
+        raise ToolError(TOO_LARGE.format(digits=int(digits), limit=MAX_DIGITS), recoverable=False)
 
 
 def builtin_tools() -> list[BaseTool]:

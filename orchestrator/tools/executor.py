@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -25,8 +24,10 @@ from orchestrator.errors import (
     validation_problems,
 )
 from orchestrator.events import ToolPhase, emit_tool
+from orchestrator.tools.attempt import attempt, sanitised
 from orchestrator.tools.policy import ExecutionPolicy, run_with_policy
-from orchestrator.tools.results import ToolResult, result_from_output
+from orchestrator.tools.replay import PriorCall, decide, request_id
+from orchestrator.tools.results import ToolResult
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +44,6 @@ ACKNOWLEDGED = (
 
 UNKNOWN_TOOL = "There is no tool named {name!r}. Available tools: {available}."
 INVALID_ARGUMENTS = "Invalid arguments for {name}: {problems}."
-TOOL_FAILED = "{name} failed: {error}"
 
 
 @dataclass(frozen=True)
@@ -73,6 +73,12 @@ class RequestObserver(Protocol):
 
     async def cancelled(self, call: CallRecord) -> None: ...
 
+    async def prior(self, call: CallRecord) -> PriorCall | None: ...
+
+    async def requeued(self, call: CallRecord) -> None: ...
+
+    async def interrupted(self, call: CallRecord) -> None: ...
+
 
 class BackgroundRunner(Protocol):
     """Takes over calls that run in the background (the task manager)."""
@@ -80,6 +86,8 @@ class BackgroundRunner(Protocol):
     def adopt(
         self, work: asyncio.Task[ToolResult], call: CallRecord, *, observer: RequestObserver | None
     ) -> object: ...
+
+    def running(self, request_id: str) -> bool: ...
 
 
 class ToolExecutor:
@@ -115,26 +123,51 @@ class ToolExecutor:
     async def run_one(
         self, call: ToolCall, *, index: int, total: int, config: RunnableConfig
     ) -> ToolMessage:
-        """Run one call and answer with a ToolMessage, whatever happens inside the tool."""
+        """Run one call and answer with a ToolMessage, whatever happens inside the tool.
+
+        A call the request log already knows (a resumed turn) is answered from
+        the log instead, unless it is safe to run again (see `replay`).
+        """
         configurable = config.get("configurable", {})
         ids = {
-            "request_id": uuid.uuid4().hex,
+            "request_id": request_id(call, configurable),
             "parent_request_id": configurable.get("request_id"),
         }
         record = self._record(call, ids, configurable)
         observer: RequestObserver | None = configurable.get(OBSERVER_KEY)
+        runner: BackgroundRunner | None = configurable.get(BACKGROUND_KEY)
         progress = {"tool": call["name"], "index": index, "total": total, **ids}
         emit_tool(ToolPhase.STARTING, **progress)
-        if observer is not None:
+        decision = await decide(record, log=observer, runner=runner)
+        if decision.in_background:
+            return self._message(call, _acknowledgement(call, ids))
+        if decision.answer is not None:
+            return self._finish(call, decision.answer.model_copy(update=ids), progress)
+        if observer is not None and not decision.rerun:
             await _safely(observer.started(record))
+        return await self._run(call, record, config=config, progress=progress)
+
+    async def _run(
+        self,
+        call: ToolCall,
+        record: CallRecord,
+        *,
+        config: RunnableConfig,
+        progress: dict[str, object],
+    ) -> ToolMessage:
+        """Run the call inline, handing it to the background runner past its budget."""
+        configurable = config.get("configurable", {})
+        observer: RequestObserver | None = configurable.get(OBSERVER_KEY)
         runner: BackgroundRunner | None = configurable.get(BACKGROUND_KEY)
+        ids = {"request_id": record.request_id, "parent_request_id": record.parent_request_id}
         if record.background and runner is not None:
             config = _detached(config)  # it will outlive this graph run
         work = asyncio.ensure_future(
             self.invoke(call, config=_child_config(config, ids), progress=progress)
         )
         try:
-            finished = await _finishes_within(work, None if runner is None else self._budget(record))
+            budget = None if runner is None else self._budget(record)
+            finished = await _finishes_within(work, budget)
         except asyncio.CancelledError:  # the turn was cancelled (Ctrl-C): so is its call
             work.cancel()
             if observer is not None:
@@ -148,11 +181,21 @@ class ToolExecutor:
         result = work.result().model_copy(update=ids)
         if observer is not None:
             await _safely(observer.finished(record, result))
-        emit_tool(ToolPhase.COMPLETED, status=result.status, **progress)
+        return self._finish(call, result, progress)
+
+    def _finish(
+        self, call: ToolCall, result: ToolResult, progress: dict[str, object]
+    ) -> ToolMessage:
+        emit_tool(ToolPhase.COMPLETED, status=result.status, **progress)  # type: ignore[arg-type]
         logger.info(
             "tool %s %s request_id=%s parent_request_id=%s",
-            call["name"], result.status, ids["request_id"], ids["parent_request_id"],
-            extra={"tool": call["name"], "status": result.status, **ids},
+            call["name"], result.status, result.request_id, result.parent_request_id,
+            extra={
+                "tool": call["name"],
+                "status": result.status,
+                "request_id": result.request_id,
+                "parent_request_id": result.parent_request_id,
+            },
         )
         return self._message(call, result)
 
@@ -177,17 +220,19 @@ class ToolExecutor:
     ) -> ToolResult:
         """Validate and run one call under its policy; failures come back as error results."""
         progress = progress or {"tool": call["name"], "index": 1, "total": 1, "request_id": ""}
+        tool = self.tools.get(call["name"])
         try:
-            tool = self._lookup(call["name"])
+            tool = self._lookup(call["name"])  # the same tool; unknown names fail here
             emit_tool(ToolPhase.VALIDATING, **progress)  # type: ignore[arg-type]
             _validate(tool, call["args"])
             emit_tool(ToolPhase.EXECUTING, **progress)  # type: ignore[arg-type]
             policy = ExecutionPolicy.of(tool, default_timeout=self.default_timeout)
-            return await run_with_policy(
-                lambda: _attempt(tool, call, config), name=call["name"], policy=policy
+            result = await run_with_policy(
+                lambda: attempt(tool, call, config), name=call["name"], policy=policy
             )
         except ToolError as error:
-            return ToolResult.from_error(error)
+            result = ToolResult.from_error(error)
+        return sanitised(result, tool)
 
     def _record(
         self, call: ToolCall, ids: dict[str, str | None], configurable: dict[str, object]
@@ -259,20 +304,6 @@ def _detached(config: RunnableConfig) -> RunnableConfig:
     return {"configurable": configurable}
 
 
-async def _attempt(tool: BaseTool, call: ToolCall, config: RunnableConfig) -> ToolResult:
-    try:
-        return result_from_output(await tool.ainvoke(call["args"], config=config))
-    except ToolError:
-        raise
-    except OSError as error:  # connections and the like: worth another try
-        raise ToolError(TOOL_FAILED.format(name=call["name"], error=_describe(error))) from None
-    except Exception as error:  # a tool's bug must not end the turn, nor be retried
-        logger.debug("tool %s raised", call["name"], exc_info=True)
-        raise ToolError(
-            TOOL_FAILED.format(name=call["name"], error=_describe(error)), recoverable=False
-        ) from None
-
-
 async def _safely(tracking: Awaitable[None]) -> None:
     # The request log must never cost the user a tool result.
     try:
@@ -283,7 +314,3 @@ async def _safely(tracking: Awaitable[None]) -> None:
 
 def _text(value: object) -> str | None:
     return None if value is None else str(value)
-
-
-def _describe(error: Exception) -> str:
-    return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__

@@ -14,7 +14,15 @@ from orchestrator.tools.results import ToolResult
 
 BACKOFF_BASE_SECONDS = 0.5
 BACKOFF_CAP_SECONDS = 10.0
+# How long a timed-out attempt may take to unwind (its `finally`, a rollback)
+# before it is abandoned; one that ignores its cancellation is abandoned then.
+CANCEL_GRACE_SECONDS = 2.0
 TIMED_OUT = "{name} did not finish within {seconds:g}s"
+BLOCKED_LOOP = (
+    "{name} did not finish within {seconds:g}s: the event loop was blocked meanwhile "
+    "(async tool code must not block; an action that is a plain def runs on a thread)"
+)
+CANCELLED_ITSELF = "{name} was cancelled from inside the tool"
 
 
 @dataclass(frozen=True)
@@ -58,15 +66,47 @@ async def run_with_policy(
     tries = policy.max_retries + 1
     for number in range(1, tries + 1):
         try:
-            async with asyncio.timeout(policy.timeout_seconds):
-                return await attempt()
-        except TimeoutError:
-            error = ToolError(
-                TIMED_OUT.format(name=name, seconds=policy.timeout_seconds), code="timeout"
-            )
+            return await within_timeout(attempt, name=name, seconds=policy.timeout_seconds)
         except ToolError as failure:
             error = failure
         if not error.recoverable or number == tries:
             raise error
         await sleep(backoff(number))
     raise AssertionError("unreachable")  # the loop always returns or raises
+
+
+async def within_timeout(
+    attempt: Callable[[], Awaitable[ToolResult]], *, name: str, seconds: float
+) -> ToolResult:
+    """One attempt, as a task of its own that is given up on after `seconds`.
+
+    Its own task, watched from outside: a tool that swallows its cancellation
+    is abandoned rather than waited for. An attempt that ends past its deadline
+    because the event loop was blocked (so no timer could fire: async code
+    calling `time.sleep`, say) fails with a timeout too, whatever it returned;
+    blocking code belongs on a thread, where a plain-def action runs.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    work = asyncio.ensure_future(attempt())
+    try:
+        await asyncio.wait({work}, timeout=seconds)
+    except asyncio.CancelledError:  # the turn was cancelled: so is the attempt
+        work.cancel()
+        raise
+    if not work.done():
+        await _abandon(work)
+        raise ToolError(TIMED_OUT.format(name=name, seconds=seconds), code="timeout")
+    if work.cancelled():  # nobody here cancelled it: the tool's own doing
+        raise ToolError(CANCELLED_ITSELF.format(name=name), code="cancelled", recoverable=False)
+    result = work.result()
+    if loop.time() > deadline:
+        raise ToolError(BLOCKED_LOOP.format(name=name, seconds=seconds), code="timeout")
+    return result
+
+
+async def _abandon(work: asyncio.Future[ToolResult]) -> None:
+    work.cancel()
+    await asyncio.wait({work}, timeout=CANCEL_GRACE_SECONDS)
+    # Whatever it ends with later is nobody's business; retrieved, so asyncio does not log it.
+    work.add_done_callback(lambda done: done.cancelled() or done.exception())

@@ -1,0 +1,93 @@
+"""Error text that leaves the process without secrets or the user's file layout.
+
+A tool's error goes to the model (often a third party) and to the terminal. It
+may hold what the tool saw: an API key in a failed URL, a password in a
+connection string, `/home/<user>/...` in a `FileNotFoundError`. Before it is
+shown, values of secret-looking environment variables and of the settings'
+secrets become `[redacted]`, the home directory `~`, and absolute paths
+outside the places a tool may name (its own folder) `<path>`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pydantic import SecretStr
+
+if TYPE_CHECKING:
+    from orchestrator.settings import Settings
+
+SECRET = "[redacted]"
+PATH = "<path>"
+HOME = "~"
+SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASS|CREDENTIAL", re.IGNORECASE)
+# Shorter values, or these, would garble every message they happen to occur in.
+MIN_SECRET_CHARS = 4
+NOT_SECRETS = frozenset({"true", "false", "none", "null", "yes"})
+
+# `scheme://user:password@host`: the password, wherever the URL came from.
+_URL_PASSWORD = re.compile(r"(?<=://)([^\s/:@]*):([^\s/@]+)@")
+# An absolute POSIX path: a slash not inside a word, URL or relative path,
+# then a name (not a digit: `1 /2` is arithmetic), up to a quote, space or separator.
+_ABSOLUTE_PATH = re.compile(r"(?<![\w/.:~\\-])/[A-Za-z_.~][^\s'\"`,;:()<>\[\]{}|]*")
+
+_remembered: set[str] = set()
+
+
+def remember(*secrets: str | None) -> None:
+    """Redact these values from now on (in this process)."""
+    _remembered.update(s for s in secrets if s and _worth_redacting(s))
+
+
+def remember_settings(settings: Settings) -> None:
+    """Redact the settings' secrets: API keys and the passwords of database URLs."""
+    for name in type(settings).model_fields:
+        value = getattr(settings, name)
+        if isinstance(value, SecretStr):
+            remember(value.get_secret_value())
+        elif isinstance(value, str):
+            remember(*(match.group(2) for match in _URL_PASSWORD.finditer(value)))
+
+
+def redact(text: str, *, keep: Iterable[Path | str] = ()) -> str:
+    """`text` without secrets, with `~` for home and `<path>` for paths outside `keep`."""
+    for secret in sorted(_secrets(), key=len, reverse=True):
+        text = text.replace(secret, SECRET)
+    text = _URL_PASSWORD.sub(rf"\1:{SECRET}@", text)
+    roots = [str(Path(root)) for root in keep]
+    text = _ABSOLUTE_PATH.sub(lambda match: _shown_path(match.group(), roots), text)
+    home = _home()
+    return re.sub(re.escape(home) + r"(?![\w.-])", HOME, text) if home else text
+
+
+def _secrets() -> set[str]:
+    from_environment = {
+        value
+        for name, value in os.environ.items()
+        if SECRET_NAME.search(name) and _worth_redacting(value)
+    }
+    return from_environment | _remembered
+
+
+def _worth_redacting(value: str) -> bool:
+    return len(value) >= MIN_SECRET_CHARS and value.lower() not in NOT_SECRETS
+
+
+def _shown_path(path: str, roots: list[str]) -> str:
+    if any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots):
+        home = _home()
+        return HOME + path[len(home):] if home and path.startswith(home + "/") else path
+    return PATH
+
+
+def _home() -> str | None:
+    # A home of `/` (some service accounts) would turn every slash into `~`.
+    try:
+        home = str(Path.home()).rstrip("/")
+    except RuntimeError:  # no home directory can be determined
+        return None
+    return home or None

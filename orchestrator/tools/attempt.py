@@ -1,0 +1,117 @@
+"""One run of one tool: blocking code off the event loop, anything it raises contained.
+
+Whatever a tool raises ends its call, never the turn or the process:
+`SystemExit`, `KeyboardInterrupt`, a bare `BaseException` and a
+`CancelledError` of the tool's own become failed calls like any bug. Only a
+real cancellation of the running task (Ctrl-C, a timeout) and LangGraph's
+`GraphBubbleUp` go on up. Failure messages lose their secrets and outside
+paths on the way out (see `redact`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from langchain_core.messages import ToolCall
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool, StructuredTool, Tool
+from langgraph.errors import GraphBubbleUp
+
+from orchestrator.errors import ToolError
+from orchestrator.redact import redact
+from orchestrator.tools.results import ToolResult, result_from_output
+from orchestrator.tools.threads import in_thread
+
+logger = logging.getLogger(__name__)
+
+TOOL_FAILED = "{name} failed: {error}"
+T = TypeVar("T")
+
+
+async def attempt(tool: BaseTool, call: ToolCall, config: RunnableConfig) -> ToolResult:
+    """One run of the tool; whatever it raises, short of a real cancellation, is a ToolError."""
+    name = call["name"]
+    try:
+        return result_from_output(await _run_tool(tool, call, config))
+    except (ToolError, GraphBubbleUp):  # GraphBubbleUp: LangGraph's interrupts pass untouched
+        raise
+    except OSError as error:  # connections and the like: worth another try
+        raise _failure(name, _describe(error), recoverable=True) from None
+    except Exception as error:  # a tool's bug must not end the turn, nor be retried
+        logger.debug("tool %s raised", name, exc_info=True)
+        raise _failure(name, _describe(error)) from None
+    except BaseException as error:
+        raise _contained(error, name=name) from None
+
+
+async def _run_tool(tool: BaseTool, call: ToolCall, config: RunnableConfig) -> object:
+    if _blocking(tool):  # LangChain would use the loop's executor, which the exit waits for
+        return await in_thread(lambda: tool.invoke(call["args"], config=config), name=call["name"])
+    if isinstance(tool, StructuredTool) and tool.coroutine is not None:
+        # LangChain runs the coroutine as a task of its own; asyncio lets SystemExit and
+        # KeyboardInterrupt raised in any task out of the event loop, which they end.
+        # So they are caught inside that task, by a wrapper around the coroutine.
+        tool = tool.model_copy(update={"coroutine": _containing(tool.coroutine, name=call["name"])})
+    return await tool.ainvoke(call["args"], config=config)
+
+
+def _containing(
+    coroutine: Callable[..., Awaitable[T]], *, name: str
+) -> Callable[..., Awaitable[T]]:
+    @functools.wraps(coroutine)  # the same signature: LangChain passes `config` by it
+    async def contained(*args: object, **kwargs: object) -> T:
+        try:
+            return await coroutine(*args, **kwargs)
+        except (Exception, GeneratorExit):  # ordinary errors are judged in `attempt`
+            raise
+        except BaseException as error:
+            raise _contained(error, name=name) from None
+
+    return contained
+
+
+def _contained(error: BaseException, *, name: str) -> BaseException:
+    """The ToolError for SystemExit, KeyboardInterrupt, BaseException, a tool's own CancelledError.
+
+    What must go on up is returned as it is: a real cancellation of the running
+    task (Ctrl-C, a timeout) and a coroutine being closed.
+    """
+    if isinstance(error, GeneratorExit):
+        return error
+    if isinstance(error, asyncio.CancelledError) and _really_cancelled():
+        return error
+    logger.debug("tool %s raised", name, exc_info=error)
+    return _failure(name, _describe(error))
+
+
+def _blocking(tool: BaseTool) -> bool:
+    """A tool with only a synchronous implementation."""
+    if isinstance(tool, StructuredTool | Tool):
+        return tool.coroutine is None and tool.func is not None
+    return type(tool)._arun is BaseTool._arun
+
+
+def _really_cancelled() -> bool:
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
+def _failure(name: str, error: str, *, recoverable: bool = False) -> ToolError:
+    return ToolError(TOOL_FAILED.format(name=name, error=error), recoverable=recoverable)
+
+
+def sanitised(result: ToolResult, tool: BaseTool | None) -> ToolResult:
+    """A failure's message without secrets or paths outside the tool's folder."""
+    if result.status != "failure":
+        return result
+    folder = (tool.metadata or {}).get("folder") if tool is not None else None
+    message = redact(result.message, keep=[str(folder)] if folder else [])
+    return result if message == result.message else result.model_copy(update={"message": message})
+
+
+def _describe(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
