@@ -16,6 +16,7 @@ from langgraph.graph.state import CompiledStateGraph
 
 from orchestrator.graph.builder import build_agent_graph
 from orchestrator.llm.providers import build_chat_model
+from orchestrator.redact import remember_settings
 from orchestrator.session import Session
 from orchestrator.settings import Settings
 from orchestrator.store.search_tool import search_messages_tool
@@ -64,6 +65,7 @@ class Runtime:
         `tools` and `checkpointer` replace the defaults; given `tools`, no
         folder is discovered.
         """
+        remember_settings(settings)  # errors shown to the model or the person hide its secrets
         model = model or build_chat_model(settings)
         database = storage.database if storage is not None else None
         sub_agents: list[LoadedTool] = []

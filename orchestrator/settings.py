@@ -23,6 +23,7 @@ ENV_PREFIX = "ORCHESTRATOR_"
 OFFLINE_MODEL = "offline"
 DEFAULT_MODEL = "openai:gpt-4o-mini"
 EMBEDDING_CHOICES = re.compile(r"auto|local|none|openai:\S+")
+MAX_SECONDS = 24 * 3600.0  # one day: longer belongs in a job queue, and inf or nan is a typo
 NEEDS_ENDPOINT = (
     "{setting}={model!r} needs OPENAI_API_KEY (or OPENAI_BASE_URL for an OpenAI-compatible "
     "server); unset {setting} to use the built-in offline model"
@@ -60,17 +61,25 @@ class Settings(BaseSettings):
     openai_base_url: str | None = Field(
         default=None, validation_alias=AliasChoices("OPENAI_BASE_URL")
     )
-    model_timeout_seconds: float = Field(default=60.0, gt=0)
+    model_timeout_seconds: float = Field(default=60.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False)
     model_max_retries: int = Field(default=2, ge=0, le=10)
     data_dir: Path = Field(default_factory=lambda: home() / "data")
     sub_graphs_dir: Path = Field(default_factory=lambda: home() / "sub_graphs")
     max_tool_iterations: int = Field(default=5, ge=1, le=100)
     max_tool_result_chars: int = Field(default=4000, ge=200)
     tool_timeout_seconds: float = Field(
-        default=60.0, gt=0, description="For tools whose tool_config.yaml sets none (built-ins)."
+        default=60.0,
+        gt=0,
+        le=MAX_SECONDS,
+        allow_inf_nan=False,
+        description="For tools whose tool_config.yaml sets none (built-ins).",
     )
     inline_budget_seconds: float = Field(
-        default=20.0, ge=0, description="An inline call running longer moves to the background."
+        default=20.0,
+        ge=0,
+        le=MAX_SECONDS,
+        allow_inf_nan=False,
+        description="An inline call running longer moves to the background.",
     )
     log_level: LogLevel = "WARNING"
     database_url: str | None = Field(

@@ -64,6 +64,10 @@ def test_environment_and_dotenv(monkeypatch: pytest.MonkeyPatch, tmp_path: Path)
         ("ORCHESTRATOR_MAX_TOOL_ITERATIONS", "0"),
         ("ORCHESTRATOR_MAX_TOOL_RESULT_CHARS", "10"),
         ("ORCHESTRATOR_LOG_LEVEL", "loud"),
+        ("ORCHESTRATOR_TOOL_TIMEOUT_SECONDS", ".inf"),
+        ("ORCHESTRATOR_TOOL_TIMEOUT_SECONDS", "nan"),
+        ("ORCHESTRATOR_MODEL_TIMEOUT_SECONDS", "inf"),
+        ("ORCHESTRATOR_INLINE_BUDGET_SECONDS", "1e12"),
     ],
 )
 def test_bad_value_names_the_setting(monkeypatch: pytest.MonkeyPatch, name: str, value: str):

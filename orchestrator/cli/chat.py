@@ -17,7 +17,6 @@ from rich.markup import escape
 from orchestrator.cli.common import JsonOption, UserOption, err, out
 from orchestrator.cli.signals import Interrupts
 from orchestrator.cli.startup import Startup, run_command
-from orchestrator.redact import remember_settings
 
 if TYPE_CHECKING:
     from orchestrator.cli.terminal import LineSource
@@ -37,8 +36,7 @@ def chat(user: UserOption = "local", session: SessionOption = None) -> None:
     async def run(startup: Startup, runtime: Runtime) -> int:
         from orchestrator.cli.repl import ChatRepl, resume_turn
 
-        remember_settings(startup.settings)  # tool errors never show its secrets
-        conversation = runtime.session(user_id=user, session_id=session)
+        conversation = _open_session(runtime, user, session)
         repl = ChatRepl(
             runtime=runtime,
             session=conversation,
@@ -66,8 +64,7 @@ def ask(
     async def run(startup: Startup, runtime: Runtime) -> int:
         from orchestrator.cli.repl import rendered_turn, resume_turn, show_background_results
 
-        remember_settings(startup.settings)  # tool errors never show its secrets
-        conversation = runtime.session(user_id=user, session_id=session)
+        conversation = _open_session(runtime, user, session)
         if as_json:
             return await _ask_json(runtime, conversation, text, startup.interrupts)
         show_background_results(runtime, conversation, out=out, err=err)
@@ -166,6 +163,15 @@ def _moved_descriptor() -> int | None:
     saved = os.dup(1)
     os.dup2(2, 1)
     return saved
+
+
+def _open_session(runtime: Runtime, user_id: str, session_id: str | None) -> Session:
+    conversation = runtime.session(user_id=user_id, session_id=session_id)
+    conversation.on_busy = lambda: err.print(
+        f"[dim]session {escape(conversation.session_id)} is running a turn in another process: "
+        "waiting for it to end (Ctrl-C stops)[/dim]"
+    )
+    return conversation
 
 
 async def _recover(runtime: Runtime, user_id: str) -> None:

@@ -24,8 +24,8 @@ from orchestrator.cli.common import (
     with_database,
 )
 from orchestrator.errors import ConfigError, UserError
-from orchestrator.tools.approval import ApprovalStore
-from orchestrator.tools.discovery import Discovery, ToolFolder, discover_tree, walk
+from orchestrator.tools.approval import ApprovalStore, discover_approved_first
+from orchestrator.tools.discovery import Discovery, ToolFolder, walk
 
 if TYPE_CHECKING:
     from orchestrator.store.engine import Database
@@ -40,11 +40,11 @@ def list_tools(as_json: JsonOption = False) -> None:
     """Show every tool folder, its approval status and path; imports nothing."""
     with user_errors():
         settings = settings_or_exit()
-        tree = discover_tree(settings.sub_graphs_dir)
         store = ApprovalStore.of(settings)
+        tree = discover_approved_first(settings, store)  # the folders startup would use
     rows = [(node.folder, store.status(node.folder)) for node in walk(tree.nodes)]
     if as_json:
-        print(json.dumps(_listing_json(rows, tree), ensure_ascii=False))
+        print(json.dumps(_listing_json(rows, tree)))  # ASCII: no raw control characters
         return
     if not rows and not tree.problems:
         err.print(f"No tool folders in {display_path(settings.sub_graphs_dir)}.")
@@ -171,8 +171,9 @@ def requests_show(
 def _decide(name: str, *, approved: bool) -> None:
     with user_errors():
         settings = settings_or_exit()
-        folder = _find_folder(discover_tree(settings.sub_graphs_dir), name)
-        ApprovalStore.of(settings).decide(folder, approved=approved)
+        store = ApprovalStore.of(settings)
+        folder = _find_folder(discover_approved_first(settings, store), name)
+        store.decide(folder, approved=approved)
     verdict = "approved" if approved else "revoked"
     out.print(f"{verdict}: {describe_folder(folder)}", highlight=False)
 
