@@ -9,7 +9,6 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from langchain_core.tools import BaseTool
-from pydantic import BaseModel
 
 from orchestrator.runtime import Runtime
 from orchestrator.settings import load_settings
@@ -19,10 +18,7 @@ from orchestrator.testing import call_tools
 from orchestrator.tools import Tool, ToolRequest, ToolResult, action
 from orchestrator.tools.adapter import langchain_tools
 from orchestrator.tools.config import ToolConfig
-
-
-class Nothing(BaseModel):
-    pass
+from tests.test_background import Nothing
 
 
 class Counted(Tool):
