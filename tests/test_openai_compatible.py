@@ -31,7 +31,7 @@ def assert_tool_round_trip(server: OpenAICompatibleServer) -> None:
     assert '"value": 42' in reply["content"]
 
 
-async def test_tool_call_then_text_without_streaming():
+async def test_tool_call_then_text_through_the_graph_alone():
     with OpenAICompatibleServer(SCRIPT) as server:
         runtime = runtime_for(server.base_url)
         state = await runtime.graph.ainvoke(
@@ -40,8 +40,24 @@ async def test_tool_call_then_text_without_streaming():
         )
 
     assert state["messages"][-1].text == "The answer is 42."
-    assert not any(r.get("stream") for r in server.requests)
+    # The model node always streams: a reply is read within limits, and cuts show.
+    assert all(r.get("stream") for r in server.requests)
     assert_tool_round_trip(server)
+
+
+async def test_unstreamed_replies_are_served_too():
+    from langchain_openai import ChatOpenAI
+
+    with OpenAICompatibleServer(SCRIPT) as server:
+        model = ChatOpenAI(model="m", base_url=server.base_url, api_key="k", max_retries=0)
+        calls = await model.ainvoke("what is 6*7?")
+        text = await model.ainvoke("and so?")
+
+    (call,) = calls.tool_calls
+    assert (call["name"], call["args"]) == ("calculator", {"expression": "6*7"})
+    assert calls.response_metadata["finish_reason"] == "tool_calls"
+    assert text.text == "The answer is 42." and text.response_metadata["finish_reason"] == "stop"
+    assert not any(r.get("stream") for r in server.requests)
 
 
 async def test_tool_call_then_text_streamed():

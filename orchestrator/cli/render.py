@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import re
+
 from rich.console import Console
 from rich.markup import escape
 from rich.status import Status
+from rich.text import Text
 
 from orchestrator.events import Stage, ToolPhase
 from orchestrator.session import TurnEvent, TurnResult
+
+# A tool name is shown up to this many characters: a model may send any length.
+NAME_CHARS = 60
+# Text from a model must not move the cursor or recolour the terminal.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 STAGE_TEXT = {
     Stage.SUBMITTED: "submitted",
@@ -17,6 +25,12 @@ STAGE_TEXT = {
     Stage.COMPLETE: "done",
     Stage.ERROR: "failed",
 }
+
+
+def shown_name(name: str) -> str:
+    """A tool name as one short line: control characters replaced, long names cut."""
+    name = _CONTROL.sub("?", name[: NAME_CHARS + 1])
+    return name if len(name) <= NAME_CHARS else name[: NAME_CHARS - 1] + "…"
 
 
 class TurnRenderer:
@@ -43,11 +57,12 @@ class TurnRenderer:
             else:
                 self._show(STAGE_TEXT[event["stage"]])
         else:
-            position = f"{event['tool']} ({event['index']}/{event['total']})"
+            position = f"{shown_name(event['tool'])} ({event['index']}/{event['total']})"
             if event["phase"] == ToolPhase.COMPLETED:
                 self._end_line()
                 indent = "  " * (event["depth"] + 1)
-                self.err.print(f"{indent}[dim]tool {escape(position)}: {event['status']}[/dim]")
+                line = f"{indent}[dim]tool {escape(position)}: {escape(str(event['status']))}[/dim]"
+                self.err.print(line, highlight=False)
             self._show(f"{position}: {event['phase']}")
 
     def finish(self, result: TurnResult) -> None:
@@ -90,7 +105,8 @@ class TurnRenderer:
         if self._status is None:
             return
         self._end_line()
-        self._status.update(f"[dim]{escape(text)}[/dim]")
+        # Not highlighted: rich's highlighter takes minutes on a long enough line.
+        self._status.update(Text(text, style="dim"))
         self._status.start()
 
     def _stop_status(self) -> None:

@@ -6,21 +6,33 @@ gets its own model, tools and limits.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Sequence
 from typing import Literal, Protocol
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolCall, ToolMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
-from orchestrator.events import Stage, emit_status
-from orchestrator.graph.prompts import ITERATION_LIMIT, ORCHESTRATOR_PROMPT
+from orchestrator.errors import ModelUnavailableError
+from orchestrator.events import Stage, ToolPhase, emit_status, emit_tool
+from orchestrator.graph.calls import SAFE_ID, Rejection, check_calls, refusal
+from orchestrator.graph.history import valid_history
+from orchestrator.graph.prompts import (
+    ITERATION_LIMIT,
+    NO_CHOICES,
+    ORCHESTRATOR_PROMPT,
+    REPLY_CUT_OFF,
+)
 from orchestrator.graph.state import AgentState
+from orchestrator.llm.providers import reports_finish_reason
+from orchestrator.llm.reply import Reply, ReplyLimits, read_reply
+from orchestrator.store.text import storable_text
 from orchestrator.tools.executor import ToolExecutor
 
 MODEL_NODE = "model"
@@ -49,6 +61,7 @@ class RetrieveNode:
         query = next(
             (m.text for m in reversed(state["messages"]) if isinstance(m, HumanMessage)), ""
         )
+        query = storable_text(query)  # PostgreSQL takes no NUL, not even in a query
         try:
             context = await self.retriever(
                 query,
@@ -62,7 +75,7 @@ class RetrieveNode:
 
 
 class ModelNode:
-    """Calls the model on the conversation; enforces the per-turn tool-round limit."""
+    """Calls the model on the conversation and checks its reply; limits tool rounds per turn."""
 
     def __init__(
         self,
@@ -71,10 +84,14 @@ class ModelNode:
         tools: Sequence[BaseTool],
         system_prompt: str,
         max_iterations: int,
+        limits: ReplyLimits | None = None,
     ) -> None:
         self.model: Runnable = model.bind_tools(tools) if tools else model
+        self.tool_names = frozenset(tool.name for tool in tools)
         self.system_prompt = SystemMessage(system_prompt)
         self.max_iterations = max_iterations
+        self.limits = limits or ReplyLimits()
+        self.reports_finish = reports_finish_reason(model)
 
     async def __call__(self, state: AgentState, config: RunnableConfig) -> StateUpdate:
         iterations = state.get("iterations", 0)
@@ -82,33 +99,80 @@ class ModelNode:
             emit_status(Stage.SUBMITTED)
         emit_status(Stage.STREAMING)
         context = [SystemMessage(state["context"])] if state.get("context") else []
+        history = valid_history(state["messages"], tool_names=self.tool_names)
         try:
-            response = await self.model.ainvoke(
-                [self.system_prompt, *context, *state["messages"]], config
+            reply = await read_reply(
+                self.model, [self.system_prompt, *context, *history], config, limits=self.limits
             )
+            response, rejected = self._checked(reply)
         except Exception as error:
             emit_status(Stage.ERROR, type(error).__name__)
             raise
         # Every model call before this one in the turn asked for tools: one round each.
         if response.tool_calls and iterations >= self.max_iterations:
-            response = _stop_at_limit(response, self.max_iterations)
+            response, rejected = _stop_at_limit(response, self.max_iterations), {}
         if not response.tool_calls:
             emit_status(Stage.COMPLETE)
-        return {"messages": [response], "iterations": iterations + 1}
+        return {"messages": [response], "iterations": iterations + 1, "rejected_calls": rejected}
+
+    def _checked(self, reply: Reply) -> tuple[AIMessage, dict[str, Rejection]]:
+        """The reply with its calls checked; an unfinished reply without calls is an error."""
+        unsaid = self.reports_finish and reply.finish_reason is None
+        cut = unsaid or reply.finish_reason == "length"
+        if unsaid and not reply.calls:
+            text = reply.message.text
+            raise ModelUnavailableError(
+                REPLY_CUT_OFF.format(length=len(text)) if text else NO_CHOICES
+            )
+        checked = check_calls(reply, tool_names=self.tool_names, limits=self.limits, cut=cut)
+        message_id = reply.message.id
+        if message_id is not None and not SAFE_ID.fullmatch(message_id):
+            message_id = None  # the archive indexes it: the graph gives it a new one
+        message = reply.message.model_copy(update={"tool_calls": checked.calls, "id": message_id})
+        return message, checked.rejected
 
 
 class ToolsNode:
-    """Runs the tool calls of the last model message, all at once."""
+    """Runs the tool calls of the last model message, all at once, but the rejected ones.
+
+    A rejected call (see `graph.calls`) is answered with its error in its place.
+    """
 
     def __init__(self, executor: ToolExecutor) -> None:
         self.executor = executor
 
     async def __call__(self, state: AgentState, config: RunnableConfig) -> StateUpdate:
         calls = state["messages"][-1].tool_calls
+        rejected = state.get("rejected_calls") or {}
         emit_status(Stage.EXECUTING, f"{len(calls)} tool call(s)")
-        messages = await self.executor.run_all(calls, config=config)
+        total = len(calls)
+        answers = (
+            self._answer(call, rejected.get(call["id"] or ""), index=i, total=total, config=config)
+            for i, call in enumerate(calls, start=1)
+        )
+        messages = list(await asyncio.gather(*answers))
         emit_status(Stage.PROCESSING)
         return {"messages": messages}
+
+    async def _answer(
+        self,
+        call: ToolCall,
+        rejection: Rejection | None,
+        *,
+        index: int,
+        total: int,
+        config: RunnableConfig,
+    ) -> ToolMessage:
+        if rejection is None:
+            return await self.executor.run_one(call, index=index, total=total, config=config)
+        message = refusal(call, rejection, max_chars=self.executor.max_result_chars)
+        progress = {
+            "tool": call["name"], "index": index, "total": total,
+            "request_id": message.artifact["request_id"],
+        }
+        emit_tool(ToolPhase.STARTING, **progress)
+        emit_tool(ToolPhase.COMPLETED, status="failure", **progress)
+        return message
 
 
 def route_after_model(state: AgentState) -> Literal["tools", "__end__"]:
@@ -128,13 +192,23 @@ def build_agent_graph(
     retriever: Retriever | None = None,
     tool_timeout_seconds: float = 60.0,
     inline_budget_seconds: float | None = None,
+    reply_limits: ReplyLimits | None = None,
     name: str = "orchestrator",
 ) -> CompiledStateGraph:
-    """Compile an agent graph over `model` and `tools`, with RAG context when given a retriever."""
+    """Compile an agent graph over `model` and `tools`, with RAG context when given a retriever.
+
+    `reply_limits` bound the tool names and arguments a model reply may stream.
+    """
     graph = StateGraph(AgentState)
     graph.add_node(
         MODEL_NODE,
-        ModelNode(model, tools=tools, system_prompt=system_prompt, max_iterations=max_iterations),
+        ModelNode(
+            model,
+            tools=tools,
+            system_prompt=system_prompt,
+            max_iterations=max_iterations,
+            limits=reply_limits,
+        ),
     )
     graph.add_node(
         TOOLS_NODE,

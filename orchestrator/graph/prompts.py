@@ -17,3 +17,33 @@ FOLLOW_UP_LIMIT = (
     "The limit of follow-up turns after one user message was reached "
     "(ORCHESTRATOR_MAX_FOLLOW_UPS): report the result above when the user writes next."
 )
+
+# Why a tool call was not run, told to the model in the call's tool message.
+CALL_CUT_OFF = (
+    "The arguments of this call did not arrive whole: your reply ended {how} after "
+    "{length} characters of them. It was not run; call it again with complete arguments."
+)
+CALL_NOT_JSON = (
+    "The arguments of this call are not valid JSON ({error}). It was not run; "
+    "send them as one JSON object."
+)
+CALL_NOT_OBJECT = (
+    "The arguments of this call are {kind}, not a JSON object. It was not run; "
+    "send them as one JSON object ({{}} for none)."
+)
+CALL_TOO_LARGE = (
+    "The {what} of this call ran past {limit} characters, so it was not run and the rest "
+    "of your reply was not read. Keep tool names short and send large content in parts."
+)
+CALL_BAD_NAME = (
+    "{name} is not a tool name (a name has up to 64 letters, digits, _ or -), so this call "
+    "was not run. Available tools: {available}."
+)
+NO_RESULT = "No result was recorded for this call; it may not have run."
+
+# For the person: a reply that did not end as a whole reply does.
+REPLY_CUT_OFF = (
+    "The model's reply was cut off: its stream ended without a finish reason after "
+    "{length} characters, so it is not kept as an answer. Try again."
+)
+NO_CHOICES = "The model server sent an empty reply (no choices, no finish reason). Try again."

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 import openai
 from langchain.chat_models import init_chat_model
@@ -62,6 +63,18 @@ def _init(model: str, *, settings: Settings, setting: str, **options: object) ->
         # LangChain's messages run to many lines (every provider it knows): keep the first.
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise ConfigError(f"{setting}={model!r}: {first}") from None
+
+
+def reports_finish_reason(model: BaseChatModel) -> bool:
+    """Whether every whole reply of `model` says why it ended (OpenAI's chat completions do).
+
+    For such a model, a reply without a finish reason was cut off.
+    """
+    # Not imported unless such a model was built: the offline model needs none of it.
+    openai_models = sys.modules.get("langchain_openai.chat_models.base")
+    if openai_models is None or not isinstance(model, openai_models.BaseChatOpenAI):
+        return False
+    return not model.use_responses_api  # the Responses API reports a status instead
 
 
 def explain_model_error(error: Exception, *, settings: Settings) -> ModelUnavailableError | None:

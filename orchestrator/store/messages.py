@@ -16,6 +16,7 @@ from sqlalchemy.sql import Select
 from orchestrator.store.embeddings import Embedder, EmbeddingWorker, embeddable
 from orchestrator.store.engine import Database
 from orchestrator.store.models import messages
+from orchestrator.store.text import storable_json, storable_text
 
 ROLES = {"human": "user", "ai": "assistant", "tool": "tool", "system": "system"}
 # Up to this many messages of a user, nearest-neighbour search is exact: the
@@ -78,7 +79,7 @@ class MessageStore:
         exclude_session_id: str | None = None,
     ) -> list[FoundMessage]:
         """Full-text search (web-search syntax: words, "quoted phrases", or, -not), best first."""
-        tsquery = func.websearch_to_tsquery("english", query)
+        tsquery = func.websearch_to_tsquery("english", storable_text(query))
         score = func.ts_rank(messages.c.search, tsquery)
         statement = _select(score, user_id=user_id, session_id=session_id, exclude=exclude_session_id)
         statement = statement.where(messages.c.search.op("@@")(tsquery))
@@ -181,23 +182,26 @@ def _select(
 
 
 def _row(message: BaseMessage, *, session_id: str, user_id: str) -> dict[str, object]:
+    """The message as a row PostgreSQL takes: without NUL, which a user, model or tool may send."""
     request_id = None
     if isinstance(message, ToolMessage) and isinstance(message.artifact, dict):
         request_id = message.artifact.get("request_id")
+    tool_name = message.name if isinstance(message, ToolMessage) else None
     return {
-        "message_id": message.id,
+        "message_id": storable_text(str(message.id)),
         "session_id": session_id,
         "user_id": user_id,
         "role": ROLES.get(message.type, "system"),
-        "content": _content(message),
-        "tool_name": message.name if isinstance(message, ToolMessage) else None,
-        "request_id": request_id,
+        "content": storable_text(_content(message)),
+        "tool_name": storable_text(tool_name) if tool_name is not None else None,
+        "request_id": storable_text(str(request_id)) if request_id is not None else None,
     }
 
 
 def _content(message: BaseMessage) -> str:
     if isinstance(message, AIMessage) and message.tool_calls and not message.text:
-        return "calls " + json.dumps([{c["name"]: c["args"]} for c in message.tool_calls])
+        calls = storable_json([{c["name"]: c["args"]} for c in message.tool_calls])
+        return "calls " + json.dumps(calls, default=str)
     return message.text
 
 

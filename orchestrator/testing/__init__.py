@@ -3,13 +3,20 @@
 from orchestrator.testing.embeddings import KeywordEmbeddings
 from orchestrator.testing.folders import load_tool_folder
 from orchestrator.testing.network import RemoteConnectionBlocked, block_remote_connections
-from orchestrator.testing.openai_server import ErrorReply, OpenAICompatibleServer
+from orchestrator.testing.openai_server import (
+    ErrorReply,
+    OpenAICompatibleServer,
+    RawReply,
+    RawToolCall,
+)
 from orchestrator.testing.scripted import ScriptedChatModel, ScriptExhaustedError, call_tools
 
 __all__ = [
     "ErrorReply",
     "KeywordEmbeddings",
     "OpenAICompatibleServer",
+    "RawReply",
+    "RawToolCall",
     "RemoteConnectionBlocked",
     "ScriptExhaustedError",
     "ScriptedChatModel",

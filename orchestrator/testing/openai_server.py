@@ -5,23 +5,32 @@
 
 Each POST to `/v1/chat/completions` is answered with the next scripted reply:
 a text, a list of `(tool_name, arguments)` tool calls (both plain and streamed
-as server-sent events), or an `ErrorReply`. With nothing scripted it answers
-400. Request bodies are kept in `requests`.
+as server-sent events), an `ErrorReply`, or a `RawReply` for what a
+well-behaved server would not send: a stream cut before its finish reason, no
+choices, tool calls with any name, id or raw argument text. With nothing
+scripted it answers 400. Request bodies are kept in `requests`.
+
+`strict=True` answers 400, as OpenAI does, to a request whose history a strict
+server refuses: a tool call without an answer right after it, an answer to no
+call, an empty or missing call id, a name OpenAI would not take, or
+arguments that are not a JSON object. The scripted reply is then kept.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import threading
 import uuid
 from collections import deque
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 
 JsonObject = dict[str, object]
+FUNCTION_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 
 
 @dataclass(frozen=True)
@@ -32,14 +41,63 @@ class ErrorReply:
     message: str = "scripted failure"
 
 
-Reply = str | list[tuple[str, dict[str, object]]] | ErrorReply
+def _call_id() -> str:
+    return f"call_{uuid.uuid4().hex[:12]}"
+
+
+@dataclass(frozen=True)
+class RawToolCall:
+    """A tool call exactly as the server sends it.
+
+    `arguments` is sent as written (cut, `null`, a list...; None sends JSON
+    null). `id` None leaves the key out; the default is a fresh id.
+    """
+
+    name: str
+    arguments: str | None = "{}"
+    id: str | None = field(default_factory=_call_id)
+
+    @classmethod
+    def of(cls, name: str, args: object) -> RawToolCall:
+        """A call whose arguments are `args` as JSON."""
+        return cls(name=name, arguments=json.dumps(args))
+
+
+@dataclass(frozen=True)
+class RawReply:
+    """A reply with every detail scripted.
+
+    `cut` ends the stream after the content, without a finish reason or
+    `[DONE]` (unstreamed: `finish_reason` null); `finish_reason` replaces the
+    natural one. `no_choices` answers with an empty `choices` list. Streamed
+    text and arguments go out in pieces of `piece_chars` characters (0: text by
+    words, arguments whole).
+    """
+
+    text: str | None = None
+    tool_calls: Sequence[RawToolCall] = ()
+    finish_reason: str | None = None
+    cut: bool = False
+    no_choices: bool = False
+    piece_chars: int = 0
+
+    @property
+    def finish(self) -> str | None:
+        """The finish reason the server reports (None: it reports none)."""
+        if self.cut:
+            return None
+        return self.finish_reason or ("tool_calls" if self.tool_calls else "stop")
+
+
+Reply = str | list[tuple[str, dict[str, object]]] | ErrorReply | RawReply
 
 
 class OpenAICompatibleServer:
     """Serves scripted chat completions until closed."""
 
-    def __init__(self, replies: Sequence[Reply] = ()) -> None:
+    def __init__(self, replies: Sequence[Reply] = (), *, strict: bool = False) -> None:
         self.replies: deque[Reply] = deque(replies)
+        self.strict = strict
         self.requests: list[JsonObject] = []
         self._lock = threading.Lock()
         self._http = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
@@ -67,7 +125,56 @@ class OpenAICompatibleServer:
     def next_reply(self, request: JsonObject) -> Reply | None:
         with self._lock:
             self.requests.append(request)
+            if self.strict and (problem := history_problem(request)):
+                return ErrorReply(HTTPStatus.BAD_REQUEST, problem)
             return self.replies.popleft() if self.replies else None
+
+
+def history_problem(request: JsonObject) -> str | None:
+    """What OpenAI would refuse in the request's messages (None: nothing)."""
+    awaited: list[str] = []  # ids of the last assistant message's calls not answered yet
+    messages = request.get("messages")
+    for position, message in enumerate(messages if isinstance(messages, list) else []):
+        if message.get("role") == "tool":
+            if message.get("tool_call_id") not in awaited:
+                return (
+                    "Messages with role 'tool' must be a response to a preceding message "
+                    "with 'tool_calls'."
+                )
+            awaited.remove(message["tool_call_id"])
+            continue
+        if awaited:
+            break
+        for index, call in enumerate(message.get("tool_calls") or []):
+            if problem := _call_problem(call, where=f"messages[{position}].tool_calls[{index}]"):
+                return problem
+            if call["id"] in awaited:
+                return f"Duplicate tool call id {call['id']!r} in messages[{position}]."
+            awaited.append(call["id"])
+    if awaited:
+        return (
+            "An assistant message with 'tool_calls' must be followed by tool messages responding "
+            f"to each 'tool_call_id'. The following tool_call_ids did not have response messages: "
+            f"{', '.join(awaited)}"
+        )
+    return None
+
+
+def _call_problem(call: JsonObject, *, where: str) -> str | None:
+    function = call.get("function")
+    function = function if isinstance(function, dict) else {}
+    if not isinstance(call.get("id"), str) or not call["id"]:
+        return f"Invalid '{where}.id': expected a non-empty string, got {call.get('id')!r}."
+    if not isinstance(function.get("name"), str) or not FUNCTION_NAME.fullmatch(function["name"]):
+        pattern = "^[a-zA-Z0-9_-]{1,64}$"
+        return f"Invalid '{where}.function.name': string does not match pattern '{pattern}'."
+    try:
+        arguments = json.loads(function.get("arguments"))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        arguments = None
+    if not isinstance(arguments, dict):
+        return f"Invalid '{where}.function.arguments': expected a JSON object."
+    return None
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -81,10 +188,11 @@ class _Handler(BaseHTTPRequestHandler):
             reply = ErrorReply(HTTPStatus.BAD_REQUEST, "no scripted reply left")
         if isinstance(reply, ErrorReply):
             return self._send_json(reply.status, _error(reply.message))
+        raw = _raw(reply)
         model = str(request.get("model", "test-model"))
         if request.get("stream"):
-            return self._send_stream(_chunks(reply, model))
-        self._send_json(HTTPStatus.OK, _completion(reply, model))
+            return self._send_stream(_chunks(raw, model), done=not raw.cut)
+        self._send_json(HTTPStatus.OK, _completion(raw, model))
 
     def _send_json(self, status: HTTPStatus, body: JsonObject) -> None:
         data = json.dumps(body).encode()
@@ -94,13 +202,18 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def _send_stream(self, chunks: Iterator[JsonObject]) -> None:
+    def _send_stream(self, chunks: Iterator[JsonObject], *, done: bool) -> None:
         self.send_response(HTTPStatus.OK)
         self.send_header("Content-Type", "text/event-stream")
         self.end_headers()
-        for chunk in chunks:
-            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
-        self.wfile.write(b"data: [DONE]\n\n")
+        try:
+            for chunk in chunks:
+                self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+            if done:
+                self.wfile.write(b"data: [DONE]\n\n")
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client stopped reading (a reply it would not take whole)
+        self.close_connection = True
 
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002
         pass  # keep test output clean
@@ -110,56 +223,63 @@ def _error(message: str) -> JsonObject:
     return {"error": {"message": message, "type": "invalid_request_error"}}
 
 
-TextOrCalls = str | list[tuple[str, dict[str, object]]]
-
-
-def _tool_calls(reply: TextOrCalls) -> list[JsonObject]:
+def _raw(reply: str | list[tuple[str, dict[str, object]]] | RawReply) -> RawReply:
+    if isinstance(reply, RawReply):
+        return reply
     if isinstance(reply, str):
-        return []
-    return [
-        {
-            "id": f"call_{uuid.uuid4().hex[:12]}",
-            "type": "function",
-            "function": {"name": name, "arguments": json.dumps(args)},
-        }
-        for name, args in reply
-    ]
+        return RawReply(text=reply)
+    return RawReply(tool_calls=[RawToolCall.of(name, args) for name, args in reply])
 
 
-def _envelope(kind: str, model: str, choice: JsonObject) -> JsonObject:
-    return {
-        "id": "chatcmpl-test",
-        "object": kind,
-        "created": 0,
-        "model": model,
-        "choices": [{"index": 0, **choice}],
-    }
+def _tool_call(call: RawToolCall, arguments: str | None) -> JsonObject:
+    body: JsonObject = {"type": "function", "function": {"name": call.name, "arguments": arguments}}
+    return body if call.id is None else {"id": call.id, **body}
 
 
-def _completion(reply: TextOrCalls, model: str) -> JsonObject:
-    calls = _tool_calls(reply)
-    message: JsonObject = {"role": "assistant", "content": reply if isinstance(reply, str) else None}
-    if calls:
-        message["tool_calls"] = calls
-    body = _envelope(
-        "chat.completion",
-        model,
-        {"message": message, "finish_reason": "tool_calls" if calls else "stop"},
-    )
+def _envelope(kind: str, model: str, choices: list[JsonObject]) -> JsonObject:
+    return {"id": "chatcmpl-test", "object": kind, "created": 0, "model": model, "choices": choices}
+
+
+def _completion(reply: RawReply, model: str) -> JsonObject:
+    message: JsonObject = {"role": "assistant", "content": reply.text}
+    if reply.tool_calls:
+        message["tool_calls"] = [_tool_call(c, c.arguments) for c in reply.tool_calls]
+    choice = {"index": 0, "message": message, "finish_reason": reply.finish}
+    body = _envelope("chat.completion", model, [] if reply.no_choices else [choice])
     body["usage"] = {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
     return body
 
 
-def _chunks(reply: TextOrCalls, model: str) -> Iterator[JsonObject]:
+def _chunks(reply: RawReply, model: str) -> Iterator[JsonObject]:
     def chunk(delta: JsonObject, finish: str | None = None) -> JsonObject:
-        return _envelope("chat.completion.chunk", model, {"delta": delta, "finish_reason": finish})
+        choice = {"index": 0, "delta": delta, "finish_reason": finish}
+        return _envelope("chat.completion.chunk", model, [] if reply.no_choices else [choice])
 
     yield chunk({"role": "assistant", "content": ""})
-    if isinstance(reply, str):
-        for position, word in enumerate(reply.split(" ")):
-            yield chunk({"content": word if position == 0 else f" {word}"})
-        yield chunk({}, "stop")
+    for piece in _text_pieces(reply.text or "", reply.piece_chars):
+        yield chunk({"content": piece})
+    for index, call in enumerate(reply.tool_calls):
+        for position, piece in enumerate(_pieces(call.arguments, reply.piece_chars)):
+            if position == 0:
+                delta = {"index": index, **_tool_call(call, piece)}
+            else:
+                delta = {"index": index, "function": {"arguments": piece}}
+            yield chunk({"tool_calls": [delta]})
+    if not reply.cut:
+        yield chunk({}, reply.finish)
+
+
+def _text_pieces(text: str, size: int) -> Iterator[str]:
+    if size:
+        yield from _pieces(text, size)
         return
-    for index, call in enumerate(_tool_calls(reply)):
-        yield chunk({"tool_calls": [{"index": index, **call}]})
-    yield chunk({}, "tool_calls")
+    for position, word in enumerate(text.split(" ") if text else []):
+        yield word if position == 0 else f" {word}"
+
+
+def _pieces(text: str | None, size: int) -> Iterator[str | None]:
+    if not text or not size:
+        yield text
+        return
+    for start in range(0, len(text), size):
+        yield text[start : start + size]
