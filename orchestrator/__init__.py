@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from orchestrator.errors import (
     ConfigError,
+    IncompleteReplyError,
     InvalidToolArgumentsError,
     ModelUnavailableError,
     OrchestratorError,
@@ -48,6 +49,7 @@ __all__ = [
     "AgentState",
     "Billing",
     "ConfigError",
+    "IncompleteReplyError",
     "InvalidToolArgumentsError",
     "ModelUnavailableError",
     "OrchestratorError",

@@ -27,6 +27,10 @@ class ModelUnavailableError(UserError):
     """The chat model could not be reached or refused the request."""
 
 
+class IncompleteReplyError(ModelUnavailableError):
+    """The model's reply stopped before it ended: a cut stream, or no choices at all."""
+
+
 class ToolError(OrchestratorError):
     """A tool call failed in a way the model should hear about and may work around.
 
@@ -67,6 +71,7 @@ def validation_problems(error: ValidationError) -> str:
 
 __all__ = [
     "ConfigError",
+    "IncompleteReplyError",
     "InvalidToolArgumentsError",
     "ModelUnavailableError",
     "OrchestratorError",

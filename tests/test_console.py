@@ -55,3 +55,26 @@ def test_failure_is_one_line_on_stderr():
     render.fail("Cannot reach the model server [at] x")
     assert out.getvalue() == ""
     assert err.getvalue() == "error: Cannot reach the model server [at] x\n"
+
+
+def test_escape_sequences_in_an_answer_are_shown_not_obeyed():
+    render, out, _ = renderer()
+    hostile = "Done.\x1b]0;pwned\x07\x1b[2J\rline\tand\nnext"
+    render({"kind": "token", "text": hostile, "message_id": "m1"})
+    render.finish(TurnResult(answer=hostile, answer_id="m1", iterations=1))
+    shown = out.getvalue()
+    assert "\x1b" not in shown and "\r" not in shown and "\x07" not in shown
+    assert shown.startswith("Done.\\x1b]0;pwned\\x07\\x1b[2J\\rline") and shown.endswith("and\nnext\n")
+
+
+def test_history_lines_are_short_and_escaped():
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+    from orchestrator.cli.repl import describe_message
+
+    said = describe_message(HumanMessage("\x1b[31mred [bold]x" + "y" * 10_000))
+    assert "\x1b" not in said and "\\x1b[31mred \\[bold]x" in said and len(said) < 300
+    called = describe_message(AIMessage("", tool_calls=[{"name": "n" * 100_000, "args": {}, "id": "c1"}]))
+    assert len(called) < 300
+    answered = describe_message(ToolMessage("ok", tool_call_id="c1", name="t\x1b[2J" * 1000))
+    assert "\x1b" not in answered and len(answered) < 300

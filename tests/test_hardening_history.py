@@ -21,7 +21,7 @@ from rich.console import Console
 from sqlalchemy import text
 
 from orchestrator.cli.render import TurnRenderer
-from orchestrator.errors import ModelUnavailableError
+from orchestrator.errors import IncompleteReplyError
 from orchestrator.events import ToolPhase
 from orchestrator.graph.builder import MODEL_NODE
 from orchestrator.runtime import Runtime
@@ -96,7 +96,7 @@ async def test_in_a_cut_reply_only_the_call_that_was_cut_is_refused():
 async def test_a_reply_that_did_not_end_is_an_error_and_the_session_goes_on(reply, error):
     with OpenAICompatibleServer([reply, "Hello again."], strict=True) as server:
         session = session_on(server)
-        with pytest.raises(ModelUnavailableError, match=error):
+        with pytest.raises(IncompleteReplyError, match=error):
             await session.run("hello")
         result = await session.run("are you there?")
 

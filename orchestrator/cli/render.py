@@ -16,6 +16,9 @@ from orchestrator.session import TurnEvent, TurnResult
 NAME_CHARS = 60
 # Text from a model must not move the cursor or recolour the terminal.
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# In answers, line breaks and tabs stay; any other control character (an escape
+# sequence could recolour, move the cursor or retitle the terminal) is shown escaped.
+_ANSWER_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 STAGE_TEXT = {
     Stage.SUBMITTED: "submitted",
@@ -31,6 +34,11 @@ def shown_name(name: str) -> str:
     """A tool name as one short line: control characters replaced, long names cut."""
     name = _CONTROL.sub("?", name[: NAME_CHARS + 1])
     return name if len(name) <= NAME_CHARS else name[: NAME_CHARS - 1] + "…"
+
+
+def answer_text(text: str) -> str:
+    """A model's answer as it may reach the terminal: control characters but line breaks escaped."""
+    return _ANSWER_CONTROL.sub(lambda control: repr(control.group())[1:-1], text)
 
 
 class TurnRenderer:
@@ -93,7 +101,7 @@ class TurnRenderer:
         self._write(text)
 
     def _write(self, text: str) -> None:
-        self.out.print(text, end="", markup=False, highlight=False, soft_wrap=True)
+        self.out.print(answer_text(text), end="", markup=False, highlight=False, soft_wrap=True)
         self._mid_line = self._mid_line or bool(text)
 
     def _end_line(self) -> None:

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from orchestrator.cli.common import display_path, shown
-from orchestrator.cli.render import TurnRenderer
+from orchestrator.cli.render import TurnRenderer, answer_text, shown_name
 from orchestrator.cli.signals import Interrupts
 from orchestrator.cli.terminal import LineSource, quiet_keyboard
 from orchestrator.errors import UserError
@@ -263,26 +263,26 @@ def show_background_results(
         if result is None:
             err.print(f"  [dim]{FOLLOW_UP_KEPT.format(task_id=task.task_id)}[/dim]")
         else:
-            out.print(result.answer, markup=False, highlight=False)
+            out.print(answer_text(result.answer), markup=False, highlight=False)
 
     runtime.tasks.listeners.append(ended)
     session.on_follow_up = answered
 
 
 def describe_message(message: BaseMessage) -> str:
-    """One line of /history for a message (rich markup)."""
+    """One line of /history for a message (rich markup; untrusted text escaped and cut)."""
     if isinstance(message, HumanMessage):
-        return f"[bold]you[/bold]: {escape(_preview(message.text))}"
+        return f"[bold]you[/bold]: {_preview(message.text)}"
     if isinstance(message, SystemMessage):
-        return f"  [dim]{escape(_preview(message.text))}[/dim]"
+        return f"  [dim]{_preview(message.text)}[/dim]"
     if isinstance(message, ToolMessage):
-        return f"  [dim]{escape(message.name or 'tool')} → {escape(_preview(message.text))}[/dim]"
+        return f"  [dim]{escape(shown_name(message.name or 'tool'))} → {_preview(message.text)}[/dim]"
     if isinstance(message, AIMessage) and message.tool_calls:
-        calls = ", ".join(f"{c['name']}({json.dumps(c['args'])})" for c in message.tool_calls)
-        return f"[bold]assistant[/bold] calls {escape(_preview(calls))}"
-    return f"[bold]assistant[/bold]: {escape(_preview(message.text))}"
+        calls = ", ".join(f"{shown_name(c['name'])}({json.dumps(c['args'])})" for c in message.tool_calls)
+        return f"[bold]assistant[/bold] calls {_preview(calls)}"
+    return f"[bold]assistant[/bold]: {_preview(message.text)}"
 
 
 def _preview(text: str) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= PREVIEW_CHARS else flat[: PREVIEW_CHARS - 1] + "…"
+    flat = " ".join(text[: PREVIEW_CHARS * 4].split())
+    return shown(flat if len(flat) <= PREVIEW_CHARS else flat[: PREVIEW_CHARS - 1] + "…")

@@ -19,7 +19,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
-from orchestrator.errors import ModelUnavailableError
+from orchestrator.errors import IncompleteReplyError
 from orchestrator.events import Stage, ToolPhase, emit_status, emit_tool
 from orchestrator.graph.calls import SAFE_ID, Rejection, check_calls, refusal
 from orchestrator.graph.history import valid_history
@@ -121,7 +121,7 @@ class ModelNode:
         cut = unsaid or reply.finish_reason == "length"
         if unsaid and not reply.calls:
             text = reply.message.text
-            raise ModelUnavailableError(
+            raise IncompleteReplyError(
                 REPLY_CUT_OFF.format(length=len(text)) if text else NO_CHOICES
             )
         checked = check_calls(reply, tool_names=self.tool_names, limits=self.limits, cut=cut)
