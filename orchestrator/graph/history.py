@@ -68,6 +68,9 @@ def _answering(message: ToolMessage, call_id: str) -> ToolMessage:
 
 
 def _no_result(call_ids: Iterable[str]) -> list[ToolMessage]:
+    call_ids = list(call_ids)
+    if not call_ids:
+        return []
     result = ToolResult.from_error(ToolError(NO_RESULT, code="no_result", recoverable=False))
     content = result.to_model_text(max_chars=4 * len(NO_RESULT) + 200)
     return [ToolMessage(content=content, tool_call_id=i, status="error") for i in call_ids]
