@@ -103,6 +103,34 @@ async def test_retries_stop_at_max_retries(scripted):
     assert body["message"] == "attempt 2 failed" and flaky.calls == 2
 
 
+class SlowOnce(Tool):
+    """Its first run never ends; later runs answer at once. Counts its runs."""
+
+    name: str = "slow"
+    description: str = "Slow the first time."
+    calls: int = 0
+
+    @action(Nothing)
+    async def go(self, params: Nothing, request: ToolRequest) -> ToolResult:
+        """Try."""
+        self.calls += 1
+        if self.calls == 1:
+            await asyncio.Event().wait()
+        return request.result(f"worked on attempt {self.calls}")
+
+
+@pytest.mark.parametrize("idempotent", [False, True])
+async def test_a_timed_out_call_is_run_again_only_when_idempotent(scripted, idempotent: bool):
+    # The first run may still be going (a thread cannot be stopped) or have done its work.
+    slow = SlowOnce()
+    tools = configured(slow, timeout_seconds=0.1, max_retries=2, idempotent=idempotent)
+    body, _ = await run(scripted, tools, "slow_go")
+    if idempotent:
+        assert body == {"status": "success", "message": "worked on attempt 2"} and slow.calls == 2
+    else:
+        assert body["error_code"] == "timeout" and slow.calls == 1
+
+
 async def test_unrecoverable_failures_are_not_retried(scripted):
     flaky = Flaky(failures=1, recoverable=False)
     body, _ = await run(scripted, configured(flaky, max_retries=3), "flaky_go")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 
@@ -15,6 +16,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from orchestrator.errors import UserError
 from orchestrator.store.engine import Database
 from orchestrator.store.models import sessions
+
+logger = logging.getLogger(__name__)
 
 LEASE_NAMESPACE = "orchestrator.session:"
 LEASE_POLL_SECONDS = 0.2
@@ -61,9 +64,12 @@ class SessionLeases:
         self._connection: AsyncConnection | None = None
         self._statement = asyncio.Lock()  # one statement at a time on the shared connection
         self._local: dict[str, asyncio.Lock] = {}
+        self._held: set[int] = set()
 
     @asynccontextmanager
-    async def hold(self, session_id: str, *, on_wait: Callable[[], None] | None = None) -> AsyncIterator[None]:
+    async def hold(
+        self, session_id: str, *, on_wait: Callable[[], None] | None = None
+    ) -> AsyncIterator[None]:
         """Hold the session's lease for the block, waiting while another process holds it.
 
         `on_wait` is called once if the lease is taken elsewhere, before waiting.
@@ -78,12 +84,13 @@ class SessionLeases:
                 waited = True
                 # Polled: a blocking pg_advisory_lock would hold the shared connection.
                 await asyncio.sleep(self._poll_seconds)
-            holder = self._connection
+            self._held.add(key)
             try:
                 yield
             finally:
-                if self._connection is holder:  # else the lease ended with its connection
-                    with suppress(DBAPIError, OSError):
+                self._held.discard(key)
+                if self._connection is not None:  # else closed: the lease went with it
+                    with suppress(DBAPIError, OSError):  # lost: gone with its connection
                         await asyncio.shield(self._execute(UNLOCK, key))
 
     async def close(self) -> None:
@@ -97,22 +104,32 @@ class SessionLeases:
 
     async def _execute(self, statement: str, key: int) -> bool:
         async with self._statement:
-            for attempt in (1, 2):
-                connection = await self._connect()
-                try:
-                    return bool(await connection.scalar(text(statement), {"key": key}))
-                except (DBAPIError, OSError):
-                    # The server restarted: locks went with the old connection; take a new one.
-                    await self.close()
-                    if attempt == 2:
-                        raise
-        raise AssertionError("unreachable")
+            try:
+                return await self._scalar(await self._connect(), statement, key)
+            except (DBAPIError, OSError) as error:
+                if not _connection_lost(error):
+                    raise
+            # The server restarted: the locks went with the old connection.
+            await self.close()
+            return await self._scalar(await self._connect(), statement, key)
 
     async def _connect(self) -> AsyncConnection:
         if self._connection is None or self._connection.closed:
             connection = await self._database.app_engine.connect()
-            self._connection = await connection.execution_options(isolation_level="AUTOCOMMIT")
+            connection = await connection.execution_options(isolation_level="AUTOCOMMIT")
+            for key in self._held:  # the running turns take their leases back
+                if not await self._scalar(connection, TRY_LOCK, key):
+                    logger.warning("a session's lease was taken by another process during a restart")
+            self._connection = connection
         return self._connection
+
+    @staticmethod
+    async def _scalar(connection: AsyncConnection, statement: str, key: int) -> bool:
+        return bool(await connection.scalar(text(statement), {"key": key}))
+
+
+def _connection_lost(error: BaseException) -> bool:
+    return isinstance(error, OSError) or getattr(error, "connection_invalidated", False)
 
 
 def lease_key(session_id: str) -> int:

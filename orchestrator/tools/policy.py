@@ -69,10 +69,16 @@ async def run_with_policy(
             return await within_timeout(attempt, name=name, seconds=policy.timeout_seconds)
         except ToolError as failure:
             error = failure
-        if not error.recoverable or number == tries:
+        if not error.recoverable or number == tries or _may_still_run(error, policy):
             raise error
         await sleep(backoff(number))
     raise AssertionError("unreachable")  # the loop always returns or raises
+
+
+def _may_still_run(error: ToolError, policy: ExecutionPolicy) -> bool:
+    """A call that timed out may still be running (an abandoned thread, a swallowed
+    cancellation) or may have done its work: only an idempotent one is tried again."""
+    return error.code == "timeout" and not policy.idempotent
 
 
 async def within_timeout(

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -104,10 +105,18 @@ async def decide(
         elsewhere = ELSEWHERE.format(name=call.call_name)
         return Decision(run=False, answer=_failure(elsewhere, "running"))
     if call.idempotent:
-        await log.requeued(call)
+        await _noted(log.requeued(call))
         return Decision(rerun=True)
-    await log.interrupted(call)
+    await _noted(log.interrupted(call))
     return Decision(run=False, answer=_failure(INTERRUPTED, "interrupted"))
+
+
+async def _noted(note: Awaitable[None]) -> None:
+    """Record a decision; what the log cannot record changes nothing about the decision."""
+    try:
+        await note
+    except Exception as error:
+        logger.warning("request log update failed: %s: %s", type(error).__name__, error)
 
 
 def recorded_outcome(prior: PriorCall) -> ToolResult:
