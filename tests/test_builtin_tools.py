@@ -58,3 +58,26 @@ async def test_the_calculator_refuses_results_too_large_to_compute(expression: s
 async def test_the_calculator_refuses_an_endless_expression():
     with pytest.raises(Exception, match="at most 1000 characters"):
         await calculator.ainvoke({"expression": "1+" * 5000 + "1"})
+
+
+@pytest.mark.parametrize(
+    ("expression", "error"),
+    [
+        ("1e308*10", "too large to represent"),
+        ("-(1e308*10)", "too large to represent"),
+        ("(-1)**0.5", "not a real number"),
+        ("10**1000", "digits"),
+    ],
+    ids=["inf", "minus-inf", "complex", "1001-digits"],
+)
+async def test_the_calculator_answers_only_finite_real_numbers(expression: str, error: str):
+    with pytest.raises(ToolError, match=error):
+        await calculator.ainvoke({"expression": expression})
+
+
+def test_inf_and_nan_are_stored_as_text():
+    from orchestrator.store.text import storable_json
+
+    assert storable_json({"v": [float("inf"), float("-inf"), float("nan"), 1.5]}) == {
+        "v": ["inf", "-inf", "nan", 1.5]
+    }

@@ -8,6 +8,8 @@ import sys
 from http import HTTPStatus
 from pathlib import Path
 
+import pytest
+
 from orchestrator.store.migrations import MIGRATIONS
 from orchestrator.testing import ErrorReply, OpenAICompatibleServer
 from tests.helpers import cli_env, run_cli, server_env
@@ -145,3 +147,21 @@ def test_help_version_and_tools_list_load_no_langchain(tmp_path: Path):
         assert done.returncode == 0, done.stderr
         assert done.stdout.splitlines()[-1] == "heavy: []", args
     assert run_cli("--version", cwd=tmp_path).stdout == "orchestrator 0.1.0\n"
+
+
+@pytest.mark.parametrize(
+    "option", [["-u", ""], ["-u", "   "], ["-u", "a\x1b[2Jb"], ["-s", ""], ["-s", "x" * 201]],
+    ids=["empty-user", "blank-user", "escape-user", "empty-session", "long-session"],
+)
+def test_an_id_that_cannot_name_a_user_or_session_is_refused(cli, tmp_path: Path, option: list[str]):
+    refused = cli("ask", *option, "hello", cwd=tmp_path)
+    assert refused.returncode == 2
+    assert "printable characters" in refused.stderr and "\x1b" not in refused.stderr
+
+
+def test_the_chat_history_file_is_private(tmp_path: Path):
+    from orchestrator.cli.terminal import TerminalLines
+
+    history = tmp_path / "data" / "chat_history"
+    TerminalLines(history=history, commands=["/help"])
+    assert history.stat().st_mode & 0o777 == 0o600, "every line typed is in it"

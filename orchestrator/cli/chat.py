@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.markup import escape
 
-from orchestrator.cli.common import JsonOption, UserOption, err, out
+from orchestrator.cli.common import JsonOption, UserOption, err, identifier, out
 from orchestrator.cli.signals import Interrupts
 from orchestrator.cli.startup import Startup, run_command
 
@@ -25,7 +25,8 @@ if TYPE_CHECKING:
     from orchestrator.tasks import BackgroundTask
 
 SessionOption = Annotated[
-    str | None, typer.Option("--session", "-s", help="Continue this session id (default: new).")
+    str | None,
+    typer.Option("--session", "-s", help="Continue this session id (default: new).", callback=identifier),
 ]
 HISTORY_FILE = "chat_history"
 

@@ -29,7 +29,23 @@ if TYPE_CHECKING:
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
 
-UserOption = Annotated[str, typer.Option("--user", "-u", help="Whose conversation this is.")]
+MAX_ID_CHARS = 200
+
+
+def identifier(value: str | None) -> str | None:
+    """A user or session id as given, if it can name one: not blank, printable, not too long."""
+    if value is None:
+        return None
+    if not value.strip() or not value.isprintable() or len(value) > MAX_ID_CHARS:
+        raise typer.BadParameter(
+            f"must be 1 to {MAX_ID_CHARS} printable characters, not only spaces (got {printable(value[:40])!r})"
+        )
+    return value
+
+
+UserOption = Annotated[
+    str, typer.Option("--user", "-u", help="Whose conversation this is.", callback=identifier)
+]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
 
 # How much of a folder's description the approval prompt shows: the lines after it

@@ -96,8 +96,8 @@ def db_upgrade() -> None:
 
     async def run(database: Database) -> None:
         applied = await upgrade(database)
-        done = ", ".join(f"{m.version} ({m.description})" for m in applied) or "nothing to do"
-        out.print(f"{database.where}: applied {done}", highlight=False)
+        done = ", ".join(f"{m.version} ({m.description})" for m in applied)
+        out.print(f"{database.where}: {f'applied {done}' if done else 'up to date'}", highlight=False)
 
     with_database(run)
 

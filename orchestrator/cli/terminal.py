@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import queue
 import sys
 import termios
@@ -67,6 +68,9 @@ class TerminalLines:
 
     def __init__(self, *, history: Path, commands: Iterable[str]) -> None:
         history.parent.mkdir(parents=True, exist_ok=True)
+        # Every line typed is kept there: for this OS user's eyes only.
+        os.close(os.open(history, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
+        history.chmod(0o600)
         self.session: PromptSession[str] = PromptSession(
             history=FileHistory(str(history)),
             completer=_SlashCommands(sorted(commands)),

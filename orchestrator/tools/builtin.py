@@ -20,6 +20,7 @@ MAX_EXPONENT = 1000
 MAX_DIGITS = 1000
 MAX_EXPRESSION_CHARS = 1000
 TOO_LARGE = "The result would have over {digits} digits; the limit is {limit}."
+TOO_LARGE_TO_REPRESENT = "The result is too large to represent."
 
 
 class CurrentTimeArgs(BaseModel):
@@ -86,14 +87,24 @@ def _evaluate(node: ast.expr) -> float:
         left, right = _evaluate(node.left), _evaluate(node.right)
         _check_size(node.op, left, right)
         try:
-            return _BINARY[type(node.op)](left, right)
+            return _real(_BINARY[type(node.op)](left, right))
         except ZeroDivisionError:
             raise ToolError("Division by zero.", recoverable=False) from None
         except OverflowError:  # floats past 1e308, or an int too large to divide as one
-            raise ToolError("The result is too large to represent.", recoverable=False) from None
+            raise ToolError(TOO_LARGE_TO_REPRESENT, recoverable=False) from None
     raise InvalidToolArgumentsError(
         f"Unsupported element {ast.unparse(node)!r}: only numbers and + - * / // % ** are allowed."
     )
+
+
+def _real(value: float | complex) -> float:
+    """A finite real number: float arithmetic overflows to inf quietly, and
+    a negative number to a fractional power is complex."""
+    if isinstance(value, complex):
+        raise ToolError("The result is not a real number.", recoverable=False)
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ToolError(TOO_LARGE_TO_REPRESENT, recoverable=False)
+    return value
 
 
 def _check_size(op: ast.operator, left: float, right: float) -> None:
@@ -108,7 +119,7 @@ def _check_size(op: ast.operator, left: float, right: float) -> None:
         digits = math.log10(abs(left)) + math.log10(abs(right))
     else:
         return  # + - // % grow by a digit at most
-    if digits > MAX_DIGITS:
+    if int(digits) >= MAX_DIGITS:  # the result has int(digits) + 1 digits
         raise ToolError(TOO_LARGE.format(digits=int(digits), limit=MAX_DIGITS), recoverable=False)
 
 

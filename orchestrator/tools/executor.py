@@ -309,7 +309,9 @@ async def _safely(tracking: Awaitable[None]) -> None:
     try:
         await tracking
     except Exception as error:
-        logger.warning("request tracking failed: %s: %s", type(error).__name__, error)
+        # One line: SQLAlchemy's text holds the statement and its parameters.
+        first = (str(error).strip().splitlines() or [""])[0]
+        logger.warning("request tracking failed: %s: %s", type(error).__name__, first)
 
 
 def _text(value: object) -> str | None:
