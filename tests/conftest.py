@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -29,6 +30,9 @@ def no_real_models(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[
             monkeypatch.delenv(name)
     monkeypatch.setenv("ORCHESTRATOR_HOME", str(tmp_path))  # .env, data/, sub_graphs/ of this test
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "user-data"))  # the user's data directory
+    # Loading a tool folder points Python's bytecode cache at the user's data directory.
+    monkeypatch.setattr(sys, "pycache_prefix", sys.pycache_prefix)
+    monkeypatch.delenv("PYTHONPYCACHEPREFIX", raising=False)
     monkeypatch.chdir(tmp_path)
     with block_remote_connections():
         yield

@@ -15,6 +15,8 @@ import os
 import py_compile
 import shutil
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -201,8 +203,6 @@ def test_startup_skips_hostile_folders_each_with_one_clear_line(settings, tmp_pa
 EXTRA_FILES = {
     "node_modules": "node_modules/lib/index.js",
     "plain dir in src/sub_graphs": "src/sub_graphs/plain/mod.py",
-    "virtualenv": ".venv/lib/site.py",
-    "git hooks": ".git/hooks/post-checkout",
     "bytecode beside its source": "helper.pyc",
 }
 
@@ -219,6 +219,47 @@ def test_a_change_anywhere_that_could_run_changes_the_hash(tmp_path: Path, where
     target.write_text("second")
 
     assert content_hash(folder) != before
+
+
+def test_a_folder_with_git_and_a_venv_is_loaded_and_kept_approved(settings: Settings):
+    folder = write_folder(settings.sub_graphs_dir, "echo")
+    (folder / ".venv" / "bin").mkdir(parents=True)
+    (folder / ".venv" / "bin" / "python").symlink_to(sys.executable)  # links out of the folder
+    (folder / ".venv" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    (folder / ".git").mkdir()
+    (folder / ".git" / "index").write_bytes(b"first")
+    (folder / "node_modules").mkdir()
+    (folder / "node_modules" / "index.js").write_text("first")
+    assert [n.folder.name for n in discover(settings.sub_graphs_dir).nodes] == ["echo"]
+    [loaded] = start(settings, Answers(True))
+
+    (folder / ".git" / "index").write_bytes(b"rewritten by git status")
+    (folder / ".venv" / "pyvenv.cfg").write_text("home = /opt/python\n")
+    again = Answers()
+    assert len(start(settings, again)) == 1
+    assert again.asked == []
+
+    (folder / "node_modules" / "index.js").write_text("second")  # still covered
+    changed = Answers(None)
+    assert start(settings, changed) == []
+    assert changed.asked == [("echo", Status.CHANGED)]
+
+
+def test_a_child_linked_to_its_own_folder_is_refused(settings: Settings):
+    write_folder(settings.sub_graphs_dir, "echo")
+    loop = settings.sub_graphs_dir / "echo" / "src" / "sub_graphs" / "again"
+    loop.parent.mkdir(parents=True)
+    loop.symlink_to("../..", target_is_directory=True)  # a folder inside itself, over and over
+
+    found = discover_tree(settings.sub_graphs_dir)
+
+    assert [n.folder.key for n in walk(found.nodes)] == ["echo"]
+    [problem] = found.problems
+    assert problem.path == loop
+    assert "would hold itself" in problem.reason
+    answers = Answers(True)
+    assert len(start(settings, answers)) == 1
+    assert answers.asked == [("echo", Status.NEW)]
 
 
 def test_a_link_inside_the_folder_is_followed(tmp_path: Path):
@@ -251,6 +292,45 @@ def test_stale_bytecode_in_pycache_is_never_imported(settings: Settings, tmp_pat
     [loaded] = start(settings, Answers(True))
 
     assert call_value(loaded) == "from source"
+
+
+OWN_PATH_IMPORT = """
+import os
+import sys
+sys.path.insert(0, os.path.dirname(__file__))
+import stale_bytecode_helper  # noqa: E402
+"""
+
+
+def test_stale_bytecode_beside_a_module_on_the_tools_own_path_is_not_run(
+    settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setattr(sys, "pycache_prefix", None)  # as a process started without one
+    monkeypatch.delenv("PYTHONPYCACHEPREFIX", raising=False)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    folder = write_folder(
+        settings.sub_graphs_dir,
+        "reporter",
+        code=value_tool(OWN_PATH_IMPORT, expression="stale_bytecode_helper.VALUE"),
+    )
+    (folder / "stale_bytecode_helper.py").write_text("VALUE = 'from source'\n")
+    other = tmp_path / "other.py"
+    other.write_text("VALUE = 'from bytecode'\n")
+    tag = sys.implementation.cache_tag
+    py_compile.compile(
+        str(other),
+        cfile=str(folder / "__pycache__" / f"stale_bytecode_helper.{tag}.pyc"),
+        invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
+    )
+    try:
+        [loaded] = start(settings, Answers(True))
+        assert call_value(loaded) == "from source"
+    finally:
+        sys.modules.pop("stale_bytecode_helper", None)
+    private = tmp_path / "user-data" / "orchestrator" / "pycache"
+    assert sys.pycache_prefix == os.environ["PYTHONPYCACHEPREFIX"] == str(private)
+    assert stat.S_IMODE(private.stat().st_mode) == 0o700
 
 
 def test_loading_writes_no_bytecode_into_the_folder(settings: Settings):
@@ -325,6 +405,30 @@ def test_a_file_swapped_while_the_prompt_waits_is_asked_about_again(settings: Se
 
     assert answers.asked == [("echo", Status.NEW), ("echo", Status.CHANGED)]
     assert loaded == []
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("ending", ["input ends", "rounds run out"])
+def test_a_yes_for_a_folder_that_changed_meanwhile_approves_no_content(
+    settings: Settings, tmp_path: Path, ending: str
+):
+    marker = tmp_path / "evil code ran"
+    evil, benign = marker_code(marker), ECHO_TOOL
+    folder = write_folder(settings.sub_graphs_dir, "echo", code=evil)
+    entry = folder / "echo_tool.py"
+
+    def swap(_: ToolFolder) -> None:  # what is on disk flips while each question waits
+        if ending == "rounds run out" or len(answers.asked) == 1:
+            entry.write_text(benign if entry.read_text() == evil else evil)
+
+    replies = (True, None) if ending == "input ends" else (True, True, True)
+    answers = Answers(*replies, on_ask=swap)
+    assert start(settings, answers) == []
+    entry.write_text(evil)  # what was on disk when it was first scanned
+
+    again = Answers(None)
+    assert start(settings, again) == []
+    assert again.asked == [("echo", Status.NEW)]
     assert not marker.exists()
 
 
@@ -443,6 +547,35 @@ def test_a_yaml_bomb_in_config_is_refused(tmp_path: Path, bomb: str):
 
     assert [n.folder.name for n in found.nodes] == ["good"]
     assert reason in found.problems[0].reason
+
+
+DEEP_NESTING_SCRIPT = """
+import sys
+from pathlib import Path
+from orchestrator.tools.discovery import discover
+found = discover(Path(sys.argv[1]))
+print([n.folder.name for n in found.nodes], [p.reason for p in found.problems])
+"""
+
+
+def test_yaml_nested_too_deep_for_the_c_composer_is_refused_not_a_crash(tmp_path: Path):
+    deep = "[" * 30_000 + "]" * 30_000  # 60 KB: libyaml's composer would recurse 30,000 times
+    config = f"name: deep\ndescription: D.\nversion: '1'\nconfig:\n  a: {deep}\n"
+    write_folder(tmp_path, "deep", config=config)
+    write_folder(tmp_path, "good")
+
+    # In a child process: on a crash, this one goes on to report it.
+    done = subprocess.run(
+        [sys.executable, "-c", DEEP_NESTING_SCRIPT, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.startswith("['good'] ")
+    assert "nested more than 64 levels deep" in done.stdout
 
 
 def test_the_billion_laughs_is_small(tmp_path: Path):

@@ -29,7 +29,6 @@ from orchestrator.tools.discovery import (
     ToolNode,
     content_hash,
     discover_tree,
-    walk,
 )
 from orchestrator.tools.signing import installation_key, sign, verify
 from orchestrator.tools.untrusted import printable
@@ -164,17 +163,18 @@ class Reviewed:
 def review_folders(settings: Settings, ask: Ask) -> Reviewed:
     """Discover the folder tree and ask about new or changed folders; imports nothing.
 
-    A folder approved now is hashed again once the questions are over: if it
-    changed while the question waited, it is asked about again (its new content
-    is what a yes then approves), up to `MAX_ROUNDS` times.
+    A yes is saved only once the questions are over and the folder, hashed
+    again, still has the content it was asked about: if it changed while the
+    question waited, nothing is saved for it and it is asked about again (its
+    new content is what a yes then approves), up to `MAX_ROUNDS` times.
     """
     store = ApprovalStore.of(settings)
-    ask_once = _UntilInputEnds(ask)
+    answered = _Recorded(_UntilInputEnds(ask))
     for _ in range(MAX_ROUNDS):
         tree = discover_approved_first(settings, store)
-        answered = _Recorded(ask_once)
+        answered.yes.clear()
         approved = review(tree.nodes, store, answered)
-        changed = _changed_since_asked(tree, approved, answered.asked)
+        changed = _save_unchanged(answered.yes, store)
         if not changed:
             break
         keys = printable(", ".join(sorted(changed)))
@@ -194,9 +194,15 @@ def discover_approved_first(settings: Settings, store: ApprovalStore) -> Discove
     )
 
 
-def _changed_since_asked(tree: Discovery, approved: set[str], asked: set[str]) -> set[str]:
-    recheck = [n.folder for n in walk(tree.nodes) if n.folder.key in approved & asked]
-    return {folder.key for folder in recheck if _hash_now(folder) != folder.digest}
+def _save_unchanged(yes: list[ToolFolder], store: ApprovalStore) -> set[str]:
+    """Save the yes for each folder still as it was asked about; the keys of the others."""
+    changed: set[str] = set()
+    for folder in yes:
+        if _hash_now(folder) == folder.digest:
+            store.decide(folder, approved=True)
+        else:  # a yes for what was shown then must not approve that content later
+            changed.add(folder.key)
+    return changed
 
 
 def _hash_now(folder: ToolFolder) -> str | None:
@@ -222,23 +228,33 @@ class _UntilInputEnds:
 
 
 class _Recorded:
-    """Passes questions on, remembering which folders were asked about."""
+    """Passes questions on, keeping the folders answered yes (saved only once re-hashed).
+
+    A folder asked about again changed since the first question: it is shown as changed.
+    """
 
     def __init__(self, ask: Ask) -> None:
         self.ask = ask
         self.asked: set[str] = set()
+        self.yes: list[ToolFolder] = []
 
     def __call__(self, folder: ToolFolder, status: Status) -> bool | None:
+        if folder.key in self.asked:
+            status = Status.CHANGED
         self.asked.add(folder.key)
-        return self.ask(folder, status)
+        answer = self.ask(folder, status)
+        if answer:
+            self.yes.append(folder)
+        return answer
 
 
 def review(nodes: list[ToolNode], store: ApprovalStore, ask: Ask) -> set[str]:
     """Ask about every new or changed folder, parents before children; the approved keys.
 
-    A child is only considered once its parent is approved. Once the input has
-    ended, nothing more is asked and undecided folders stay unapproved (and are
-    asked about again next time).
+    A child is only considered once its parent is approved. A no is saved at
+    once; a yes is not (see `review_folders`: it is saved once the folder is
+    hashed again). Once the input has ended, nothing more is asked and
+    undecided folders stay unapproved (and are asked about again next time).
     """
     approved: set[str] = set()
     input_ended = False
@@ -249,7 +265,8 @@ def review(nodes: list[ToolNode], store: ApprovalStore, ask: Ask) -> set[str]:
             if answer is None:
                 input_ended = True
             else:
-                store.decide(node.folder, approved=answer)
+                if not answer:  # a no may always be saved: it lets nothing run
+                    store.decide(node.folder, approved=False)
                 status = Status.APPROVED if answer else Status.DENIED
         if status == Status.APPROVED:
             approved.add(node.folder.key)

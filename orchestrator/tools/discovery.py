@@ -8,7 +8,7 @@ has any, live in its `src/sub_graphs/`; `discover` looks at one level, and
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -82,12 +82,18 @@ Prefer = Callable[[ToolFolder], bool]
 
 
 def discover(
-    directory: Path, *, root: Path | None = None, prefer: Prefer | None = None
+    directory: Path,
+    *,
+    root: Path | None = None,
+    prefer: Prefer | None = None,
+    above: Collection[Path] = (),
 ) -> Discovery:
     """The tool folders directly inside `directory`; keys are relative to `root`.
 
     Of several folders with the same tool name, the first `prefer`red one is
-    used (the approved one, at startup), else the first by directory name.
+    used (the approved one, at startup), else the first by directory name. A
+    folder that is one of those `above` (real paths of the folders containing
+    `directory`), reached through a link, is skipped: it would contain itself.
     """
     found = Discovery()
     root = root or directory
@@ -96,7 +102,8 @@ def discover(
     folders = [
         folder
         for path in sorted(p for p in directory.iterdir() if is_tool_folder(p))
-        if (folder := _inspect(path, root=root, found=found)) is not None
+        if not _contains_itself(path, above=above, found=found)
+        and (folder := _inspect(path, root=root, found=found)) is not None
     ]
     winners = _one_per_name(folders, prefer=prefer or (lambda folder: False))
     for folder in folders:
@@ -128,14 +135,25 @@ def is_tool_folder(path: Path) -> bool:
 def discover_tree(directory: Path, *, prefer: Prefer | None = None) -> Discovery:
     """Every level of tool folders below `directory`, each node with its children."""
     top = discover(directory, prefer=prefer)
-    pending = list(top.nodes)
+    pending = [(node, (_real(node.folder.path),)) for node in top.nodes]
     while pending:
-        node = pending.pop()
-        level = discover(node.folder.children_dir, root=directory, prefer=prefer)
+        node, above = pending.pop()
+        level = discover(node.folder.children_dir, root=directory, prefer=prefer, above=above)
         node.children = level.nodes
         top.problems.extend(level.problems)
-        pending.extend(level.nodes)
+        pending.extend((child, (*above, _real(child.folder.path))) for child in level.nodes)
     return top
+
+
+def _contains_itself(path: Path, *, above: Collection[Path], found: Discovery) -> bool:
+    if _real(path) not in above:
+        return False
+    found.skip(path, "is a link to this tool folder or one containing it, so it would hold itself")
+    return True
+
+
+def _real(path: Path) -> Path:
+    return Path(os.path.realpath(path))
 
 
 def walk(nodes: list[ToolNode]) -> Iterator[ToolNode]:

@@ -1,11 +1,16 @@
 """The content hash of a tool folder, and the copy of its Python that the hash covers.
 
-What is hashed is everything inside the folder that could be imported or run:
-every file at any depth (`node_modules/`, plain directories in `src/sub_graphs/`,
-stray `.pyc` files included), with links followed as long as they stay inside
-the folder. Left out: the folder's own sub-tool folders (approved on their own)
-and the caches tools write when they run (`__pycache__`, `.pytest_cache`, ...),
-which the loader never reads: it imports the `.py` sources kept here.
+What is hashed is everything inside the folder that the loader could import
+and more: every file at any depth (`node_modules/`, plain directories in
+`src/sub_graphs/`, stray `.pyc` files included), with links followed as long as
+they stay inside the folder. Left out: the folder's own sub-tool folders
+(approved on their own), the caches tools write when they run (`__pycache__`,
+`.pytest_cache`, ...), and the folder's `.git` and `.venv`, which change under
+everyday use (`git status` rewrites `.git/index`; a `.venv` links to its Python
+outside). The loader never imports from any of them: it imports the `.py`
+sources kept here, and a dot-name is no module name. What a tool loads by its
+own means (a `.venv`, its own `sys.path` entries, programs it starts) is not
+covered by the approval.
 
 Refused, with a reason, because they cannot be hashed or would be imported
 without being hashed: links leading out of the folder or in a loop, FIFOs,
@@ -24,8 +29,10 @@ from pathlib import Path, PurePosixPath
 
 from orchestrator.tools.files import FileTooLargeError, RefusedFileError, chunks, kind, open_regular
 
-# Written by running or testing a tool, never imported by the loader.
-IGNORED_DIRS = frozenset({"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"})
+# Written by running, testing or working on a tool, never imported by the loader.
+IGNORED_DIRS = frozenset(
+    {"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".git", ".venv"}
+)
 BYTECODE_SUFFIXES = (".pyc", ".pyo")
 MAX_FILES = 50_000
 MAX_BYTES = 512 * 1024 * 1024
@@ -83,10 +90,12 @@ class _Scan:
         self, path: Path, rel: PurePosixPath, *, siblings: list[str], above: tuple[Path, ...]
     ) -> None:
         mode = os.lstat(path).st_mode
+        if rel.name in IGNORED_DIRS and not stat.S_ISREG(mode):
+            return  # wherever it leads: never imported (a `.venv` may be a link)
         if stat.S_ISLNK(mode):
             path, mode = self._follow(path, rel)
         if stat.S_ISDIR(mode):
-            if rel.name in IGNORED_DIRS or path in self.exclude:
+            if path in self.exclude:
                 return
             if path in above:
                 raise FolderRefusedError(f"{rel} is a link to a directory that contains it")

@@ -9,6 +9,12 @@ plus those of its approved sub-tools under `src/sub_graphs/<dir>/`. Anything
 else is "no module named ...": a denied sub-tool, a file added since approval,
 a `.pyc`, `__pycache__`, an extension module. Modules are compiled from those
 sources and no bytecode is written.
+
+Modules a tool imports by its own means (its own `sys.path` entries) are not
+served from here; so that they too are compiled from their source and never
+from a `__pycache__` planted beside it, bytecode is kept in a private directory
+of the user's (`sys.pycache_prefix`, and `PYTHONPYCACHEPREFIX` for the Python
+programs tools start) unless the user has already chosen one.
 """
 
 from __future__ import annotations
@@ -17,8 +23,10 @@ import hashlib
 import importlib
 import importlib.util
 import linecache
+import os
 import re
 import sys
+import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from importlib.abc import Loader, MetaPathFinder
@@ -26,9 +34,12 @@ from importlib.machinery import ModuleSpec
 from pathlib import Path
 from types import CodeType, ModuleType
 
+from orchestrator.paths import user_data_dir
 from orchestrator.tools.hashing import SourceFile
 
 PACKAGE = "orchestrator_sub_graphs"
+PYCACHE_DIR = "pycache"
+PYCACHE_VARIABLE = "PYTHONPYCACHEPREFIX"
 
 
 def package_name(path: Path) -> str:
@@ -46,6 +57,7 @@ def import_folder(
     `sources` and nothing cached. A failed import leaves no module behind.
     """
     _FINDER.install()
+    _private_bytecode()
     forget(package)
     tree = _Tree(root, sources)
     _FINDER.trees[package] = tree
@@ -62,6 +74,24 @@ def forget(package: str) -> None:
     """Drop the package and its modules from `sys.modules`."""
     for name in [n for n in sys.modules if n == package or n.startswith(package + ".")]:
         del sys.modules[name]
+
+
+def _private_bytecode() -> None:
+    """Keep Python's bytecode in a directory only this user can write, not in `__pycache__`."""
+    if sys.pycache_prefix is None:
+        sys.pycache_prefix = _pycache_dir()
+    # Python programs a tool starts read and write theirs there too.
+    os.environ.setdefault(PYCACHE_VARIABLE, sys.pycache_prefix)
+
+
+def _pycache_dir() -> str:
+    directory = user_data_dir() / PYCACHE_DIR
+    try:
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(directory, 0o700)  # made earlier with other modes: others must not plant in it
+        return str(directory)
+    except OSError:  # no writable data directory: a fresh private one for this process
+        return tempfile.mkdtemp(prefix="orchestrator-pycache-")
 
 
 def _identifier(text: str) -> str:

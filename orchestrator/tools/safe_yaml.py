@@ -4,7 +4,9 @@ PyYAML turns an alias into a shared reference, so loading a "billion laughs"
 document is quick; it is everything after (validation, JSON, printing) that
 walks the expanded tree and never ends. So the node graph is measured as it
 would expand, before anything is built from it: too many nodes, too deep a
-nesting or an alias that contains itself is refused.
+nesting or an alias that contains itself is refused. The nesting is measured
+first on the flat stream of parser events: libyaml's composer recurses in C
+and would crash the process on a few kilobytes of `[[[[...`.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ class YamlTooLargeError(yaml.YAMLError):
 
 def load_bounded(text: str, *, max_nodes: int = MAX_NODES, max_depth: int = MAX_DEPTH) -> object:
     """The document in `text` as Python values (safe tags only), within the bounds."""
+    _check_nesting(text, max_depth=max_depth)
     loader = _SAFE_LOADER(text)
     try:
         node = loader.get_single_node()
@@ -38,6 +41,17 @@ def load_bounded(text: str, *, max_nodes: int = MAX_NODES, max_depth: int = MAX_
         raise YamlTooLargeError(f"nested more than {max_depth} levels deep") from None
     finally:
         loader.dispose()
+
+
+def _check_nesting(text: str, *, max_depth: int) -> None:
+    depth = 0
+    for event in yaml.parse(text, Loader=_SAFE_LOADER):
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > max_depth:
+                raise YamlTooLargeError(f"nested more than {max_depth} levels deep")
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
 
 
 @dataclass
