@@ -72,6 +72,8 @@ def import_folder(
 
 def forget(package: str) -> None:
     """Drop the package and its modules from `sys.modules`."""
+    if package not in sys.modules:  # never imported, or forgotten with its modules
+        return
     for name in [n for n in sys.modules if n == package or n.startswith(package + ".")]:
         del sys.modules[name]
 
