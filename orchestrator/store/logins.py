@@ -110,7 +110,7 @@ def prepare_new_cluster(pgdata: Path) -> None:
         file.write(f"\norchestrator {_os_user()} {SUPERUSER}\n")
     with (pgdata / "postgresql.conf").open("a") as file:
         file.write(f"\nunix_socket_permissions = {SOCKET_PERMISSIONS}\n")
-    _replace(pgdata / "pg_hba.conf", BOOTSTRAP_HBA)
+    replace_file(pgdata / "pg_hba.conf", BOOTSTRAP_HBA)
 
 
 def is_secured(pgdata: Path) -> bool:
@@ -144,7 +144,7 @@ def secure_server(superuser_url: str, pgdata: Path) -> None:
         connection.execute(f"ALTER SYSTEM SET unix_socket_permissions = '{SOCKET_PERMISSIONS}'")
         hba_file = Path(connection.execute("SHOW hba_file").fetchone()[0])
         loaded = connection.execute("SELECT pg_conf_load_time()").fetchone()[0]
-        _replace(hba_file, HBA)
+        replace_file(hba_file, HBA)
         connection.execute("SELECT pg_reload_conf()")
     _wait_for_reload(superuser_url, after=loaded)
 
@@ -248,8 +248,11 @@ def _os_user() -> str:
     return pwd.getpwuid(os.geteuid()).pw_name
 
 
-def _replace(path: Path, text: str) -> None:
-    """Write `text` to `path` atomically, keeping its owner (the server's user) and mode."""
+def replace_file(path: Path, text: str) -> None:
+    """Write `text` to `path` atomically, keeping its owner (the server's user) and mode.
+
+    A process killed mid-write leaves the old file (and a stray `.tmp` beside it).
+    """
     partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     partial.write_text(text)
     if path.exists():

@@ -13,7 +13,13 @@ from datetime import datetime
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from orchestrator.store.engine import APP_ROLE, TOKEN_SETTING, USER_SETTING, Database
+from orchestrator.store.engine import (
+    APP_ROLE,
+    TOKEN_SETTING,
+    TRANSACTION_TOKEN_SETTING,
+    USER_SETTING,
+    Database,
+)
 
 EMBEDDING_DIMENSIONS = 384  # all-MiniLM-L6-v2; `orchestrator db reembed` changes it
 LOCK_KEY = "orchestrator.schema"
@@ -120,6 +126,48 @@ USER_TOKENS = (
 )
 
 
+def _hmac(message: str) -> str:
+    """SQL for the hex HMAC-SHA256 of the bytea `message`, in a query over the secret."""
+    return f"encode(sha256(outer_pad || sha256(inner_pad || {message})), 'hex')"
+
+
+def _bound(user_id: str) -> str:
+    """SQL for what binds `user_id` to this transaction on this backend.
+
+    The backend's pid and the transaction's start (microseconds since the epoch,
+    whatever TimeZone says) come first: they hold no '/', so no user id can make
+    another's bytes.
+    """
+    started = "floor(extract(epoch FROM transaction_timestamp()) * 1000000)::bigint"
+    return f"convert_to(pg_backend_pid() || '/' || {started} || '/' || {user_id}, 'UTF8')"
+
+
+# The token of migration 4 is fixed per user and sat in app.user_token, where any SQL
+# of the transaction could read it and later enter that user from any transaction.
+# Now `enter` checks it and keeps only an HMAC of the user bound to this transaction
+# and backend, which opens nothing elsewhere; the token itself is in no setting.
+TRANSACTION_TOKENS = (
+    f"""CREATE OR REPLACE FUNCTION orchestrator_auth.verified_user() RETURNS text
+        LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+        AS $$
+            SELECT current_setting('{USER_SETTING}', true) FROM orchestrator_auth.secret
+            WHERE current_setting('{TRANSACTION_TOKEN_SETTING}', true)
+                = {_hmac(_bound(f"current_setting('{USER_SETTING}', true)"))}
+        $$""",
+    f"""CREATE OR REPLACE FUNCTION orchestrator_auth.enter(user_id text, token text) RETURNS void
+        LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+        AS $$ DECLARE bound text; BEGIN
+            SELECT {_hmac(_bound("user_id"))} INTO bound FROM orchestrator_auth.secret
+            WHERE token = {_hmac("convert_to(user_id, 'UTF8')")};
+            IF bound IS NULL THEN
+                RAISE EXCEPTION 'not a valid token for this user' USING ERRCODE = 'insufficient_privilege';
+            END IF;
+            PERFORM set_config('{USER_SETTING}', user_id, true);
+            PERFORM set_config('{TRANSACTION_TOKEN_SETTING}', bound, true);
+        END $$""",
+)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         1,
@@ -215,6 +263,11 @@ MIGRATIONS: tuple[Migration, ...] = (
     ),
     Migration(3, "full-text search over the first 100,000 characters of a message", _search_prefix()),
     Migration(4, "a user is entered with a token only the application can make", USER_TOKENS),
+    Migration(
+        5,
+        "the token is checked on entering; only a value bound to the transaction stays",
+        TRANSACTION_TOKENS,
+    ),
 )
 
 

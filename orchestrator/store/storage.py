@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import select
 from collections.abc import Awaitable
 from dataclasses import dataclass
 
@@ -37,15 +38,27 @@ CLOSE_SECONDS = 2.0
 RECONNECT_SECONDS = 30.0
 
 
-class _QuietReconnecting(logging.Filter):
-    """Drop the pool's warnings: a lost connection and each failed reconnection attempt.
+# What the pool logs as warnings while the server is away: a lost connection and
+# each failed reconnection attempt, in bursts of multi-line libpq text. What failed
+# for the user already says so in one line.
+RECONNECTING_MESSAGES = (
+    "discarding broken connection",
+    "discarding closed connection",
+    "error connecting in",
+    "reconnection attempt in pool",
+)
 
-    They come in bursts of multi-line libpq text while the server is away; what
-    failed for the user already says so in one line.
-    """
+
+class _QuietReconnecting(logging.Filter):
+    """Lower the pool's reconnection warnings to DEBUG; its other warnings stay as they are."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return record.levelno != logging.WARNING
+        reconnecting = str(record.msg).startswith(RECONNECTING_MESSAGES)
+        if record.levelno != logging.WARNING or not reconnecting:
+            return True
+        record.levelno, record.levelname = logging.DEBUG, logging.getLevelName(logging.DEBUG)
+        # handlers without a level of their own pass any record: ask the logger
+        return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
 
 
 logging.getLogger("psycopg.pool").addFilter(_QuietReconnecting())
@@ -56,29 +69,56 @@ class CheckpointPool(AsyncConnectionPool):
 
     Left to itself the pool hands out a connection the server dropped, or,
     with none at hand, waits out its whole timeout (30 s) while it retries
-    connecting in the background. Here a connection is checked before it is
-    handed out (a round trip), and when a new one is needed the server is
-    tried first in the caller, whose error then says what is wrong.
+    connecting in the background. Here a connection the server dropped is
+    noticed without a round trip and replaced, and after a connection was
+    lost, a checkout that would wait for a new one tries the server first, in
+    the caller, whose error then says what is wrong.
     """
 
+    _lost = False  # a connection was lost and the server has not answered since
+
     async def getconn(self, timeout: float | None = None) -> AsyncConnection:
+        """A pooled connection the server has not dropped, or the error of connecting to it.
+
+        No round trip: a connection is taken for dropped when its socket has
+        something to read while it is idle (the server's goodbye, or its end).
+        """
         for _ in range(self.max_size + 1):
-            if not self.get_stats().get("pool_available"):
+            if self._lost and not self.get_stats().get("pool_available"):
                 await self._reachable()
             connection = await super().getconn(timeout)
-            try:
-                await connection.execute("")
-            except Exception:  # dropped by the server: the pool discards it
-                await self.putconn(connection)
-                continue
-            return connection
+            if not _dropped(connection):
+                return connection
+            self._lost = True
+            await connection.close()  # so that the pool discards it
+            await self.putconn(connection)
         await self._reachable()  # every pooled one was dead: if the server is gone, say so
         return await super().getconn(timeout)
+
+    async def putconn(self, connection: AsyncConnection) -> None:
+        """Return `connection`; one that broke in use means the server may be gone."""
+        if connection.broken:
+            self._lost = True
+        await super().putconn(connection)
 
     async def _reachable(self) -> None:
         kwargs = {"connect_timeout": CONNECT_ARGS["connect_timeout"]}
         probe = await AsyncConnection.connect(str(self.conninfo), **kwargs)
         await probe.close()
+        self._lost = False
+
+
+def _dropped(connection: AsyncConnection) -> bool:
+    """Whether the server dropped the idle `connection`, known without asking it.
+
+    An idle connection's server sends nothing unprompted (no LISTEN here) but
+    its last words before closing, or the end of the stream when it died.
+    """
+    if connection.closed or connection.broken:
+        return True
+    poll = select.poll()
+    poll.register(connection.fileno(), select.POLLIN)
+    return bool(poll.poll(0))
 
 
 @dataclass
