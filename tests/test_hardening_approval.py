@@ -470,6 +470,7 @@ def test_a_forged_approvals_file_approves_nothing(settings: Settings, tmp_path: 
 
     assert answers.asked == [("spy", Status.NEW)]
     assert not marker.exists()
+    assert ApprovalStore.of(settings).unsigned() == 1  # said at startup, asked again until answered
 
 
 def test_approvals_copied_to_another_installation_count_as_new(tmp_path: Path):

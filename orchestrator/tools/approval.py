@@ -35,6 +35,10 @@ from orchestrator.tools.untrusted import printable
 
 APPROVALS_FILE = "approvals.json"
 REGISTRY_DIR = "tool_registry"
+UNSIGNED = (
+    "%d stored tool decision(s) are not signed by this installation (made by an earlier "
+    "version, or copied here): those folders are asked about again"
+)
 SIGNED = "orchestrator-approval/2"  # what a decision's MAC covers, in this format
 # Answers given, then the folder changed again: how many times it is asked before giving up.
 MAX_ROUNDS = 3
@@ -95,6 +99,10 @@ class ApprovalStore:
         if decision.digest != folder.digest:
             return Status.CHANGED
         return Status.APPROVED if decision.approved else Status.DENIED
+
+    def unsigned(self) -> int:
+        """How many stored decisions this installation did not sign (older or copied ones)."""
+        return sum(not self._authentic(key, d) for key, d in self._data.folders.items())
 
     def decide(self, folder: ToolFolder, *, approved: bool) -> None:
         """Record the user's answer for the folder's current content."""
@@ -169,6 +177,8 @@ def review_folders(settings: Settings, ask: Ask) -> Reviewed:
     new content is what a yes then approves), up to `MAX_ROUNDS` times.
     """
     store = ApprovalStore.of(settings)
+    if unsigned := store.unsigned():
+        logger.warning(UNSIGNED, unsigned)
     answered = _Recorded(_UntilInputEnds(ask))
     for _ in range(MAX_ROUNDS):
         tree = discover_approved_first(settings, store)
