@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 
 import pytest
-from pydantic import BaseModel
 
 from orchestrator.errors import ToolError
 from orchestrator.testing import call_tools
@@ -24,10 +23,7 @@ from orchestrator.tools import policy as policy_module
 from orchestrator.tools.adapter import langchain_tools
 from orchestrator.tools.config import ToolConfig
 from tests.helpers import EventLog, make_session
-
-
-class Nothing(BaseModel):
-    pass
+from tests.test_background import Nothing
 
 
 class Flaky(Tool):

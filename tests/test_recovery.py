@@ -19,7 +19,6 @@ from pathlib import Path
 import psutil
 import pytest
 from langchain_core.messages import ToolCall
-from pydantic import BaseModel
 from sqlalchemy import text
 
 from orchestrator.store import Database
@@ -30,6 +29,7 @@ from orchestrator.tools.adapter import langchain_tools
 from orchestrator.tools.config import ToolConfig
 from orchestrator.tools.executor import OBSERVER_KEY
 from tests.helpers import server_env, start_and_kill
+from tests.test_background import Nothing
 from tests.tool_folders import COUNTED_TOOL, GATED_TOOL, write_folder
 
 WAIT_STEPS = 2400  # polls of 50 ms: two minutes, far past any real wait
@@ -170,10 +170,6 @@ async def test_a_killed_idempotent_call_runs_again_once_not_twice(
     assert lines(runs) == [orphan, orphan], "killed once; run again by recovery, not by the turn"
     assert tool_reply(server.requests[1])["data"]["status"] == "acknowledged"
     assert stdout.splitlines() == ["It goes on in the background.", "Fine.", "It finished."]
-
-
-class Nothing(BaseModel):
-    pass
 
 
 class Counter(Tool):
