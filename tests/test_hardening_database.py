@@ -198,13 +198,19 @@ async def test_a_data_directory_of_the_previous_version_is_converted_with_its_da
 # Item 17: SQL in a user's transaction cannot become another user.
 
 
-async def test_sql_cannot_switch_to_another_user(database: Database):
+async def alice_and_bob(database: Database, said: str) -> tuple[str, str]:
+    """Two new users, alice having said `said` in a session of hers."""
     alice, bob = f"alice-{uuid.uuid4().hex[:6]}", f"bob-{uuid.uuid4().hex[:6]}"
     session = f"s-{uuid.uuid4().hex[:6]}"
     await claim_session(database, session, user_id=alice)
     await MessageStore(database).save(
-        [HumanMessage("alice's launch codes", id=uuid.uuid4().hex)], session_id=session, user_id=alice
+        [HumanMessage(said, id=uuid.uuid4().hex)], session_id=session, user_id=alice
     )
+    return alice, bob
+
+
+async def test_sql_cannot_switch_to_another_user(database: Database):
+    alice, bob = await alice_and_bob(database, "alice's launch codes")
     count = text("SELECT count(*) FROM messages WHERE user_id = :a")
 
     async with database.user_transaction(bob) as connection:
@@ -244,12 +250,7 @@ SETTINGS = """SELECT name, current_setting(name, true) FROM unnest(ARRAY[
 
 async def test_what_a_transaction_can_read_opens_no_other(database: Database):
     """Every app.* setting alice's transaction holds, replayed in bob's: no alice row opens."""
-    alice, bob = f"alice-{uuid.uuid4().hex[:6]}", f"bob-{uuid.uuid4().hex[:6]}"
-    session = f"s-{uuid.uuid4().hex[:6]}"
-    await claim_session(database, session, user_id=alice)
-    await MessageStore(database).save(
-        [HumanMessage("alice's diary", id=uuid.uuid4().hex)], session_id=session, user_id=alice
-    )
+    alice, bob = await alice_and_bob(database, "alice's diary")
     count = text("SELECT count(*) FROM messages WHERE user_id = :a")
     plant = text("INSERT INTO sessions (session_id, user_id) VALUES (:s, :a)")
     copy = text("SELECT set_config(:name, :value, :local)")

@@ -145,7 +145,9 @@ class ToolExecutor:
             return self._finish(call, decision.answer.model_copy(update=ids), progress)
         if observer is not None and not decision.rerun:
             await _safely(observer.started(record))
-        return await self._run(call, record, config=config, progress=progress)
+        return await self._run(
+            call, record, config=config, progress=progress, observer=observer, runner=runner
+        )
 
     async def _run(
         self,
@@ -154,11 +156,10 @@ class ToolExecutor:
         *,
         config: RunnableConfig,
         progress: dict[str, object],
+        observer: RequestObserver | None,
+        runner: BackgroundRunner | None,
     ) -> ToolMessage:
         """Run the call inline, handing it to the background runner past its budget."""
-        configurable = config.get("configurable", {})
-        observer: RequestObserver | None = configurable.get(OBSERVER_KEY)
-        runner: BackgroundRunner | None = configurable.get(BACKGROUND_KEY)
         ids = {"request_id": record.request_id, "parent_request_id": record.parent_request_id}
         if record.background and runner is not None:
             config = _detached(config)  # it will outlive this graph run
