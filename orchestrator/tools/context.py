@@ -1,0 +1,58 @@
+"""The typed run context: who a graph run is for, and the services its tool calls report to.
+
+It travels through LangGraph's `context_schema` / `Runtime`, not as string keys
+in the run config. A nested agent's graph runs with a copy whose `request_id`
+is the call that started it, so its own calls take that call as their parent.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from orchestrator.tools.pipeline.records import BackgroundRunner, RequestObserver
+    from orchestrator.tools.usage import UsageMeter
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What every node and tool call of one graph run may need.
+
+    `request_id` is the request this graph runs for: None for the orchestrator
+    itself, the agent tool's call for a nested agent.
+    """
+
+    user_id: str
+    session_id: str | None = None
+    request_id: str | None = None
+    observer: RequestObserver | None = None
+    background: BackgroundRunner | None = None
+    usage: UsageMeter | None = None
+
+    def below(self, request_id: str) -> RunContext:
+        """The context of a nested agent run for the call `request_id`."""
+        return replace(self, request_id=request_id)
+
+
+_CURRENT: contextvars.ContextVar[RunContext | None] = contextvars.ContextVar(
+    "orchestrator_run_context", default=None
+)
+
+
+def current_context() -> RunContext | None:
+    """The context of the tool call running now (None outside one)."""
+    return _CURRENT.get()
+
+
+@contextmanager
+def running_in(context: RunContext) -> Iterator[None]:
+    """Make `context` the current one for the code of one tool call."""
+    token = _CURRENT.set(context)
+    try:
+        yield
+    finally:
+        _CURRENT.reset(token)

@@ -1,0 +1,87 @@
+"""The shape of the dispatch pipeline: a request, a handler, middleware around it.
+
+Modelled on LangChain v1's `AgentMiddleware.awrap_tool_call(request, handler)`:
+each middleware gets the call and the rest of the pipeline, and may change the
+request, answer in its place, or look at the result on the way out. Handlers
+answer with a `ToolResult`; a failure is a failure result, not an exception.
+Only a cancellation and LangGraph's `GraphBubbleUp` (an interrupt, a `Command`)
+travel as exceptions, and no middleware catches the latter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Protocol
+
+from langchain_core.messages import ToolCall
+from langchain_core.tools import BaseTool
+from pydantic import BaseModel
+
+from orchestrator.tools.context import RunContext
+from orchestrator.tools.pipeline.records import CallRecord
+from orchestrator.tools.policy import ExecutionPolicy
+from orchestrator.tools.results import ToolResult
+
+
+@dataclass(frozen=True)
+class ToolCallRequest:
+    """One tool call on its way through the pipeline.
+
+    `tool` is None for a name no tool answers to. `arguments` starts as the
+    model's and may be changed by middleware (fixed parameters added, say);
+    `parsed` is the validated parameter model once validation has run.
+    `progress` is what the call's progress events carry (tool, index, total).
+    """
+
+    call: ToolCall
+    tool: BaseTool | None
+    context: RunContext
+    record: CallRecord
+    policy: ExecutionPolicy
+    arguments: dict[str, object]
+    parsed: BaseModel | None = None
+    progress: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        """The name the model called."""
+        return self.call["name"]
+
+    @property
+    def ids(self) -> dict[str, str | None]:
+        """The call's place in the request tree."""
+        return {
+            "request_id": self.record.request_id,
+            "parent_request_id": self.record.parent_request_id,
+        }
+
+    def override(self, **changes: object) -> ToolCallRequest:
+        """A copy with `changes` (the request itself never changes)."""
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+
+Handler = Callable[[ToolCallRequest], Awaitable[ToolResult]]
+
+
+class ToolMiddleware(Protocol):
+    """One concern of running a tool call (logging, scope, validation, timeouts, ...)."""
+
+    async def awrap_tool_call(self, request: ToolCallRequest, handler: Handler) -> ToolResult:
+        """Run `request` through `handler` (the rest of the pipeline), or answer in its place."""
+        ...
+
+
+def compose(middleware: Sequence[ToolMiddleware], innermost: Handler) -> Handler:
+    """One handler: the first middleware outermost, `innermost` at the centre."""
+    handler = innermost
+    for layer in reversed(middleware):
+        handler = _wrapped(layer, handler)
+    return handler
+
+
+def _wrapped(layer: ToolMiddleware, handler: Handler) -> Handler:
+    async def run(request: ToolCallRequest) -> ToolResult:
+        return await layer.awrap_tool_call(request, handler)
+
+    return run

@@ -1,0 +1,56 @@
+"""What the request log and the background runner are told about a call."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Protocol
+
+from orchestrator.tools.replay import PriorCall
+from orchestrator.tools.results import ToolResult
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    """One tool call as the request log sees it."""
+
+    request_id: str
+    parent_request_id: str | None
+    session_id: str | None
+    user_id: str | None
+    tool: str
+    action: str | None
+    call_name: str
+    parameters: dict[str, object]
+    background: bool = False
+    idempotent: bool = False
+
+
+class RequestObserver(Protocol):
+    """Told how each tool call goes (the request log)."""
+
+    async def started(self, call: CallRecord) -> None: ...
+
+    async def acknowledged(self, call: CallRecord, *, detail: str) -> None: ...
+
+    async def finished(self, call: CallRecord, result: ToolResult) -> None: ...
+
+    async def cancelled(self, call: CallRecord) -> None: ...
+
+    async def paused(self, call: CallRecord) -> None: ...
+
+    async def prior(self, call: CallRecord) -> PriorCall | None: ...
+
+    async def requeued(self, call: CallRecord) -> None: ...
+
+    async def interrupted(self, call: CallRecord) -> None: ...
+
+
+class BackgroundRunner(Protocol):
+    """Takes over calls that run in the background (the task manager)."""
+
+    def adopt(
+        self, work: asyncio.Task[ToolResult], call: CallRecord, *, observer: RequestObserver | None
+    ) -> object: ...
+
+    def running(self, request_id: str) -> bool: ...

@@ -1,0 +1,1 @@
+"""Tool sources: what a level's tools come from (see `ToolSource`)."""

@@ -1,0 +1,32 @@
+"""Where the tools of a level come from: built-ins, tool folders, later MCP servers."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from langchain_core.tools import BaseTool
+
+
+class ToolSource(Protocol):
+    """A supplier of tools for one level of the tree.
+
+    The runtime opens every source (concurrently) before it builds the graph,
+    asks each for its tools, and closes them when the process ends. A source
+    that cannot open says so in the log and offers no tools; it never stops
+    the others.
+    """
+
+    name: str
+
+    async def open(self) -> None:
+        """Get ready: load, connect, start; called once."""
+        ...
+
+    def tools(self) -> Sequence[BaseTool]:
+        """The tools it offers now (after `open`)."""
+        ...
+
+    async def close(self) -> None:
+        """Release what `open` took; called once, even after a failed open."""
+        ...
