@@ -1,0 +1,49 @@
+"""What each level of the agent tree runs with, resolved from its parent down.
+
+The orchestrator's level comes from the settings; a tool folder's level is its
+parent's, with what its `tool_config.yaml` sets locally (`llm`, `db`, `limits`,
+`log_level`, `instructions`). `inherit` is the default for each.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from langchain_core.language_models import BaseChatModel
+
+    from orchestrator.settings import Settings
+    from orchestrator.store.engine import Database
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The four limits of a level: tool rounds per turn, result size, call timeout, inline budget."""
+
+    max_iterations: int
+    max_result_chars: int
+    timeout_seconds: float
+    inline_budget_seconds: float | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Limits:
+        """The orchestrator's own limits."""
+        return cls(
+            max_iterations=settings.max_tool_iterations,
+            max_result_chars=settings.max_tool_result_chars,
+            timeout_seconds=settings.tool_timeout_seconds,
+            inline_budget_seconds=settings.inline_budget_seconds,
+        )
+
+
+@dataclass(frozen=True)
+class LevelConfig:
+    """What one level of the tree runs with; a child starts from its parent's."""
+
+    model: BaseChatModel
+    limits: Limits
+    database: Database | None = None
+    log_level: str | None = None
+    system_prompt: str | None = None
+    path: tuple[str, ...] = ()  # agent names from the top: () for the orchestrator
