@@ -1,22 +1,22 @@
-"""At startup: tool calls a stopped process left running are failed, or run again if safe."""
+"""At startup: tool calls a stopped process left running are failed, or run again if safe.
+
+They run through the same dispatch pipeline as any call: the request log's
+replay decision requeues an idempotent call (it then runs in the
+background) and fails any other as interrupted.
+"""
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 
 from langchain_core.messages import ToolCall
-from langchain_core.runnables import RunnableConfig
 
+from orchestrator.levels import Limits
 from orchestrator.runtime import Runtime
-from orchestrator.tasks import TaskManager
-from orchestrator.tools.executor import (
-    BACKGROUND_KEY,
-    OBSERVER_KEY,
-    CallRecord,
-    RequestObserver,
-    ToolExecutor,
-)
+from orchestrator.tools.context import RunContext
+from orchestrator.tools.pipeline.background import is_acknowledgement
+from orchestrator.tools.pipeline.dispatch import Dispatcher
+from orchestrator.tools.pipeline.records import CallRecord
 
 
 @dataclass(frozen=True)
@@ -32,38 +32,31 @@ async def recover(runtime: Runtime, *, user_id: str) -> list[Recovered]:
     storage = runtime.storage
     if storage is None:
         return []
-    tools = {tool.name: tool for tool in runtime.all_tools()}
-    executor = ToolExecutor(
-        list(tools.values()),
-        max_result_chars=runtime.settings.max_tool_result_chars,
-        default_timeout=runtime.settings.tool_timeout_seconds,
+    dispatcher = Dispatcher(
+        runtime.all_tools(),
+        limits=Limits.from_settings(runtime.settings),
+        middleware=runtime.middleware,
     )
     recovered = []
     for call in await storage.requests.orphaned(user_id=user_id):
-        if call.idempotent and call.call_name in tools:
-            await storage.requests.requeued(call)
-            config = _config(call, observer=storage.requests, tasks=runtime.tasks)
-            work = asyncio.ensure_future(executor.invoke(_tool_call(call), config=config))
-            runtime.tasks.adopt(work, call, observer=storage.requests)
-            recovered.append(Recovered(call, "requeued"))
-        else:
+        if call.call_name not in dispatcher.tools:  # gone since: nothing can run it again
             await storage.requests.interrupted(call)
             recovered.append(Recovered(call, "failed"))
+            continue
+        context = RunContext(
+            user_id=user_id,
+            session_id=call.session_id,
+            request_id=call.parent_request_id,
+            observer=storage.requests,
+            background=runtime.tasks,
+        )
+        request = dispatcher.request(
+            _tool_call(call), context, request_id_=call.request_id, background=True
+        )
+        result = await dispatcher.dispatch(request)
+        recovered.append(Recovered(call, "requeued" if is_acknowledgement(result) else "failed"))
     return recovered
 
 
 def _tool_call(call: CallRecord) -> ToolCall:
     return ToolCall(name=call.call_name, args=call.parameters, id=call.request_id)
-
-
-def _config(call: CallRecord, *, observer: RequestObserver, tasks: TaskManager) -> RunnableConfig:
-    return {
-        "configurable": {
-            "request_id": call.request_id,
-            "parent_request_id": call.parent_request_id,
-            "thread_id": call.session_id,
-            "user_id": call.user_id,
-            OBSERVER_KEY: observer,
-            BACKGROUND_KEY: tasks,
-        }
-    }

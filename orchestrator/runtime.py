@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.tools import BaseTool
@@ -15,6 +16,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph.state import CompiledStateGraph
 
 from orchestrator.graph.builder import build_agent_graph
+from orchestrator.graph.prompts import ORCHESTRATOR_PROMPT
+from orchestrator.levels import LevelConfig, Limits
 from orchestrator.llm.providers import build_chat_model
 from orchestrator.redact import remember_settings
 from orchestrator.session import Session
@@ -22,9 +25,15 @@ from orchestrator.settings import Settings
 from orchestrator.store.search_tool import search_messages_tool
 from orchestrator.store.storage import Storage
 from orchestrator.tasks import TaskManager
-from orchestrator.tools.approval import Ask, Reviewed, review_folders
+from orchestrator.tools.approval import Ask, Reviewed
 from orchestrator.tools.builtin import builtin_tools
-from orchestrator.tools.registry import LoadedTool, load_level
+from orchestrator.tools.pipeline.base import ToolMiddleware
+from orchestrator.tools.pipeline.dispatch import default_middleware
+from orchestrator.tools.sources.base import ToolSource
+from orchestrator.tools.sources.static import StaticSource
+
+if TYPE_CHECKING:
+    from orchestrator.tools.sources.folders import LoadedTool
 
 logger = logging.getLogger(__name__)
 
@@ -39,9 +48,9 @@ class Runtime:
 
     settings: Settings
     model: BaseChatModel
-    tools: list[BaseTool]
+    sources: list[ToolSource]
     graph: CompiledStateGraph
-    sub_agents: list[LoadedTool]
+    middleware: list[ToolMiddleware]
     storage: Storage | None = None
     tasks: TaskManager = field(default_factory=TaskManager)
 
@@ -56,51 +65,60 @@ class Runtime:
         model: BaseChatModel | None = None,
         tools: list[BaseTool] | None = None,
         checkpointer: BaseCheckpointSaver | None = None,
+        middleware: Sequence[ToolMiddleware] | None = None,
     ) -> Runtime:
-        """Build from settings: the model, the built-in tools and the approved sub-agents.
+        """Build from settings: the model, the tool sources and the graph.
 
+        The sources are the built-in tools and the approved tool folders.
         `ask` is put every new or changed tool folder (without it, none is
-        approved now), unless `reviewed` holds the answers already. With `storage`, sessions are durable and archived, and
-        the model gets RAG context; without, they live in memory. `model`,
-        `tools` and `checkpointer` replace the defaults; given `tools`, no
-        folder is discovered.
+        approved now), unless `reviewed` holds the answers already. With
+        `storage`, sessions are durable and archived, and the model gets RAG
+        context; without, they live in memory. `model`, `tools` and
+        `checkpointer` replace the defaults; given `tools`, no folder is
+        discovered. `middleware` replaces the dispatch pipeline's (see
+        `tools.pipeline.dispatch.default_middleware`) at every level.
         """
         remember_settings(settings)  # errors shown to the model or the person hide its secrets
         model = model or build_chat_model(settings)
-        database = storage.database if storage is not None else None
-        sub_agents: list[LoadedTool] = []
-        if tools is None:
-            reviewed = reviewed or review_folders(settings, ask or _input_ended)
-            sub_agents = load_level(
-                reviewed.tree.nodes,
-                reviewed.approved,
-                model=model,
-                settings=settings,
-                database=database,
+        middleware = list(default_middleware() if middleware is None else middleware)
+        level = LevelConfig(
+            model=model,
+            limits=Limits.from_settings(settings),
+            database=storage.database if storage is not None else None,
+            system_prompt=ORCHESTRATOR_PROMPT,
+        )
+        if tools is not None:
+            sources: list[ToolSource] = [StaticSource("given", tools)]
+        else:
+            sources = _default_sources(
+                settings, level=level, middleware=middleware, storage=storage, ask=ask, reviewed=reviewed
             )
-            tools = [
-                *builtin_tools(),
-                *([search_messages_tool(storage.messages)] if storage is not None else []),
-                *(t for loaded in sub_agents for t in loaded.langchain),
-            ]
         graph = build_agent_graph(
             model=model,
-            tools=tools,
-            max_iterations=settings.max_tool_iterations,
-            max_result_chars=settings.max_tool_result_chars,
+            tools=[tool for source in sources for tool in source.tools()],
+            limits=level.limits,
             checkpointer=checkpointer or (storage.checkpointer if storage else InMemorySaver()),
             retriever=storage.retriever if storage is not None else None,
-            tool_timeout_seconds=settings.tool_timeout_seconds,
-            inline_budget_seconds=settings.inline_budget_seconds,
+            middleware=middleware,
         )
         return cls(
             settings=settings,
             model=model,
-            tools=tools,
+            sources=sources,
             graph=graph,
-            sub_agents=sub_agents,
+            middleware=middleware,
             storage=storage,
         )
+
+    @property
+    def tools(self) -> list[BaseTool]:
+        """The orchestrator's own tools, from every source."""
+        return [tool for source in self.sources for tool in source.tools()]
+
+    @property
+    def sub_agents(self) -> list[LoadedTool]:
+        """The loaded tool folders of the top level (each with the levels below it)."""
+        return [loaded for source in self.sources for loaded in getattr(source, "loaded", [])]
 
     def all_tools(self) -> list[BaseTool]:
         """The tools of every level: the model's own and those of every sub-agent below."""
@@ -125,6 +143,47 @@ class Runtime:
             storage=self.storage,
             tasks=self.tasks,
         )
+
+    async def close(self) -> None:
+        """Close every tool source (what a source fails to close is logged)."""
+        for source in self.sources:
+            try:
+                await source.close()
+            except Exception as error:
+                logger.warning("closing tool source %s failed: %s", source.name, error)
+
+
+def _default_sources(
+    settings: Settings,
+    *,
+    level: LevelConfig,
+    middleware: list[ToolMiddleware],
+    storage: Storage | None,
+    ask: Ask | None,
+    reviewed: Reviewed | None,
+) -> list[ToolSource]:
+    """The built-in tools, then the approved folders (loaded now: their levels' graphs need them)."""
+    from orchestrator.tools.sources.folders import FolderSource  # TEMP until it lands
+
+    builtins = [*builtin_tools(), *([search_messages_tool(storage.messages)] if storage else [])]
+
+    def build_graph(
+        level: LevelConfig, tools: Sequence[BaseTool], *, name: str, system_prompt: str
+    ) -> CompiledStateGraph:
+        return build_agent_graph(
+            model=level.model,
+            tools=tools,
+            limits=level.limits,
+            system_prompt=system_prompt,
+            middleware=middleware,
+            name=name,
+        )
+
+    folders = FolderSource(
+        settings, level=level, build_graph=build_graph, ask=ask or _input_ended, reviewed=reviewed
+    )
+    folders.load()
+    return [StaticSource("builtin", builtins), folders]
 
 
 def _input_ended(*_: object) -> None:

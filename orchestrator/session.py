@@ -30,8 +30,9 @@ from orchestrator.settings import Settings
 from orchestrator.store.sessions import claim_session
 from orchestrator.store.storage import Storage
 from orchestrator.tasks import BackgroundTask, TaskManager
-from orchestrator.tools.executor import BACKGROUND_KEY, OBSERVER_KEY
+from orchestrator.tools.context import RunContext
 from orchestrator.tools.results import ToolResult
+from orchestrator.tools.usage import UsageMeter
 
 
 FOLLOW_UP = (
@@ -116,6 +117,7 @@ class Session:
         # Called with each background task's follow-up turn once it has run, or with
         # None when the follow-up limit kept the result for the next turn instead.
         self.on_follow_up: FollowUpHandler | None = None
+        self.usage = UsageMeter()
         self._follow_ups = 0  # follow-up turns since the user's last message
         self._claimed = False
         self._archived = 0  # messages of the history already archived by this process
@@ -127,12 +129,19 @@ class Session:
 
     @property
     def config(self) -> RunnableConfig:
-        configurable: dict[str, object] = {"thread_id": self.session_id, "user_id": self.user_id}
-        if self.storage is not None:
-            configurable[OBSERVER_KEY] = self.storage.requests
-        if self.tasks is not None:
-            configurable[BACKGROUND_KEY] = self.tasks
-        return {"configurable": configurable}
+        """The run config: which thread of the checkpointer holds this conversation."""
+        return {"configurable": {"thread_id": self.session_id}}
+
+    @property
+    def context(self) -> RunContext:
+        """The typed context of this session's graph runs."""
+        return RunContext(
+            user_id=self.user_id,
+            session_id=self.session_id,
+            observer=self.storage.requests if self.storage is not None else None,
+            background=self.tasks,
+            usage=self.usage,
+        )
 
     async def run(self, text: str, *, on_event: EventHandler | None = None) -> TurnResult:
         """Send one user message and run the graph until the model answers."""
@@ -227,6 +236,7 @@ class Session:
             async for namespace, mode, chunk in self.graph.astream(
                 turn_input,
                 self.config,
+                context=self.context,
                 stream_mode=["custom", "messages"],
                 subgraphs=True,
                 # With storage, each step is saved before the next starts: a killed

@@ -13,13 +13,18 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import ToolCall, ToolMessage
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.memory import InMemorySaver
 from sqlalchemy import text
 
+from orchestrator.levels import Limits
 from orchestrator.runtime import Runtime
 from orchestrator.session import Session, TurnEvent
 from orchestrator.settings import load_settings
+from orchestrator.tools.context import RunContext
+from orchestrator.tools.pipeline.dispatch import Dispatcher
 from orchestrator.store import Database
 from orchestrator.testing import OpenAICompatibleServer
 from typer.testing import CliRunner
@@ -163,3 +168,17 @@ async def closing_order(database: Database, user: str, request_ids: list[str]) -
             {"ids": request_ids},
         )
         return [row[0] for row in rows]
+
+
+def dispatcher(tools: Sequence[BaseTool], *, max_result_chars: int = 4000) -> Dispatcher:
+    """The dispatch pipeline over `tools`, with the default limits but the result size."""
+    limits = Limits.from_settings(load_settings(max_tool_result_chars=max_result_chars))
+    return Dispatcher(tools, limits=limits)
+
+
+async def run_call(
+    pipeline: Dispatcher, call: ToolCall, context: RunContext, *, config: RunnableConfig | None = None
+) -> ToolMessage:
+    """One call through the pipeline, answered as the tools node answers it."""
+    result = await pipeline.dispatch(pipeline.request(call, context, config=config))
+    return pipeline.message(call, result)

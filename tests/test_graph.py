@@ -14,10 +14,18 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from orchestrator.errors import ToolError
 from orchestrator.graph import build_agent_graph
+from orchestrator.levels import Limits
+from orchestrator.tools.context import current_context
 from orchestrator.testing import call_tools
 from tests.helpers import EventLog, make_session
 
 SNAPSHOT = Path(__file__).parent / "snapshots" / "agent_graph.mmd"
+
+
+def limits(*, max_iterations: int, max_result_chars: int) -> Limits:
+    return Limits(
+        max_iterations=max_iterations, max_result_chars=max_result_chars, timeout_seconds=60.0
+    )
 
 
 @tool
@@ -228,24 +236,29 @@ async def test_nested_agent_calls_carry_the_parent_request_id(scripted):
     seen: dict[str, str | None] = {}
 
     @tool
-    async def leaf(config: RunnableConfig) -> str:
+    async def leaf() -> str:
         """The inner agent's tool."""
-        seen["leaf_parent"] = config["configurable"]["parent_request_id"]
+        seen["leaf_id"] = current_context().request_id
         return "leaf done"
 
     inner = build_agent_graph(
         model=scripted(call_tools(("leaf", {})), "inner done"),
         tools=[leaf],
-        max_iterations=3,
-        max_result_chars=1000,
+        limits=limits(max_iterations=3, max_result_chars=1000),
         name="inner",
     )
 
     @tool
     async def delegate(request: str, config: RunnableConfig) -> str:
         """Hand the request to the inner agent."""
-        seen["delegate_id"] = config["configurable"]["request_id"]
-        state = await inner.ainvoke({"messages": [("user", request)], "iterations": 0}, config)
+        context = current_context()
+        seen["delegate_id"] = context.request_id
+        state = await inner.ainvoke(
+            {"messages": [("user", request)], "iterations": 0}, config, context=context
+        )
+        answer = next(m for m in state["messages"] if isinstance(m, ToolMessage))
+        seen["leaf_parent"] = answer.artifact["parent_request_id"]
+        assert answer.artifact["request_id"] == seen["leaf_id"]
         return state["messages"][-1].text
 
     outer = scripted(call_tools(("delegate", {"request": "do it"})), "all done")
@@ -257,7 +270,7 @@ async def test_nested_agent_calls_carry_the_parent_request_id(scripted):
 
 def test_graph_shape_matches_snapshot(scripted):
     graph = build_agent_graph(
-        model=scripted(), tools=[add], max_iterations=5, max_result_chars=4000,
+        model=scripted(), tools=[add], limits=limits(max_iterations=5, max_result_chars=4000),
         checkpointer=InMemorySaver(),
     )
     drawing = graph.get_graph().draw_mermaid()

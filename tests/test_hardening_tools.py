@@ -27,10 +27,12 @@ from orchestrator.settings import load_settings
 from orchestrator.store import Database
 from orchestrator.store.requests import RequestLog, request_history, request_tree
 from orchestrator.testing import OpenAICompatibleServer, call_tools
-from orchestrator.tools import Tool, ToolExecutor, ToolRequest, ToolResult, action
+from orchestrator.tools import Tool, ToolRequest, ToolResult, action
 from orchestrator.tools.adapter import langchain_tools
-from orchestrator.tools.executor import OBSERVER_KEY, CallRecord
-from tests.helpers import cli_env, make_session, server_env
+from orchestrator.tools.context import RunContext
+from orchestrator.tools.pipeline.dispatch import Dispatcher
+from orchestrator.tools.pipeline.records import CallRecord
+from tests.helpers import cli_env, dispatcher, make_session, run_call, server_env
 from tests.tool_folders import LINGERING_TOOL, NOISY_TOOL, QUITTER_TOOL, write_folder
 
 
@@ -44,13 +46,12 @@ def tool_reply(request: dict[str, object]) -> dict[str, object]:
     return json.loads(message["content"])
 
 
-def graph_config(database: Database, session: str) -> dict[str, object]:
-    """A tools node's config: its session, its place in the graph, and the request log."""
-    configurable = {
-        "thread_id": session, "user_id": "u1", "checkpoint_ns": "tools:6a1f",
-        OBSERVER_KEY: RequestLog(database),
-    }
-    return {"configurable": configurable}
+def logged_context(database: Database, session: str) -> RunContext:
+    """A tools node's context: its user and session, and the request log."""
+    return RunContext(user_id="u1", session_id=session, observer=RequestLog(database))
+
+
+PLACE = {"configurable": {"checkpoint_ns": "tools:6a1f"}}  # the call's place in the graph
 
 
 # --- errors without secrets or paths ---
@@ -95,12 +96,10 @@ async def test_errors_reach_the_model_and_the_log_without_secrets_or_paths(
 ):
     name = f"leaky_{action_name}"
     model = scripted(call_tools((name, {})), "It failed.")
-    executor = ToolExecutor(langchain_tools(Leaky()), max_result_chars=4000)
+    executor = dispatcher(langchain_tools(Leaky()))
     session = f"s-{uuid.uuid4().hex[:8]}"
-    message = await executor.run_one(
-        ToolCall(name=name, args={}, id="c1", type="tool_call"), index=1, total=1,
-        config=graph_config(database, session),
-    )
+    call = ToolCall(name=name, args={}, id="c1", type="tool_call")
+    message = await run_call(executor, call, logged_context(database, session), config=PLACE)
     await make_session(model, langchain_tools(Leaky())).run("go")
 
     [logged] = await request_tree(database, message.artifact["request_id"], user_id="u1")

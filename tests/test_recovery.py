@@ -24,11 +24,12 @@ from sqlalchemy import text
 from orchestrator.store import Database
 from orchestrator.store.requests import RequestLog, request_history
 from orchestrator.testing import OpenAICompatibleServer
-from orchestrator.tools import Tool, ToolExecutor, ToolRequest, ToolResult, action
+from orchestrator.tools import Tool, ToolRequest, ToolResult, action
 from orchestrator.tools.adapter import langchain_tools
 from orchestrator.tools.config import ToolConfig
-from orchestrator.tools.executor import OBSERVER_KEY
-from tests.helpers import server_env, start_and_kill
+from orchestrator.tools.context import RunContext
+from orchestrator.tools.pipeline.dispatch import Dispatcher
+from tests.helpers import dispatcher, run_call, server_env, start_and_kill
 from tests.test_background import Nothing
 from tests.tool_folders import COUNTED_TOOL, GATED_TOOL, write_folder
 
@@ -184,18 +185,17 @@ class Counter(Tool):
         return request.result(f"run {self.runs}")
 
 
-def counter_executor(counter: Counter, *, idempotent: bool = False) -> ToolExecutor:
+def counter_executor(counter: Counter, *, idempotent: bool = False) -> Dispatcher:
     config = ToolConfig(name="counter", description="x", version="1", idempotent=idempotent)
-    return ToolExecutor(langchain_tools(counter, config=config), max_result_chars=4000)
+    return dispatcher(langchain_tools(counter, config=config))
 
 
-def graph_config(database: Database, session: str) -> dict[str, object]:
-    """A tools node's config: its session, its place in the graph, and the request log."""
-    configurable = {
-        "thread_id": session, "user_id": "u1", "checkpoint_ns": "tools:6a1f",
-        OBSERVER_KEY: RequestLog(database),
-    }
-    return {"configurable": configurable}
+def logged_context(database: Database, session: str) -> RunContext:
+    """A tools node's context: its user and session, and the request log."""
+    return RunContext(user_id="u1", session_id=session, observer=RequestLog(database))
+
+
+PLACE = {"configurable": {"checkpoint_ns": "tools:6a1f"}}  # the call's place in the graph
 
 
 CALL = ToolCall(name="counter_go", args={}, id="call_same", type="tool_call")
@@ -204,10 +204,10 @@ CALL = ToolCall(name="counter_go", args={}, id="call_same", type="tool_call")
 async def test_a_call_the_log_saw_end_is_answered_from_the_log(database: Database):
     counter = Counter()
     executor = counter_executor(counter)
-    config = graph_config(database, f"s-{uuid.uuid4().hex[:8]}")
+    context = logged_context(database, f"s-{uuid.uuid4().hex[:8]}")
 
-    first = await executor.run_one(CALL, index=1, total=1, config=config)
-    again = await executor.run_one(CALL, index=1, total=1, config=config)
+    first = await run_call(executor, CALL, context, config=PLACE)
+    again = await run_call(executor, CALL, context, config=PLACE)
 
     assert counter.runs == 1, "the resumed turn's call was not run again"
     assert json.loads(again.text) == json.loads(first.text)
@@ -249,12 +249,12 @@ async def test_a_call_left_open_runs_again_only_when_idempotent_and_orphaned(
 ):
     counter = Counter()
     executor = counter_executor(counter, idempotent=idempotent)
-    config = graph_config(database, f"s-{uuid.uuid4().hex[:8]}")
-    first = await executor.run_one(CALL, index=1, total=1, config=config)
+    context = logged_context(database, f"s-{uuid.uuid4().hex[:8]}")
+    first = await run_call(executor, CALL, context, config=PLACE)
     request_id = first.artifact["request_id"]
     await set_owner(database, request_id, owner())
 
-    again = await executor.run_one(CALL, index=1, total=1, config=config)
+    again = await run_call(executor, CALL, context, config=PLACE)
 
     assert counter.runs == runs
     body = json.loads(again.text)

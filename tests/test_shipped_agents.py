@@ -186,7 +186,7 @@ async def test_two_level_call_carries_request_ids_down_the_tree(
     session = runtime.session(user_id="dora")  # the module's database is shared: a user of its own
     events = EventLog()
 
-    with caplog.at_level(logging.INFO, logger="orchestrator.tools.executor"):
+    with caplog.at_level(logging.INFO, logger="orchestrator.graph.builder"):
         result = await session.run("Remind me to buy milk", on_event=events)
     await storage.close()
 

@@ -158,6 +158,7 @@ async def _close(runtime: Runtime | None, storage: Storage) -> None:
             with suppress(OSError):
                 err.print(f"cancelling {len(running)} background task(s) still running")
         await runtime.tasks.close()
+        await runtime.close()
     await storage.close()
 
 

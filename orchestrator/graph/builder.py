@@ -6,10 +6,9 @@ gets its own model, tools and limits.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Sequence
-from typing import Literal, Protocol
+from typing import Protocol, TypedDict
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolCall, ToolMessage
@@ -18,6 +17,8 @@ from langchain_core.tools import BaseTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.runtime import Runtime
+from langgraph.types import Send
 
 from orchestrator.errors import IncompleteReplyError
 from orchestrator.events import Stage, ToolPhase, emit_status, emit_tool
@@ -30,10 +31,13 @@ from orchestrator.graph.prompts import (
     REPLY_CUT_OFF,
 )
 from orchestrator.graph.state import AgentState
+from orchestrator.levels import Limits
 from orchestrator.llm.providers import reports_finish_reason
 from orchestrator.llm.reply import Reply, ReplyLimits, read_reply
 from orchestrator.store.text import storable_text
-from orchestrator.tools.executor import ToolExecutor
+from orchestrator.tools.context import RunContext
+from orchestrator.tools.pipeline.base import ToolMiddleware
+from orchestrator.tools.pipeline.dispatch import Dispatcher
 
 MODEL_NODE = "model"
 TOOLS_NODE = "tools"
@@ -56,8 +60,10 @@ class RetrieveNode:
     def __init__(self, retriever: Retriever) -> None:
         self.retriever = retriever
 
-    async def __call__(self, state: AgentState, config: RunnableConfig) -> StateUpdate:
-        configurable = config.get("configurable", {})
+    async def __call__(
+        self, state: AgentState, config: RunnableConfig, runtime: Runtime[RunContext]
+    ) -> StateUpdate:
+        context = run_context(runtime, config)
         query = next(
             (m.text for m in reversed(state["messages"]) if isinstance(m, HumanMessage)), ""
         )
@@ -65,8 +71,8 @@ class RetrieveNode:
         try:
             context = await self.retriever(
                 query,
-                user_id=str(configurable.get("user_id", "")),
-                session_id=str(configurable.get("thread_id", "")),
+                user_id=context.user_id,
+                session_id=context.session_id or "",
             )
         except Exception as error:  # missing context must never cost the user an answer
             logger.warning("RAG lookup failed: %s: %s", type(error).__name__, error)
@@ -95,8 +101,7 @@ class ModelNode:
 
     async def __call__(self, state: AgentState, config: RunnableConfig) -> StateUpdate:
         iterations = state.get("iterations", 0)
-        if iterations == 0:
-            emit_status(Stage.SUBMITTED)
+        emit_status(Stage.SUBMITTED if iterations == 0 else Stage.PROCESSING)
         emit_status(Stage.STREAMING)
         context = [SystemMessage(state["context"])] if state.get("context") else []
         history = valid_history(state["messages"], tool_names=self.tool_names)
@@ -111,7 +116,9 @@ class ModelNode:
         # Every model call before this one in the turn asked for tools: one round each.
         if response.tool_calls and iterations >= self.max_iterations:
             response, rejected = _stop_at_limit(response, self.max_iterations), {}
-        if not response.tool_calls:
+        if response.tool_calls:
+            emit_status(Stage.EXECUTING, f"{len(response.tool_calls)} tool call(s)")
+        else:
             emit_status(Stage.COMPLETE)
         return {"messages": [response], "iterations": iterations + 1, "rejected_calls": rejected}
 
@@ -132,42 +139,64 @@ class ModelNode:
         return message, checked.rejected
 
 
-class ToolsNode:
-    """Runs the tool calls of the last model message, all at once, but the rejected ones.
+class ToolTask(TypedDict):
+    """What the router sends one tool task: a call of the last model message.
 
-    A rejected call (see `graph.calls`) is answered with its error in its place.
+    `rejection` says why the call must not run (see `graph.calls`); `index`
+    and `total` place it among the calls of its model turn.
     """
 
-    def __init__(self, executor: ToolExecutor) -> None:
-        self.executor = executor
+    call: ToolCall
+    rejection: Rejection | None
+    index: int
+    total: int
 
-    async def __call__(self, state: AgentState, config: RunnableConfig) -> StateUpdate:
-        calls = state["messages"][-1].tool_calls
-        rejected = state.get("rejected_calls") or {}
-        emit_status(Stage.EXECUTING, f"{len(calls)} tool call(s)")
-        total = len(calls)
-        answers = (
-            self._answer(call, rejected.get(call["id"] or ""), index=i, total=total, config=config)
-            for i, call in enumerate(calls, start=1)
+
+class ToolTaskNode:
+    """Runs one tool call through the dispatch pipeline, as a LangGraph task of its own.
+
+    One task per call: calls of one model turn run concurrently, each result
+    is saved when its call ends, and a resumed turn runs only the calls that
+    had not ended. An interrupt inside a call pauses the turn (LangGraph's
+    `GraphBubbleUp` goes through untouched).
+    """
+
+    def __init__(self, dispatcher: Dispatcher) -> None:
+        self.dispatcher = dispatcher
+
+    async def __call__(
+        self, task: ToolTask, config: RunnableConfig, runtime: Runtime[RunContext]
+    ) -> StateUpdate:
+        call = task["call"]
+        rejection = task["rejection"]
+        if rejection is not None:
+            return {"messages": [self._refused(call, rejection, task)]}
+        request = self.dispatcher.request(
+            call,
+            run_context(runtime, config),
+            index=task["index"],
+            total=task["total"],
+            config=config,
         )
-        messages = list(await asyncio.gather(*answers))
-        emit_status(Stage.PROCESSING)
-        return {"messages": messages}
+        request.emit(ToolPhase.STARTING)
+        result = await self.dispatcher.dispatch(request)
+        request.emit(ToolPhase.COMPLETED, status=result.status)
+        logger.info(
+            "tool %s %s request_id=%s parent_request_id=%s",
+            call["name"], result.status, result.request_id, result.parent_request_id,
+            extra={
+                "tool": call["name"],
+                "status": result.status,
+                "request_id": result.request_id,
+                "parent_request_id": result.parent_request_id,
+            },
+        )
+        return {"messages": [self.dispatcher.message(call, result)]}
 
-    async def _answer(
-        self,
-        call: ToolCall,
-        rejection: Rejection | None,
-        *,
-        index: int,
-        total: int,
-        config: RunnableConfig,
-    ) -> ToolMessage:
-        if rejection is None:
-            return await self.executor.run_one(call, index=index, total=total, config=config)
-        message = refusal(call, rejection, max_chars=self.executor.max_result_chars)
+    def _refused(self, call: ToolCall, rejection: Rejection, task: ToolTask) -> ToolMessage:
+        message = refusal(call, rejection, max_chars=self.dispatcher.limits.max_result_chars)
         progress = {
-            "tool": call["name"], "index": index, "total": total,
+            "tool": call["name"], "index": task["index"], "total": task["total"],
             "request_id": message.artifact["request_id"],
         }
         emit_tool(ToolPhase.STARTING, **progress)
@@ -175,52 +204,64 @@ class ToolsNode:
         return message
 
 
-def route_after_model(state: AgentState) -> Literal["tools", "__end__"]:
-    """Go to the tools while the model asks for them; end the turn when it answers."""
+def route_after_model(state: AgentState) -> list[Send] | str:
+    """One tool task per call while the model asks for tools; the end of the turn when it answers."""
     last = state["messages"][-1]
-    return TOOLS_NODE if isinstance(last, AIMessage) and last.tool_calls else END
+    calls = last.tool_calls if isinstance(last, AIMessage) else []
+    if not calls:
+        return END
+    rejected = state.get("rejected_calls") or {}
+    return [
+        Send(
+            TOOLS_NODE,
+            ToolTask(call=call, rejection=rejected.get(call["id"] or ""), index=i, total=len(calls)),
+        )
+        for i, call in enumerate(calls, start=1)
+    ]
+
+
+def run_context(runtime: Runtime[RunContext] | None, config: RunnableConfig) -> RunContext:
+    """The run's context; a graph run without one (a bare `ainvoke`) gets one from its config."""
+    if runtime is not None and runtime.context is not None:
+        return runtime.context
+    configurable = config.get("configurable", {})
+    session = configurable.get("thread_id")
+    return RunContext(
+        user_id=str(configurable.get("user_id") or "anonymous"),
+        session_id=None if session is None else str(session),
+    )
 
 
 def build_agent_graph(
     *,
     model: BaseChatModel,
     tools: Sequence[BaseTool],
-    max_iterations: int,
-    max_result_chars: int,
+    limits: Limits,
     system_prompt: str = ORCHESTRATOR_PROMPT,
     checkpointer: BaseCheckpointSaver | None = None,
     retriever: Retriever | None = None,
-    tool_timeout_seconds: float = 60.0,
-    inline_budget_seconds: float | None = None,
+    middleware: Sequence[ToolMiddleware] | None = None,
     reply_limits: ReplyLimits | None = None,
     name: str = "orchestrator",
 ) -> CompiledStateGraph:
     """Compile an agent graph over `model` and `tools`, with RAG context when given a retriever.
 
+    Tool calls run through `middleware` (the default pipeline when None).
     `reply_limits` bound the tool names and arguments a model reply may stream.
     """
-    graph = StateGraph(AgentState)
+    graph = StateGraph(AgentState, context_schema=RunContext)
     graph.add_node(
         MODEL_NODE,
         ModelNode(
             model,
             tools=tools,
             system_prompt=system_prompt,
-            max_iterations=max_iterations,
+            max_iterations=limits.max_iterations,
             limits=reply_limits,
         ),
     )
-    graph.add_node(
-        TOOLS_NODE,
-        ToolsNode(
-            ToolExecutor(
-                tools,
-                max_result_chars=max_result_chars,
-                default_timeout=tool_timeout_seconds,
-                inline_budget=inline_budget_seconds,
-            )
-        ),
-    )
+    dispatcher = Dispatcher(tools, limits=limits, middleware=middleware)
+    graph.add_node(TOOLS_NODE, ToolTaskNode(dispatcher), input_schema=AgentState)  # type: ignore[arg-type]
     if retriever is None:
         graph.add_edge(START, MODEL_NODE)
     else:
@@ -231,7 +272,7 @@ def build_agent_graph(
     graph.add_edge(TOOLS_NODE, MODEL_NODE)
     compiled = graph.compile(checkpointer=checkpointer, name=name)
     # Two steps per round, retrieval and the final answer: the tool-round limit ends first.
-    return compiled.with_config(recursion_limit=2 * max_iterations + 5)
+    return compiled.with_config(recursion_limit=2 * limits.max_iterations + 5)
 
 
 def _stop_at_limit(response: AIMessage, limit: int) -> AIMessage:

@@ -21,8 +21,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from orchestrator.store.engine import Database
 from orchestrator.store.models import request_events, requests
 from orchestrator.store.text import storable_json, storable_text
-from orchestrator.tools.executor import CallRecord
-from orchestrator.tools.replay import ENDED, INTERRUPTED, PriorCall
+from orchestrator.tools.pipeline.records import CallRecord
+from orchestrator.tools.replay import ENDED, INTERRUPTED, PAUSED, PriorCall
 from orchestrator.tools.results import ToolResult
 
 ANONYMOUS = "anonymous"
@@ -97,6 +97,9 @@ class RequestLog:
 
     async def requeued(self, call: CallRecord) -> None:
         """A stopped process left it running, and it is safe to run again: this process does."""
+        await self._run_here(call, "requeued", INTERRUPTED)
+
+    async def _run_here(self, call: CallRecord, event: str, detail: str | None) -> None:
         user_id = _user(call)
         async with self.database.user_transaction(user_id) as connection:
             await connection.execute(
@@ -104,8 +107,17 @@ class RequestLog:
                 .where(requests.c.request_id == storable_text(call.request_id))
                 .values(owner=OWNER)
             )
-            await _event(connection, call.request_id, user_id, "requeued", INTERRUPTED)
+            await _event(connection, call.request_id, user_id, event, detail)
             await _set_status(connection, call.request_id, user_id, "running")
+
+    async def paused(self, call: CallRecord) -> None:
+        """It waits for an answer (a LangGraph interrupt): it runs again when the turn resumes."""
+        async with self.database.user_transaction(_user(call)) as connection:
+            await _set_status(connection, call.request_id, _user(call), PAUSED)
+
+    async def resumed(self, call: CallRecord) -> None:
+        """A paused call runs again, in this process, now that its answer came."""
+        await self._run_here(call, "resumed", None)
 
     async def prior(self, call: CallRecord) -> PriorCall | None:
         """What the log holds for this call's request id, if anything (a resumed turn)."""

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Literal
 
-from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, Field
 
 from orchestrator.errors import ToolError
 from orchestrator.store.messages import FoundMessage, MessageStore
+from orchestrator.tools.context import current_context
 from orchestrator.tools.results import ToolResult
 
 PREVIEW_CHARS = 300
@@ -26,10 +26,9 @@ class SearchMessagesArgs(BaseModel):
 def search_messages_tool(store: MessageStore) -> BaseTool:
     """A tool over `store`, limited to the user of the run that calls it."""
 
-    async def search_messages(
-        query: str, config: RunnableConfig, mode: str = "auto", limit: int = 5
-    ) -> ToolResult:
-        user_id = str(config.get("configurable", {}).get("user_id", ""))
+    async def search_messages(query: str, mode: str = "auto", limit: int = 5) -> ToolResult:
+        context = current_context()
+        user_id = context.user_id if context is not None else ""
         if not user_id:
             raise ToolError("search_messages needs a user; none is set for this run", recoverable=False)
         by_meaning = mode == "meaning" or (mode == "auto" and store.embedder is not None)

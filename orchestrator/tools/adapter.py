@@ -4,68 +4,105 @@ from __future__ import annotations
 
 import inspect
 import uuid
+from collections.abc import Mapping
 from functools import partial
 from pathlib import Path
 
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool
 from langchain_core.tools.base import ArgsSchema
+from pydantic import BaseModel, SkipValidation
 from pydantic_core import to_jsonable_python
 
 from orchestrator.tools.base import ActionSpec, Tool, ToolRequest
 from orchestrator.tools.config import ToolConfig
+from orchestrator.tools.context import current_context
 from orchestrator.tools.results import ToolResult
+from orchestrator.tools.scope import ActionScope
 from orchestrator.tools.threads import in_thread
 
+POLICY_FIELDS = {"timeout_seconds", "max_retries", "background", "idempotent"}
 
-def langchain_tools(tool: Tool, *, config: ToolConfig | None = None) -> list[BaseTool]:
-    """The LangChain tools the model sees for `tool`; their schemas hold only the action's parameters.
+
+def langchain_tools(
+    tool: Tool,
+    *,
+    config: ToolConfig | None = None,
+    scopes: Mapping[str, ActionScope] | None = None,
+) -> list[BaseTool]:
+    """The LangChain tools the model sees for `tool`; their schemas hold only what the model sets.
 
     `config` (the folder's tool_config.yaml) sets how each call runs: timeout,
-    retries, background.
+    retries, background. `scopes` (by action) hide the parameters the
+    configuration fixes (see `scope`).
     """
-    policy = (
-        config.model_dump(include={"timeout_seconds", "max_retries", "background", "idempotent"})
-        if config is not None
-        else {}
-    )
-    return [_action_tool(tool, spec, policy) for spec in tool.actions.values()]
+    policy = config.model_dump(include=POLICY_FIELDS) if config is not None else {}
+    scopes = scopes or {}
+    return [
+        _action_tool(tool, spec, policy, scopes.get(spec.name)) for spec in tool.actions.values()
+    ]
 
 
 class ActionTool(StructuredTool):
-    """A StructuredTool whose call schema is the action's own parameter model.
+    """A tool action as LangChain sees it; the dispatch pipeline runs it through `run_action`.
 
-    The stock property derives a new model per tool (to drop injected
-    arguments, which actions never have); with hundreds of tools that was most
-    of the startup time.
+    Its call schema is the action's own parameter model, less the parameters
+    its scope hides (the stock property derives a new model per tool, to drop
+    injected arguments, which actions never have: with hundreds of tools that
+    was most of the startup time).
     """
+
+    owner: SkipValidation[Tool]
+    spec: SkipValidation[ActionSpec]
+    scope: SkipValidation[ActionScope | None] = None
 
     @property
     def tool_call_schema(self) -> ArgsSchema:
         return self.args_schema if self.args_schema is not None else super().tool_call_schema
 
+    async def run_action(self, request: ToolRequest) -> ToolResult:
+        """Run the action for `request` (its parameters validated already, or validated now)."""
+        execute = self.owner.execute
+        if not inspect.iscoroutinefunction(execute):  # a blocking execute of its own
+            return await in_thread(partial(execute, request), name=self.name)
+        return await execute(request)
 
-def _action_tool(tool: Tool, spec: ActionSpec, policy: dict[str, object]) -> BaseTool:
+
+def action_request(
+    tool: ActionTool, arguments: Mapping[str, object], *, ids: Mapping[str, str | None]
+) -> ToolRequest:
+    """The `ToolRequest` of one call of `tool`, for the run it belongs to."""
+    context = current_context()
+    return ToolRequest(
+        request_id=ids.get("request_id") or uuid.uuid4().hex,
+        parent_request_id=ids.get("parent_request_id"),
+        action=tool.spec.name,
+        parameters=to_jsonable_python(dict(arguments)),
+        session_id=context.session_id if context is not None else None,
+        user_id=context.user_id if context is not None else None,
+    )
+
+
+def _action_tool(
+    tool: Tool, spec: ActionSpec, policy: dict[str, object], scope: ActionScope | None
+) -> BaseTool:
+    action_tool: ActionTool
+
     async def run(config: RunnableConfig, **parameters: object) -> ToolResult:
-        # The executor put this call's ids in the config; the session put the rest there.
+        # Called straight through LangChain (outside the dispatch pipeline).
         configurable = config.get("configurable", {})
-        request = ToolRequest(
-            request_id=configurable.get("request_id") or uuid.uuid4().hex,
-            parent_request_id=configurable.get("parent_request_id"),
-            action=spec.name,
-            parameters=to_jsonable_python(parameters),
-            session_id=configurable.get("thread_id"),
-            user_id=configurable.get("user_id"),
-        )
-        if not inspect.iscoroutinefunction(tool.execute):  # a blocking execute of its own
-            return await in_thread(partial(tool.execute, request), name=f"{tool.name}_{spec.name}")
-        return await tool.execute(request)
+        ids = {key: configurable.get(key) for key in ("request_id", "parent_request_id")}
+        return await action_tool.run_action(action_request(action_tool, parameters, ids=ids))
 
-    return ActionTool(
+    schema: type[BaseModel] = scope.visible if scope is not None else spec.params
+    action_tool = ActionTool(
         name=f"{tool.name}_{spec.name}",
         description=f"{spec.description}\n(Part of {tool.name}: {tool.description})",
-        args_schema=spec.params,
+        args_schema=schema,
         coroutine=run,
+        owner=tool,
+        spec=spec,
+        scope=scope,
         metadata={
             "tool": tool.name,
             "action": spec.name,
@@ -74,6 +111,7 @@ def _action_tool(tool: Tool, spec: ActionSpec, policy: dict[str, object]) -> Bas
             **policy,
         },
     )
+    return action_tool
 
 
 def _folder(tool: Tool) -> str | None:

@@ -16,7 +16,6 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from langchain_core.messages import ToolCall
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool, Tool
 from langgraph.errors import GraphBubbleUp
@@ -32,11 +31,10 @@ TOOL_FAILED = "{name} failed: {error}"
 T = TypeVar("T")
 
 
-async def attempt(tool: BaseTool, call: ToolCall, config: RunnableConfig) -> ToolResult:
-    """One run of the tool; whatever it raises, short of a real cancellation, is a ToolError."""
-    name = call["name"]
+async def attempt(work: Callable[[], Awaitable[object]], *, name: str) -> ToolResult:
+    """One run of a tool; whatever it raises, short of a real cancellation, is a ToolError."""
     try:
-        return result_from_output(await _run_tool(tool, call, config))
+        return result_from_output(await work())
     except (ToolError, GraphBubbleUp):  # GraphBubbleUp: LangGraph's interrupts pass untouched
         raise
     except OSError as error:  # connections and the like: worth another try
@@ -48,15 +46,24 @@ async def attempt(tool: BaseTool, call: ToolCall, config: RunnableConfig) -> Too
         raise _contained(error, name=name) from None
 
 
-async def _run_tool(tool: BaseTool, call: ToolCall, config: RunnableConfig) -> object:
-    if _blocking(tool):  # LangChain would use the loop's executor, which the exit waits for
-        return await in_thread(lambda: tool.invoke(call["args"], config=config), name=call["name"])
-    if isinstance(tool, StructuredTool) and tool.coroutine is not None:
-        # LangChain runs the coroutine as a task of its own; asyncio lets SystemExit and
-        # KeyboardInterrupt raised in any task out of the event loop, which they end.
-        # So they are caught inside that task, by a wrapper around the coroutine.
-        tool = tool.model_copy(update={"coroutine": _containing(tool.coroutine, name=call["name"])})
-    return await tool.ainvoke(call["args"], config=config)
+def langchain_work(
+    tool: BaseTool, args: dict[str, object], config: RunnableConfig | None, *, name: str
+) -> Callable[[], Awaitable[object]]:
+    """How to run a LangChain tool once, blocking code on a thread of its own."""
+
+    async def work() -> object:
+        if _blocking(tool):  # LangChain would use the loop's executor, which the exit waits for
+            return await in_thread(lambda: tool.invoke(args, config=config), name=name)
+        runnable = tool
+        if isinstance(tool, StructuredTool) and tool.coroutine is not None:
+            # LangChain runs the coroutine as a task of its own; asyncio lets SystemExit and
+            # KeyboardInterrupt raised in any task out of the event loop, which they end.
+            # So they are caught inside that task, by a wrapper around the coroutine.
+            contained = _containing(tool.coroutine, name=name)
+            runnable = tool.model_copy(update={"coroutine": contained})
+        return await runnable.ainvoke(args, config=config)
+
+    return work
 
 
 def _containing(

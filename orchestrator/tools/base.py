@@ -55,6 +55,19 @@ class ToolRequest(BaseModel):
     session_id: str | None = None
     user_id: str | None = None
 
+    _parsed: BaseModel | None = PrivateAttr(default=None)
+
+    def with_parsed(self, parsed: BaseModel) -> ToolRequest:
+        """This request, carrying its parameters already validated (by the dispatch pipeline)."""
+        self._parsed = parsed
+        return self
+
+    def parameters_as(self, model: type[Params]) -> Params:
+        """The parameters as `model`: the validated ones when they are of it, else validated now."""
+        if isinstance(self._parsed, model):
+            return self._parsed
+        return model.model_validate(self.parameters)
+
     def result(self, message: str = "", **fields: object) -> ToolResult:
         """A success result carrying this request's ids."""
         return ToolResult(
@@ -173,7 +186,7 @@ class Tool(BaseModel):
                 code="unknown_action",
             )
         try:
-            params = spec.params.model_validate(request.parameters)
+            params = request.parameters_as(spec.params)
         except ValidationError as error:
             raise InvalidToolArgumentsError(
                 f"Invalid arguments for {self.name}.{spec.name}: {validation_problems(error)}."

@@ -6,11 +6,15 @@ import asyncio
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from langchain_core.tools import BaseTool
 
 from orchestrator.errors import ToolError
 from orchestrator.tools.results import ToolResult
+
+if TYPE_CHECKING:
+    from orchestrator.levels import Limits
 
 BACKOFF_BASE_SECONDS = 0.5
 BACKOFF_CAP_SECONDS = 10.0
@@ -27,21 +31,24 @@ CANCELLED_ITSELF = "{name} was cancelled from inside the tool"
 
 @dataclass(frozen=True)
 class ExecutionPolicy:
-    """Read from a folder tool's `tool_config.yaml` (carried in the LangChain tool's metadata)."""
+    """How one tool's calls run: from its folder's `tool_config.yaml` and its level's limits."""
 
     timeout_seconds: float
     max_retries: int = 0
     background: bool = False
     idempotent: bool = False
+    inline_budget: float | None = None  # past it, a call goes on in the background
 
     @classmethod
-    def of(cls, tool: BaseTool | None, *, default_timeout: float) -> ExecutionPolicy:
+    def of(cls, tool: BaseTool | None, *, limits: Limits) -> ExecutionPolicy:
+        """The policy of `tool` (carried in its metadata) at a level with `limits`."""
         metadata = (tool.metadata or {}) if tool is not None else {}
         return cls(
-            timeout_seconds=float(metadata.get("timeout_seconds", default_timeout)),
+            timeout_seconds=float(metadata.get("timeout_seconds", limits.timeout_seconds)),
             max_retries=int(metadata.get("max_retries", 0)),
             background=bool(metadata.get("background", False)),
             idempotent=bool(metadata.get("idempotent", False)),
+            inline_budget=limits.inline_budget_seconds,
         )
 
 
@@ -61,24 +68,32 @@ async def run_with_policy(
     """Run `attempt` under the timeout, retrying recoverable failures with backoff.
 
     A timeout counts as a recoverable failure. What is left after the last
-    try is raised as the ToolError it was.
+    try is the result.
     """
     tries = policy.max_retries + 1
     for number in range(1, tries + 1):
         try:
-            return await within_timeout(attempt, name=name, seconds=policy.timeout_seconds)
-        except ToolError as failure:
-            error = failure
-        if not error.recoverable or number == tries or _may_still_run(error, policy):
-            raise error
+            result = await within_timeout(attempt, name=name, seconds=policy.timeout_seconds)
+        except ToolError as error:
+            result = ToolResult.from_error(error)
+        if not _worth_retrying(result, policy) or number == tries:
+            return result
         await sleep(backoff(number))
-    raise AssertionError("unreachable")  # the loop always returns or raises
+    raise AssertionError("unreachable")  # the loop always returns
 
 
-def _may_still_run(error: ToolError, policy: ExecutionPolicy) -> bool:
+def _worth_retrying(result: ToolResult, policy: ExecutionPolicy) -> bool:
+    return (
+        result.status == "failure"
+        and bool(result.recoverable)
+        and not _may_still_run(result.error_code, policy)
+    )
+
+
+def _may_still_run(code: str | None, policy: ExecutionPolicy) -> bool:
     """A call that timed out may still be running (an abandoned thread, a swallowed
     cancellation) or may have done its work: only an idempotent one is tried again."""
-    return error.code == "timeout" and not policy.idempotent
+    return code == "timeout" and not policy.idempotent
 
 
 async def within_timeout(

@@ -5,6 +5,7 @@ checkpoint, which re-enters the node with the same calls, and so the same
 request ids (see `request_id`). What the log says of each decides:
 
 - it ended (completed, failed, cancelled): its recorded outcome is the answer;
+- it paused (a LangGraph interrupt inside it): it runs again, now resumed;
 - it runs again in this process's background (recovery requeued it, being
   idempotent): the model hears that it goes on in the background;
 - it runs in another live process: it fails here, it is not started twice;
@@ -21,14 +22,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from langchain_core.messages import ToolCall
-
 from pydantic import ValidationError
 
 from orchestrator.errors import ToolError
 from orchestrator.tools.results import ToolResult
 
 if TYPE_CHECKING:
-    from orchestrator.tools.executor import CallRecord
+    from langchain_core.runnables import RunnableConfig
+
+    from orchestrator.tools.context import RunContext
+    from orchestrator.tools.pipeline.records import CallRecord
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +41,8 @@ REQUEST_ID_NAMESPACE = uuid.UUID("5d0f4c1e-6a3b-4f8e-9a57-1b2c3d4e5f60")
 INTERRUPTED = "interrupted: the process running it stopped"
 ELSEWHERE = "{name} is already running in another process; it is not started twice"
 ENDED = ("completed", "failed", "cancelled")
+PAUSED = "paused"
+NS_SEP = "|"  # between the levels of a LangGraph checkpoint namespace
 
 
 @dataclass(frozen=True)
@@ -61,6 +66,8 @@ class PriorLog(Protocol):
     async def prior(self, call: CallRecord) -> PriorCall | None: ...
 
     async def requeued(self, call: CallRecord) -> None: ...
+
+    async def resumed(self, call: CallRecord) -> None: ...
 
     async def interrupted(self, call: CallRecord) -> None: ...
 
@@ -99,6 +106,9 @@ async def decide(
         return FRESH
     if prior.ended:
         return Decision(run=False, answer=recorded_outcome(prior))
+    if prior.status == PAUSED:  # it asked for something (an interrupt): the answer is here now
+        await _noted(log.resumed(call))
+        return Decision(rerun=True)
     if runner is not None and runner.running(call.request_id):
         return Decision(run=False, in_background=True)
     if prior.owner_alive and not prior.ours:
@@ -139,13 +149,19 @@ def _failure(message: str, code: str) -> ToolResult:
     return ToolResult.from_error(ToolError(message, code=code, recoverable=False))
 
 
-def request_id(call: ToolCall, configurable: dict[str, object]) -> str:
-    """The same for the same call of the same session at the same place in the graph.
+def request_id(
+    call: ToolCall, *, context: RunContext, config: RunnableConfig | None = None
+) -> str:
+    """The same for the same call of the same session at the same place in the tree.
 
-    Random when the call has no session or no tool_call_id to tell it by.
+    The place is the graph's checkpoint namespace and the request the graph
+    runs for. Random when the call has no session or no tool_call_id to tell
+    it by.
     """
-    session, call_id = configurable.get("thread_id"), call.get("id")
+    session, call_id = context.session_id, call.get("id")
     if not session or not call_id:
         return uuid.uuid4().hex
-    key = "\x1f".join((str(session), str(configurable.get("checkpoint_ns", "")), str(call_id)))
+    task_ns = str((config or {}).get("configurable", {}).get("checkpoint_ns", ""))
+    graph_ns = task_ns.rpartition(NS_SEP)[0]  # without the tool task's own segment
+    key = "\x1f".join((session, graph_ns, context.request_id or "", str(call_id)))
     return uuid.uuid5(REQUEST_ID_NAMESPACE, key).hex

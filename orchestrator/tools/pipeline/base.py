@@ -11,13 +11,16 @@ travel as exceptions, and no middleware catches the latter.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from langchain_core.messages import ToolCall
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from pydantic import BaseModel
 
+from orchestrator.events import ToolPhase, emit_tool
+from orchestrator.errors import ToolError
 from orchestrator.tools.context import RunContext
 from orchestrator.tools.pipeline.records import CallRecord
 from orchestrator.tools.policy import ExecutionPolicy
@@ -31,7 +34,7 @@ class ToolCallRequest:
     `tool` is None for a name no tool answers to. `arguments` starts as the
     model's and may be changed by middleware (fixed parameters added, say);
     `parsed` is the validated parameter model once validation has run.
-    `progress` is what the call's progress events carry (tool, index, total).
+    `index` and `total` place the call among the calls of its model turn.
     """
 
     call: ToolCall
@@ -41,7 +44,10 @@ class ToolCallRequest:
     policy: ExecutionPolicy
     arguments: dict[str, object]
     parsed: BaseModel | None = None
-    progress: dict[str, object] = field(default_factory=dict)
+    index: int = 1
+    total: int = 1
+    available: tuple[str, ...] = ()  # the names of the tools at the call's level
+    config: RunnableConfig | None = None  # the graph run's, for LangChain tools' callbacks
 
     @property
     def name(self) -> str:
@@ -55,6 +61,22 @@ class ToolCallRequest:
             "request_id": self.record.request_id,
             "parent_request_id": self.record.parent_request_id,
         }
+
+    def emit(self, phase: ToolPhase, *, status: str | None = None) -> None:
+        """Report the call's progress on the graph's stream (nothing outside a graph run)."""
+        emit_tool(
+            phase,
+            tool=self.name,
+            index=self.index,
+            total=self.total,
+            request_id=self.record.request_id,
+            parent_request_id=self.record.parent_request_id,
+            status=status,
+        )
+
+    def failed(self, error: ToolError) -> ToolResult:
+        """The failure result of this call for `error`."""
+        return ToolResult.from_error(error).model_copy(update=self.ids)
 
     def override(self, **changes: object) -> ToolCallRequest:
         """A copy with `changes` (the request itself never changes)."""

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Protocol
 
 from orchestrator.tools.replay import PriorCall
 from orchestrator.tools.results import ToolResult
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -39,6 +43,8 @@ class RequestObserver(Protocol):
 
     async def paused(self, call: CallRecord) -> None: ...
 
+    async def resumed(self, call: CallRecord) -> None: ...
+
     async def prior(self, call: CallRecord) -> PriorCall | None: ...
 
     async def requeued(self, call: CallRecord) -> None: ...
@@ -54,3 +60,13 @@ class BackgroundRunner(Protocol):
     ) -> object: ...
 
     def running(self, request_id: str) -> bool: ...
+
+
+async def safely(tracking: Awaitable[None]) -> None:
+    """Run one request-log write; the log must never cost the user a tool result."""
+    try:
+        await tracking
+    except Exception as error:
+        # One line: SQLAlchemy's text holds the statement and its parameters.
+        first = (str(error).strip().splitlines() or [""])[0]
+        logger.warning("request tracking failed: %s: %s", type(error).__name__, first)

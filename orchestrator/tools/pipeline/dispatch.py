@@ -1,0 +1,125 @@
+"""Dispatch: every tool call, at every level, runs through one pipeline of middleware.
+
+    request log -> AI scope -> validation -> approval -> background handover
+    -> usage -> timeout and retry -> the tool
+
+Inline calls, background calls, nested agents' calls and calls recovery runs
+again after a crash all pass here; a new policy is a new middleware.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from langchain_core.messages import ToolCall, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool
+
+from orchestrator.levels import Limits
+from orchestrator.tools.context import RunContext
+from orchestrator.tools.pipeline.approval import ApprovalMiddleware
+from orchestrator.tools.pipeline.background import BackgroundMiddleware
+from orchestrator.tools.pipeline.base import ToolCallRequest, ToolMiddleware, compose
+from orchestrator.tools.pipeline.log import RequestLogMiddleware
+from orchestrator.tools.pipeline.records import CallRecord
+from orchestrator.tools.pipeline.retry import TimeoutRetryMiddleware
+from orchestrator.tools.pipeline.run import run_tool
+from orchestrator.tools.pipeline.scope import ScopeMiddleware
+from orchestrator.tools.pipeline.usage import UsageMiddleware
+from orchestrator.tools.pipeline.validate import ValidationMiddleware
+from orchestrator.tools.policy import ExecutionPolicy
+from orchestrator.tools.replay import request_id
+from orchestrator.tools.results import ToolResult
+
+
+def default_middleware() -> list[ToolMiddleware]:
+    """The pipeline every call runs through, outermost first."""
+    return [
+        RequestLogMiddleware(),
+        ScopeMiddleware(),
+        ValidationMiddleware(),
+        ApprovalMiddleware(),
+        BackgroundMiddleware(),
+        UsageMiddleware(),
+        TimeoutRetryMiddleware(),
+    ]
+
+
+class Dispatcher:
+    """Runs tool calls against the tools of one level, under that level's limits."""
+
+    def __init__(
+        self,
+        tools: Sequence[BaseTool],
+        *,
+        limits: Limits,
+        middleware: Sequence[ToolMiddleware] | None = None,
+    ) -> None:
+        self.tools = {tool.name: tool for tool in tools}
+        self._names = tuple(sorted(self.tools))
+        self.limits = limits
+        self.middleware = list(default_middleware() if middleware is None else middleware)
+        self._handler = compose(self.middleware, run_tool)
+
+    def request(
+        self,
+        call: ToolCall,
+        context: RunContext,
+        *,
+        index: int = 1,
+        total: int = 1,
+        config: RunnableConfig | None = None,
+        request_id_: str | None = None,
+        background: bool | None = None,
+    ) -> ToolCallRequest:
+        """The pipeline's request for `call` in `context`.
+
+        `request_id_` names a call the request log already holds (recovery);
+        `background` overrides the tool's own choice.
+        """
+        tool = self.tools.get(call["name"])
+        policy = ExecutionPolicy.of(tool, limits=self.limits)
+        metadata = (tool.metadata or {}) if tool is not None else {}
+        record = CallRecord(
+            request_id=request_id_ or request_id(call, context=context, config=config),
+            parent_request_id=context.request_id,
+            session_id=context.session_id,
+            user_id=context.user_id,
+            tool=str(metadata.get("tool", call["name"])),
+            action=_text(metadata.get("action")),
+            call_name=call["name"],
+            parameters=call["args"],
+            background=policy.background if background is None else background,
+            idempotent=policy.idempotent,
+        )
+        return ToolCallRequest(
+            call=call,
+            tool=tool,
+            context=context,
+            record=record,
+            policy=policy,
+            arguments=dict(call["args"]),
+            index=index,
+            total=total,
+            available=self._names,
+            config=config,
+        )
+
+    async def dispatch(self, request: ToolCallRequest) -> ToolResult:
+        """Run `request` through the pipeline; the result carries the call's ids."""
+        result = await self._handler(request)
+        return result.model_copy(update=request.ids)
+
+    def message(self, call: ToolCall, result: ToolResult) -> ToolMessage:
+        """The answer to `call` in the conversation, cut to the level's result size."""
+        return ToolMessage(
+            content=result.to_model_text(max_chars=self.limits.max_result_chars),
+            tool_call_id=call["id"] or str(result.request_id),
+            name=call["name"],
+            status="error" if result.status == "failure" else "success",
+            artifact=result.model_dump(mode="json"),
+        )
+
+
+def _text(value: object) -> str | None:
+    return None if value is None else str(value)

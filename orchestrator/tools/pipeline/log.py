@@ -1,0 +1,46 @@
+"""The request log around each call: recorded when it starts, ends, pauses or is cancelled."""
+
+from __future__ import annotations
+
+import asyncio
+
+from langgraph.errors import GraphBubbleUp
+
+from orchestrator.tools.pipeline.background import acknowledgement, is_acknowledgement
+from orchestrator.tools.pipeline.base import Handler, ToolCallRequest
+from orchestrator.tools.pipeline.records import safely
+from orchestrator.tools.replay import decide
+from orchestrator.tools.results import ToolResult
+
+
+class RequestLogMiddleware:
+    """Tells the run's observer (the request log) how the call goes.
+
+    A call the log already knows (a resumed turn, a recovered call) is not
+    simply run again: `replay.decide` says whether it runs, is answered from
+    the log, or goes on in the background. A call that pauses (a LangGraph
+    interrupt inside it) is recorded as paused, so that resuming runs it again.
+    """
+
+    async def awrap_tool_call(self, request: ToolCallRequest, handler: Handler) -> ToolResult:
+        observer, record = request.context.observer, request.record
+        decision = await decide(record, log=observer, runner=request.context.background)
+        if decision.in_background:
+            return acknowledgement(request)
+        if decision.answer is not None:
+            return decision.answer.model_copy(update=request.ids)
+        if observer is None:
+            return await handler(request)
+        if not decision.rerun:
+            await safely(observer.started(record))
+        try:
+            result = await handler(request)
+        except GraphBubbleUp:  # an interrupt: the call runs again when the turn resumes
+            await safely(observer.paused(record))
+            raise
+        except asyncio.CancelledError:  # the turn was cancelled (Ctrl-C): so is its call
+            await asyncio.shield(safely(observer.cancelled(record)))
+            raise
+        if not is_acknowledgement(result):  # a background call is recorded when it ends
+            await safely(observer.finished(record, result))
+        return result
