@@ -7,7 +7,7 @@ background) and fails any other as interrupted.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from langchain_core.messages import ToolCall
 
@@ -50,9 +50,9 @@ async def recover(runtime: Runtime, *, user_id: str) -> list[Recovered]:
             observer=storage.requests,
             background=runtime.tasks,
         )
-        request = dispatcher.request(
-            _tool_call(call), context, request_id_=call.request_id, background=True
-        )
+        # In the background: it goes on after startup, and is reported into its session.
+        record = replace(call, background=True)
+        request = dispatcher.request(_tool_call(call), context, record=record)
         result = await dispatcher.dispatch(request)
         recovered.append(Recovered(call, "requeued" if is_acknowledgement(result) else "failed"))
     return recovered

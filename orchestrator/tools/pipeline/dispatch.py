@@ -69,29 +69,16 @@ class Dispatcher:
         index: int = 1,
         total: int = 1,
         config: RunnableConfig | None = None,
-        request_id_: str | None = None,
-        background: bool | None = None,
+        record: CallRecord | None = None,
     ) -> ToolCallRequest:
         """The pipeline's request for `call` in `context`.
 
-        `request_id_` names a call the request log already holds (recovery);
-        `background` overrides the tool's own choice.
+        `record` is the call as the request log already holds it (recovery).
         """
         tool = self.tools.get(call["name"])
         policy = ExecutionPolicy.of(tool, limits=self.limits)
-        metadata = (tool.metadata or {}) if tool is not None else {}
-        record = CallRecord(
-            request_id=request_id_ or request_id(call, context=context, config=config),
-            parent_request_id=context.request_id,
-            session_id=context.session_id,
-            user_id=context.user_id,
-            tool=str(metadata.get("tool", call["name"])),
-            action=_text(metadata.get("action")),
-            call_name=call["name"],
-            parameters=call["args"],
-            background=policy.background if background is None else background,
-            idempotent=policy.idempotent,
-        )
+        if record is None:
+            record = self._record(call, tool, policy, context=context, config=config)
         return ToolCallRequest(
             call=call,
             tool=tool,
@@ -103,6 +90,29 @@ class Dispatcher:
             total=total,
             available=self._names,
             config=config,
+        )
+
+    def _record(
+        self,
+        call: ToolCall,
+        tool: BaseTool | None,
+        policy: ExecutionPolicy,
+        *,
+        context: RunContext,
+        config: RunnableConfig | None,
+    ) -> CallRecord:
+        metadata = (tool.metadata or {}) if tool is not None else {}
+        return CallRecord(
+            request_id=request_id(call, context=context, config=config),
+            parent_request_id=context.request_id,
+            session_id=context.session_id,
+            user_id=context.user_id,
+            tool=str(metadata.get("tool", call["name"])),
+            action=_text(metadata.get("action")),
+            call_name=call["name"],
+            parameters=call["args"],
+            background=policy.background,
+            idempotent=policy.idempotent,
         )
 
     async def dispatch(self, request: ToolCallRequest) -> ToolResult:

@@ -1,0 +1,279 @@
+"""The dispatch pipeline: LangGraph control flow passes through, one task per call, middleware order.
+
+Interrupts raised inside a tool (or inside a tool of a nested agent) pause the
+turn instead of becoming tool errors; calls of one model turn are tasks of
+their own, so a resumed turn runs only the calls that had not ended.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import uuid
+from collections import Counter
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from langchain_core.messages import ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool, tool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command, interrupt
+from sqlalchemy import text
+
+from orchestrator.graph import build_agent_graph
+from orchestrator.levels import Limits
+from orchestrator.recovery import recover
+from orchestrator.runtime import Runtime
+from orchestrator.session import Session
+from orchestrator.settings import load_settings
+from orchestrator.store import Database
+from orchestrator.store.requests import RequestLog, request_history
+from orchestrator.store.storage import Storage
+from orchestrator.testing import ScriptedChatModel, call_tools
+from orchestrator.tools import ToolCallRequest, ToolResult
+from orchestrator.tools.context import current_context
+from orchestrator.tools.pipeline.base import Handler
+from orchestrator.tools.pipeline.dispatch import default_middleware
+from orchestrator.tools.pipeline.records import CallRecord
+
+entered: Counter[str] = Counter()
+
+
+@tool
+async def confirm(question: str) -> str:
+    """Ask the person a yes/no question."""
+    entered["confirm"] += 1
+    return f"answer: {interrupt({'question': question})}"
+
+
+@tool
+async def quick() -> str:
+    """Answer at once."""
+    entered["quick"] += 1
+    return "quick done"
+
+
+def session_over(model: ScriptedChatModel, tools: list[BaseTool], **settings: object) -> Session:
+    runtime = Runtime.create(
+        load_settings(**settings), model=model, tools=tools, checkpointer=InMemorySaver()
+    )
+    return runtime.session(user_id="u1")
+
+
+async def resume(session: Session, answers: object) -> None:
+    """Answer the pending interrupts and run the turn to its end."""
+    async for _ in session.graph.astream(
+        Command(resume=answers), session.config, context=session.context, durability="sync"
+    ):
+        pass
+
+
+async def pending(session: Session) -> list[object]:
+    state = await session.graph.aget_state(session.config)
+    return [found.value for found in state.interrupts]
+
+
+async def test_an_interrupt_in_a_tool_pauses_the_turn_and_resume_finishes_it(scripted):
+    entered.clear()
+    model = scripted(call_tools(("confirm", {"question": "send it?"})), "Sent.")
+    session = session_over(model, [confirm])
+
+    await session.run("send the mail")
+
+    assert await pending(session) == [{"question": "send it?"}]
+    assert not [m for m in await session.history() if isinstance(m, ToolMessage)], (
+        "the interrupt is not an error tool message"
+    )
+    await resume(session, "yes")
+    history = await session.history()
+    answer = next(m for m in history if isinstance(m, ToolMessage))
+    assert json.loads(answer.text) == {"status": "success", "message": "answer: yes"}
+    assert history[-1].text == "Sent."
+    assert await pending(session) == []
+    model.assert_complete()
+
+
+async def test_an_interrupt_is_not_retried_nor_a_failure(scripted):
+    entered.clear()
+    retried = confirm.model_copy(update={"metadata": {"max_retries": 3}})
+    model = scripted(call_tools(("confirm", {"question": "ok?"})))
+    session = session_over(model, [retried])
+
+    await session.run("go")
+
+    assert entered["confirm"] == 1, "an interrupt is LangGraph control flow, never retried"
+    assert await pending(session) == [{"question": "ok?"}]
+
+
+async def test_an_interrupt_in_a_nested_agents_tool_pauses_the_whole_turn(scripted):
+    entered.clear()
+    limits = Limits(max_iterations=3, max_result_chars=4000, timeout_seconds=60.0)
+    inner = build_agent_graph(
+        model=scripted(call_tools(("confirm", {"question": "delete?"})), "inner done"),
+        tools=[confirm],
+        limits=limits,
+        name="inner",
+    )
+
+    @tool
+    async def delegate(request: str, config: RunnableConfig) -> str:
+        """Hand the request to the inner agent."""
+        state = await inner.ainvoke(
+            {"messages": [("user", request)], "iterations": 0}, config, context=current_context()
+        )
+        return state["messages"][-1].text
+
+    outer = scripted(call_tools(("delegate", {"request": "clean up"})), "all done")
+    session = session_over(outer, [delegate])
+
+    await session.run("go")
+
+    assert await pending(session) == [{"question": "delete?"}]
+    assert not [m for m in await session.history() if isinstance(m, ToolMessage)]
+    await resume(session, "yes")
+    history = await session.history()
+    assert json.loads(next(m for m in history if isinstance(m, ToolMessage)).text)["message"] == (
+        "inner done"
+    )
+    assert history[-1].text == "all done"
+
+
+async def test_parallel_pauses_surface_together_and_a_finished_sibling_runs_once(scripted):
+    entered.clear()
+    model = scripted(
+        call_tools(("confirm", {"question": "one?"}), ("quick", {}), ("confirm", {"question": "two?"})),
+        "Both answered.",
+    )
+    session = session_over(model, [confirm, quick])
+
+    await session.run("go")
+
+    state = await session.graph.aget_state(session.config)
+    assert sorted(i.value["question"] for i in state.interrupts) == ["one?", "two?"]
+    await resume(session, {i.id: f"yes to {i.value['question']}" for i in state.interrupts})
+
+    answers = [json.loads(m.text)["message"] for m in await session.history() if isinstance(m, ToolMessage)]
+    assert sorted(answers) == ["answer: yes to one?", "answer: yes to two?", "quick done"]
+    assert entered["quick"] == 1, "the sibling that had finished was not run again"
+    assert entered["confirm"] == 4, "each paused call ran once before and once after"
+    model.assert_complete()
+
+
+class Spy:
+    """A middleware that notes every call it sees, and the result on its way out."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str]] = []
+
+    async def awrap_tool_call(self, request: ToolCallRequest, handler: Handler) -> ToolResult:
+        result = await handler(request)
+        self.seen.append((request.name, result.status))
+        return result
+
+
+async def test_middleware_sees_every_call_of_every_level_in_order(scripted):
+    spy = Spy()
+    limits = Limits(max_iterations=3, max_result_chars=4000, timeout_seconds=60.0)
+    middleware = [spy, *default_middleware()]
+    inner = build_agent_graph(
+        model=scripted(call_tools(("quick", {})), "inner done"),
+        tools=[quick],
+        limits=limits,
+        middleware=middleware,
+        name="inner",
+    )
+
+    @tool
+    async def delegate(request: str, config: RunnableConfig) -> str:
+        """Hand the request to the inner agent."""
+        state = await inner.ainvoke(
+            {"messages": [("user", request)], "iterations": 0}, config, context=current_context()
+        )
+        return state["messages"][-1].text
+
+    model = scripted(call_tools(("delegate", {"request": "x"}), ("nope", {})), "done")
+    runtime = Runtime.create(
+        load_settings(), model=model, tools=[delegate], checkpointer=InMemorySaver(),
+        middleware=middleware,
+    )
+    await runtime.session(user_id="u1").run("go")
+
+    assert sorted(spy.seen) == [("delegate", "success"), ("nope", "failure"), ("quick", "success")]
+
+
+DEAD = f"{socket.gethostname()}:999999999:0"  # no such process
+
+
+@asynccontextmanager
+async def storage_for(database_url: str, tmp_path: Path) -> AsyncIterator[Storage]:
+    settings = load_settings(
+        database_url=database_url, data_dir=tmp_path, sub_graphs_dir=tmp_path / "none",
+        embeddings="none",
+    )
+    storage = await Storage.open(settings)
+    try:
+        yield storage
+    finally:
+        await storage.close()
+
+
+async def orphan(database: Database, *, idempotent: bool) -> CallRecord:
+    """A call of `quick` that a dead process left running."""
+    record = CallRecord(
+        request_id=uuid.uuid4().hex, parent_request_id=None, session_id=f"s-{uuid.uuid4().hex[:8]}",
+        user_id="u1", tool="quick", action=None, call_name="quick", parameters={},
+        idempotent=idempotent,
+    )
+    await RequestLog(database).started(record)
+    async with database.user_transaction("u1") as connection:
+        await connection.execute(
+            text("UPDATE requests SET owner = :owner WHERE request_id = :id"),
+            {"owner": DEAD, "id": record.request_id},
+        )
+    return record
+
+
+async def test_recovery_runs_through_the_same_pipeline(
+    scripted, database_url: str, database: Database, tmp_path: Path
+):
+    entered.clear()
+    spy = Spy()
+    again, failed = await orphan(database, idempotent=True), await orphan(database, idempotent=False)
+    async with storage_for(database_url, tmp_path) as storage:
+        runtime = Runtime.create(
+            load_settings(), model=scripted(), tools=[quick], storage=storage,
+            middleware=[spy, *default_middleware()],
+        )
+        outcomes = {r.call.request_id: r.outcome for r in await recover(runtime, user_id="u1")}
+        await runtime.tasks.drain()
+
+    assert outcomes == {again.request_id: "requeued", failed.request_id: "failed"}
+    assert sorted(spy.seen) == [("quick", "failure"), ("quick", "partial")]
+    assert entered["quick"] == 1, "the idempotent call ran again, the other did not"
+    statuses = [s for s, _ in await request_history(database, again.request_id, user_id="u1")]
+    assert statuses[-3:] == ["running", "completed", "closed"]
+
+
+async def test_a_paused_call_is_logged_once_and_runs_again_on_resume(
+    scripted, database_url: str, database: Database, tmp_path: Path
+):
+    entered.clear()
+    model = scripted(call_tools(("confirm", {"question": "go?"})), "Went.")
+    async with storage_for(database_url, tmp_path) as storage:
+        runtime = Runtime.create(load_settings(), model=model, tools=[confirm], storage=storage)
+        session = runtime.session(user_id="u1")
+        await session.run("go")
+        assert await pending(session) == [{"question": "go?"}]
+        await resume(session, "yes")
+        answer = next(m for m in await session.history() if isinstance(m, ToolMessage))
+
+    request_id = answer.artifact["request_id"]
+    statuses = [s for s, _ in await request_history(database, request_id, user_id="u1")]
+    assert statuses == ["created", "running", "paused", "resumed", "running", "completed", "closed"]
+    async with database.user_transaction("u1") as connection:
+        rows = await connection.scalar(
+            text("SELECT count(*) FROM requests WHERE session_id = :s"), {"s": session.session_id}
+        )
+    assert rows == 1
