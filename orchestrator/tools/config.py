@@ -3,10 +3,20 @@
 from __future__ import annotations
 
 from pathlib import Path, PurePosixPath
-from typing import Literal
+from typing import Annotated, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    JsonValue,
+    Tag,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from orchestrator.errors import validation_problems
 from orchestrator.tools.files import read_regular
@@ -52,6 +62,31 @@ class DatabaseOverride(BaseModel):
     url_env: str | None = None
 
 
+class FixedValue(BaseModel):
+    """A parameter the configuration sets: the model neither sees nor sets it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    value: JsonValue
+
+
+def _choice_kind(value: object) -> str | None:
+    if value == "ai":
+        return "ai"
+    return "value" if isinstance(value, dict | FixedValue) else None
+
+
+# Per parameter of the tool: `ai` (the model sets it) or `{value: ...}` (fixed); see `tools.scope`.
+ParameterChoice = Annotated[
+    Annotated[Literal["ai"], Tag("ai")] | Annotated[FixedValue, Tag("value")],
+    Discriminator(
+        _choice_kind,
+        custom_error_type="parameter_choice",
+        custom_error_message="must be `ai` or `{value: ...}`",
+    ),
+]
+
+
 class ToolConfig(BaseModel):
     """The validated content of a `tool_config.yaml`."""
 
@@ -74,6 +109,10 @@ class ToolConfig(BaseModel):
         default=False, description="Safe to run again: re-queued after a crash, not failed."
     )
     metadata: dict[str, JsonValue] = Field(default_factory=dict)
+    parameters: dict[str, ParameterChoice] = Field(
+        default_factory=dict,
+        description="Who sets each named parameter of the tool's actions: `ai` or `{value: ...}`.",
+    )
 
     @field_validator("version", mode="before")
     @classmethod
