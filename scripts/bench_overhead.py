@@ -6,6 +6,9 @@ Prints one line per measurement, then one JSON object:
 - ratio_vs_prebuilt: time for N tool round trips (model -> no-op tool -> model)
   through our graph / the same through `create_react_agent`, both with the
   same zero-latency model, measured alternately; median of the repeats.
+- pipeline_ratio: a no-op tool call through the whole dispatch pipeline
+  (request log, scope, validation, approval, background, usage, timeout)
+  / the same tool invoked bare by LangChain, alternated; median.
 - parallel_ratio: wall time of one turn with 10 async tool calls that each
   sleep 200 ms, divided by 200 ms (1.0 = fully concurrent).
 - parallel_ratio_sync_tools: the same with blocking `time.sleep` tools, on the
@@ -30,7 +33,10 @@ from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool, tool
 
 from orchestrator.graph import build_agent_graph
+from orchestrator.levels import Limits
 from orchestrator.runtime import use_tool_threads
+from orchestrator.tools.context import RunContext
+from orchestrator.tools.pipeline.dispatch import Dispatcher
 
 SLEEP_SECONDS = 0.2
 PARALLEL_CALLS = 10
@@ -79,8 +85,11 @@ def blocking_nap() -> str:
     return "rested"
 
 
+LIMITS = Limits(max_iterations=5, max_result_chars=4000, timeout_seconds=60.0)
+
+
 def ours(model: BaseChatModel, tools: list[BaseTool]) -> Runnable:
-    return build_agent_graph(model=model, tools=tools, max_iterations=5, max_result_chars=4000)
+    return build_agent_graph(model=model, tools=tools, limits=LIMITS)
 
 
 def prebuilt(model: BaseChatModel, tools: list[BaseTool]) -> Runnable:
@@ -116,6 +125,32 @@ async def overhead_ratio(round_trip_count: int, repeats: int) -> float:
     return statistics.median(seconds["ours"]) / statistics.median(seconds["prebuilt"])
 
 
+async def pipeline_ratio(calls: int, repeats: int) -> float:
+    """A call through the whole dispatch pipeline / the same tool invoked bare by LangChain."""
+    dispatcher = Dispatcher([noop], limits=LIMITS)
+    context = RunContext(user_id="bench", session_id="bench")
+    call = {"name": "noop", "args": {}, "id": "c1", "type": "tool_call"}
+
+    async def piped() -> None:
+        for _ in range(calls):
+            await dispatcher.dispatch(dispatcher.request(call, context))  # type: ignore[arg-type]
+
+    async def bare() -> None:
+        for _ in range(calls):
+            await noop.ainvoke({})
+
+    seconds: dict[str, list[float]] = {"pipeline": [], "bare": []}
+    for _ in range(repeats):
+        seconds["pipeline"].append(await timed(piped))
+        seconds["bare"].append(await timed(bare))
+    pipeline, direct = (statistics.median(seconds[k]) for k in ("pipeline", "bare"))
+    print(
+        f"dispatch pipeline: {pipeline / calls * 1e6:.0f} us per call, "
+        f"bare ainvoke {direct / calls * 1e6:.0f} us ({calls} calls, median of {repeats})"
+    )
+    return pipeline / direct
+
+
 async def parallel_ratio(sleeper: BaseTool) -> float:
     graph = ours(LoopModel(calls=[sleeper.name] * PARALLEL_CALLS), [sleeper])
     wall = await timed(lambda: round_trips(graph, 1))
@@ -131,6 +166,7 @@ async def main() -> None:
     use_tool_threads()
     figures = {
         "ratio_vs_prebuilt": await overhead_ratio(options.round_trips, options.repeats),
+        "pipeline_ratio": await pipeline_ratio(2000, options.repeats),
         "parallel_ratio": await parallel_ratio(nap),
         "parallel_ratio_sync_tools": await parallel_ratio(blocking_nap),
     }

@@ -54,16 +54,30 @@ def langchain_work(
     async def work() -> object:
         if _blocking(tool):  # LangChain would use the loop's executor, which the exit waits for
             return await in_thread(lambda: tool.invoke(args, config=config), name=name)
-        runnable = tool
-        if isinstance(tool, StructuredTool) and tool.coroutine is not None:
-            # LangChain runs the coroutine as a task of its own; asyncio lets SystemExit and
-            # KeyboardInterrupt raised in any task out of the event loop, which they end.
-            # So they are caught inside that task, by a wrapper around the coroutine.
-            contained = _containing(tool.coroutine, name=name)
-            runnable = tool.model_copy(update={"coroutine": contained})
-        return await runnable.ainvoke(args, config=config)
+        return await _contained_tool(tool).ainvoke(args, config=config)
 
     return work
+
+
+# Per tool (by id, with the tool itself to tell a reused id): its copy whose coroutine
+# contains SystemExit and the like. Made once: a copy per call cost a tenth of a call.
+_CONTAINED: dict[int, tuple[BaseTool, BaseTool]] = {}
+
+
+def _contained_tool(tool: BaseTool) -> BaseTool:
+    """The tool to invoke: for a coroutine tool, a copy that catches what would end the loop.
+
+    LangChain runs the coroutine as a task of its own; asyncio lets SystemExit and
+    KeyboardInterrupt raised in any task out of the event loop, which they end.
+    So they are caught inside that task, by a wrapper around the coroutine.
+    """
+    if not (isinstance(tool, StructuredTool) and tool.coroutine is not None):
+        return tool
+    cached = _CONTAINED.get(id(tool))
+    if cached is None or cached[0] is not tool:
+        contained = _containing(tool.coroutine, name=tool.name)
+        cached = _CONTAINED[id(tool)] = (tool, tool.model_copy(update={"coroutine": contained}))
+    return cached[1]
 
 
 def _containing(
