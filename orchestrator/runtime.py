@@ -7,7 +7,7 @@ import logging
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TypedDict, Unpack
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.tools import BaseTool
@@ -29,17 +29,27 @@ from orchestrator.tools.approval import Ask, Reviewed
 from orchestrator.tools.builtin import builtin_tools
 from orchestrator.tools.pipeline.base import ToolMiddleware
 from orchestrator.tools.pipeline.dispatch import default_middleware
-from orchestrator.tools.sources.base import ToolSource
+from orchestrator.tools.sources.base import LoadsNow, ToolSource
+from orchestrator.tools.sources.folders import FolderSource, LoadedTool
 from orchestrator.tools.sources.static import StaticSource
-
-if TYPE_CHECKING:
-    from orchestrator.tools.sources.folders import LoadedTool
 
 logger = logging.getLogger(__name__)
 
 # Sync LangChain tools run on the loop's default executor; the stock one has only
 # cpu_count + 4 threads, which would serialise a turn's tool calls on a small machine.
 TOOL_THREADS = 32
+
+
+class RuntimeOptions(TypedDict, total=False):
+    """What `Runtime.create` and `Runtime.start` take besides the settings (see `start`)."""
+
+    ask: Ask | None
+    reviewed: Reviewed | None
+    storage: Storage | None
+    model: BaseChatModel | None
+    tools: list[BaseTool] | None
+    checkpointer: BaseCheckpointSaver | None
+    middleware: Sequence[ToolMiddleware] | None
 
 
 @dataclass(frozen=True)
@@ -55,21 +65,20 @@ class Runtime:
     tasks: TaskManager = field(default_factory=TaskManager)
 
     @classmethod
-    def create(
-        cls,
-        settings: Settings,
-        *,
-        ask: Ask | None = None,
-        reviewed: Reviewed | None = None,
-        storage: Storage | None = None,
-        model: BaseChatModel | None = None,
-        tools: list[BaseTool] | None = None,
-        checkpointer: BaseCheckpointSaver | None = None,
-        middleware: Sequence[ToolMiddleware] | None = None,
-    ) -> Runtime:
-        """Build from settings: the model, the tool sources and the graph.
+    def create(cls, settings: Settings, **options: Unpack[RuntimeOptions]) -> Runtime:
+        """Build from settings, loading the tool sources on this thread (see `Runtime.start`)."""
+        plan = _Plan.of(settings, **options)
+        for source in plan.sources:
+            if isinstance(source, LoadsNow):
+                source.load()
+        return plan.runtime()
 
-        The sources are the built-in tools and the approved tool folders.
+    @classmethod
+    async def start(cls, settings: Settings, **options: Unpack[RuntimeOptions]) -> Runtime:
+        """Build from settings: the model, the tool sources (opened concurrently) and the graph.
+
+        The sources are the built-in tools and the approved tool folders; a
+        source that fails to open is logged and offers no tools. Options:
         `ask` is put every new or changed tool folder (without it, none is
         approved now), unless `reviewed` holds the answers already. With
         `storage`, sessions are durable and archived, and the model gets RAG
@@ -78,37 +87,13 @@ class Runtime:
         discovered. `middleware` replaces the dispatch pipeline's (see
         `tools.pipeline.dispatch.default_middleware`) at every level.
         """
-        remember_settings(settings)  # errors shown to the model or the person hide its secrets
-        model = model or build_chat_model(settings)
-        middleware = list(default_middleware() if middleware is None else middleware)
-        level = LevelConfig(
-            model=model,
-            limits=Limits.from_settings(settings),
-            database=storage.database if storage is not None else None,
-            system_prompt=ORCHESTRATOR_PROMPT,
-        )
-        if tools is not None:
-            sources: list[ToolSource] = [StaticSource("given", tools)]
-        else:
-            sources = _default_sources(
-                settings, level=level, middleware=middleware, storage=storage, ask=ask, reviewed=reviewed
-            )
-        graph = build_agent_graph(
-            model=model,
-            tools=[tool for source in sources for tool in source.tools()],
-            limits=level.limits,
-            checkpointer=checkpointer or (storage.checkpointer if storage else InMemorySaver()),
-            retriever=storage.retriever if storage is not None else None,
-            middleware=middleware,
-        )
-        return cls(
-            settings=settings,
-            model=model,
-            sources=sources,
-            graph=graph,
-            middleware=middleware,
-            storage=storage,
-        )
+        plan = _Plan.of(settings, **options)
+        opened = await asyncio.gather(*(s.open() for s in plan.sources), return_exceptions=True)
+        for source, outcome in zip(plan.sources, opened, strict=True):
+            if isinstance(outcome, BaseException):
+                logger.warning("tool source %s did not open: %s", source.name, outcome)
+                plan.sources.remove(source)
+        return plan.runtime()
 
     @property
     def tools(self) -> list[BaseTool]:
@@ -153,6 +138,69 @@ class Runtime:
                 logger.warning("closing tool source %s failed: %s", source.name, error)
 
 
+@dataclass
+class _Plan:
+    """What a runtime is built from, before its sources are open and its graph compiled."""
+
+    settings: Settings
+    model: BaseChatModel
+    level: LevelConfig
+    sources: list[ToolSource]
+    middleware: list[ToolMiddleware]
+    storage: Storage | None
+    checkpointer: BaseCheckpointSaver
+
+    @classmethod
+    def of(
+        cls,
+        settings: Settings,
+        *,
+        ask: Ask | None = None,
+        reviewed: Reviewed | None = None,
+        storage: Storage | None = None,
+        model: BaseChatModel | None = None,
+        tools: list[BaseTool] | None = None,
+        checkpointer: BaseCheckpointSaver | None = None,
+        middleware: Sequence[ToolMiddleware] | None = None,
+    ) -> _Plan:
+        remember_settings(settings)  # errors shown to the model or the person hide its secrets
+        model = model or build_chat_model(settings)
+        pipeline = list(default_middleware() if middleware is None else middleware)
+        level = LevelConfig(
+            model=model,
+            limits=Limits.from_settings(settings),
+            database=storage.database if storage is not None else None,
+            system_prompt=ORCHESTRATOR_PROMPT,
+        )
+        if tools is not None:
+            sources: list[ToolSource] = [StaticSource("given", tools)]
+        else:
+            sources = _default_sources(
+                settings, level=level, middleware=pipeline, storage=storage, ask=ask, reviewed=reviewed
+            )
+        saver = checkpointer or (storage.checkpointer if storage is not None else InMemorySaver())
+        return cls(settings, model, level, sources, pipeline, storage, saver)
+
+    def runtime(self) -> Runtime:
+        """The runtime, its graph compiled over the tools its sources offer now."""
+        graph = build_agent_graph(
+            model=self.model,
+            tools=[tool for source in self.sources for tool in source.tools()],
+            limits=self.level.limits,
+            checkpointer=self.checkpointer,
+            retriever=self.storage.retriever if self.storage is not None else None,
+            middleware=self.middleware,
+        )
+        return Runtime(
+            settings=self.settings,
+            model=self.model,
+            sources=self.sources,
+            graph=graph,
+            middleware=self.middleware,
+            storage=self.storage,
+        )
+
+
 def _default_sources(
     settings: Settings,
     *,
@@ -162,9 +210,7 @@ def _default_sources(
     ask: Ask | None,
     reviewed: Reviewed | None,
 ) -> list[ToolSource]:
-    """The built-in tools, then the approved folders (loaded now: their levels' graphs need them)."""
-    from orchestrator.tools.sources.folders import FolderSource  # TEMP until it lands
-
+    """The built-in tools, then the approved tool folders."""
     builtins = [*builtin_tools(), *([search_messages_tool(storage.messages)] if storage else [])]
 
     def build_graph(
@@ -182,7 +228,6 @@ def _default_sources(
     folders = FolderSource(
         settings, level=level, build_graph=build_graph, ask=ask or _input_ended, reviewed=reviewed
     )
-    folders.load()
     return [StaticSource("builtin", builtins), folders]
 
 

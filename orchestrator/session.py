@@ -27,6 +27,7 @@ from orchestrator.graph.builder import MODEL_NODE
 from orchestrator.graph.prompts import CANCELLED_CALL, CANCELLED_TURN, FOLLOW_UP_LIMIT
 from orchestrator.llm.providers import explain_model_error
 from orchestrator.settings import Settings
+from orchestrator.store.scoped import UserDatabase
 from orchestrator.store.sessions import claim_session
 from orchestrator.store.storage import Storage
 from orchestrator.tasks import BackgroundTask, TaskManager
@@ -141,6 +142,9 @@ class Session:
             observer=self.storage.requests if self.storage is not None else None,
             background=self.tasks,
             usage=self.usage,
+            database=(
+                UserDatabase(self.storage.database, self.user_id) if self.storage is not None else None
+            ),
         )
 
     async def run(self, text: str, *, on_event: EventHandler | None = None) -> TurnResult:

@@ -277,3 +277,26 @@ async def test_a_paused_call_is_logged_once_and_runs_again_on_resume(
             text("SELECT count(*) FROM requests WHERE session_id = :s"), {"s": session.session_id}
         )
     assert rows == 1
+
+
+async def test_the_run_context_carries_the_users_database_and_meters_tool_billing(
+    scripted, database_url: str, tmp_path: Path
+):
+    seen: dict[str, object] = {}
+
+    @tool
+    async def billed() -> ToolResult:
+        """Cost something, and look at the database as the run's user."""
+        database = current_context().database
+        async with database.transaction() as connection:
+            seen["user"] = await connection.scalar(text("SELECT current_setting('app.user_id', true)"))
+        return ToolResult(message="done", billing={"total_cost_usd": 0.25})
+
+    model = scripted(call_tools(("billed", {}), ("billed", {})), "Paid.")
+    async with storage_for(database_url, tmp_path) as storage:
+        runtime = Runtime.create(load_settings(), model=model, tools=[billed], storage=storage)
+        session = runtime.session(user_id="u7")
+        await session.run("pay twice")
+
+    assert seen["user"] == "u7"
+    assert session.usage.calls == 2 and session.usage.total_tool_cost_usd == 0.5

@@ -142,7 +142,7 @@ async def _with_runtime(startup: Startup, command: Command) -> int:
     try:
         if storage.embedder is None:
             err.print(f"[yellow]note:[/yellow] {NO_EMBEDDER}", highlight=False)
-        runtime = Runtime.create(
+        runtime = await Runtime.start(
             settings, reviewed=startup.reviewed, storage=storage, model=startup.model
         )
         _idle_agent_notes(runtime)

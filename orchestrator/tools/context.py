@@ -9,13 +9,23 @@ from __future__ import annotations
 
 import contextvars
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractAsyncContextManager, contextmanager
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from orchestrator.tools.pipeline.records import BackgroundRunner, RequestObserver
     from orchestrator.tools.usage import UsageMeter
+
+
+class ScopedDatabase(Protocol):
+    """The database as the run's user sees it (see `store.scoped.UserDatabase`)."""
+
+    user_id: str
+
+    def transaction(self) -> AbstractAsyncContextManager[object]:
+        """A transaction that sees only this user's rows."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -32,6 +42,7 @@ class RunContext:
     observer: RequestObserver | None = None
     background: BackgroundRunner | None = None
     usage: UsageMeter | None = None
+    database: ScopedDatabase | None = None
 
     def below(self, request_id: str) -> RunContext:
         """The context of a nested agent run for the call `request_id`."""
@@ -44,7 +55,7 @@ _CURRENT: contextvars.ContextVar[RunContext | None] = contextvars.ContextVar(
 
 
 def current_context() -> RunContext | None:
-    """The context of the tool call running now (None outside one)."""
+    """The context of the tool call running now (None outside one); its `request_id` is the call's."""
     return _CURRENT.get()
 
 

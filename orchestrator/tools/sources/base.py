@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from langchain_core.tools import BaseTool
 
@@ -29,4 +29,13 @@ class ToolSource(Protocol):
 
     async def close(self) -> None:
         """Release what `open` took; called once, even after a failed open."""
+        ...
+
+
+@runtime_checkable
+class LoadsNow(Protocol):
+    """A source that can also be loaded synchronously (for `Runtime.create`, tests, scripts)."""
+
+    def load(self) -> object:
+        """What `open` does, on this thread."""
         ...
