@@ -1,34 +1,40 @@
-"""The one exception hierarchy of the orchestrator, split by who must act.
+"""Every exception of the orchestrator, under one root and named by who must act.
 
-- ``UserError`` and its subclasses are for the person at the terminal: the CLI
-  prints them as one line and exits non-zero (or, in chat, keeps the session).
-- ``ToolError`` and its subclasses are for the model: the tool node turns them
-  into an error ``ToolMessage`` and the loop goes on.
+- **The model** — `ToolError` and its subclasses. The tool node turns them into
+  an error tool message and the loop goes on. Two kinds of "try again" are kept
+  apart: a `TransientToolError` may succeed as it is (retry it: the executor
+  tries again with backoff before the model hears of it); an
+  `InvalidToolArgumentsError` fails the same way every time (fix your
+  arguments: never retried as it is, the model is told to change them).
+- **The person at the terminal** — `UserError` and its subclasses: a setting,
+  a database or a model server they must see to. The CLI prints one line and
+  exits non-zero (in chat, the session goes on).
+- **A developer** — `DeveloperError` and its subclasses: the author of a tool
+  (or of a test) broke the contract. Only they can fix it, so these never end a
+  user's command: a misused `@action` fails when the class is defined, a broken
+  tool folder is skipped with a log line naming it.
+
+Modules that raise these import them from here and still offer them under the
+name they always had (`from orchestrator.tools.loader import ToolLoadError`).
+Where callers catch a built-in exception (`ValueError`, `OSError`,
+`yaml.YAMLError`...), the class keeps that base too.
 """
 
 from __future__ import annotations
 
+from typing import Literal
+
+import yaml
 from pydantic import ValidationError
+
+RetryStrategy = Literal["retry_with_backoff", "fix_arguments"]
 
 
 class OrchestratorError(Exception):
-    """Root of every error the orchestrator raises on purpose."""
+    """Root of every exception the orchestrator defines."""
 
 
-class UserError(OrchestratorError):
-    """Something the user must fix; shown as one line, never a traceback."""
-
-
-class ConfigError(UserError):
-    """A setting is missing or has a bad value."""
-
-
-class ModelUnavailableError(UserError):
-    """The chat model could not be reached or refused the request."""
-
-
-class IncompleteReplyError(ModelUnavailableError):
-    """The model's reply stopped before it ended: a cut stream, or no choices at all."""
+# --- the model ----------------------------------------------------------------------------
 
 
 class ToolError(OrchestratorError):
@@ -48,6 +54,32 @@ class ToolError(OrchestratorError):
         if recoverable is not None:
             self.recoverable = recoverable
 
+    @property
+    def retry_strategy(self) -> RetryStrategy | None:
+        """What another try needs: the same call later, different arguments, or nothing helps.
+
+        The code decides, not the class, so a tool raising
+        ``ToolError(..., code="invalid_arguments")`` is read the same way.
+        """
+        if self.code == InvalidToolArgumentsError.code:
+            return "fix_arguments"
+        return "retry_with_backoff" if self.recoverable else None
+
+
+class TransientToolError(ToolError):
+    """Retry it: the call may well succeed as it is a moment later (a dropped connection,
+    a busy service). The executor retries it with backoff; the model hears only of the last try."""
+
+    code = "transient"
+    recoverable = True
+
+
+class InvalidToolArgumentsError(ToolError):
+    """Fix your arguments: they do not match the tool's parameters, and the same call would
+    fail the same way. Never retried as it is; the model is told to change them."""
+
+    code = "invalid_arguments"
+
 
 class UnknownToolError(ToolError):
     """The model called a tool that does not exist at this level."""
@@ -55,10 +87,91 @@ class UnknownToolError(ToolError):
     code = "unknown_tool"
 
 
-class InvalidToolArgumentsError(ToolError):
-    """The model's arguments do not match the tool's schema."""
+# --- the person at the terminal -----------------------------------------------------------
 
-    code = "invalid_arguments"
+
+class UserError(OrchestratorError):
+    """Something the user must fix; shown as one line, never a traceback."""
+
+
+class ConfigError(UserError):
+    """A setting is missing or has a bad value."""
+
+
+class ModelUnavailableError(UserError):
+    """The chat model could not be reached or refused the request."""
+
+
+class IncompleteReplyError(ModelUnavailableError):
+    """The model's reply stopped before it ended: a cut stream, or no choices at all."""
+
+
+class DatabaseUnavailableError(UserError):
+    """The database cannot be reached or refused us."""
+
+
+class SessionOwnedError(UserError):
+    """The session id is taken by another user."""
+
+
+# --- a developer --------------------------------------------------------------------------
+
+
+class DeveloperError(OrchestratorError):
+    """The author of a tool or a test broke the orchestrator's contract; the message says how."""
+
+
+class ToolContractError(DeveloperError, TypeError):
+    """A tool class misuses the API (say, `@action` on a method whose parameters have no
+    model); raised when the class is defined, so its author meets it first."""
+
+
+class ToolFolderError(DeveloperError):
+    """A dropped-in tool folder that cannot be used: its files, `tool_config.yaml` or code.
+
+    Named for the folder's author, not the person who dropped it in: what is
+    wrong is inside the folder, and all the person at the terminal can do is
+    tell its author or remove it. So it is no `UserError` and never ends a
+    command: the folder is skipped with a log line naming it, the rest runs.
+    """
+
+
+class ToolConfigError(ToolFolderError, ValueError):
+    """A `tool_config.yaml` that cannot be used; the message names the file and the field."""
+
+
+class ToolLoadError(ToolFolderError):
+    """An approved folder whose code cannot be used; the message says why."""
+
+
+class FolderRefusedError(ToolFolderError, ValueError):
+    """A folder that cannot be hashed, so cannot be approved; the message says why."""
+
+
+class RefusedFileError(ToolFolderError, OSError):
+    """A path that is not a regular file, or is larger than allowed; the message says which."""
+
+
+class FileTooLargeError(RefusedFileError):
+    """A file with more bytes than the reader allows."""
+
+
+class YamlTooLargeError(ToolFolderError, yaml.YAMLError):
+    """A document that would expand beyond the bounds; the message says which."""
+
+
+class ScriptExhaustedError(DeveloperError, AssertionError):
+    """A `ScriptedChatModel` was asked for more replies than its test scripted.
+
+    An `AssertionError` too, so pytest reports it as the test's failure.
+    """
+
+
+class RemoteConnectionBlocked(DeveloperError, ConnectionRefusedError):
+    """A test tried to reach a host other than this machine.
+
+    A `ConnectionRefusedError` too, so the code under test meets it as a refused connection.
+    """
 
 
 def validation_problems(error: ValidationError) -> str:
@@ -71,11 +184,25 @@ def validation_problems(error: ValidationError) -> str:
 
 __all__ = [
     "ConfigError",
+    "DatabaseUnavailableError",
+    "DeveloperError",
+    "FileTooLargeError",
+    "FolderRefusedError",
     "IncompleteReplyError",
     "InvalidToolArgumentsError",
     "ModelUnavailableError",
     "OrchestratorError",
+    "RefusedFileError",
+    "RemoteConnectionBlocked",
+    "ScriptExhaustedError",
+    "SessionOwnedError",
+    "ToolConfigError",
+    "ToolContractError",
     "ToolError",
+    "ToolFolderError",
+    "ToolLoadError",
+    "TransientToolError",
     "UnknownToolError",
     "UserError",
+    "YamlTooLargeError",
 ]

@@ -30,7 +30,6 @@ from orchestrator.testing import OpenAICompatibleServer, call_tools
 from orchestrator.tools import Tool, ToolRequest, ToolResult, action
 from orchestrator.tools.adapter import langchain_tools
 from orchestrator.tools.context import RunContext
-from orchestrator.tools.pipeline.dispatch import Dispatcher
 from orchestrator.tools.pipeline.records import CallRecord
 from tests.helpers import cli_env, dispatcher, make_session, run_call, server_env
 from tests.tool_folders import LINGERING_TOOL, NOISY_TOOL, QUITTER_TOOL, write_folder

@@ -9,7 +9,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langchain_core.tools import BaseTool
 
 from orchestrator.llm import OfflineChatModel
-from orchestrator.scaffold import create_agent_folder
+from orchestrator.cli.scaffold import create_agent_folder
 from orchestrator.session import FOLLOW_UP
 from orchestrator.testing import load_tool_folder
 from orchestrator.tools import builtin_tools

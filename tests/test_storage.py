@@ -27,6 +27,7 @@ from orchestrator.store.messages import message_counts
 from orchestrator.store.migrations import MIGRATIONS, USER_TABLES, schema_status, upgrade
 from orchestrator.store.rag import HEADER, Retriever
 from orchestrator.store.search_tool import search_messages_tool
+from orchestrator.tools.context import RunContext, running_in
 from orchestrator.store.sessions import claim_session
 from orchestrator.testing import KeywordEmbeddings
 
@@ -173,9 +174,8 @@ async def test_a_user_never_reads_another_users_rows(store: MessageStore, databa
     assert all(m.content == "bob small talk" for m in await store.nearest(vector, bob, match_count=10))
     retrieve = Retriever(store, match_count=5, threshold=-1, max_chars=2000)
     assert secret not in await retrieve(secret, user_id=bob, session_id=unique("s"))
-    tool_result = await search_messages_tool(store).ainvoke(
-        {"query": secret}, config={"configurable": {"user_id": bob}}
-    )
+    with running_in(RunContext(user_id=bob)):  # as the pipeline runs a call of bob's
+        tool_result = await search_messages_tool(store).ainvoke({"query": secret})
     assert secret not in tool_result.model_dump_json()
     with pytest.raises(SessionOwnedError):
         await claim_session(database, alice_session, user_id=bob)

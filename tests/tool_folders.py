@@ -217,3 +217,54 @@ class Quitter(Tool):
         \"\"\"Try to end the process.\"\"\"
         raise SystemExit(7)
 """
+
+# A tool with three actions for a turn that calls them all at once: `a` ends at
+# once; `b` and `c` leave a marker named after themselves in the started
+# directory, then wait for the gate. Every run is counted as `name request_id`.
+TRIO_TOOL = """
+import asyncio
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from orchestrator.tools import Tool, ToolRequest, ToolResult, action
+
+RUNS = Path({runs!r})
+STARTED = Path({started!r})
+GATE = Path({gate!r})
+
+
+class Nothing(BaseModel):
+    pass
+
+
+def count(name: str, request: ToolRequest) -> None:
+    with RUNS.open("a") as runs:
+        runs.write(name + " " + request.request_id + "\\n")
+
+
+async def gated(name: str, request: ToolRequest) -> ToolResult:
+    count(name, request)
+    STARTED.mkdir(parents=True, exist_ok=True)
+    (STARTED / name).write_text(request.request_id)
+    await wait_for(GATE)
+    return request.result(name + " ran to the end")
+
+
+class Trio(Tool):
+    @action(Nothing)
+    async def a(self, params: Nothing, request: ToolRequest) -> ToolResult:
+        \"\"\"Count the run and end at once.\"\"\"
+        count("a", request)
+        return request.result("a ran to the end")
+
+    @action(Nothing)
+    async def b(self, params: Nothing, request: ToolRequest) -> ToolResult:
+        \"\"\"Count the run, then end once the gate opens.\"\"\"
+        return await gated("b", request)
+
+    @action(Nothing)
+    async def c(self, params: Nothing, request: ToolRequest) -> ToolResult:
+        \"\"\"Count the run, then end once the gate opens.\"\"\"
+        return await gated("c", request)
+""" + WAIT_FOR_GATE

@@ -23,6 +23,7 @@ from orchestrator.cli.common import (
     user_errors,
     with_database,
 )
+from orchestrator.cli.scaffold import Kind, create_agent_folder
 from orchestrator.errors import ConfigError, UserError
 from orchestrator.tools.approval import ApprovalStore, discover_approved_first
 from orchestrator.tools.discovery import Discovery, ToolFolder, walk
@@ -74,12 +75,46 @@ def revoke_tool(name: Annotated[str, typer.Argument(help="Tool name, or its path
     _decide(name, approved=False)
 
 
-def new_agent(name: Annotated[str, typer.Argument(help="The tool's name, e.g. weather_agent.")]) -> None:
-    """Create sub_graphs/NAME/ from a template: config, entry point, README and a test."""
-    from orchestrator.scaffold import create_agent_folder
+@tools_app.command("show")
+def show_tool(
+    name: Annotated[str, typer.Argument(help="Tool name, or its path key.")],
+    as_json: JsonOption = False,
+) -> None:
+    """Show a folder's resolved configuration: model, database, limits, log level, actions.
+
+    Secrets are named, never shown. The folder's code is imported (to list its
+    actions) only if it is approved.
+    """
+    from orchestrator.cli.tool_show import folder_report, print_report
 
     with user_errors():
-        folder = create_agent_folder(name, directory=settings_or_exit().sub_graphs_dir)
+        settings = settings_or_exit()
+        store = ApprovalStore.of(settings)
+        tree = discover_approved_first(settings, store)
+        report = folder_report(settings, tree, store, _find_folder(tree, name))
+    print_report(report, as_json=as_json)
+
+
+def new_agent(
+    name: Annotated[str, typer.Argument(help="The tool's name, e.g. weather_agent.")],
+    kind: Annotated[
+        Kind,
+        typer.Option(
+            help="tool: a Python tool with a test; agent: an agent with instructions and "
+            "no Python, over the tools in its src/sub_graphs/."
+        ),
+    ] = "tool",
+) -> None:
+    """Create sub_graphs/NAME/ from a template: a tool and its test, or an agent with no Python."""
+    with user_errors():
+        folder = create_agent_folder(name, directory=settings_or_exit().sub_graphs_dir, kind=kind)
+    if kind == "agent":
+        out.print(
+            f"created {shown(display_path(folder))}; put its tool folders in "
+            f"{shown(display_path(folder))}/src/sub_graphs/",
+            highlight=False,
+        )
+        return
     pytest = display_path(Path(sys.executable).parent / "pytest")
     out.print(
         f"created {shown(display_path(folder))}; run its test with: "

@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING
 
 import openai
 from langchain.chat_models import init_chat_model
 from langchain_core.language_models import BaseChatModel
 
 from orchestrator.errors import ConfigError, ModelUnavailableError
+from orchestrator.levels import env_value, model_endpoint
 from orchestrator.llm.offline import OfflineChatModel
 from orchestrator.settings import OFFLINE_MODEL, Settings, env_name
-from orchestrator.tools.config import ModelOverride
+
+if TYPE_CHECKING:
+    from orchestrator.tools.config import ModelOverride
 
 # Local OpenAI-compatible servers (Ollama, vLLM, LM Studio) accept any key, but the client needs one.
 PLACEHOLDER_API_KEY = "not-needed"
@@ -33,22 +37,30 @@ def build_chat_model(settings: Settings) -> BaseChatModel:
 def build_agent_model(
     override: ModelOverride, *, parent: BaseChatModel, settings: Settings
 ) -> BaseChatModel:
-    """An agent's model: its parent's unless its `tool_config.yaml` names its own."""
-    if override.inherit == "parent" or override.model is None:
+    """An agent's model: its parent's, unless its `tool_config.yaml` says `inherit: local`.
+
+    Its own OpenAI model with neither `base_url` nor `api_key_env` is served by
+    the orchestrator's OpenAI endpoint, with its key; one with a `base_url` and
+    no key gets a placeholder key (local servers take any).
+    """
+    if not override.local or override.model is None:
         return parent
-    if override.model == OFFLINE_MODEL:
+    endpoint = model_endpoint(override, settings)
+    if endpoint.offline:
         return OfflineChatModel()
     options: dict[str, object] = {}
-    if override.base_url:
-        options["base_url"] = override.base_url
+    if endpoint.base_url:
+        options["base_url"] = endpoint.base_url
         options["api_key"] = PLACEHOLDER_API_KEY
-    if override.api_key_env:
-        options["api_key"] = os.environ.get(override.api_key_env)
+    if endpoint.shared and settings.openai_api_key is not None:
+        options["api_key"] = settings.openai_api_key.get_secret_value()
+    elif endpoint.api_key_env and not endpoint.shared:
+        options["api_key"] = env_value(endpoint.api_key_env)
         if not options["api_key"]:
-            raise ConfigError(f"llm.api_key_env names {override.api_key_env}, which is not set")
-    if override.temperature is not None:
-        options["temperature"] = override.temperature
-    return _init(override.model, settings=settings, setting="llm.model", **options)
+            raise ConfigError(f"llm.api_key_env names {endpoint.api_key_env}, which is not set")
+    if endpoint.temperature is not None:
+        options["temperature"] = endpoint.temperature
+    return _init(endpoint.model, settings=settings, setting="llm.model", **options)
 
 
 def _init(model: str, *, settings: Settings, setting: str, **options: object) -> BaseChatModel:

@@ -34,7 +34,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from orchestrator.errors import ConfigError, UserError
+from orchestrator.errors import ConfigError, DatabaseUnavailableError
 from orchestrator.settings import Settings, hide_passwords
 from orchestrator.store.embedded import embedded_logins, first_line, revive_embedded_server
 from orchestrator.store.logins import APP_ROLE
@@ -48,10 +48,6 @@ TRANSACTION_TOKEN_SETTING = "app.transaction_token"
 # One statement per transaction: the role, and the user with its token.
 ENTER = text(f"SELECT set_config('role', '{APP_ROLE}', true), orchestrator_auth.enter(:user_id, :token)")
 UNAVAILABLE = "The database{at} is unavailable: {detail}"
-
-
-class DatabaseUnavailableError(UserError):
-    """The database cannot be reached or refused us."""
 
 
 class Database:

@@ -13,7 +13,7 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from orchestrator.errors import UserError
+from orchestrator.errors import SessionOwnedError
 from orchestrator.store.engine import Database
 from orchestrator.store.models import sessions
 
@@ -23,10 +23,6 @@ LEASE_NAMESPACE = "orchestrator.session:"
 LEASE_POLL_SECONDS = 0.2
 TRY_LOCK = "SELECT pg_try_advisory_lock(:key)"
 UNLOCK = "SELECT pg_advisory_unlock(:key)"
-
-
-class SessionOwnedError(UserError):
-    """The session id is taken by another user."""
 
 
 async def claim_session(database: Database, session_id: str, *, user_id: str) -> None:

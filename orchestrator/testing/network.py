@@ -7,11 +7,9 @@ import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from orchestrator.errors import RemoteConnectionBlocked
+
 Address = tuple[str, int] | tuple[str, int, int, int] | str | bytes
-
-
-class RemoteConnectionBlocked(ConnectionRefusedError):
-    """A test tried to reach a host other than this machine (a real model, say)."""
 
 
 def is_local(address: Address) -> bool:

@@ -7,18 +7,17 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
-from langchain_core.language_models import BaseChatModel
+from langchain_core.language_models import BaseChatModel, LangSmithParams, LanguageModelInput
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
-from pydantic import Field, SkipValidation
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from pydantic import BaseModel, Field, SkipValidation
+
+from orchestrator.errors import ScriptExhaustedError
 
 Step = str | AIMessage | Callable[[list[BaseMessage]], str | AIMessage]
-
-
-class ScriptExhaustedError(AssertionError):
-    """The model was called more often than the script has steps."""
 
 
 def call_tools(*calls: tuple[str, dict[str, object]]) -> AIMessage:
@@ -42,17 +41,36 @@ class ScriptedChatModel(BaseChatModel):
     steps: SkipValidation[list[Step]] = Field(default_factory=list)
     received: list[list[BaseMessage]] = Field(default_factory=list)
     bound_tools: list[str] = Field(default_factory=list)
+    model: str = "scripted"  # what traces name it
 
     @property
     def _llm_type(self) -> str:
         return "scripted"
 
     def bind_tools(
-        self, tools: Sequence[BaseTool | dict[str, Any]], **kwargs: object
-    ) -> Runnable[Any, AIMessage]:
-        # The same instance, so that `received` and `steps` stay shared with the test.
-        self.bound_tools = [t.name if isinstance(t, BaseTool) else str(t) for t in tools]
-        return self
+        self,
+        tools: Sequence[BaseTool | type[BaseModel] | Callable[..., object] | dict[str, Any]],
+        *,
+        tool_choice: str | None = None,
+        **kwargs: Any,
+    ) -> Runnable[LanguageModelInput, AIMessage]:
+        """Bind the tools' schemas as a real model does, and keep their names in `bound_tools`.
+
+        The binding wraps this very instance, so `steps` and `received` stay
+        shared with the test.
+        """
+        schemas = [convert_to_openai_tool(tool) for tool in tools]
+        self.bound_tools = [schema["function"]["name"] for schema in schemas]
+        if tool_choice is not None:
+            kwargs["tool_choice"] = tool_choice
+        return self.bind(tools=schemas, **kwargs)
+
+    def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> LangSmithParams:
+        # The base class reads the model name (a per-call `model` first) and limits;
+        # its provider, from the class name, would read "scriptedchatmodel".
+        params = super()._get_ls_params(stop=stop, **kwargs)
+        params["ls_provider"] = "scripted"
+        return params
 
     def _generate(
         self,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import uuid
 from collections.abc import Mapping
@@ -94,11 +95,16 @@ def _action_tool(
         ids = {key: configurable.get(key) for key in ("request_id", "parent_request_id")}
         return await action_tool.run_action(action_request(action_tool, parameters, ids=ids))
 
+    def run_sync(config: RunnableConfig, **parameters: object) -> ToolResult:
+        # LangChain's `invoke` outside any event loop (a script, a notebook cell).
+        return asyncio.run(run(config, **parameters))
+
     schema: type[BaseModel] = scope.visible if scope is not None else spec.params
     action_tool = ActionTool(
         name=f"{tool.name}_{spec.name}",
         description=f"{spec.description}\n(Part of {tool.name}: {tool.description})",
         args_schema=schema,
+        func=run_sync,
         coroutine=run,
         owner=tool,
         spec=spec,

@@ -1,25 +1,44 @@
-"""Agent-type tools: a free-text `ask` action that runs the agent's own graph over its own tools."""
+"""Agent-type tools: a free-text `ask` action that runs the agent's own graph over its own tools.
+
+The host builds the graph (with the same builder as the orchestrator's, through
+a `GraphFactory`) and attaches it; this module imports no LangChain until an
+agent is asked something, so listing or showing tool folders stays light.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import ClassVar
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
-from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, HumanMessage
-from langchain_core.runnables import RunnableConfig, ensure_config
-from langchain_core.tools import BaseTool
-from langgraph.graph.state import CompiledStateGraph
 from pydantic import BaseModel, Field, PrivateAttr
 
 from orchestrator.errors import OrchestratorError
 from orchestrator.tools.base import Tool, ToolRequest, action
+from orchestrator.tools.context import RunContext, current_context
 from orchestrator.tools.results import ToolResult
+
+if TYPE_CHECKING:
+    from langchain_core.runnables import RunnableConfig
+    from langchain_core.tools import BaseTool
+    from langgraph.graph.state import CompiledStateGraph
+
+    from orchestrator.levels import LevelConfig
+    from orchestrator.store.engine import Database
 
 AGENT_PROMPT = """\
 You are {name}, an agent that {description}. Another assistant hands you requests \
 in plain words. Use your tools to carry them out, then reply with a short report of \
 what you did and the results, including any ids, values or failures."""
+
+
+class GraphFactory(Protocol):
+    """Builds the graph of one agent's level: its model and limits, its tools, its prompt."""
+
+    def __call__(
+        self, level: LevelConfig, tools: Sequence[BaseTool], *, name: str, system_prompt: str
+    ) -> CompiledStateGraph: ...
 
 
 class AskParams(BaseModel):
@@ -29,42 +48,31 @@ class AskParams(BaseModel):
 
 
 class AgentTool(Tool):
-    """A tool that is itself an agent: the host attaches its model and its own tools.
+    """A tool that is itself an agent: the host attaches its graph over its own tools.
 
-    Subclasses may set `instructions` (with `{name}` and `{description}`) to
-    change the agent's system prompt.
+    Subclasses may set `instructions` to change the agent's system prompt; a
+    folder's `tool_config.yaml` may too (`instructions:`), and then needs no
+    subclass at all. `{name}` and `{description}` in it are filled in.
     """
 
     instructions: ClassVar[str] = AGENT_PROMPT
     _graph: CompiledStateGraph | None = PrivateAttr(default=None)
     _tools: list[BaseTool] = PrivateAttr(default_factory=list)
 
-    def attach(
-        self,
-        *,
-        model: BaseChatModel,
-        tools: Sequence[BaseTool],
-        max_iterations: int,
-        max_result_chars: int,
-        tool_timeout_seconds: float = 60.0,
-        inline_budget_seconds: float | None = None,
-    ) -> None:
-        """Build the agent's graph with the same builder as the orchestrator's."""
-        from orchestrator.graph.builder import build_agent_graph  # the graph imports this package
+    def system_prompt(self, instructions: str | None = None) -> str:
+        """The system prompt: `instructions` (else the class's), with its name and description.
 
+        Only `{name}` and `{description}` are replaced: any other braces (a JSON
+        example, say) stay as they are.
+        """
+        template = instructions if instructions is not None else self.instructions
+        description = self.description.rstrip(".").lower()
+        return template.replace("{name}", self.name).replace("{description}", description)
+
+    def attach(self, *, graph: CompiledStateGraph, tools: Sequence[BaseTool]) -> None:
+        """Give the agent its graph and the tools of the level below it (which the graph runs)."""
+        self._graph = graph
         self._tools = list(tools)
-        self._graph = build_agent_graph(
-            model=model,
-            tools=tools,
-            max_iterations=max_iterations,
-            max_result_chars=max_result_chars,
-            system_prompt=self.instructions.format(
-                name=self.name, description=self.description.rstrip(".").lower()
-            ),
-            tool_timeout_seconds=tool_timeout_seconds,
-            inline_budget_seconds=inline_budget_seconds,
-            name=self.name,
-        )
 
     @property
     def tools(self) -> list[BaseTool]:
@@ -74,11 +82,14 @@ class AgentTool(Tool):
     @action(AskParams)
     async def ask(self, params: AskParams, request: ToolRequest) -> ToolResult:
         """Hand this agent a request in plain words; it uses its own tools and reports back."""
+        from langchain_core.messages import AIMessage, HumanMessage
+
         if self._graph is None:
             raise OrchestratorError(f"agent {self.name} has no graph: the host never attached it")
         state = await self._graph.ainvoke(
             {"messages": [HumanMessage(params.request)], "iterations": 0},
             _nested_config(request),
+            context=self._nested_context(request),
         )
         calls = [
             call["name"]
@@ -88,17 +99,44 @@ class AgentTool(Tool):
         ]
         return request.result(state["messages"][-1].text, data={"tool_calls": calls})
 
+    def _nested_context(self, request: ToolRequest) -> RunContext:
+        # The agent's own calls take this call as their parent; the rest of the run's
+        # context (user, session, observer, background runner) carries on below,
+        # but for the database when this agent's level has one of its own (`db: local`).
+        context = current_context()
+        if context is not None:
+            nested = context.below(request.request_id)
+        else:
+            nested = RunContext(
+                user_id=request.user_id or "",
+                session_id=request.session_id,
+                request_id=request.request_id,
+            )
+        own = self._context.database if self._context is not None else None
+        # The run's handle wraps its Database as `.database` (store.scoped.UserDatabase).
+        if own is not None and getattr(nested.database, "database", None) is not own:
+            nested = replace(nested, database=LevelDatabase(own, nested.user_id))
+        return nested
+
+
+@dataclass(frozen=True)
+class LevelDatabase:
+    """A level's own database as the run's user sees it (a `ScopedDatabase`)."""
+
+    database: Database
+    user_id: str
+
+    def transaction(self) -> AbstractAsyncContextManager[object]:
+        """A transaction that sees only this user's rows."""
+        return self.database.user_transaction(self.user_id)
+
 
 def _nested_config(request: ToolRequest) -> RunnableConfig:
     # Inside a graph run the current config makes this graph a subgraph (its
     # events and checkpoints nest under the caller's); outside, it stands alone.
-    # Either way its tool calls take this request as their parent.
+    from langchain_core.runnables import ensure_config
+
     config = ensure_config()
-    configurable = {
-        **config.get("configurable", {}),
-        "request_id": request.request_id,
-        "parent_request_id": request.parent_request_id,
-        "user_id": request.user_id,
-        "thread_id": config.get("configurable", {}).get("thread_id", request.session_id),
-    }
+    configurable = dict(config.get("configurable", {}))
+    configurable.setdefault("thread_id", request.session_id)
     return {**config, "configurable": configurable}

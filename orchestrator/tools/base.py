@@ -22,13 +22,15 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, TypeVar
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, ClassVar, TypeVar, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, PrivateAttr, ValidationError
 
 from orchestrator.errors import (
     InvalidToolArgumentsError,
     OrchestratorError,
+    ToolContractError,
     ToolError,
     validation_problems,
 )
@@ -93,23 +95,76 @@ class ActionSpec:
         return not inspect.iscoroutinefunction(self.handler)
 
 
-def action(params: type[Params]) -> Callable[[Handler[ToolT, Params]], Handler[ToolT, Params]]:
+@overload
+def action(handler: Handler[ToolT, Params], /) -> Handler[ToolT, Params]: ...
+
+
+@overload
+def action(
+    params: type[Params], /
+) -> Callable[[Handler[ToolT, Params]], Handler[ToolT, Params]]: ...
+
+
+def action(
+    target: Handler[ToolT, Params] | type[Params], /
+) -> Handler[ToolT, Params] | Callable[[Handler[ToolT, Params]], Handler[ToolT, Params]]:
     """Declare a method `(self, params, request) -> ToolResult` as an action.
 
-    The method's name is the action's name and its docstring the description
-    the model reads. An `async def` runs on the event loop and must not block
-    it; a plain `def` (blocking I/O, CPU work) runs on a thread of its own.
+    Bare, `@action` takes the parameter model from the annotation of `params`
+    (the argument after `self`); `@action(Model)` names it instead. The
+    method's name is the action's name and its docstring the description the
+    model reads. An `async def` runs on the event loop and must not block it; a
+    plain `def` (blocking I/O, CPU work) runs on a thread of its own. Misuse is
+    a `ToolContractError` (a `TypeError`) when the class is defined.
     """
+    if isinstance(target, type):
+        if not issubclass(target, BaseModel):
+            raise ToolContractError(f"@action({target.__name__}): not a pydantic BaseModel")
+        return partial(_mark, params=target)
+    return _mark(target, params=None)
 
-    def mark(handler: Handler[ToolT, Params]) -> Handler[ToolT, Params]:
-        if not inspect.isfunction(handler):
-            raise TypeError(f"action {getattr(handler, '__name__', handler)!r} must be a method")
-        if not inspect.getdoc(handler):
-            raise TypeError(f"action {handler.__name__} needs a docstring: the model reads it")
-        handler.__action_params__ = params  # type: ignore[attr-defined]
-        return handler
 
-    return mark
+def _mark(
+    handler: Handler[ToolT, Params], *, params: type[Params] | None
+) -> Handler[ToolT, Params]:
+    if not inspect.isfunction(handler):
+        raise ToolContractError(
+            f"action {getattr(handler, '__name__', handler)!r} must be a method"
+        )
+    if not inspect.getdoc(handler):
+        raise ToolContractError(
+            f"action {handler.__qualname__} needs a docstring: the model reads it"
+        )
+    handler.__action_params__ = params or _annotated_params(handler)  # type: ignore[attr-defined]
+    return handler
+
+
+def _annotated_params(handler: Callable[..., object]) -> type[BaseModel]:
+    """The pydantic model annotating the argument after `self`, resolved in the method's module."""
+    where = f"action {handler.__qualname__}"
+    arguments = list(inspect.signature(handler).parameters.values())
+    if len(arguments) < 3:
+        raise ToolContractError(f"{where} must take (self, params, request)")
+    argument = arguments[1]
+    if argument.annotation is inspect.Parameter.empty:
+        raise ToolContractError(
+            f"{where}: annotate {argument.name!r} with its pydantic model, or write @action(Model)"
+        )
+    # Only this annotation is resolved: the others may name what the module
+    # imports for type checkers only.
+    holder = SimpleNamespace(__annotations__={argument.name: argument.annotation})
+    try:
+        model = get_type_hints(holder, globalns=handler.__globals__)[argument.name]
+    except (NameError, AttributeError, SyntaxError, TypeError) as error:
+        raise ToolContractError(
+            f"{where}: cannot resolve the annotation of {argument.name!r} ({error}); "
+            "define the model at module level, or write @action(Model)"
+        ) from None
+    if not (isinstance(model, type) and issubclass(model, BaseModel)):
+        raise ToolContractError(
+            f"{where}: {argument.name!r} is annotated {model!r}, not a pydantic BaseModel"
+        )
+    return model
 
 
 @dataclass(frozen=True)

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import ast
+import inspect
 import math
 import operator
 from collections.abc import Callable
+from typing import TypeVar
 from datetime import datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from langchain_core.tools import BaseTool, tool
+from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, Field
 
 from orchestrator.errors import InvalidToolArgumentsError, ToolError
+
+Result = TypeVar("Result")
 
 MAX_EXPONENT = 1000
 # Exact integers past this many digits take seconds to minutes to compute (on the
@@ -29,8 +33,7 @@ class CurrentTimeArgs(BaseModel):
     )
 
 
-@tool("current_time", args_schema=CurrentTimeArgs)
-async def current_time(timezone: str = "UTC") -> dict[str, str]:
+def _current_time(timezone: str = "UTC") -> dict[str, str]:
     """Get the current date and time (ISO 8601) in a time zone; use for 'what time/day is it'."""
     try:
         zone = ZoneInfo(timezone)
@@ -49,8 +52,7 @@ class CalculatorArgs(BaseModel):
     )
 
 
-@tool("calculator", args_schema=CalculatorArgs)
-async def calculator(expression: str) -> dict[str, str | float | int]:
+def _calculator(expression: str) -> dict[str, str | float | int]:
     """Evaluate an arithmetic expression exactly; use to calculate, compute or add numbers."""
     try:
         tree = ast.parse(expression, mode="eval")
@@ -121,6 +123,22 @@ def _check_size(op: ast.operator, left: float, right: float) -> None:
         return  # + - // % grow by a digit at most
     if int(digits) >= MAX_DIGITS:  # the result has int(digits) + 1 digits
         raise ToolError(TOO_LARGE.format(digits=int(digits), limit=MAX_DIGITS), recoverable=False)
+
+
+def _both_ways(func: Callable[..., Result], *, name: str, args_schema: type[BaseModel]) -> BaseTool:
+    """A tool that runs on the event loop when awaited (it is quick) and plainly when invoked."""
+
+    async def coroutine(**arguments: object) -> Result:
+        return func(**arguments)
+
+    return StructuredTool.from_function(
+        func=func, coroutine=coroutine, name=name, args_schema=args_schema,
+        description=inspect.getdoc(func) or "",
+    )
+
+
+current_time = _both_ways(_current_time, name="current_time", args_schema=CurrentTimeArgs)
+calculator = _both_ways(_calculator, name="calculator", args_schema=CalculatorArgs)
 
 
 def builtin_tools() -> list[BaseTool]:

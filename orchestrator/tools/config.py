@@ -18,7 +18,7 @@ from pydantic import (
     model_validator,
 )
 
-from orchestrator.errors import validation_problems
+from orchestrator.errors import ToolConfigError, validation_problems
 from orchestrator.tools.files import read_regular
 from orchestrator.tools.safe_yaml import load_bounded
 
@@ -27,39 +27,105 @@ CONFIG_FILE = "tool_config.yaml"
 NAME_PATTERN = r"^[a-z][a-z0-9_]{0,39}$"
 MAX_CONFIG_BYTES = 1024 * 1024
 MAX_TIMEOUT_SECONDS = 24 * 3600.0  # a call that may take longer belongs in a job queue
+ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
 
 
-class ToolConfigError(ValueError):
-    """A `tool_config.yaml` that cannot be used; the message names the file and the field."""
+Inherit = Literal["inherit", "local"]
+# What the parent's choice may be called: `inherit`, or `parent` (the older spelling).
+INHERIT_WORDS = {"inherit": "inherit", "parent": "inherit", "local": "local"}
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 
 
-class ModelOverride(BaseModel):
-    """Which chat model an agent-type tool runs: its parent's, or one of its own."""
+class _Override(BaseModel):
+    """`inherit` (the parent's, the default) or `{inherit: local, ...}` (this folder's own)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    inherit: Literal["parent", "local"] = "parent"
+    inherit: Inherit = "inherit"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _plain_word(cls, value: object) -> object:
+        # `llm: inherit` as well as `llm: {inherit: inherit}`; `parent` is a synonym.
+        if isinstance(value, str):
+            value = {"inherit": value}
+        if isinstance(value, dict) and isinstance(value.get("inherit"), str):
+            word = value["inherit"]
+            value = {**value, "inherit": INHERIT_WORDS.get(word, word)}
+        return value
+
+    @property
+    def local(self) -> bool:
+        """True when the folder sets its own value instead of its parent's."""
+        return self.inherit == "local"
+
+    def _only_when_local(self, *names: str) -> None:
+        given = [name for name in names if getattr(self, name) is not None]
+        if given and not self.local:
+            raise ValueError(f"`{given[0]}` is used only with `inherit: local`")
+
+
+class ModelOverride(_Override):
+    """Which chat model an agent-type tool runs: its parent's, or one of its own."""
+
     model: str | None = Field(default=None, description="`provider:model`, as ORCHESTRATOR_MODEL.")
     base_url: str | None = None
     api_key_env: str | None = Field(
-        default=None, description="Name of the environment variable holding the API key."
+        default=None,
+        pattern=ENV_NAME,
+        description="Name of the environment variable holding the API key.",
     )
     temperature: float | None = Field(default=None, ge=0, le=2)
 
     @model_validator(mode="after")
     def _local_names_a_model(self) -> ModelOverride:
-        if self.inherit == "local" and not self.model:
+        if self.local and not self.model:
             raise ValueError("`model` is required when inherit is local")
+        self._only_when_local("model", "base_url", "api_key_env", "temperature")
         return self
 
 
-class DatabaseOverride(BaseModel):
-    """Which database a tool uses: its parent's, or one named by an environment variable."""
+class DatabaseOverride(_Override):
+    """Which database a folder's tools (and those below it) use: its parent's, or their own.
+
+    The URL is given directly (`url`) or by the name of an environment variable
+    holding it (`url_env`: keeps a password out of the file); `app_url_env` may
+    name the application role's login, as `DATABASE_APP_URL` does.
+    """
+
+    url: str | None = Field(default=None, description="postgresql://USER:PASSWORD@HOST/DATABASE")
+    url_env: str | None = Field(default=None, pattern=ENV_NAME)
+    app_url_env: str | None = Field(default=None, pattern=ENV_NAME)
+
+    @field_validator("url")
+    @classmethod
+    def _postgresql(cls, value: str | None) -> str | None:
+        scheme = (value or "").partition("://")[0].partition("+")[0]
+        if value is not None and scheme not in ("postgresql", "postgres"):
+            raise ValueError("must be a postgresql:// URL")  # not echoed: it may hold a password
+        return value
+
+    @model_validator(mode="after")
+    def _local_names_a_database(self) -> DatabaseOverride:
+        if self.local and (self.url is None) == (self.url_env is None):
+            raise ValueError("inherit: local needs one of `url` and `url_env`")
+        self._only_when_local("url", "url_env", "app_url_env")
+        return self
+
+
+class LimitsOverride(BaseModel):
+    """The limits a folder sets for its own level and those below; each unset one is inherited."""
 
     model_config = ConfigDict(extra="forbid")
 
-    inherit: Literal["parent", "local"] = "parent"
-    url_env: str | None = None
+    max_iterations: int | None = Field(default=None, ge=1, le=100)
+    max_result_chars: int | None = Field(default=None, ge=200)
+    timeout_seconds: float | None = Field(
+        default=None, gt=0, le=MAX_TIMEOUT_SECONDS, allow_inf_nan=False
+    )
+    inline_budget_seconds: float | None = Field(
+        default=None, ge=0, le=MAX_TIMEOUT_SECONDS, allow_inf_nan=False
+    )
 
 
 class FixedValue(BaseModel):
@@ -95,13 +161,32 @@ class ToolConfig(BaseModel):
     name: str = Field(pattern=NAME_PATTERN)
     description: str = Field(min_length=1)
     version: str = Field(min_length=1)
+    kind: Literal["tool", "agent"] = Field(
+        default="tool",
+        description="`agent`: an AgentTool over its src/sub_graphs/ (no entry point: no Python).",
+    )
+    instructions: str | None = Field(
+        default=None,
+        min_length=1,
+        description="An agent's system prompt ({name} and {description} are filled in).",
+    )
     entry_point: str | None = None
     class_name: str | None = None
     config: dict[str, JsonValue] = Field(default_factory=dict)
     capabilities: list[str] = Field(default_factory=list)
     llm: ModelOverride = Field(default_factory=ModelOverride)
     db: DatabaseOverride = Field(default_factory=DatabaseOverride)
-    timeout_seconds: float = Field(default=60.0, gt=0, le=MAX_TIMEOUT_SECONDS, allow_inf_nan=False)
+    limits: LimitsOverride = Field(default_factory=LimitsOverride)
+    log_level: LogLevel | None = Field(
+        default=None, description="Of the folder's package logger, and those below it."
+    )
+    timeout_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        le=MAX_TIMEOUT_SECONDS,
+        allow_inf_nan=False,
+        description="Of each call; when not set, the level's `limits.timeout_seconds`.",
+    )
     max_retries: int = Field(default=0, ge=0, le=10)
     requires_approval: bool = False
     background: bool = False
@@ -120,6 +205,11 @@ class ToolConfig(BaseModel):
         # YAML reads `version: 1.0` as a float.
         return str(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
 
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _upper_log_level(cls, value: object) -> object:
+        return value.upper() if isinstance(value, str) else value
+
     @field_validator("entry_point")
     @classmethod
     def _entry_point_inside_folder(cls, value: str | None) -> str | None:
@@ -134,6 +224,11 @@ class ToolConfig(BaseModel):
     def entry_file(self) -> str:
         """The module file that holds the tool class."""
         return self.entry_point or f"{self.name}_tool.py"
+
+    @property
+    def entry_optional(self) -> bool:
+        """True for a `kind: agent` folder naming no entry point: it may have no Python at all."""
+        return self.kind == "agent" and self.entry_point is None
 
 
 def load_tool_config(path: Path) -> ToolConfig:

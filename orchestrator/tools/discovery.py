@@ -180,7 +180,7 @@ def _inspect(path: Path, *, root: Path, found: Discovery) -> ToolFolder | None:
         digest=taken.digest,
         sources=taken.sources,
     )
-    if folder.entry not in folder.sources:
+    if folder.entry not in folder.sources and not config.entry_optional:  # YAML-only agents have none
         found.skip(path, f"entry point {config.entry_file} not found")
         return None
     return folder

@@ -13,15 +13,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from orchestrator.errors import FileTooLargeError, RefusedFileError
+
 CHUNK = 1 << 16
-
-
-class RefusedFileError(OSError):
-    """A path that is not a regular file, or is larger than allowed; the message says which."""
-
-
-class FileTooLargeError(RefusedFileError):
-    """A file with more bytes than the reader allows."""
 
 
 @contextmanager

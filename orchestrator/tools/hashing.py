@@ -27,6 +27,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from orchestrator.errors import FolderRefusedError
 from orchestrator.tools.files import FileTooLargeError, RefusedFileError, chunks, kind, open_regular
 
 # Written by running, testing or working on a tool, never imported by the loader.
@@ -37,10 +38,6 @@ BYTECODE_SUFFIXES = (".pyc", ".pyo")
 MAX_FILES = 50_000
 MAX_BYTES = 512 * 1024 * 1024
 MAX_DEPTH = 40  # directories below the folder
-
-
-class FolderRefusedError(ValueError):
-    """A folder that cannot be hashed, so cannot be approved; the message says why."""
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """Imports an approved tool folder's entry point and checks its class against the contract.
 
 Only ever called for approved folders: this is where a folder's code first runs,
-from the sources that were hashed (see `importer`).
+from the sources that were hashed (see `importer`). A `kind: agent` folder
+without an entry point runs no code of its own: it is a plain `AgentTool`.
 """
 
 from __future__ import annotations
@@ -12,9 +13,10 @@ from types import ModuleType
 
 from pydantic import ValidationError
 
-from orchestrator.errors import validation_problems
+from orchestrator.errors import ToolLoadError, validation_problems
+from orchestrator.tools.agent import AgentTool
 from orchestrator.tools.base import Tool
-from orchestrator.tools.discovery import ToolFolder
+from orchestrator.tools.discovery import ToolFolder, ToolNode
 from orchestrator.tools.hashing import SourceFile
 from orchestrator.tools.importer import import_folder, package_name
 
@@ -22,18 +24,50 @@ ACTION_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 MAX_FUNCTION_NAME = 64  # what OpenAI-style APIs accept for a tool's name
 
 
-class ToolLoadError(Exception):
-    """An approved folder whose code cannot be used; the message says why."""
+def load_tool(folder: ToolFolder, *, sources: Mapping[str, SourceFile] | None = None) -> Tool:
+    """The folder's tool: from its entry point, or a plain `AgentTool` for a YAML-only agent.
+
+    `kind: agent` asks for an `AgentTool`; `instructions` are for agents only.
+    """
+    config = folder.config
+    if config.entry_optional and folder.entry not in folder.sources:
+        return _build(AgentTool, folder)
+    tool = import_tool(folder, sources=sources)
+    if config.kind == "agent" and not isinstance(tool, AgentTool):
+        raise ToolLoadError(f"kind: agent, but {type(tool).__name__} is not an AgentTool subclass")
+    if config.instructions is not None and not isinstance(tool, AgentTool):
+        raise ToolLoadError(
+            f"instructions are for agents, and {type(tool).__name__} is not an AgentTool subclass"
+        )
+    return tool
 
 
 def import_tool(folder: ToolFolder, *, sources: Mapping[str, SourceFile] | None = None) -> Tool:
     """Import the folder's entry point and build its tool from `tool_config.yaml`.
 
     `sources` are the files its package may import (its own, by default; see
-    `registry.visible_sources` for those of its approved sub-tools too).
+    `visible_sources` for those of its approved sub-tools too).
     """
     module = _import_entry_point(folder, folder.sources if sources is None else sources)
-    cls = _tool_class(module, folder)
+    return _build(_tool_class(module, folder), folder)
+
+
+def visible_sources(node: ToolNode, approved: set[str]) -> Mapping[str, SourceFile]:
+    """What a folder's package may import: its own files and those of its approved sub-tools.
+
+    A sub-tool's files appear where they are (`src/sub_graphs/<dir>/...`), as they
+    were hashed for its own approval; a sub-tool not approved is not there at all.
+    """
+    visible = dict(node.folder.sources)
+    for child in node.children:
+        if child.folder.key in approved:
+            mount = child.folder.path.relative_to(node.folder.path).as_posix()
+            below = visible_sources(child, approved)
+            visible.update({f"{mount}/{path}": source for path, source in below.items()})
+    return visible
+
+
+def _build(cls: type[Tool], folder: ToolFolder) -> Tool:
     config = folder.config
     try:
         tool = cls(

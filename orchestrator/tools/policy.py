@@ -83,9 +83,10 @@ async def run_with_policy(
 
 
 def _worth_retrying(result: ToolResult, policy: ExecutionPolicy) -> bool:
+    # Bad arguments fail the same way again: the model fixes those, not a retry.
     return (
         result.status == "failure"
-        and bool(result.recoverable)
+        and result.retry_strategy == "retry_with_backoff"
         and not _may_still_run(result.error_code, policy)
     )
 

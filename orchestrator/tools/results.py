@@ -49,7 +49,7 @@ class ToolResult(BaseModel):
             message=str(error),
             error_code=error.code,
             recoverable=error.recoverable,
-            retry_strategy=_retry_strategy(error),
+            retry_strategy=error.retry_strategy,
         )
 
     def to_model_text(self, *, max_chars: int) -> str:
@@ -67,12 +67,6 @@ class ToolResult(BaseModel):
         if len(text) <= max_chars:
             return text
         return text[:max_chars] + TRUNCATION_NOTE.format(length=len(text), limit=max_chars)
-
-
-def _retry_strategy(error: ToolError) -> str | None:
-    if error.code == "invalid_arguments":
-        return "fix_arguments"
-    return "retry_with_backoff" if error.recoverable else None
 
 
 def result_from_output(output: object) -> ToolResult:

@@ -16,15 +16,13 @@ from dataclasses import dataclass, field
 import yaml
 from yaml.nodes import MappingNode, Node, SequenceNode
 
+from orchestrator.errors import YamlTooLargeError
+
 # libyaml's loader when PyYAML was built with it: many times faster with many folders.
 _SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 MAX_NODES = 100_000  # scalars, lists and mappings, with every alias expanded
 MAX_DEPTH = 64
-
-
-class YamlTooLargeError(yaml.YAMLError):
-    """A document that would expand beyond the bounds; the message says which."""
 
 
 def load_bounded(text: str, *, max_nodes: int = MAX_NODES, max_depth: int = MAX_DEPTH) -> object:

@@ -1,0 +1,400 @@
+"""`orchestrator tools show NAME`: a tool folder's resolved configuration, without its secrets.
+
+The level is resolved as startup resolves it (see `levels`), but nothing is
+built: no model, no database connection. An API key or a database URL is named
+by its variable and said to be set or not; a URL's password is masked; fixed
+parameter values and `config:` values are never printed. The folder's code is
+imported (to list its actions) only when the folder is approved, as startup
+would; a YAML-only agent has none to import.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from orchestrator.cli.common import display_path, one_line, out, shown
+from orchestrator.levels import (
+    LIMIT_NAMES,
+    ORCHESTRATOR,
+    LevelView,
+    Sourced,
+    describe_level,
+    env_value,
+    model_endpoint,
+)
+from orchestrator.settings import env_name, hide_passwords
+from orchestrator.tools.approval import ApprovalStore, Status
+from orchestrator.tools.discovery import Discovery, ToolFolder, ToolNode
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from orchestrator.settings import Settings
+    from orchestrator.tools.base import Tool
+    from orchestrator.tools.config import DatabaseOverride
+    from orchestrator.tools.scope import ActionScope
+
+YAML_ONLY = " (no Python: tool_config.yaml only)"
+INSTRUCTION_LINES = 3  # of the instructions, each cut to LINE_CHARS: the rest is in --json
+LINE_CHARS = 120
+Json = dict[str, object]
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """The folder's tool and its actions' scopes, if its code could be looked at; else why not."""
+
+    tool: Tool | None
+    scopes: dict[str, ActionScope] | None = None
+    note: str | None = None
+
+
+def folder_report(
+    settings: Settings, tree: Discovery, store: ApprovalStore, folder: ToolFolder
+) -> Json:
+    """Everything `tools show` prints about `folder`, as JSON-ready data (no secret values)."""
+    chain = _chain(tree.nodes, folder)
+    assert chain is not None, "the folder comes from this tree"
+    view = describe_level(settings, [node.folder.config for node in chain])
+    loaded = _load(chain, store)
+    agent = _is_agent(folder, loaded)
+    return {
+        "name": folder.name,
+        "key": folder.key,
+        "version": folder.config.version,
+        "kind": folder.config.kind,
+        "agent": agent,
+        "yaml_only": _yaml_only(folder),
+        "path": str(folder.path),
+        "status": str(store.status(folder)),
+        "not_loaded_because": _blocked_by(chain[:-1], store),
+        "model": _model(view, settings, folder.name) if agent is not False else None,
+        "database": _database(view.database, settings, folder.name),
+        "limits": {name: _sourced(view.limits[name], folder.name) for name in LIMIT_NAMES},
+        "log_level": _sourced(view.log_level, folder.name),
+        "calls": _calls(folder, view),
+        "instructions": _instructions(folder, loaded) if agent else None,
+        "config_keys": sorted(folder.config.config),
+        "actions": _actions(loaded) if loaded.tool is not None else None,
+        "actions_note": loaded.note,
+    }
+
+
+def print_report(report: Json, *, as_json: bool) -> None:
+    """Print `report` for a person (escaped: most of it comes from the folder) or as JSON."""
+    if as_json:
+        print(json.dumps(report))  # ASCII: no raw control characters
+        return
+    lines = [
+        f"[bold]{shown(str(report['name']))}[/bold] {shown(str(report['version']))}",
+        f"  kind: {report['kind']}{YAML_ONLY if report['yaml_only'] else ''}",
+        f"  path: {_path_text(report['path'])}",
+        f"  status: {report['status']}{_blocked_text(report)}",
+        *_model_lines(report.get("model"), maybe=report["agent"] is None),
+        *_database_lines(report["database"]),
+        "  limits:",
+        *(
+            f"    {name}: {_value(entry['value'])} ({_origin_text(entry)})"
+            for name, entry in _entries(report["limits"])
+        ),
+        f"  log level: {_log_level_text(report['log_level'])}",
+        _calls_text(report["calls"]),
+        *_instruction_lines(report.get("instructions")),
+        *_config_lines(report["config_keys"]),
+        *_action_lines(report),
+    ]
+    for line in lines:
+        out.print(line, highlight=False)
+
+
+def _path_text(path: object) -> str:
+    return shown(display_path(Path(str(path))))
+
+
+# --- resolving ---------------------------------------------------------------------------
+
+
+def _chain(nodes: list[ToolNode], folder: ToolFolder) -> list[ToolNode] | None:
+    """The nodes from the top level down to `folder`'s."""
+    for node in nodes:
+        if node.folder is folder:
+            return [node]
+        below = _chain(node.children, folder)
+        if below is not None:
+            return [node, *below]
+    return None
+
+
+def _blocked_by(above: list[ToolNode], store: ApprovalStore) -> str | None:
+    for node in above:
+        status = store.status(node.folder)
+        if status != Status.APPROVED:
+            return f"{node.folder.name} above it is {status}"
+    return None
+
+
+def _load(chain: list[ToolNode], store: ApprovalStore) -> Loaded:
+    from orchestrator.errors import ConfigError, ToolLoadError
+    from orchestrator.tools.loader import load_tool, visible_sources
+    from orchestrator.tools.scope import resolve_scopes
+
+    node = chain[-1]
+    status = store.status(node.folder)
+    if status != Status.APPROVED and not _yaml_only(node.folder):
+        return Loaded(None, note=f"not shown: the folder is {status}; its code runs once approved")
+    approved = {n.folder.key for n in _walk(node) if store.status(n.folder) == Status.APPROVED}
+    try:
+        tool = load_tool(node.folder, sources=visible_sources(node, approved))
+        return Loaded(tool, resolve_scopes(tool, node.folder.config.parameters))
+    except (ToolLoadError, ConfigError) as error:  # startup would skip it, saying the same
+        return Loaded(None, note=f"cannot load: {error}")
+
+
+def _yaml_only(folder: ToolFolder) -> bool:
+    """A `kind: agent` folder with no entry point: it has no code to run."""
+    return folder.config.entry_optional and folder.entry not in folder.sources
+
+
+def _walk(node: ToolNode) -> list[ToolNode]:
+    return [node, *(below for child in node.children for below in _walk(child))]
+
+
+def _is_agent(folder: ToolFolder, loaded: Loaded) -> bool | None:
+    """Whether the folder is an agent; None when unknown (its code was not looked at)."""
+    if loaded.tool is not None:
+        from orchestrator.tools.agent import AgentTool
+
+        return isinstance(loaded.tool, AgentTool)
+    return True if folder.config.kind == "agent" else None
+
+
+def _sourced(entry: Sourced[object], name: str) -> Json:
+    return {"value": entry.value, "origin": entry.origin, "inherited": entry.origin != name}
+
+
+def _model(view: LevelView, settings: Settings, name: str) -> Json:
+    endpoint = model_endpoint(view.model.value, settings)
+    key = endpoint.api_key_env
+    orchestrators = endpoint.shared or view.model.value is None
+    return {
+        "model": endpoint.model,
+        "base_url": hide_passwords(endpoint.base_url) if endpoint.base_url else None,
+        "api_key_env": key,
+        # The orchestrator's key is named only when the settings hold it (environment or .env).
+        "api_key_set": key is not None and (orchestrators or bool(env_value(key))),
+        "temperature": endpoint.temperature,
+        "origin": view.model.origin,
+        "inherited": view.model.origin != name,
+    }
+
+
+def _database(entry: Sourced[DatabaseOverride | None], settings: Settings, name: str) -> Json:
+    override = entry.value
+    described: Json = {"origin": entry.origin, "inherited": entry.origin != name}
+    if override is None:
+        url = settings.database_url
+        return {
+            **described,
+            "url": hide_passwords(url, url) if url else None,
+            "url_env": env_name("database_url") if url else None,
+            "url_env_set": bool(url),
+            "embedded": None if url else str(settings.data_dir / "pgdata"),
+        }
+    url = override.url or (env_value(override.url_env) if override.url_env else None)
+    return {
+        **described,
+        "url": hide_passwords(url, url) if url else None,
+        "url_env": override.url_env,
+        "url_env_set": bool(url) if override.url_env else None,
+        "app_url_env": override.app_url_env,
+        "app_url_env_set": bool(env_value(override.app_url_env)) if override.app_url_env else None,
+        "embedded": None,
+    }
+
+
+def _instructions(folder: ToolFolder, loaded: Loaded) -> Json:
+    """The agent's system prompt as its model gets it, and where it comes from."""
+    from orchestrator.tools.agent import AgentTool
+
+    config = folder.config
+    agent = loaded.tool if isinstance(loaded.tool, AgentTool) else None
+    if config.instructions is not None:
+        # Filled in as startup fills it, without the folder's code: only {name}, {description}.
+        agent = agent or AgentTool(name=config.name, description=config.description)
+        return {"text": agent.system_prompt(config.instructions), "origin": "tool_config.yaml"}
+    if agent is not None:
+        return {"text": agent.system_prompt(), "origin": f"class {type(agent).__name__}"}
+    return {"text": None, "origin": "the agent class (its code is not loaded)"}
+
+
+def _calls(folder: ToolFolder, view: LevelView) -> Json:
+    """How calls of the folder's actions run (its own `timeout_seconds`, else its level's)."""
+    config = folder.config
+    own = "timeout_seconds" in config.model_fields_set
+    timeout = config.timeout_seconds if own else view.limits["timeout_seconds"].value
+    return {
+        "timeout_seconds": timeout,
+        "timeout_from": "tool_config.yaml" if own else "limits.timeout_seconds",
+        "max_retries": config.max_retries,
+        "background": config.background,
+        "idempotent": config.idempotent,
+    }
+
+
+def _actions(loaded: Loaded) -> list[Json]:
+    tool, scopes = loaded.tool, loaded.scopes or {}
+    assert tool is not None
+    return [
+        {
+            "name": f"{tool.name}_{spec.name}",
+            "description": _first_line(spec.description),
+            "parameters": _parameters(spec.params, scopes.get(spec.name)),
+        }
+        for spec in tool.actions.values()
+    ]
+
+
+def _first_line(text: str) -> str:
+    lines = text.strip().splitlines()
+    return lines[0] if lines else ""
+
+
+def _parameters(params: type[BaseModel], scope: ActionScope | None) -> list[Json]:
+    hidden = scope.hidden if scope is not None else frozenset()
+    fixed = scope.fixed if scope is not None else {}
+    described = []
+    for name, field in params.model_fields.items():
+        key = field.alias or name
+        entry: Json = {
+            "name": key,
+            "type": _type_name(field.annotation),
+            "required": field.is_required(),
+            "description": field.description or "",
+        }
+        if key in fixed:
+            entry["set_by"] = "tool_config.yaml"  # the value itself may be a secret: never shown
+        elif key in hidden:
+            entry["set_by"] = "its default (not the model)"
+        else:
+            entry["set_by"] = "the model"
+        described.append(entry)
+    return described
+
+
+def _type_name(annotation: object) -> str:
+    if isinstance(annotation, type):
+        return annotation.__name__
+    return str(annotation).replace("typing.", "").replace("datetime.", "")
+
+
+# --- printing ----------------------------------------------------------------------------
+
+
+def _entries(mapping: object) -> list[tuple[str, Json]]:
+    return list(mapping.items()) if isinstance(mapping, dict) else []
+
+
+def _origin_text(entry: Json) -> str:
+    if not entry["inherited"]:
+        return "local"
+    origin = str(entry["origin"])
+    if origin == ORCHESTRATOR:
+        return "inherited from the orchestrator"
+    return f"inherited from {shown(origin)}"
+
+
+def _value(value: object) -> str:
+    return "none" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _blocked_text(report: Json) -> str:
+    blocked = report.get("not_loaded_because")
+    return f" (not loaded: {shown(str(blocked))})" if blocked else ""
+
+
+def _model_lines(model: object, *, maybe: bool) -> list[str]:
+    if not isinstance(model, dict):
+        return ["  model: none (a tool, not an agent: it runs no model)"]
+    label = "model (if it is an agent)" if maybe else "model"
+    lines = [f"  {label}: {shown(str(model['model']))} ({_origin_text(model)})"]
+    if model["base_url"]:
+        lines.append(f"    base_url: {shown(str(model['base_url']))}")
+    if model["api_key_env"]:
+        state = "set" if model["api_key_set"] else "not set"
+        lines.append(f"    api key: from {shown(str(model['api_key_env']))} ({state})")
+    if model["temperature"] is not None:
+        lines.append(f"    temperature: {model['temperature']}")
+    return lines
+
+
+def _database_lines(database: object) -> list[str]:
+    assert isinstance(database, dict)
+    origin = _origin_text(database)
+    if database.get("embedded"):
+        where = f"the embedded server in {_path_text(database['embedded'])}"
+    elif database.get("url"):
+        where = shown(str(database["url"]))
+    else:
+        where = "no URL"
+    if database.get("url_env"):
+        state = "set" if database.get("url_env_set") else "not set"
+        where = f"{where} (from {shown(str(database['url_env']))}, {state})"
+    lines = [f"  database: {where} ({origin})"]
+    if database.get("app_url_env"):
+        state = "set" if database.get("app_url_env_set") else "not set"
+        lines.append(f"    application login: from {shown(str(database['app_url_env']))} ({state})")
+    return lines
+
+
+def _calls_text(calls: object) -> str:
+    assert isinstance(calls, dict)
+    flags = [name for name in ("background", "idempotent") if calls[name]]
+    return (
+        f"  calls: timeout {_value(calls['timeout_seconds'])} s (from {calls['timeout_from']}), "
+        f"max_retries {calls['max_retries']}{''.join(f', {flag}' for flag in flags)}"
+    )
+
+
+def _log_level_text(entry: object) -> str:
+    assert isinstance(entry, dict)
+    return f"{entry['value']} ({_origin_text(entry)})"
+
+
+def _instruction_lines(instructions: object) -> list[str]:
+    if not isinstance(instructions, dict):
+        return []
+    text = instructions.get("text")
+    if not isinstance(text, str):
+        return [f"  instructions: {shown(str(instructions['origin']))}"]
+    lines = text.strip().splitlines()
+    shown_lines = [f"    {shown(one_line(line, LINE_CHARS))}" for line in lines[:INSTRUCTION_LINES]]
+    more = len(lines) - INSTRUCTION_LINES
+    if more > 0:
+        shown_lines.append(f"    … ({more} more line{'s' if more > 1 else ''})")
+    return [f"  instructions (from {shown(str(instructions['origin']))}):", *shown_lines]
+
+
+def _config_lines(keys: object) -> list[str]:
+    if not isinstance(keys, list) or not keys:
+        return []
+    return [f"  config: {', '.join(shown(str(k)) for k in keys)} (values not shown)"]
+
+
+def _action_lines(report: Json) -> list[str]:
+    actions = report.get("actions")
+    if not isinstance(actions, list):
+        return [f"  actions: {shown(str(report.get('actions_note')))}"]
+    lines = ["  actions:"]
+    for action in actions:
+        name, description = shown(action["name"]), shown(one_line(action["description"]))
+        lines.append(f"    [bold]{name}[/bold]: {description}")
+        for parameter in action["parameters"]:
+            required = "required" if parameter["required"] else "optional"
+            lines.append(
+                f"      {shown(parameter['name'])}: {shown(parameter['type'])}, {required}, "
+                f"set by {parameter['set_by']}"
+            )
+    return lines

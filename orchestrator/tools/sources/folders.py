@@ -1,0 +1,162 @@
+"""Tool folders as a tool source: the approved folders of one level, agents with the levels below.
+
+Each folder runs at its own level (see `levels`): its parent's model, database,
+limits and log level unless its `tool_config.yaml` sets its own. An agent's
+graph is built by the host's `GraphFactory`, so this package needs nothing of
+the graph, the model providers or the store.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from langchain_core.tools import BaseTool
+
+from orchestrator.errors import ConfigError, ToolLoadError
+from orchestrator.levels import LevelConfig, LevelResolver
+from orchestrator.tools.adapter import langchain_tools
+from orchestrator.tools.agent import AgentTool, GraphFactory
+from orchestrator.tools.approval import Ask, Reviewed, review_folders
+from orchestrator.tools.base import Tool, ToolContext
+from orchestrator.tools.discovery import CHILDREN_DIR, ToolFolder, ToolNode
+from orchestrator.tools.importer import package_name
+from orchestrator.tools.loader import load_tool, visible_sources
+from orchestrator.tools.scope import resolve_scopes
+from orchestrator.tools.untrusted import printable
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from orchestrator.settings import Settings
+    from orchestrator.tools.config import ToolConfig
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["FolderSource", "LoadedTool", "visible_sources"]
+
+
+@dataclass
+class LoadedTool:
+    """An approved folder's tool, with its own loaded sub-tools if it is an agent."""
+
+    folder: ToolFolder
+    tool: Tool
+    children: list[LoadedTool] = field(default_factory=list)
+    langchain: list[BaseTool] = field(default_factory=list)
+    unapproved_children: list[str] = field(default_factory=list)  # names, for the user
+    level: LevelConfig | None = None  # what it runs with (for an agent, its graph's level)
+
+
+class FolderSource:
+    """The approved tool folders of the settings' `sub_graphs` directory.
+
+    `load` asks `ask` about every new or changed folder (unless `reviewed`
+    holds the answers; without either, none is approved now) and imports the
+    approved ones; it is synchronous, for `Runtime.create`, and `open` does
+    the same. Its tools are those of the top-level folders; `loaded` is the
+    whole tree. A folder that cannot be used is logged and skipped.
+    """
+
+    name = "folders"
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        level: LevelConfig,
+        build_graph: GraphFactory,
+        ask: Ask | None = None,
+        reviewed: Reviewed | None = None,
+    ) -> None:
+        self.settings = settings
+        self.level = level
+        self.loaded: list[LoadedTool] = []
+        self._build_graph = build_graph
+        self._ask = ask
+        self._reviewed = reviewed
+        self._levels = LevelResolver(settings)
+        self._done = False
+
+    @property
+    def sub_agents(self) -> list[LoadedTool]:
+        """The loaded top-level folders (each with the levels below it)."""
+        return self.loaded
+
+    def load(self) -> list[LoadedTool]:
+        """Review the folders and import the approved ones (once; later calls return the same)."""
+        if not self._done:
+            self._done = True
+            reviewed = self._reviewed or review_folders(self.settings, self._ask or _nobody_answers)
+            nodes, approved = reviewed.tree.nodes, reviewed.approved
+            self.loaded = self._load_level(nodes, approved, parent=self.level)
+        return self.loaded
+
+    async def open(self) -> None:
+        """Load (on this thread: the questions and the folders' imports belong to it)."""
+        self.load()
+
+    def tools(self) -> Sequence[BaseTool]:
+        """The tools of the top-level folders."""
+        return [tool for loaded in self.loaded for tool in loaded.langchain]
+
+    async def close(self) -> None:
+        """Close the databases folders of their own opened."""
+        await self._levels.close()
+
+    def _load_level(
+        self, nodes: list[ToolNode], approved: set[str], *, parent: LevelConfig
+    ) -> list[LoadedTool]:
+        loaded = []
+        for node in nodes:
+            if node.folder.key not in approved:
+                continue
+            try:
+                loaded.append(self._load(node, approved, parent=parent))
+            except (ToolLoadError, ConfigError) as error:
+                path, reason = printable(str(node.folder.path)), printable(str(error))
+                logger.warning("skipping tool folder %s: %s", path, reason)
+        return loaded
+
+    def _load(self, node: ToolNode, approved: set[str], *, parent: LevelConfig) -> LoadedTool:
+        folder = node.folder
+        tool = load_tool(folder, sources=visible_sources(node, approved))
+        scopes = resolve_scopes(tool, folder.config.parameters)
+        level = self._levels.child(parent, folder.config, agent=isinstance(tool, AgentTool))
+        data_dir = _data_dir(self.settings.data_dir, folder.key)
+        tool.bind_context(ToolContext(data_dir=data_dir, database=level.database))
+        self._set_log_level(folder, level)
+        children: list[LoadedTool] = []
+        if isinstance(tool, AgentTool):
+            children = self._load_level(node.children, approved, parent=level)
+            prompt = tool.system_prompt(folder.config.instructions)
+            level = replace(level, system_prompt=prompt)
+            below = [t for child in children for t in child.langchain]
+            graph = self._build_graph(level, below, name=tool.name, system_prompt=prompt)
+            tool.attach(graph=graph, tools=below)
+        unapproved = [c.folder.name for c in node.children if c.folder.key not in approved]
+        tools = langchain_tools(tool, config=call_config(folder.config, level), scopes=scopes)
+        return LoadedTool(folder, tool, children, tools, unapproved, level=level)
+
+    def _set_log_level(self, folder: ToolFolder, level: LevelConfig) -> None:
+        # Only a level a folder set (here or above): the rest follows the process's logging.
+        if level.log_level is not None and level.log_level != self.level.log_level:
+            logging.getLogger(package_name(folder.path)).setLevel(level.log_level)
+
+
+def call_config(config: ToolConfig, level: LevelConfig) -> ToolConfig:
+    """`config` with its calls' timeout: its own `timeout_seconds`, else the level's limit."""
+    if "timeout_seconds" in config.model_fields_set:
+        return config
+    return config.model_copy(update={"timeout_seconds": level.limits.timeout_seconds})
+
+
+def _nobody_answers(*_: object) -> None:
+    return None  # no one to ask: nothing new is approved now
+
+
+def _data_dir(data_dir: Path, key: str) -> Path:
+    # data/tools/assistant/mail for the folder sub_graphs/assistant/src/sub_graphs/mail
+    return data_dir / "tools" / key.replace(f"/{CHILDREN_DIR.as_posix()}/", "/")
