@@ -4,13 +4,15 @@
         title: str = Field(description="What to do.")
 
     class TaskAgent(Tool):
-        @action(AddTask)
+        @action
         async def add(self, params: AddTask, request: ToolRequest) -> ToolResult:
             "Add a task to the to-do list."
             ...
 
-Each action's parameter model gives the JSON schema the model sees; `execute`
-validates `request.parameters` against it before the action runs. An action
+Each action's parameter model (the annotation of its `params`) gives the JSON
+schema the model sees; the dispatch pipeline validates the arguments against it
+once, before the action runs (`execute` validates a request that did not come
+through the pipeline). An action
 may also be a plain `def` for blocking work: it runs on a thread of its own,
 so the event loop (other calls, timeouts, Ctrl-C) stays free meanwhile.
 """
