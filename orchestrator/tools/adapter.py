@@ -9,7 +9,6 @@ from collections.abc import Mapping
 from functools import partial
 from pathlib import Path
 
-from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool
 from langchain_core.tools.base import ArgsSchema
 from pydantic import BaseModel, SkipValidation
@@ -89,15 +88,15 @@ def _action_tool(
 ) -> BaseTool:
     action_tool: ActionTool
 
-    async def run(config: RunnableConfig, **parameters: object) -> ToolResult:
-        # Called straight through LangChain (outside the dispatch pipeline).
-        configurable = config.get("configurable", {})
-        ids = {key: configurable.get(key) for key in ("request_id", "parent_request_id")}
+    async def run(**parameters: object) -> ToolResult:
+        # Called straight through LangChain (outside the dispatch pipeline): a request of its own.
+        context = current_context()
+        ids = {"request_id": None, "parent_request_id": context.request_id if context else None}
         return await action_tool.run_action(action_request(action_tool, parameters, ids=ids))
 
-    def run_sync(config: RunnableConfig, **parameters: object) -> ToolResult:
+    def run_sync(**parameters: object) -> ToolResult:
         # LangChain's `invoke` outside any event loop (a script, a notebook cell).
-        return asyncio.run(run(config, **parameters))
+        return asyncio.run(run(**parameters))
 
     schema: type[BaseModel] = scope.visible if scope is not None else spec.params
     action_tool = ActionTool(
