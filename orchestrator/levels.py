@@ -127,8 +127,9 @@ class LevelResolver:
         return build_agent_model(override, parent=parent, settings=self.settings)
 
     def _database(self, override: DatabaseOverride) -> Database:
-        url = override.url or required_env(override.url_env, setting="db.url_env")
-        app_url = required_env(override.app_url_env, setting="db.app_url_env")
+        url = override.url or required_env(str(override.url_env), setting="db.url_env")
+        app_name = override.app_url_env
+        app_url = required_env(app_name, setting="db.app_url_env") if app_name else None
         key = (url, app_url)
         if key not in self._databases:
             self._databases[key] = open_local_database(url, app_url=app_url)
@@ -177,10 +178,8 @@ def _run_apart(work: Coroutine[object, object, None]) -> None:
         pool.submit(asyncio.run, work).result()
 
 
-def required_env(name: str | None, *, setting: str) -> str | None:
-    """The value of the variable `name` (None for no name); ToolLoadError when it is not set."""
-    if name is None:
-        return None
+def required_env(name: str, *, setting: str) -> str:
+    """The value of the variable `name` (see `env_value`); ToolLoadError when it is not set."""
     value = env_value(name)
     if not value:
         raise ToolLoadError(f"{setting} names {name}, which is not set")

@@ -89,10 +89,12 @@ class Runtime:
         """
         plan = _Plan.of(settings, **options)
         opened = await asyncio.gather(*(s.open() for s in plan.sources), return_exceptions=True)
-        for source, outcome in zip(plan.sources, opened, strict=True):
-            if isinstance(outcome, BaseException):
+        for source, outcome in zip(list(plan.sources), opened, strict=True):
+            if isinstance(outcome, Exception):
                 logger.warning("tool source %s did not open: %s", source.name, outcome)
                 plan.sources.remove(source)
+            elif isinstance(outcome, BaseException):  # Ctrl-C, a cancellation: not the source's
+                raise outcome
         return plan.runtime()
 
     @property
@@ -170,6 +172,7 @@ class _Plan:
             model=model,
             limits=Limits.from_settings(settings),
             database=storage.database if storage is not None else None,
+            log_level=settings.log_level,
             system_prompt=ORCHESTRATOR_PROMPT,
         )
         if tools is not None:

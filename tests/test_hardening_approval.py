@@ -31,7 +31,7 @@ from orchestrator.testing import ScriptedChatModel
 from orchestrator.tools import ToolRequest
 from orchestrator.tools.approval import ApprovalStore, Status, review_folders
 from orchestrator.tools.discovery import ToolFolder, content_hash, discover, discover_tree, walk
-from orchestrator.tools.registry import LoadedTool
+from orchestrator.tools.sources.folders import LoadedTool
 from tests.helpers import run_cli
 from tests.tool_folders import ECHO_TOOL, marker_code, write_folder
 

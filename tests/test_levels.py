@@ -17,7 +17,7 @@ from sqlalchemy import text
 
 from orchestrator.levels import Limits, describe_level, env_value
 from orchestrator.runtime import Runtime
-from orchestrator.settings import Settings, load_settings
+from orchestrator.settings import load_settings
 from orchestrator.store import Database, Storage
 from orchestrator.store.embedded import embedded_logins
 from orchestrator.store.logins import Logins

@@ -20,7 +20,7 @@ from orchestrator.errors import UserError
 from orchestrator.runtime import Runtime
 from orchestrator.session import Session, TurnResult
 from orchestrator.tasks import BackgroundTask
-from orchestrator.tools.registry import LoadedTool
+from orchestrator.tools.sources.folders import LoadedTool
 
 logger = logging.getLogger(__name__)
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import TYPE_CHECKING
 
@@ -13,7 +12,7 @@ from langchain_core.language_models import BaseChatModel
 from orchestrator.errors import ConfigError, ModelUnavailableError
 from orchestrator.levels import env_value, model_endpoint
 from orchestrator.llm.offline import OfflineChatModel
-from orchestrator.settings import OFFLINE_MODEL, Settings, env_name
+from orchestrator.settings import Settings, env_name
 
 if TYPE_CHECKING:
     from orchestrator.tools.config import ModelOverride

@@ -29,17 +29,20 @@ def langchain_tools(
     *,
     config: ToolConfig | None = None,
     scopes: Mapping[str, ActionScope] | None = None,
+    folder: Path | None = None,
 ) -> list[BaseTool]:
     """The LangChain tools the model sees for `tool`; their schemas hold only what the model sets.
 
     `config` (the folder's tool_config.yaml) sets how each call runs: timeout,
     retries, background. `scopes` (by action) hide the parameters the
-    configuration fixes (see `scope`).
+    configuration fixes (see `scope`). `folder` is where the tool lives (by
+    default, its class's file): paths inside it may be shown in its errors.
     """
     policy = config.model_dump(include=POLICY_FIELDS) if config is not None else {}
+    metadata = {"tool": tool.name, "version": tool.version, "folder": _folder(tool, folder), **policy}
     scopes = scopes or {}
     return [
-        _action_tool(tool, spec, policy, scopes.get(spec.name)) for spec in tool.actions.values()
+        _action_tool(tool, spec, metadata, scopes.get(spec.name)) for spec in tool.actions.values()
     ]
 
 
@@ -84,7 +87,7 @@ def action_request(
 
 
 def _action_tool(
-    tool: Tool, spec: ActionSpec, policy: dict[str, object], scope: ActionScope | None
+    tool: Tool, spec: ActionSpec, metadata: dict[str, object], scope: ActionScope | None
 ) -> BaseTool:
     action_tool: ActionTool
 
@@ -108,19 +111,15 @@ def _action_tool(
         owner=tool,
         spec=spec,
         scope=scope,
-        metadata={
-            "tool": tool.name,
-            "action": spec.name,
-            "version": tool.version,
-            "folder": _folder(tool),
-            **policy,
-        },
+        metadata={**metadata, "action": spec.name},
     )
     return action_tool
 
 
-def _folder(tool: Tool) -> str | None:
-    """Where the tool's code lives: paths inside it may be shown in its errors."""
+def _folder(tool: Tool, folder: Path | None) -> str | None:
+    """Where the tool lives: paths inside it may be shown in its errors."""
+    if folder is not None:
+        return str(folder.resolve())
     try:
         return str(Path(inspect.getfile(type(tool))).resolve().parent)
     except (TypeError, OSError):  # a class without a source file (built at run time)

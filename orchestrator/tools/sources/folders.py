@@ -137,7 +137,8 @@ class FolderSource:
             graph = self._build_graph(level, below, name=tool.name, system_prompt=prompt)
             tool.attach(graph=graph, tools=below)
         unapproved = [c.folder.name for c in node.children if c.folder.key not in approved]
-        tools = langchain_tools(tool, config=call_config(folder.config, level), scopes=scopes)
+        config = call_config(folder.config, level)
+        tools = langchain_tools(tool, config=config, scopes=scopes, folder=folder.path)
         return LoadedTool(folder, tool, children, tools, unapproved, level=level)
 
     def _set_log_level(self, folder: ToolFolder, level: LevelConfig) -> None:
