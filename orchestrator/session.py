@@ -27,11 +27,10 @@ from orchestrator.graph.builder import MODEL_NODE
 from orchestrator.graph.prompts import CANCELLED_CALL, CANCELLED_TURN, FOLLOW_UP_LIMIT
 from orchestrator.llm.providers import explain_model_error
 from orchestrator.settings import Settings
-from orchestrator.store.scoped import UserDatabase
 from orchestrator.store.sessions import claim_session
 from orchestrator.store.storage import Storage
 from orchestrator.tasks import BackgroundTask, TaskManager
-from orchestrator.tools.context import RunContext
+from orchestrator.tools.context import RunContext, UserDatabase
 from orchestrator.tools.results import ToolResult
 from orchestrator.tools.usage import UsageMeter
 

@@ -19,6 +19,7 @@ from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, tool
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, interrupt
 from sqlalchemy import text
 
@@ -53,6 +54,20 @@ async def quick() -> str:
     """Answer at once."""
     entered["quick"] += 1
     return "quick done"
+
+
+def delegating_to(inner: CompiledStateGraph) -> BaseTool:
+    """A tool `delegate` that runs `inner` as a nested agent, with the call's run context."""
+
+    @tool
+    async def delegate(request: str, config: RunnableConfig) -> str:
+        """Hand the request to the inner agent."""
+        state = await inner.ainvoke(
+            {"messages": [("user", request)], "iterations": 0}, config, context=current_context()
+        )
+        return state["messages"][-1].text
+
+    return delegate
 
 
 def session_over(model: ScriptedChatModel, tools: list[BaseTool], **settings: object) -> Session:
@@ -117,13 +132,7 @@ async def test_an_interrupt_in_a_nested_agents_tool_pauses_the_whole_turn(script
         name="inner",
     )
 
-    @tool
-    async def delegate(request: str, config: RunnableConfig) -> str:
-        """Hand the request to the inner agent."""
-        state = await inner.ainvoke(
-            {"messages": [("user", request)], "iterations": 0}, config, context=current_context()
-        )
-        return state["messages"][-1].text
+    delegate = delegating_to(inner)
 
     outer = scripted(call_tools(("delegate", {"request": "clean up"})), "all done")
     session = session_over(outer, [delegate])
@@ -185,13 +194,7 @@ async def test_middleware_sees_every_call_of_every_level_in_order(scripted):
         name="inner",
     )
 
-    @tool
-    async def delegate(request: str, config: RunnableConfig) -> str:
-        """Hand the request to the inner agent."""
-        state = await inner.ainvoke(
-            {"messages": [("user", request)], "iterations": 0}, config, context=current_context()
-        )
-        return state["messages"][-1].text
+    delegate = delegating_to(inner)
 
     model = scripted(call_tools(("delegate", {"request": "x"}), ("nope", {})), "done")
     runtime = Runtime.create(

@@ -8,15 +8,14 @@ agent is asked something, so listing or showing tool folders stays light.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from pydantic import BaseModel, Field, PrivateAttr
 
 from orchestrator.errors import OrchestratorError
 from orchestrator.tools.base import Tool, ToolRequest, action
-from orchestrator.tools.context import RunContext, current_context
+from orchestrator.tools.context import RunContext, UserDatabase, current_context
 from orchestrator.tools.results import ToolResult
 
 if TYPE_CHECKING:
@@ -25,7 +24,6 @@ if TYPE_CHECKING:
     from langgraph.graph.state import CompiledStateGraph
 
     from orchestrator.levels import LevelConfig
-    from orchestrator.store.engine import Database
 
 AGENT_PROMPT = """\
 You are {name}, an agent that {description}. Another assistant hands you requests \
@@ -113,22 +111,9 @@ class AgentTool(Tool):
                 request_id=request.request_id,
             )
         own = self._context.database if self._context is not None else None
-        # The run's handle wraps its Database as `.database` (store.scoped.UserDatabase).
-        if own is not None and getattr(nested.database, "database", None) is not own:
-            nested = replace(nested, database=LevelDatabase(own, nested.user_id))
+        if own is not None and (nested.database is None or nested.database.database is not own):
+            nested = replace(nested, database=UserDatabase(own, nested.user_id))
         return nested
-
-
-@dataclass(frozen=True)
-class LevelDatabase:
-    """A level's own database as the run's user sees it (a `ScopedDatabase`)."""
-
-    database: Database
-    user_id: str
-
-    def transaction(self) -> AbstractAsyncContextManager[object]:
-        """A transaction that sees only this user's rows."""
-        return self.database.user_transaction(self.user_id)
 
 
 def _nested_config(request: ToolRequest) -> RunnableConfig:

@@ -18,14 +18,22 @@ if TYPE_CHECKING:
     from orchestrator.tools.usage import UsageMeter
 
 
-class ScopedDatabase(Protocol):
-    """The database as the run's user sees it (see `store.scoped.UserDatabase`)."""
+class UserTransactions(Protocol):
+    """A database that opens transactions under one user's row-level security (`store.Database`)."""
 
+    def user_transaction(self, user_id: str) -> AbstractAsyncContextManager[object]: ...
+
+
+@dataclass(frozen=True)
+class UserDatabase:
+    """A database as one user sees it: every transaction sees only that user's rows."""
+
+    database: UserTransactions
     user_id: str
 
     def transaction(self) -> AbstractAsyncContextManager[object]:
         """A transaction that sees only this user's rows."""
-        ...
+        return self.database.user_transaction(self.user_id)
 
 
 @dataclass(frozen=True)
@@ -42,7 +50,7 @@ class RunContext:
     observer: RequestObserver | None = None
     background: BackgroundRunner | None = None
     usage: UsageMeter | None = None
-    database: ScopedDatabase | None = None
+    database: UserDatabase | None = None
 
     def below(self, request_id: str) -> RunContext:
         """The context of a nested agent run for the call `request_id`."""
