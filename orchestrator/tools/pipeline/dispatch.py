@@ -118,7 +118,10 @@ class Dispatcher:
     async def dispatch(self, request: ToolCallRequest) -> ToolResult:
         """Run `request` through the pipeline; the result carries the call's ids."""
         result = await self._handler(request)
-        return result.model_copy(update=request.ids)
+        ids = request.ids
+        if (result.request_id, result.parent_request_id) == tuple(ids.values()):
+            return result  # stamped inside already (the usual case): no copy
+        return result.model_copy(update=ids)
 
     def message(self, call: ToolCall, result: ToolResult) -> ToolMessage:
         """The answer to `call` in the conversation, cut to the level's result size."""
