@@ -1,0 +1,94 @@
+"""Questions for the person, asked with LangGraph's `interrupt()`.
+
+A question pauses the whole turn (at any depth of the tree); the person's
+answer resumes it, keyed by the interrupt's id. Answers take the shape of
+LangChain v1's human-in-the-loop decisions:
+
+- `{"type": "approve"}`: run the call as it is (or: grant an authorization);
+- `{"type": "edit", "edited_action": {"name": ..., "args": {...}}}`: run it with these arguments;
+- `{"type": "reject", "message": "why"}`: do not run it (or: refuse an authorization);
+- `{"type": "respond", "message": "..."}`: the answer to an `ask_human` question.
+
+Nothing is ever approved silently: an answer that cannot be read is a rejection.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, NotRequired, TypedDict
+
+from langchain.agents.middleware.human_in_the_loop import (
+    ActionRequest,
+    ApproveDecision,
+    Decision,
+    EditDecision,
+    RejectDecision,
+    RespondDecision,
+)
+from langgraph.types import interrupt
+from pydantic import TypeAdapter, ValidationError
+
+QuestionKind = Literal["approval", "question", "authorization"]
+
+# What each kind of question may be answered with.
+ALLOWED: dict[QuestionKind, tuple[str, ...]] = {
+    "approval": ("approve", "edit", "reject"),
+    "question": ("respond", "reject"),
+    "authorization": ("approve", "reject"),
+}
+UNREADABLE = "the answer could not be read ({problem}): taken as a rejection"
+
+
+class Question(TypedDict):
+    """What a paused call asks the person; the interrupt's value.
+
+    `action` is the call in question (its name, arguments and a description
+    for the person); `agent_path` who asks, from the top (empty for the
+    orchestrator's own calls); `args_schema` the JSON schema an edit must
+    match; `why` why the call needs a decision; `problem` what was wrong
+    with an earlier edit, when the question is asked again.
+    """
+
+    kind: QuestionKind
+    request_id: str
+    agent_path: list[str]
+    action: ActionRequest
+    allowed: list[str]
+    args_schema: NotRequired[dict[str, object]]
+    why: NotRequired[str]
+    problem: NotRequired[str]
+
+
+DECISION: TypeAdapter[Decision] = TypeAdapter(Decision)
+DECISION_SCHEMA = DECISION.json_schema()
+
+
+def ask_person(question: Question) -> Decision:
+    """Pause the turn with `question`; once resumed, the person's decision.
+
+    The first call raises LangGraph's `GraphInterrupt` (which must pass
+    through everything up to the graph); the resumed task calls it again
+    and gets the answer. An answer of the wrong shape, or one the question
+    does not allow, is a rejection.
+    """
+    value = interrupt(question, response_schema=DECISION_SCHEMA)
+    try:
+        decision = DECISION.validate_python(value)
+    except ValidationError as error:
+        return RejectDecision(type="reject", message=UNREADABLE.format(problem=error.errors()[0]["msg"]))
+    if decision["type"] not in question["allowed"]:
+        problem = f"{decision['type']} is not an answer to this question"
+        return RejectDecision(type="reject", message=UNREADABLE.format(problem=problem))
+    return decision
+
+
+__all__ = [
+    "ALLOWED",
+    "ApproveDecision",
+    "Decision",
+    "EditDecision",
+    "Question",
+    "QuestionKind",
+    "RejectDecision",
+    "RespondDecision",
+    "ask_person",
+]
