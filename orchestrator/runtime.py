@@ -26,7 +26,7 @@ from orchestrator.store.search_tool import search_messages_tool
 from orchestrator.store.storage import Storage
 from orchestrator.tasks import TaskManager
 from orchestrator.tools.approval import Ask, Reviewed
-from orchestrator.tools.builtin import builtin_tools
+from orchestrator.tools.builtin import builtin_tools, human_tools
 from orchestrator.tools.pipeline.base import ToolMiddleware
 from orchestrator.tools.pipeline.dispatch import default_middleware
 from orchestrator.tools.sources.base import LoadsNow, ToolSource
@@ -167,7 +167,11 @@ class _Plan:
     ) -> _Plan:
         remember_settings(settings)  # errors shown to the model or the person hide its secrets
         model = model or build_chat_model(settings)
-        pipeline = list(default_middleware() if middleware is None else middleware)
+        pipeline = list(
+            default_middleware(sensitive_patterns=settings.sensitive_words)
+            if middleware is None
+            else middleware
+        )
         level = LevelConfig(
             model=model,
             limits=Limits.from_settings(settings),
@@ -221,7 +225,7 @@ def _default_sources(
     ) -> CompiledStateGraph:
         return build_agent_graph(
             model=level.model,
-            tools=tools,
+            tools=[*tools, *human_tools()],  # an agent at any level may ask the person
             limits=level.limits,
             system_prompt=system_prompt,
             middleware=middleware,

@@ -21,6 +21,7 @@ from orchestrator.paths import home
 
 ENV_PREFIX = "ORCHESTRATOR_"
 OFFLINE_MODEL = "offline"
+NO_PATTERNS = "none"  # ORCHESTRATOR_SENSITIVE_PATTERNS=none: no call name needs a decision
 DEFAULT_MODEL = "openai:gpt-4o-mini"
 EMBEDDING_CHOICES = re.compile(r"auto|local|none|openai:\S+")
 MAX_SECONDS = 24 * 3600.0  # one day: longer belongs in a job queue, and inf or nan is a typo
@@ -99,6 +100,13 @@ class Settings(BaseSettings):
     rag_match_count: int = Field(default=5, ge=0, le=50)
     rag_threshold: float = Field(default=0.5, ge=-1, le=1)
     rag_max_chars: int = Field(default=2000, ge=0)
+    sensitive_patterns: str = Field(
+        default="delete,remove,destroy,drop,purge",
+        description=(
+            "Comma-separated words: a tool call whose name has one as a whole segment "
+            "(files_delete, drop_table) needs the user's decision first; `none` for no pattern."
+        ),
+    )
     max_follow_ups: int = Field(
         default=3,
         ge=0,
@@ -138,6 +146,12 @@ class Settings(BaseSettings):
         if explicit and self.provider == "openai" and not self.has_openai_endpoint:
             raise ValueError(NEEDS_ENDPOINT.format(setting=env_name("model"), model=self.model))
         return self
+
+    @property
+    def sensitive_words(self) -> tuple[str, ...]:
+        """The sensitive patterns of tool call names, one a word (none for `none`)."""
+        words = tuple(word.strip() for word in self.sensitive_patterns.split(",") if word.strip())
+        return () if tuple(word.lower() for word in words) == (NO_PATTERNS,) else words
 
     @property
     def has_openai_endpoint(self) -> bool:

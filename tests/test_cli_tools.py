@@ -133,7 +133,9 @@ def test_chat_tools_command_shows_the_tree(cli, tmp_path: Path):
 
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert [line.split()[0] for line in lines[:3]] == ["current_time", "calculator", "search_messages"]
+    assert [line.split()[0] for line in lines[:5]] == [
+        "current_time", "calculator", "ask_human", "request_authorization", "search_messages"
+    ]
     start = next(i for i, line in enumerate(lines) if line.startswith("personal_assistant_agent 1.0.0"))
     assert "sub_graphs/personal_assistant_agent" in lines[start]
     assert lines[start + 1].startswith("  personal_assistant_agent_ask  Hand this agent a request")

@@ -95,7 +95,7 @@ def test_startup_continues_past_every_kind_of_bad_folder(tmp_path: Path, caplog)
     with caplog.at_level(logging.WARNING):
         runtime = Runtime.create(settings, model=ScriptedChatModel(), ask=lambda folder, status: True)
 
-    assert [t.name for t in runtime.tools] == ["current_time", "calculator", "echo_say"]
+    assert [t.name for t in runtime.tools] == ["current_time", "calculator", "ask_human", "request_authorization", "echo_say"]
     warnings = "\n".join(r.getMessage() for r in caplog.records)
     for directory, (_, reason) in BROKEN_CODE.items():
         assert f"{root / directory}: " in warnings and reason in warnings, directory

@@ -86,6 +86,6 @@ def test_a_forbidden_ai_choice_skips_the_folder_with_a_clear_line(scripted, tmp_
     with caplog.at_level(logging.WARNING):
         runtime = runtime_over(root, scripted())
 
-    assert [t.name for t in runtime.tools] == ["current_time", "calculator", "echo_say"]
+    assert [t.name for t in runtime.tools] == ["current_time", "calculator", "ask_human", "request_authorization", "echo_say"]
     [line] = [r.getMessage() for r in caplog.records if "leaf" in r.getMessage()]
     assert f"skipping tool folder {root / 'leaf'}" in line and "api_key" in line

@@ -9,8 +9,10 @@ and may close in turn. Every change of status is kept in `request_events`.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -21,7 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from orchestrator.store.engine import Database
 from orchestrator.store.models import request_events, requests
 from orchestrator.store.text import storable_json, storable_text
-from orchestrator.tools.pipeline.records import CallRecord
+from orchestrator.tools.pipeline.records import DECISIONS, Asked, CallRecord
 from orchestrator.tools.replay import ENDED, INTERRUPTED, PAUSED, PriorCall
 from orchestrator.tools.results import ToolResult
 
@@ -110,10 +112,43 @@ class RequestLog:
             await _event(connection, call.request_id, user_id, event, detail)
             await _set_status(connection, call.request_id, user_id, "running")
 
-    async def paused(self, call: CallRecord) -> None:
-        """It waits for an answer (a LangGraph interrupt): it runs again when the turn resumes."""
+    async def paused(self, call: CallRecord, *, asked: Sequence[Asked] = ()) -> None:
+        """It waits for an answer (a LangGraph interrupt): it runs again when the turn resumes.
+
+        The event's detail holds the questions it asks, `{"asked": [...]}`, if any.
+        """
+        detail = _json({"asked": list(asked)}) if asked else None
         async with self.database.user_transaction(_user(call)) as connection:
-            await _set_status(connection, call.request_id, _user(call), PAUSED)
+            await _set_status(connection, call.request_id, _user(call), PAUSED, detail=detail)
+
+    async def decided(
+        self,
+        request_id: str,
+        *,
+        user_id: str | None,
+        outcome: str,
+        detail: Mapping[str, object],
+        question: int = 0,
+    ) -> None:
+        """The person's answer to question `question` of a call: event `outcome`, `detail` as JSON.
+
+        Recorded once: when the call's task runs again it replays the answers
+        it had, and those the log holds already (as many as `question` or
+        more) are not recorded again.
+        """
+        user = storable_text(user_id or ANONYMOUS)
+        async with self.database.user_transaction(user) as connection:
+            earlier = await connection.scalar(
+                select(func.count())
+                .select_from(request_events)
+                .where(
+                    request_events.c.request_id == storable_text(request_id),
+                    request_events.c.status.in_(DECISIONS),
+                )
+            )
+            if earlier > question:
+                return
+            await _event(connection, request_id, user, outcome, _json(detail))
 
     async def resumed(self, call: CallRecord) -> None:
         """A paused call runs again, in this process, now that its answer came."""
@@ -208,14 +243,20 @@ async def close_if_done(connection: AsyncConnection, request_id: str, user_id: s
 
 
 async def _set_status(
-    connection: AsyncConnection, request_id: str, user_id: str, status: str, **columns: object
+    connection: AsyncConnection,
+    request_id: str,
+    user_id: str,
+    status: str,
+    *,
+    detail: str | None = None,
+    **columns: object,
 ) -> None:
     await connection.execute(
         update(requests)
         .where(requests.c.request_id == storable_text(request_id))
         .values(status=status, updated_at=func.now(), **columns)
     )
-    await _event(connection, request_id, user_id, status)
+    await _event(connection, request_id, user_id, status, detail)
 
 
 async def _event(
@@ -229,6 +270,10 @@ async def _event(
             detail=_text(detail),
         )
     )
+
+
+def _json(value: Mapping[str, object]) -> str:
+    return json.dumps(storable_json(dict(value)), ensure_ascii=False, default=str)
 
 
 def _text(value: str | None) -> str | None:

@@ -19,9 +19,10 @@ from orchestrator.tools.config import ToolConfig
 from orchestrator.tools.context import current_context
 from orchestrator.tools.results import ToolResult
 from orchestrator.tools.scope import ActionScope
+from orchestrator.tools.sensitivity import sensitive_actions
 from orchestrator.tools.threads import in_thread
 
-POLICY_FIELDS = {"timeout_seconds", "max_retries", "background", "idempotent"}
+POLICY_FIELDS = {"timeout_seconds", "max_retries", "background", "idempotent", "requires_approval"}
 
 
 def langchain_tools(
@@ -34,15 +35,20 @@ def langchain_tools(
     """The LangChain tools the model sees for `tool`; their schemas hold only what the model sets.
 
     `config` (the folder's tool_config.yaml) sets how each call runs: timeout,
-    retries, background. `scopes` (by action) hide the parameters the
+    retries, background, whether it needs the person's decision first (see
+    `sensitivity`). `scopes` (by action) hide the parameters the
     configuration fixes (see `scope`). `folder` is where the tool lives (by
     default, its class's file): paths inside it may be shown in its errors.
     """
     policy = config.model_dump(include=POLICY_FIELDS) if config is not None else {}
     metadata = {"tool": tool.name, "version": tool.version, "folder": _folder(tool, folder), **policy}
+    marks = sensitive_actions(tool, config)  # who marked an action sensitive (see `sensitivity`)
     scopes = scopes or {}
     return [
-        _action_tool(tool, spec, metadata, scopes.get(spec.name)) for spec in tool.actions.values()
+        _action_tool(
+            tool, spec, {**metadata, "sensitive": marks.get(spec.name)}, scopes.get(spec.name)
+        )
+        for spec in tool.actions.values()
     ]
 
 

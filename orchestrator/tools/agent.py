@@ -98,8 +98,9 @@ class AgentTool(Tool):
         return request.result(state["messages"][-1].text, data={"tool_calls": calls})
 
     def _nested_context(self, request: ToolRequest) -> RunContext:
-        # The agent's own calls take this call as their parent; the rest of the run's
-        # context (user, session, observer, background runner) carries on below,
+        # The agent's own calls take this call as their parent and add its name to the
+        # agent path; the rest of the run's context (user, session, observer,
+        # background runner) carries on below,
         # but for the database when this agent's level has one of its own (`db: local`).
         context = current_context()
         if context is not None:
@@ -113,7 +114,7 @@ class AgentTool(Tool):
         own = self._context.database if self._context is not None else None
         if own is not None and (nested.database is None or nested.database.database is not own):
             nested = replace(nested, database=UserDatabase(own, nested.user_id))
-        return nested
+        return nested.inside(self.name)  # who asks, when a call below asks the person
 
 
 def _nested_config(request: ToolRequest) -> RunnableConfig:

@@ -90,6 +90,7 @@ class ActionSpec:
     description: str
     params: type[BaseModel]
     handler: Callable[..., Awaitable[ToolResult] | ToolResult]
+    sensitive: bool = False  # its author's mark: every call needs the person's decision first
 
     @property
     def blocking(self) -> bool:
@@ -103,31 +104,41 @@ def action(handler: Handler[ToolT, Params], /) -> Handler[ToolT, Params]: ...
 
 @overload
 def action(
-    params: type[Params], /
+    params: type[Params], /, *, sensitive: bool = False
+) -> Callable[[Handler[ToolT, Params]], Handler[ToolT, Params]]: ...
+
+
+@overload
+def action(
+    *, sensitive: bool = False
 ) -> Callable[[Handler[ToolT, Params]], Handler[ToolT, Params]]: ...
 
 
 def action(
-    target: Handler[ToolT, Params] | type[Params], /
+    target: Handler[ToolT, Params] | type[Params] | None = None, /, *, sensitive: bool = False
 ) -> Handler[ToolT, Params] | Callable[[Handler[ToolT, Params]], Handler[ToolT, Params]]:
     """Declare a method `(self, params, request) -> ToolResult` as an action.
 
     Bare, `@action` takes the parameter model from the annotation of `params`
     (the argument after `self`); `@action(Model)` names it instead. The
     method's name is the action's name and its docstring the description the
-    model reads. An `async def` runs on the event loop and must not block it; a
+    model reads. `@action(sensitive=True)` (or `@action(Model, sensitive=True)`)
+    marks an action whose every call needs the person's decision before it
+    runs. An `async def` runs on the event loop and must not block it; a
     plain `def` (blocking I/O, CPU work) runs on a thread of its own. Misuse is
     a `ToolContractError` (a `TypeError`) when the class is defined.
     """
+    if target is None:
+        return partial(_mark, params=None, sensitive=sensitive)
     if isinstance(target, type):
         if not issubclass(target, BaseModel):
             raise ToolContractError(f"@action({target.__name__}): not a pydantic BaseModel")
-        return partial(_mark, params=target)
-    return _mark(target, params=None)
+        return partial(_mark, params=target, sensitive=sensitive)
+    return _mark(target, params=None, sensitive=sensitive)
 
 
 def _mark(
-    handler: Handler[ToolT, Params], *, params: type[Params] | None
+    handler: Handler[ToolT, Params], *, params: type[Params] | None, sensitive: bool = False
 ) -> Handler[ToolT, Params]:
     if not inspect.isfunction(handler):
         raise ToolContractError(
@@ -138,6 +149,7 @@ def _mark(
             f"action {handler.__qualname__} needs a docstring: the model reads it"
         )
     handler.__action_params__ = params or _annotated_params(handler)  # type: ignore[attr-defined]
+    handler.__action_sensitive__ = sensitive  # type: ignore[attr-defined]
     return handler
 
 
@@ -215,6 +227,7 @@ class Tool(BaseModel):
                 description=inspect.getdoc(member) or "",
                 params=member.__action_params__,
                 handler=member,
+                sensitive=getattr(member, "__action_sensitive__", False),
             )
             for name, member in inspect.getmembers(cls, inspect.isfunction)
             if hasattr(member, "__action_params__")

@@ -1,4 +1,10 @@
-"""Tools that ship with the orchestrator itself, apart from the sub-agent folders."""
+"""Tools that ship with the orchestrator itself, apart from the sub-agent folders.
+
+`current_time` and `calculator` answer at once. `ask_human` and
+`request_authorization` pause the turn with a question for the person (see
+`hitl`) and give the model the answer; every level of agents has them (who
+asks shows as the agent path), and each answer is recorded in the request log.
+"""
 
 from __future__ import annotations
 
@@ -6,15 +12,26 @@ import ast
 import inspect
 import math
 import operator
-from collections.abc import Callable
-from typing import TypeVar
+from collections.abc import Awaitable, Callable
 from datetime import datetime
+from typing import TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, Field
 
 from orchestrator.errors import InvalidToolArgumentsError, ToolError
+from orchestrator.tools.context import current_context
+from orchestrator.tools.hitl import (
+    ALLOWED,
+    INTERACTIVE,
+    Question,
+    QuestionKind,
+    ask_person,
+    can_ask,
+)
+from orchestrator.tools.pipeline.records import ANSWERED, DECLINED, GRANTED, REFUSED, safely
+from orchestrator.tools.results import ToolResult
 
 Result = TypeVar("Result")
 
@@ -141,6 +158,122 @@ current_time = _both_ways(_current_time, name="current_time", args_schema=Curren
 calculator = _both_ways(_calculator, name="calculator", args_schema=CalculatorArgs)
 
 
+MAX_QUESTION_CHARS = 4000
+NOT_IN_A_CONVERSATION = "{name} can only ask the user during a conversation."
+DECLINED_TO_ANSWER = "The user declined to answer"
+GRANTED_MESSAGE = "The user granted the authorization for {tool_name}."
+REFUSED_MESSAGE = "The user refused the authorization for {tool_name}"
+
+
+class AskHumanArgs(BaseModel):
+    question: str = Field(
+        min_length=1, max_length=MAX_QUESTION_CHARS, description="The question, in plain words."
+    )
+    context: str = Field(
+        default="",
+        max_length=MAX_QUESTION_CHARS,
+        description="What the user needs to know to answer (what you found, the options).",
+    )
+
+
+async def _ask_human(question: str, context: str = "") -> ToolResult:
+    """Ask the user a question and wait for the answer; use it for what only the user can
+    say (a missing detail, a choice between options), not for what a tool can find out."""
+    description = f"{question}\n{context}" if context else question
+    args = {"question": question, "context": context}
+    decision = ask_person(_question("question", "ask_human", args, description=description))
+    if decision["type"] == "respond":
+        answer = decision["message"]
+        await _note(ANSWERED, {"decision": "respond", "question": question, "answer": answer})
+        return ToolResult(message=answer)
+    reason = (decision.get("message") if decision["type"] == "reject" else None) or None
+    await _note(DECLINED, {"decision": "reject", "question": question, "reason": reason})
+    message = f"{DECLINED_TO_ANSWER}: {reason}" if reason else DECLINED_TO_ANSWER
+    raise ToolError(message, code="declined", recoverable=False)
+
+
+class AuthorizationArgs(BaseModel):
+    tool_name: str = Field(
+        min_length=1, max_length=200, description="The tool, or the kind of action, to authorize."
+    )
+    reason: str = Field(
+        min_length=1,
+        max_length=MAX_QUESTION_CHARS,
+        description="What you mean to do with it and why, for the user to judge.",
+    )
+
+
+async def _request_authorization(tool_name: str, reason: str) -> ToolResult:
+    """Ask the user's permission before something they may not want done (spending money,
+    acting in their name, changing their data); returns whether they granted it, and why not."""
+    args = {"tool_name": tool_name, "reason": reason}
+    asked = _question("authorization", "request_authorization", args, description=reason)
+    decision = ask_person(asked)
+    granted = decision["type"] == "approve"
+    said = (decision.get("message") if decision["type"] == "reject" else None) or None
+    detail = {
+        "decision": decision["type"], "tool_name": tool_name, "reason": reason, "answer": said,
+    }
+    await _note(GRANTED if granted else REFUSED, detail)
+    if granted:
+        message = GRANTED_MESSAGE.format(tool_name=tool_name)
+    else:
+        refused = REFUSED_MESSAGE.format(tool_name=tool_name)
+        message = f"{refused}: {said}" if said else f"{refused}."
+    data = {"decision": "granted" if granted else "refused", "tool_name": tool_name, "reason": said}
+    return ToolResult(message=message, data=data)
+
+
+def _question(
+    kind: QuestionKind, name: str, args: dict[str, object], *, description: str
+) -> Question:
+    """The question of the call running now (its request id, the agents it runs under)."""
+    if not can_ask():
+        raise ToolError(NOT_IN_A_CONVERSATION.format(name=name), recoverable=False)
+    context = current_context()
+    return Question(
+        kind=kind,
+        request_id=(context.request_id if context is not None else None) or "",
+        agent_path=list(context.agent_path) if context is not None else [],
+        action={"name": name, "args": args, "description": description},
+        allowed=list(ALLOWED[kind]),
+    )
+
+
+async def _note(outcome: str, detail: dict[str, object]) -> None:
+    """Record the answer under the call running now (its request id is the context's)."""
+    context = current_context()
+    if context is None or context.observer is None or context.request_id is None:
+        return
+    await safely(
+        context.observer.decided(
+            context.request_id, user_id=context.user_id, outcome=outcome, detail=detail
+        )
+    )
+
+
+def _asking(
+    func: Callable[..., Awaitable[ToolResult]], *, name: str, args_schema: type[BaseModel]
+) -> BaseTool:
+    """A tool that asks the person: it runs only awaited, inside a graph run that can pause."""
+    description = " ".join((inspect.getdoc(func) or "").split())  # one paragraph
+    return StructuredTool.from_function(
+        coroutine=func, name=name, args_schema=args_schema, description=description,
+        metadata={INTERACTIVE: True},
+    )
+
+
+ask_human = _asking(_ask_human, name="ask_human", args_schema=AskHumanArgs)
+request_authorization = _asking(
+    _request_authorization, name="request_authorization", args_schema=AuthorizationArgs
+)
+
+
+def human_tools() -> list[BaseTool]:
+    """The tools that ask the person: every level of agents offers them."""
+    return [ask_human, request_authorization]
+
+
 def builtin_tools() -> list[BaseTool]:
     """The built-in tools, in the order they are offered to the model."""
-    return [current_time, calculator]
+    return [current_time, calculator, *human_tools()]

@@ -188,7 +188,13 @@ class ToolConfig(BaseModel):
         description="Of each call; when not set, the level's `limits.timeout_seconds`.",
     )
     max_retries: int = Field(default=0, ge=0, le=10)
-    requires_approval: bool = False
+    requires_approval: bool = Field(
+        default=False, description="Every call of every action needs the person's decision first."
+    )
+    sensitive_actions: list[str] = Field(
+        default_factory=list,
+        description="Actions (by name) whose every call needs the person's decision first.",
+    )
     background: bool = False
     idempotent: bool = Field(
         default=False, description="Safe to run again: re-queued after a crash, not failed."

@@ -41,7 +41,9 @@ class RunContext:
     """What every node and tool call of one graph run may need.
 
     `request_id` is the request this graph runs for: None for the orchestrator
-    itself, the agent tool's call for a nested agent.
+    itself, the agent tool's call for a nested agent. `agent_path` names the
+    agents this graph runs under, from the top: empty for the orchestrator,
+    `("personal_assistant_agent",)` for the agent it calls, and so on down.
     """
 
     user_id: str
@@ -51,10 +53,15 @@ class RunContext:
     background: BackgroundRunner | None = None
     usage: UsageMeter | None = None
     database: UserDatabase | None = None
+    agent_path: tuple[str, ...] = ()
 
     def below(self, request_id: str) -> RunContext:
         """The context of a nested agent run for the call `request_id`."""
         return replace(self, request_id=request_id)
+
+    def inside(self, agent: str) -> RunContext:
+        """The context of the graph of `agent`, one level further down."""
+        return replace(self, agent_path=(*self.agent_path, agent))
 
 
 _CURRENT: contextvars.ContextVar[RunContext | None] = contextvars.ContextVar(

@@ -24,6 +24,7 @@ from langchain.agents.middleware.human_in_the_loop import (
     RejectDecision,
     RespondDecision,
 )
+from langgraph.config import get_config
 from langgraph.types import interrupt
 from pydantic import TypeAdapter, ValidationError
 
@@ -35,6 +36,7 @@ ALLOWED: dict[QuestionKind, tuple[str, ...]] = {
     "question": ("respond", "reject"),
     "authorization": ("approve", "reject"),
 }
+INTERACTIVE = "interactive"  # in a tool's metadata: it asks the person, so it never runs detached
 UNREADABLE = "the answer could not be read ({problem}): taken as a rejection"
 
 
@@ -60,6 +62,19 @@ class Question(TypedDict):
 
 DECISION: TypeAdapter[Decision] = TypeAdapter(Decision)
 DECISION_SCHEMA = DECISION.json_schema()
+
+
+def can_ask() -> bool:
+    """Whether a question can be asked here: inside a graph run, which an answer resumes.
+
+    Outside one (a call recovery runs again after a crash, a tool invoked
+    directly) there is no one to ask, and `interrupt()` cannot pause anything.
+    """
+    try:
+        get_config()
+    except RuntimeError:
+        return False
+    return True
 
 
 def ask_person(question: Question) -> Decision:
@@ -91,4 +106,5 @@ __all__ = [
     "RejectDecision",
     "RespondDecision",
     "ask_person",
+    "can_ask",
 ]

@@ -1,12 +1,45 @@
-"""The approval hook: a call may need a decision before it runs (human in the loop)."""
+"""The approval hook: a call may need a decision before it runs (human in the loop).
+
+`ApprovalMiddleware` puts each call to its gates. The default pipeline's gate,
+`SensitiveCallGate`, pauses the turn before every call that needs the
+person's decision (see `tools.sensitivity` for which and why) with a
+`hitl.Question` of kind "approval", and goes on as the answer says:
+
+- approve: the call runs as the model made it;
+- edit: it runs with the person's arguments (those the model may set: fixed
+  ones are added as they are to the model's), validated against the action's
+  parameters; an edit that does not fit is asked again, saying what was wrong;
+- reject: it does not run; the model hears "The user rejected this call: <reason>".
+
+Every answer is recorded in the request log under the call's request id.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
+from langchain_core.tools import BaseTool
+from pydantic import ValidationError
+
+from orchestrator.errors import ToolError, validation_problems
+from orchestrator.tools.hitl import ALLOWED, Decision, Question, ask_person, can_ask
 from orchestrator.tools.pipeline.base import Handler, ToolCallRequest
+from orchestrator.tools.pipeline.records import APPROVED, EDITED, INVALID_EDIT, REJECTED, safely
+from orchestrator.tools.pipeline.validate import parameters_model
 from orchestrator.tools.results import ToolResult
+from orchestrator.tools.sensitivity import SensitivityRules
+
+REJECTED_MESSAGE = "The user rejected this call"
+REJECTED_CODE = "rejected"
+NO_ONE_TO_ASK = (
+    "{name} needs the user's decision before it runs, and there is no conversation to ask "
+    "in: it did not run"
+)
+EDITED_NOTE = "The user changed the arguments before the call ran; it ran with {arguments}. "
+OTHER_TOOL = "an edit may change the arguments, not the tool: {edited!r} is not {name!r}"
+FIXED_SET = "the edit sets {names}, which the tool's configuration fixes: leave them out"
 
 
 class Gate(Protocol):
@@ -21,15 +54,163 @@ class Gate(Protocol):
 
 
 class ApprovalMiddleware:
-    """Puts each call to the gates in order; the first refusal answers the call."""
+    """Puts each call to the gates in order; the first refusal answers the call.
+
+    When a gate changed the arguments (the person edited them), the model
+    hears so before the result, with the arguments the call ran with.
+    """
 
     def __init__(self, gates: Sequence[Gate] = ()) -> None:
         self.gates = list(gates)
 
     async def awrap_tool_call(self, request: ToolCallRequest, handler: Handler) -> ToolResult:
+        proposed = request.arguments
         for gate in self.gates:
             decision = await gate.review(request)
             if isinstance(decision, ToolResult):
                 return decision
             request = decision
-        return await handler(request)
+        result = await handler(request)
+        if request.arguments == proposed:
+            return result
+        arguments = json.dumps(visible_arguments(request), ensure_ascii=False, default=str)
+        note = EDITED_NOTE.format(arguments=arguments)
+        return result.model_copy(update={"message": note + result.message})
+
+
+class SensitiveCallGate:
+    """Asks the person before each call that needs a decision: approve, edit or reject.
+
+    Which calls need one, `rules` says (see `tools.sensitivity`). Outside a
+    graph run (a call run again by recovery) no one can be asked: such a call
+    does not run.
+    """
+
+    def __init__(self, rules: SensitivityRules | None = None) -> None:
+        self.rules = rules or SensitivityRules()
+
+    async def review(self, request: ToolCallRequest) -> ToolCallRequest | ToolResult:
+        tool = request.tool
+        why = self.rules.why(request.name, tool.metadata if tool is not None else None)
+        if why is None or tool is None:
+            return request
+        if not can_ask():
+            message = NO_ONE_TO_ASK.format(name=request.name)
+            return request.failed(ToolError(message, code=REJECTED_CODE, recoverable=False))
+        number, problem = 0, None
+        while True:  # an edit that does not fit asks again; the answers come in order
+            decision = ask_person(approval_question(request, why=why, problem=problem))
+            answer = await _answered(request, decision, number=number)
+            if not isinstance(answer, str):
+                return answer
+            number, problem = number + 1, answer
+
+
+async def _answered(
+    request: ToolCallRequest, decision: Decision, *, number: int
+) -> ToolCallRequest | ToolResult | str:
+    """What the call does after `decision`: run (edited or not), not run, or ask again."""
+    asked = dict(request.call["args"])
+    if decision["type"] == "approve":
+        await _note(request, APPROVED, {"decision": "approve", "args": asked}, number=number)
+        return request
+    if decision["type"] == "edit":
+        edited = decision["edited_action"]
+        outcome = edited_request(request, name=edited["name"], arguments=edited["args"])
+        detail = {"decision": "edit", "args": asked, "edited_args": edited["args"]}
+        if isinstance(outcome, str):
+            await _note(request, INVALID_EDIT, {**detail, "problem": outcome}, number=number)
+        else:
+            await _note(request, EDITED, detail, number=number)
+        return outcome
+    reason = decision.get("message") or None
+    detail = {"decision": "reject", "args": asked, "reason": reason}
+    await _note(request, REJECTED, detail, number=number)
+    message = f"{REJECTED_MESSAGE}: {reason}" if reason else REJECTED_MESSAGE
+    return request.failed(ToolError(message, code=REJECTED_CODE, recoverable=False))
+
+
+def approval_question(
+    request: ToolCallRequest, *, why: str, problem: str | None = None
+) -> Question:
+    """What the person is asked about `request`: the call as the model made it, and why it asks.
+
+    The arguments are the model's own (never the values the configuration
+    fixes); `args_schema` is the schema the model sees, which an edit follows.
+    """
+    tool = request.tool
+    assert tool is not None  # validation answered calls of unknown tools
+    question = Question(
+        kind="approval",
+        request_id=request.record.request_id,
+        agent_path=list(request.context.agent_path),
+        action={
+            "name": request.name,
+            "args": dict(request.call["args"]),
+            "description": tool.description,
+        },
+        allowed=list(ALLOWED["approval"]),
+        args_schema=edit_schema(tool),
+        why=why,
+    )
+    if problem is not None:
+        question["problem"] = problem
+    return question
+
+
+def edited_request(
+    request: ToolCallRequest, *, name: str, arguments: Mapping[str, object]
+) -> ToolCallRequest | str:
+    """`request` with the person's `arguments`, checked as the model's would be; else the problem.
+
+    The fixed parameters of the tool's scope are added as they are to the
+    model's arguments (see `pipeline.scope`); setting one is a problem.
+    """
+    if name != request.name:
+        return OTHER_TOOL.format(edited=name, name=request.name)
+    scope = getattr(request.tool, "scope", None)
+    merged = dict(arguments)
+    if scope is not None:
+        fixed = sorted(key for key in arguments if key in scope.hidden)
+        if fixed:
+            return FIXED_SET.format(names=", ".join(repr(key) for key in fixed))
+        merged.update(scope.fixed)
+    assert request.tool is not None
+    schema = parameters_model(request.tool)
+    if schema is None:  # a raw JSON schema: the tool checks its own input
+        return request.override(arguments=merged, parsed=None)
+    try:
+        parsed = schema.model_validate(merged)
+    except ValidationError as error:
+        return validation_problems(error)
+    return request.override(arguments=merged, parsed=parsed)
+
+
+def edit_schema(tool: BaseTool) -> dict[str, object]:
+    """The JSON schema of the arguments the model (and so an edit) may set."""
+    schema = tool.tool_call_schema
+    return dict(schema) if isinstance(schema, dict) else schema.model_json_schema()
+
+
+def visible_arguments(request: ToolCallRequest) -> dict[str, object]:
+    """The call's arguments without those its configuration fixes (which may be secrets)."""
+    scope = getattr(request.tool, "scope", None)
+    hidden = scope.hidden if scope is not None else frozenset()
+    return {key: value for key, value in request.arguments.items() if key not in hidden}
+
+
+async def _note(
+    request: ToolCallRequest, outcome: str, detail: dict[str, object], *, number: int
+) -> None:
+    observer = request.context.observer
+    if observer is None:
+        return
+    await safely(
+        observer.decided(
+            request.record.request_id,
+            user_id=request.record.user_id,
+            outcome=outcome,
+            detail=detail,
+            question=number,
+        )
+    )

@@ -7,6 +7,7 @@ import asyncio
 
 from langchain_core.runnables import RunnableConfig
 
+from orchestrator.tools.hitl import INTERACTIVE
 from orchestrator.tools.pipeline.base import Handler, ToolCallRequest
 from orchestrator.tools.pipeline.records import safely
 from orchestrator.tools.results import ToolResult
@@ -30,7 +31,7 @@ class BackgroundMiddleware:
 
     async def awrap_tool_call(self, request: ToolCallRequest, handler: Handler) -> ToolResult:
         runner = request.context.background
-        if runner is None:
+        if runner is None or _interactive(request):
             return await handler(request)
         background = request.record.background
         if background:
@@ -48,6 +49,12 @@ class BackgroundMiddleware:
         if observer is not None and not background:
             await safely(observer.acknowledged(request.record, detail=OUTLIVED))
         return acknowledgement(request)
+
+
+def _interactive(request: ToolCallRequest) -> bool:
+    # A call that asks the person pauses the turn at once: handed over, its question is lost.
+    metadata = (request.tool.metadata or {}) if request.tool is not None else {}
+    return bool(metadata.get(INTERACTIVE))
 
 
 def acknowledgement(request: ToolCallRequest) -> ToolResult:

@@ -1,7 +1,7 @@
 """Dispatch: every tool call, at every level, runs through one pipeline of middleware.
 
-    request log -> AI scope -> validation -> approval -> background handover
-    -> usage -> timeout and retry -> the tool
+    request log -> AI scope -> validation -> approval (the person's decision)
+    -> background handover -> usage -> timeout and retry -> the tool
 
 Inline calls, background calls, nested agents' calls and calls recovery runs
 again after a crash all pass here; a new policy is a new middleware.
@@ -17,7 +17,7 @@ from langchain_core.tools import BaseTool
 
 from orchestrator.levels import Limits
 from orchestrator.tools.context import RunContext
-from orchestrator.tools.pipeline.approval import ApprovalMiddleware
+from orchestrator.tools.pipeline.approval import ApprovalMiddleware, SensitiveCallGate
 from orchestrator.tools.pipeline.background import BackgroundMiddleware
 from orchestrator.tools.pipeline.base import ToolCallRequest, ToolMiddleware, compose
 from orchestrator.tools.pipeline.log import RequestLogMiddleware
@@ -30,15 +30,22 @@ from orchestrator.tools.pipeline.validate import ValidationMiddleware
 from orchestrator.tools.policy import ExecutionPolicy
 from orchestrator.tools.replay import request_id
 from orchestrator.tools.results import ToolResult
+from orchestrator.tools.sensitivity import SensitivityRules
 
 
-def default_middleware() -> list[ToolMiddleware]:
-    """The pipeline every call runs through, outermost first."""
+def default_middleware(*, sensitive_patterns: Sequence[str] | None = None) -> list[ToolMiddleware]:
+    """The pipeline every call runs through, outermost first.
+
+    Calls that need the person's decision pause before they run (see
+    `tools.sensitivity`); `sensitive_patterns` replace the default patterns
+    of call names that do (the setting ORCHESTRATOR_SENSITIVE_PATTERNS).
+    """
+    rules = SensitivityRules.of(sensitive_patterns)
     return [
         RequestLogMiddleware(),
         ScopeMiddleware(),
         ValidationMiddleware(),
-        ApprovalMiddleware(),
+        ApprovalMiddleware([SensitiveCallGate(rules)]),
         BackgroundMiddleware(),
         UsageMiddleware(),
         TimeoutRetryMiddleware(),

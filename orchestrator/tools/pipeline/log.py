@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 
-from langgraph.errors import GraphBubbleUp
+from langgraph.errors import GraphBubbleUp, GraphInterrupt
 
 from orchestrator.tools.pipeline.background import acknowledgement, is_acknowledgement
 from orchestrator.tools.pipeline.base import Handler, ToolCallRequest
-from orchestrator.tools.pipeline.records import safely
+from orchestrator.tools.pipeline.records import Asked, CallRecord, safely
 from orchestrator.tools.replay import decide
 from orchestrator.tools.results import ToolResult
 
@@ -19,7 +20,8 @@ class RequestLogMiddleware:
     A call the log already knows (a resumed turn, a recovered call) is not
     simply run again: `replay.decide` says whether it runs, is answered from
     the log, or goes on in the background. A call that pauses (a LangGraph
-    interrupt inside it) is recorded as paused, so that resuming runs it again.
+    interrupt inside it) is recorded as paused, with the questions it asks, so
+    that resuming runs it again.
     """
 
     async def awrap_tool_call(self, request: ToolCallRequest, handler: Handler) -> ToolResult:
@@ -35,8 +37,8 @@ class RequestLogMiddleware:
             await safely(observer.started(record))
         try:
             result = await handler(request)
-        except GraphBubbleUp:  # an interrupt: the call runs again when the turn resumes
-            await safely(observer.paused(record))
+        except GraphBubbleUp as bubble:  # an interrupt: the call runs again when the turn resumes
+            await safely(observer.paused(record, asked=asked_by(record, bubble)))
             raise
         except asyncio.CancelledError:  # the turn was cancelled (Ctrl-C): so is its call
             await asyncio.shield(safely(observer.cancelled(record)))
@@ -44,3 +46,23 @@ class RequestLogMiddleware:
         if not is_acknowledgement(result):  # a background call is recorded when it ends
             await safely(observer.finished(record, result))
         return result
+
+
+def asked_by(record: CallRecord, bubble: GraphBubbleUp) -> list[Asked]:
+    """The questions `record`'s call asks among the interrupts going up.
+
+    A question of a call below it (a `hitl.Question` naming another request)
+    is that call's: its own log records it. An interrupt that names no request
+    is recorded with each call it passes.
+    """
+    if not isinstance(bubble, GraphInterrupt) or not bubble.args:
+        return []
+    return [
+        Asked(interrupt_id=found.id, question=found.value)
+        for found in bubble.args[0]
+        if _asker(found.value) in (None, record.request_id)
+    ]
+
+
+def _asker(value: object) -> object:
+    return value.get("request_id") if isinstance(value, Mapping) else None

@@ -4,14 +4,27 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypedDict
 
 from orchestrator.tools.replay import PriorCall
 from orchestrator.tools.results import ToolResult
 
 logger = logging.getLogger(__name__)
+
+
+# What the person's answer did, as the request log records it (`RequestObserver.decided`).
+APPROVED, EDITED, INVALID_EDIT, REJECTED = "approved", "edited", "invalid_edit", "rejected"
+ANSWERED, DECLINED, GRANTED, REFUSED = "answered", "declined", "granted", "refused"
+DECISIONS = (APPROVED, EDITED, INVALID_EDIT, REJECTED, ANSWERED, DECLINED, GRANTED, REFUSED)
+
+
+class Asked(TypedDict):
+    """A question a paused call asks: the interrupt's id and value (a `hitl.Question`, mostly)."""
+
+    interrupt_id: str
+    question: object
 
 
 @dataclass(frozen=True)
@@ -41,7 +54,9 @@ class RequestObserver(Protocol):
 
     async def cancelled(self, call: CallRecord) -> None: ...
 
-    async def paused(self, call: CallRecord) -> None: ...
+    async def paused(self, call: CallRecord, *, asked: Sequence[Asked] = ()) -> None:
+        """It waits for answers to `asked` (its own questions; none when a call below it asks)."""
+        ...
 
     async def resumed(self, call: CallRecord) -> None: ...
 
@@ -50,6 +65,23 @@ class RequestObserver(Protocol):
     async def requeued(self, call: CallRecord) -> None: ...
 
     async def interrupted(self, call: CallRecord) -> None: ...
+
+    async def decided(
+        self,
+        request_id: str,
+        *,
+        user_id: str | None,
+        outcome: str,
+        detail: Mapping[str, object],
+        question: int = 0,
+    ) -> None:
+        """The person answered question number `question` (from 0) of the call `request_id`.
+
+        `outcome` says how (approved, edited, rejected, answered, ...), `detail`
+        what with. A task that runs again after a later question replays the
+        earlier answers: a decision the log holds already is not recorded twice.
+        """
+        ...
 
 
 class BackgroundRunner(Protocol):
