@@ -39,7 +39,12 @@ def elapsed(args: list[str], env: dict[str, str]) -> float:
 
 
 def main() -> None:
-    home = Path(tempfile.mkdtemp(prefix="bench-startup-"))
+    with tempfile.TemporaryDirectory(prefix="bench-startup-") as home:
+        print(json.dumps(measure(Path(home))))
+
+
+def measure(home: Path) -> dict[str, float]:
+    """The ratios (and the yardstick's median) for commands run with `home` as their home."""
     env = {**os.environ, "ORCHESTRATOR_HOME": str(home)}
     env["ORCHESTRATOR_SUB_GRAPHS_DIR"] = str(Path(__file__).resolve().parents[1] / "sub_graphs")
     yardstick = [sys.executable, "-c", YARDSTICK, "--help"]
@@ -51,7 +56,7 @@ def main() -> None:
     floor = statistics.median(times["yardstick"])
     figures = {f"{name}_ratio": round(statistics.median(times[name]) / floor, 2) for name in COMMANDS}
     figures["yardstick_s"] = round(floor, 3)
-    print(json.dumps(figures))
+    return figures
 
 
 if __name__ == "__main__":

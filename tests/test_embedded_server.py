@@ -1,11 +1,13 @@
 """The embedded server is not orphaned: departed users are dropped, the last one stops it.
 
 Real processes join a server of the test's own (a fresh data directory each);
-the test stops it afterwards whatever happened.
+the test stops it afterwards whatever happened. The last tests run `orchestrator`
+itself and end it while the server is still starting.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -22,6 +24,7 @@ import psycopg
 import pytest
 
 from orchestrator.store.embedded import PGDATA, drop_departed, leave_embedded_server
+from tests.helpers import cli_env
 
 # A user of the server: joins, says so through a marker file (its admin URL),
 # then waits for the test to close its stdin, leaving explicitly (twice: it is
@@ -253,3 +256,137 @@ def test_a_server_another_user_restarted_is_stopped_by_the_last_one_to_leave(ser
     server.leave(last, explicitly=True)  # it only saw the postmaster that died
     server.wait_stopped()
     assert not alive(restarted)
+
+
+# Logged (at INFO) by a command that ends while its database is starting, before it waits.
+WAITING = "waiting for the database to finish starting"
+
+
+def orchestrator(
+    *args: str, home: Path, env: dict[str, str] | None = None
+) -> subprocess.Popen[str]:
+    """`orchestrator ARGS` with `home` as its home (its data directory is `home/data`).
+
+    No terminal and an empty stdin; stderr goes to `home/err.txt`.
+    """
+    with open(home / "err.txt", "w") as err:
+        return subprocess.Popen(
+            [sys.executable, "-m", "orchestrator", *args],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, cwd=home, text=True,
+            env={**cli_env(home), "ORCHESTRATOR_EMBEDDINGS": "none", **(env or {})},
+            start_new_session=True,
+        )
+
+
+def frozen_pg_ctl(command: subprocess.Popen[str]) -> psutil.Process:
+    """The `pg_ctl start` that `command` runs, caught and stopped (SIGSTOP).
+
+    This is the gate for "while the server starts": the package lists the
+    process as a user of the server only once pg_ctl has returned, so as long as
+    pg_ctl is stopped the command is mid-start, whatever else it is doing. (An
+    environment hook would need code in the product for the tests' sake; a gate
+    on postmaster.pid alone could open after the start is over.) pg_ctl runs
+    for a second or so, far longer than one poll; the package gives it 10 s in
+    all, so it must be resumed well before then.
+    """
+    parent = psutil.Process(command.pid)
+
+    def caught() -> psutil.Process | None:
+        for child in parent.children():
+            try:
+                if child.name() == "pg_ctl" and "start" in child.cmdline():
+                    child.suspend()
+                    return child
+            except psutil.NoSuchProcess:  # it ended between the listing and the stop
+                continue
+        return None
+
+    pg_ctl: psutil.Process | None = None
+
+    def caught_or_over() -> bool:
+        nonlocal pg_ctl
+        pg_ctl = caught()
+        return pg_ctl is not None or command.poll() is not None
+
+    wait_until(caught_or_over, "the command to run pg_ctl")
+    assert pg_ctl is not None, (command.args, command.returncode)
+    return pg_ctl
+
+
+def said(home: Path, text: str) -> Callable[[], bool]:
+    return lambda: text in (home / "err.txt").read_text()
+
+
+def wait_for_the_signal(command: subprocess.Popen[str], home: Path) -> None:
+    """Until the signalled command waits for the start (or, without the fix, has exited past it)."""
+    waiting = said(home, WAITING)
+    wait_until(lambda: command.poll() is not None or waiting(), "the signal to be handled")
+
+
+def wait_for_pg_ctl_to_end(pg_ctl: psutil.Process) -> None:
+    """Resume it and wait for it to end: then postmaster.pid says whether a server came up."""
+    with contextlib.suppress(psutil.NoSuchProcess):
+        pg_ctl.resume()
+    wait_until(lambda: not alive(pg_ctl.pid), "pg_ctl to end")
+
+
+@pytest.mark.parametrize("number", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def test_a_signal_while_the_server_starts_stops_it(
+    server: Server, tmp_path: Path, number: int
+) -> None:
+    command = orchestrator("ask", "hi", home=tmp_path, env={"ORCHESTRATOR_LOG_LEVEL": "INFO"})
+    server.users.append(command)  # killed at teardown should the test fail
+    pg_ctl = frozen_pg_ctl(command)
+    try:
+        # To the whole process group, pg_ctl included, as a Ctrl-C on the terminal
+        # or `timeout` sends it: a pg_ctl killed by it would leave its server behind.
+        os.killpg(command.pid, number)
+        wait_for_the_signal(command, tmp_path)  # only then may the start go on
+    finally:
+        wait_for_pg_ctl_to_end(pg_ctl)
+
+    assert command.wait(timeout=WAIT_SECONDS) == 128 + number, (tmp_path / "err.txt").read_text()
+    assert server.postmaster() is None, "the server outlived the command"
+    assert command.pid not in server.listed()
+
+
+def test_a_second_ctrl_c_does_not_wait_for_the_server(server: Server, tmp_path: Path) -> None:
+    command = orchestrator("ask", "hi", home=tmp_path, env={"ORCHESTRATOR_LOG_LEVEL": "INFO"})
+    server.users.append(command)
+    pg_ctl = frozen_pg_ctl(command)
+    try:
+        os.killpg(command.pid, signal.SIGINT)  # Ctrl-C, as the terminal sends it
+        wait_for_the_signal(command, tmp_path)
+        assert said(tmp_path, WAITING)(), "the first Ctrl-C waits for the start"
+        os.killpg(command.pid, signal.SIGINT)
+        assert command.wait(timeout=WAIT_SECONDS) == 130
+        assert pg_ctl.status() == psutil.STATUS_STOPPED, "it left with the start still stopped"
+    finally:
+        wait_for_pg_ctl_to_end(pg_ctl)
+
+    # The price, as documented: the server pg_ctl went on to start may be left
+    # running, with nobody listed. The next command that uses it stops it.
+    with open(tmp_path / "status.err", "w") as err:
+        status = subprocess.run(
+            [sys.executable, "-m", "orchestrator", "db", "status"], stdout=subprocess.DEVNULL,
+            stderr=err, cwd=tmp_path, env=cli_env(tmp_path), timeout=WAIT_SECONDS,
+        )
+    assert status.returncode == 0, (tmp_path / "status.err").read_text()
+    assert server.postmaster() is None
+
+
+def test_a_bad_model_at_startup_is_one_line_and_leaves_no_server(
+    server: Server, tmp_path: Path
+) -> None:
+    # An existing data directory and tool directory: startup has nothing else to say.
+    server.data_dir.mkdir()
+    (tmp_path / "sub_graphs").mkdir()
+    command = orchestrator("ask", "hi", home=tmp_path, env={"ORCHESTRATOR_MODEL": "nosuch:x"})
+    server.users.append(command)
+
+    assert command.wait(timeout=WAIT_SECONDS) == 2
+    lines = (tmp_path / "err.txt").read_text().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("error: ORCHESTRATOR_MODEL='nosuch:x': ")
+    assert server.postmaster() is None
+    assert not (server.pgdata / ".handle_pids.json").exists() or command.pid not in server.listed()

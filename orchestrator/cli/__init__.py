@@ -78,7 +78,8 @@ def _exit_past_leftover_threads(code: object) -> None:
 
     Python would wait for such a thread at exit, for as long as it runs. The
     exit hooks still run (the embedded database is left in order); only the
-    wait is skipped.
+    wait is skipped. The thread starting the embedded database is not one of
+    them: a daemon thread, which `startup` waits for before the command ends.
     """
     leftover = [
         thread

