@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager, suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal, TypedDict
 
 from langchain_core.messages import (
@@ -20,8 +20,9 @@ from langchain_core.messages import (
 )
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Command, StateSnapshot
 
-from orchestrator.errors import ToolError
+from orchestrator.errors import ToolError, UserError
 from orchestrator.events import StatusEvent, ToolEvent
 from orchestrator.graph.builder import MODEL_NODE
 from orchestrator.graph.prompts import CANCELLED_CALL, CANCELLED_TURN, FOLLOW_UP_LIMIT
@@ -31,6 +32,7 @@ from orchestrator.store.sessions import claim_session
 from orchestrator.store.storage import Storage
 from orchestrator.tasks import BackgroundTask, TaskManager
 from orchestrator.tools.context import RunContext, UserDatabase
+from orchestrator.tools.hitl import ALLOWED, Decision, Question
 from orchestrator.tools.results import ToolResult
 from orchestrator.tools.usage import UsageMeter
 
@@ -65,13 +67,59 @@ class ToolCallRecord:
 
 
 @dataclass(frozen=True)
+class PendingQuestion:
+    """A question a paused turn waits on: the interrupt's id (answers are keyed by it) and the question."""
+
+    id: str
+    question: Question
+
+    def to_json(self, decision: Decision | None = None) -> dict[str, object]:
+        """One entry of `ask --json`'s `questions`: the question and, once answered, its decision."""
+        action = self.question["action"]
+        edited = decision["edited_action"]["args"] if decision and decision["type"] == "edit" else None
+        return {
+            "id": self.id,
+            "kind": self.question["kind"],
+            "agent_path": list(self.question["agent_path"]),
+            "tool": action["name"],
+            "arguments": action["args"],
+            "decision": decision["type"] if decision else None,
+            "edited_arguments": edited,
+            "message": decision.get("message") if decision else None,
+        }
+
+
+@dataclass(frozen=True)
+class AnsweredQuestion:
+    """A question of the turn and the person's decision on it."""
+
+    asked: PendingQuestion
+    decision: Decision
+
+
+class QuestionsWaitingError(UserError):
+    """The session's turn waits for answers: a new turn would drop the paused calls."""
+
+    def __init__(self, session_id: str, count: int) -> None:
+        super().__init__(
+            f"Session {session_id} waits for answers to {count} question(s); answer them first."
+        )
+
+
+@dataclass(frozen=True)
 class TurnResult:
-    """What one user message led to."""
+    """What one user message led to: the answer, or the questions the turn waits on.
+
+    `questions` are the open questions when the turn paused (then `answer` is
+    empty); `answered` the questions of this turn answered in this process.
+    """
 
     answer: str
     answer_id: str | None
     iterations: int
     tool_calls: list[ToolCallRecord] = field(default_factory=list)
+    questions: list[PendingQuestion] = field(default_factory=list)
+    answered: list[AnsweredQuestion] = field(default_factory=list)
 
     def to_json(self) -> dict[str, object]:
         """The shape `orchestrator ask --json` prints."""
@@ -86,6 +134,10 @@ class TurnResult:
                     "request_id": c.request_id,
                 }
                 for c in self.tool_calls
+            ],
+            "questions": [
+                *(a.asked.to_json(a.decision) for a in self.answered),
+                *(q.to_json() for q in self.questions),
             ],
         }
 
@@ -122,6 +174,8 @@ class Session:
         self._claimed = False
         self._archived = 0  # messages of the history already archived by this process
         self._turn = asyncio.Lock()  # one turn at a time: the user's, a resumed one, a follow-up
+        self._answered: list[AnsweredQuestion] = []  # the current turn's questions answered here
+        self._kept: list[BaseMessage] = []  # follow-up notices kept while a question waited
         # Called once when another process runs a turn of this session and this one waits.
         self.on_busy: Callable[[], None] | None = None
         if tasks is not None:
@@ -147,7 +201,11 @@ class Session:
         )
 
     async def run(self, text: str, *, on_event: EventHandler | None = None) -> TurnResult:
-        """Send one user message and run the graph until the model answers."""
+        """Send one user message and run the graph until the model answers or a question waits.
+
+        While the session's turn waits for answers (see `pending`), a new message
+        would drop the paused calls: it raises `QuestionsWaitingError` instead.
+        """
         self._follow_ups = 0
         return await self._turn_with(HumanMessage(content=text, id=uuid.uuid4().hex), on_event)
 
@@ -159,7 +217,8 @@ class Session:
         Past `max_follow_ups` follow-ups since the user's last message, the
         result is only added to the conversation (the model sees it next turn)
         and None is returned: a task whose report starts another task cannot
-        chain turns forever.
+        chain turns forever. While a question waits, the result is kept and
+        sent with the user's next message (None is returned too).
         """
         body = task.result.to_model_text(max_chars=self.settings.max_tool_result_chars) if task.result else "{}"
         notice = FOLLOW_UP.format(task_id=task.task_id, tool=task.tool, status=task.status, result=body)
@@ -168,19 +227,63 @@ class Session:
             await self._end_turn_with([message, SystemMessage(FOLLOW_UP_LIMIT)])
             return None
         self._follow_ups += 1
-        return await self._turn_with(message, on_event)
+        try:
+            return await self._turn_with(message, on_event)
+        except QuestionsWaitingError:
+            self._follow_ups -= 1  # no turn ran
+            self._kept.append(message)
+            return None
 
     async def _turn_with(self, message: BaseMessage, on_event: EventHandler | None) -> TurnResult:
         await self._claim()
         async with self._holding():
-            history = await self._stream({"messages": [message], "iterations": 0}, on_event)
-        return _collect_turn(history, after=message.id)
+            waiting = _questions(await self.graph.aget_state(self.config))
+            if waiting:
+                raise QuestionsWaitingError(self.session_id, len(waiting))
+            kept, self._kept = self._kept, []
+            self._answered = []
+            state = await self._stream({"messages": [*kept, message], "iterations": 0}, on_event)
+        return self._result(state, start=message.id)
 
     async def _end_turn_with(self, messages: list[BaseMessage]) -> None:
-        """Add `messages` to the conversation as the end of a turn, without running the model."""
+        """Add `messages` to the conversation as the end of a turn, without running the model.
+
+        While a question waits they are kept for the next turn instead: a new
+        checkpoint would drop the paused calls.
+        """
         async with self._holding():
+            if (await self.graph.aget_state(self.config)).interrupts:
+                self._kept.extend(messages)
+                return
             await self.graph.aupdate_state(self.config, {"messages": messages}, as_node=MODEL_NODE)
             await self._archive()
+
+    async def pending(self) -> list[PendingQuestion]:
+        """The questions the session's turn waits on, in the order of its calls (empty: none)."""
+        return _questions(await self.graph.aget_state(self.config))
+
+    async def answer(
+        self, decisions: Mapping[str, Decision], *, on_event: EventHandler | None = None
+    ) -> TurnResult:
+        """Resume the waiting turn once, with the person's decisions keyed by question id.
+
+        A question left without a decision is asked again (its call pauses once
+        more); calls that had finished do not run again. The result is the
+        turn's answer, or the questions it waits on next.
+        """
+        await self._claim()
+        async with self._holding():
+            state = await self.graph.aget_state(self.config)
+            asked = {q.id: q for q in _questions(state)}
+            unknown = [question_id for question_id in decisions if question_id not in asked]
+            if unknown:
+                raise UserError(
+                    f"No open question {unknown[0]} in session {self.session_id}: answered already?"
+                )
+            if decisions:
+                self._answered += [AnsweredQuestion(asked[i], d) for i, d in decisions.items()]
+                state = await self._stream(Command(resume=dict(decisions)), on_event)
+        return self._result(state)
 
     async def _close_cancelled_turn(self) -> None:
         """Leave a valid history after a cancelled turn: every call answered, the turn ended.
@@ -208,33 +311,41 @@ class Session:
             self.on_follow_up(task, result)
 
     async def open(self) -> bool:
-        """Claim the session and archive what a stopped process left; True if a turn is unfinished."""
+        """Claim the session and archive what a stopped process left; True if a turn is unfinished.
+
+        A turn that waits for answers is not unfinished: it goes on with `answer`
+        (`pending` lists its questions), never by running its paused calls again.
+        """
         await self._claim()
         # Holding the turn: a follow-up turn running now, here or in another
         # process, is not one a stopped process left unfinished.
         async with self._holding():
-            await self._archive()
-            return bool((await self.graph.aget_state(self.config)).next)
+            state = await self._archive()
+            return bool(state.next) and not state.interrupts
 
     async def resume(self, *, on_event: EventHandler | None = None) -> TurnResult:
-        """Finish the turn a stopped process left half done (see `open`)."""
+        """Finish the turn a stopped process left half done (see `open`).
+
+        A turn that waits for answers is not run: the result holds its questions.
+        """
         await self._claim()
         async with self._holding():
-            if not (await self.graph.aget_state(self.config)).next:
+            state = await self.graph.aget_state(self.config)
+            if not state.next:
                 return TurnResult(answer="", answer_id=None, iterations=0, tool_calls=[])
-            history = await self._stream(None, on_event)
-        last_question = next(m.id for m in reversed(history) if isinstance(m, HumanMessage))
-        return _collect_turn(history, after=last_question)
+            if not state.interrupts:
+                self._answered = []
+                state = await self._stream(None, on_event)
+        return self._result(state)
 
     async def history(self) -> list[BaseMessage]:
         """Every message of the conversation so far."""
-        state = await self.graph.aget_state(self.config)
-        return list(state.values.get("messages", []))
+        return _messages(await self.graph.aget_state(self.config))
 
     async def _stream(
-        self, turn_input: dict[str, object] | None, on_event: EventHandler | None
-    ) -> list[BaseMessage]:
-        """Run the graph, forwarding its events; the history after the turn, archived."""
+        self, turn_input: dict[str, object] | Command | None, on_event: EventHandler | None
+    ) -> StateSnapshot:
+        """Run the graph, forwarding its events; the state after the turn, its history archived."""
         try:
             async for namespace, mode, chunk in self.graph.astream(
                 turn_input,
@@ -283,15 +394,50 @@ class Session:
             await claim_session(self.storage.database, self.session_id, user_id=self.user_id)
             self._claimed = True
 
-    async def _archive(self) -> list[BaseMessage]:
-        """Store what the history gained since the last archive; the history."""
-        history = await self.history()
+    async def _archive(self) -> StateSnapshot:
+        """Store what the history gained since the last archive; the state it is part of."""
+        state = await self.graph.aget_state(self.config)
+        history = _messages(state)
         if self.storage is not None:
             await self.storage.messages.save(
                 history[self._archived :], session_id=self.session_id, user_id=self.user_id
             )
             self._archived = len(history)
-        return history
+        return state
+
+    def _result(self, state: StateSnapshot, *, start: str | None = None) -> TurnResult:
+        """The turn that began with message `start` (default: the last one a turn begins with)."""
+        messages = _messages(state)
+        start = start or _turn_start(messages)
+        turn = _collect_turn(messages, after=start, waiting=_questions(state))
+        return replace(turn, answered=list(self._answered))
+
+
+def _messages(state: StateSnapshot) -> list[BaseMessage]:
+    return list(state.values.get("messages", []))
+
+
+def _questions(state: StateSnapshot) -> list[PendingQuestion]:
+    return [PendingQuestion(found.id, _as_question(found.value)) for found in state.interrupts]
+
+
+def _as_question(value: object) -> Question:
+    """The interrupt's value as a question; a bare `interrupt(value)` becomes a free question."""
+    if isinstance(value, dict) and value.get("kind") in ALLOWED and "action" in value:
+        return value  # type: ignore[return-value]  # ask_person's Question
+    return Question(
+        kind="question",
+        request_id="",
+        agent_path=[],
+        action={"name": "interrupt", "args": {}, "description": str(value)},
+        allowed=list(ALLOWED["question"]),
+    )
+
+
+def _turn_start(messages: list[BaseMessage]) -> str | None:
+    """The id of the message the last turn began with: the user's, or a follow-up notice."""
+    starts = (m.id for m in reversed(messages) if isinstance(m, HumanMessage | SystemMessage))
+    return next(starts, None)
 
 
 def _to_event(namespace: tuple[str, ...], mode: str, chunk: object) -> TurnEvent | None:
@@ -318,28 +464,35 @@ def _unanswered_calls(messages: list[BaseMessage]) -> list[ToolCall]:
     return [call for call in last_reply.tool_calls if call["id"] not in answered]
 
 
-def _collect_turn(messages: list[BaseMessage], *, after: str | None) -> TurnResult:
-    start = next(i for i, m in enumerate(messages) if m.id == after) + 1
+def _collect_turn(
+    messages: list[BaseMessage], *, after: str | None, waiting: list[PendingQuestion]
+) -> TurnResult:
+    start = next((i + 1 for i, m in enumerate(messages) if m.id == after), len(messages))
     turn = messages[start:]
     replies = [m for m in turn if isinstance(m, AIMessage)]
     outcomes = {m.tool_call_id: m for m in turn if isinstance(m, ToolMessage)}
+    unanswered = "paused" if waiting else "not_run"
     calls = [
-        _record(call["name"], call["args"], outcomes.get(call["id"] or ""))
+        _record(call["name"], call["args"], outcomes.get(call["id"] or ""), unanswered=unanswered)
         for reply in replies
         for call in reply.tool_calls
     ]
-    final = replies[-1] if replies else None
+    # A paused turn has no answer yet: its last reply is the one whose calls wait.
+    final = replies[-1] if replies and not waiting else None
     return TurnResult(
         answer=final.text if final else "",
         answer_id=final.id if final else None,
         iterations=len(replies),
         tool_calls=calls,
+        questions=waiting,
     )
 
 
-def _record(name: str, args: dict[str, object], outcome: ToolMessage | None) -> ToolCallRecord:
+def _record(
+    name: str, args: dict[str, object], outcome: ToolMessage | None, *, unanswered: str
+) -> ToolCallRecord:
     if outcome is None:
-        return ToolCallRecord(name=name, arguments=args, status="not_run")
+        return ToolCallRecord(name=name, arguments=args, status=unanswered)
     artifact = outcome.artifact if isinstance(outcome.artifact, dict) else {}
     return ToolCallRecord(
         name=name,

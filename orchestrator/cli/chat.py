@@ -6,7 +6,7 @@ import asyncio
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager, redirect_stdout, suppress
 from io import UnsupportedOperation
 from typing import TYPE_CHECKING, Annotated
@@ -19,10 +19,12 @@ from orchestrator.cli.signals import Interrupts
 from orchestrator.cli.startup import Startup, run_command
 
 if TYPE_CHECKING:
+    from orchestrator.cli.questions import QuestionAsker
     from orchestrator.cli.terminal import LineSource
     from orchestrator.runtime import Runtime
-    from orchestrator.session import Session, TurnResult
+    from orchestrator.session import PendingQuestion, Session, TurnResult
     from orchestrator.tasks import BackgroundTask
+    from orchestrator.tools.hitl import Decision
 
 SessionOption = Annotated[
     str | None,
@@ -35,21 +37,28 @@ def chat(user: UserOption = "local", session: SessionOption = None) -> None:
     """Chat with the assistant; lines may be piped in, end of input ends the session."""
 
     async def run(startup: Startup, runtime: Runtime) -> int:
+        from orchestrator.cli.questions import question_asker
         from orchestrator.cli.repl import ChatRepl, resume_turn
 
         conversation = _open_session(runtime, user, session)
-        repl = ChatRepl(
-            runtime=runtime,
-            session=conversation,
-            lines=_line_source(startup),
-            interrupts=startup.interrupts,
-            out=out,
-            err=err,
-        )
-        await _recover(runtime, user)
-        if not await resume_turn(conversation, out=out, err=err):
-            return 1
-        return await repl.run()
+        lines, on_terminal = _line_source(startup)
+        with question_asker(
+            interrupts=startup.interrupts, err=err, lines=lines, on_terminal=on_terminal
+        ) as asker:
+            repl = ChatRepl(
+                runtime=runtime,
+                session=conversation,
+                lines=lines,
+                asker=asker,
+                interrupts=startup.interrupts,
+                out=out,
+                err=err,
+            )
+            await _recover(runtime, user)
+            questions = await resume_turn(conversation, out=out, err=err)
+            if questions is None:
+                return 1
+            return await repl.run(questions)
 
     raise typer.Exit(run_command(run, messages_on_stdin=True))
 
@@ -60,29 +69,66 @@ def ask(
     session: SessionOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Send one message and print the answer (--json: answer, tool_calls, iterations)."""
+    """Send one message and print the answer (--json: answer, tool_calls, questions, iterations).
+
+    Questions the turn asks are answered from standard input, one line each (or
+    on the terminal when there is one); end of input rejects those left.
+    """
 
     async def run(startup: Startup, runtime: Runtime) -> int:
-        from orchestrator.cli.repl import rendered_turn, resume_turn, show_background_results
+        from orchestrator.cli.questions import question_asker
 
         conversation = _open_session(runtime, user, session)
-        if as_json:
-            return await _ask_json(runtime, conversation, text, startup.interrupts)
-        show_background_results(runtime, conversation, out=out, err=err)
-        await _recover(runtime, user)
-        if not await resume_turn(conversation, out=out, err=err):
-            return 1
-        answered = await rendered_turn(conversation, text, out=out, err=err)
-        await _wait_for_tasks(runtime, conversation)
-        return 0 if answered else 1
+        with question_asker(interrupts=startup.interrupts, err=err) as asker:
+            if as_json:
+                return await _ask_json(runtime, conversation, text, startup.interrupts, asker)
+            return await _ask(runtime, conversation, text, asker)
 
     raise typer.Exit(run_command(run))
 
 
-async def _ask_json(runtime: Runtime, session: Session, text: str, interrupts: Interrupts) -> int:
+async def _ask(runtime: Runtime, session: Session, text: str, asker: QuestionAsker) -> int:
+    from orchestrator.cli.repl import rendered_turn, resume_turn, show_background_results
+
+    show_background_results(runtime, session, out=out, err=err)
+    await _recover(runtime, session.user_id)
+    waiting = await resume_turn(session, out=out, err=err)
+    if waiting is None:
+        return 1
+    if waiting and await _rendered_answers(session, waiting, asker) is None:
+        return 1
+    result = await rendered_turn(session, text, out=out, err=err)
+    if result is not None and result.questions:
+        result = await _rendered_answers(session, result.questions, asker)
+    await _wait_for_tasks(runtime, session)
+    left = await session.pending()  # a background task's follow-up turn may ask too
+    if left and await _rendered_answers(session, left, asker) is None:
+        return 1
+    return 0 if result is not None else 1
+
+
+async def _rendered_answers(
+    session: Session, questions: list[PendingQuestion], asker: QuestionAsker
+) -> TurnResult | None:
+    """Answer `questions` (end of input rejects), resuming with live output; None on failure."""
+    from orchestrator.cli.questions import answer_until_done
+    from orchestrator.cli.repl import rendered_answer
+
+    def resume(decisions: dict[str, Decision]) -> Awaitable[TurnResult | None]:
+        return rendered_answer(session, decisions, out=out, err=err)
+
+    result, _ = await answer_until_done(
+        questions, asker=asker, resume=resume, session_id=session.session_id, reject_at_end=True
+    )
+    return result
+
+
+async def _ask_json(
+    runtime: Runtime, session: Session, text: str, interrupts: Interrupts, asker: QuestionAsker
+) -> int:
     # Standard output is the JSON object's alone: what a tool prints goes to stderr.
     with stdout_to_stderr() as print_json:
-        return await _json_turn(runtime, session, text, interrupts, print_json)
+        return await _json_turn(runtime, session, text, interrupts, asker, print_json)
 
 
 async def _json_turn(
@@ -90,6 +136,7 @@ async def _json_turn(
     session: Session,
     text: str,
     interrupts: Interrupts,
+    asker: QuestionAsker,
     print_json: Callable[[dict[str, object]], None],
 ) -> int:
     from orchestrator.cli.repl import failure_line
@@ -106,8 +153,11 @@ async def _json_turn(
         await _recover(runtime, session.user_id)
         if await session.open():
             await session.resume()  # an interrupted turn is finished first, quietly
+        await _quiet_answers(session, await session.pending(), asker)  # so is a waiting one
         result = await session.run(text)
+        result = await _quiet_answers(session, result.questions, asker) or result
         await _wait_for_tasks(runtime, session)
+        await _quiet_answers(session, await session.pending(), asker)
     except asyncio.CancelledError:
         name = interrupts.received.name if interrupts.received else "cancelled"
         print_json({"error": f"interrupted ({name})", "follow_ups": follow_ups, **body})
@@ -119,6 +169,21 @@ async def _json_turn(
         return 1
     print_json({**result.to_json(), "follow_ups": follow_ups, **body})
     return 0
+
+
+async def _quiet_answers(
+    session: Session, questions: list[PendingQuestion], asker: QuestionAsker
+) -> TurnResult | None:
+    """Answer `questions` (end of input rejects), resuming without live output; the turn's end."""
+    from orchestrator.cli.questions import answer_until_done
+
+    async def resume(decisions: dict[str, Decision]) -> TurnResult:
+        return await session.answer(decisions)
+
+    result, _ = await answer_until_done(
+        questions, asker=asker, resume=resume, session_id=session.session_id, reject_at_end=True
+    )
+    return result
 
 
 @contextmanager
@@ -196,12 +261,13 @@ async def _wait_for_tasks(runtime: Runtime, session: Session) -> None:
         await runtime.tasks.drain(session.session_id)
 
 
-def _line_source(startup: Startup) -> LineSource:
+def _line_source(startup: Startup) -> tuple[LineSource, bool]:
+    """Where chat lines come from, and whether that is the terminal's line editor."""
     from orchestrator.cli.repl import COMMANDS
     from orchestrator.cli.terminal import PipedLines, TerminalLines
 
     if sys.stdin.isatty() and out.is_terminal:
         history = startup.settings.data_dir / HISTORY_FILE
-        return TerminalLines(history=history, commands=COMMANDS)
-    return PipedLines(first=startup.leftover)
+        return TerminalLines(history=history, commands=COMMANDS), True
+    return PipedLines(first=startup.leftover), False
 

@@ -184,13 +184,16 @@ def requests_show(
     request_id: Annotated[str, typer.Argument(help="A request id, from ask --json or the log.")],
     user: UserOption = "local",
 ) -> None:
-    """Print the tree of tool calls under a request."""
+    """Print the tree of tool calls under a request, each with its events and their times."""
+    from orchestrator.cli.request_events import events_by_request, event_line
     from orchestrator.store.requests import request_tree
 
     async def run(database: Database) -> None:
         nodes = await request_tree(database, request_id, user_id=user)
         if not nodes:
             raise UserError(f"No request {request_id} of user {user}.")
+        ids = [node.request_id for node in nodes]
+        events = await events_by_request(database, ids, user_id=user)
         for node in nodes:
             action = f".{node.action}" if node.action else ""
             state = f"{node.outcome} ({node.status})" if node.outcome else node.status
@@ -199,6 +202,8 @@ def requests_show(
                 f"{state}  {node.request_id}  {escape(one_line(node.message))}",
                 highlight=False,
             )
+            for event in events.get(node.request_id, []):
+                out.print(f"{'  ' * (node.depth + 2)}{event_line(event)}", highlight=False)
 
     with_database(run)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from contextlib import suppress
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
@@ -12,14 +13,17 @@ from langchain_core.tools import BaseTool
 from rich.console import Console
 from rich.markup import escape
 
+from orchestrator.cli.answers import show_questions
 from orchestrator.cli.common import display_path, shown
+from orchestrator.cli.questions import AnswerChannel, QuestionAsker, answer_until_done
 from orchestrator.cli.render import TurnRenderer, answer_text, shown_name
 from orchestrator.cli.signals import Interrupts
 from orchestrator.cli.terminal import LineSource, quiet_keyboard
 from orchestrator.errors import UserError
 from orchestrator.runtime import Runtime
-from orchestrator.session import Session, TurnResult
+from orchestrator.session import EventHandler, PendingQuestion, Session, TurnResult
 from orchestrator.tasks import BackgroundTask
+from orchestrator.tools.hitl import Decision
 from orchestrator.tools.sources.folders import LoadedTool
 
 logger = logging.getLogger(__name__)
@@ -30,9 +34,13 @@ HELP = """\
 [bold]/history[/bold]    this session's messages
 [bold]/tasks[/bold]      background tasks of this session, running and finished
 [bold]/cancel ID[/bold]  cancel a running background task
+[bold]/pending[/bold]    the questions this session's turn waits on
 [bold]/exit[/bold]       end the session (also /quit, Ctrl-D, or Ctrl-C twice)
-Anything else is a message to the assistant. Ctrl-C cancels a running turn."""
-COMMANDS = ("/help", "/tools", "/history", "/tasks", "/cancel", "/exit", "/quit")
+Anything else is a message to the assistant. Ctrl-C cancels a running turn.
+A question the assistant asks takes one line: y approves, n [reason] rejects,
+e edits (new arguments as JSON on the next line); an ask_human question takes
+your answer. Ctrl-C at a question rejects it."""
+COMMANDS = ("/help", "/tools", "/history", "/tasks", "/cancel", "/pending", "/exit", "/quit")
 EXIT_HINT = "[dim](Ctrl-C again to exit, or Ctrl-D)[/dim]"
 UNKNOWN_COMMAND = "Unknown command {command}; /help lists the commands."
 INTERNAL_ERROR = (
@@ -41,7 +49,7 @@ INTERNAL_ERROR = (
 PREVIEW_CHARS = 200
 FOLLOW_UP_KEPT = (
     "the result of task {task_id} is kept for your next message "
-    "(follow-up limit ORCHESTRATOR_MAX_FOLLOW_UPS reached)"
+    "(follow-up limit ORCHESTRATOR_MAX_FOLLOW_UPS reached, or a question waits for your answer)"
 )
 
 
@@ -79,12 +87,34 @@ async def rendered_turn(
     session: Session, text: str | None, *, out: Console, err: Console
 ) -> TurnResult | None:
     """Run one turn (None: resume the unfinished one) with live output; failures give None."""
+
+    def start(on_event: EventHandler) -> Awaitable[TurnResult]:
+        if text is None:
+            return session.resume(on_event=on_event)
+        return session.run(text, on_event=on_event)
+
+    return await _rendered(session, start, out=out, err=err)
+
+
+async def rendered_answer(
+    session: Session, decisions: Mapping[str, Decision], *, out: Console, err: Console
+) -> TurnResult | None:
+    """Resume the waiting turn with the person's decisions, with live output; failures give None."""
+    return await _rendered(
+        session, lambda on_event: session.answer(decisions, on_event=on_event), out=out, err=err
+    )
+
+
+async def _rendered(
+    session: Session,
+    start: Callable[[EventHandler], Awaitable[TurnResult]],
+    *,
+    out: Console,
+    err: Console,
+) -> TurnResult | None:
     renderer = TurnRenderer(out=out, err=err)
     try:
-        if text is None:
-            result = await session.resume(on_event=renderer)
-        else:
-            result = await session.run(text, on_event=renderer)
+        result = await start(renderer)
     except asyncio.CancelledError:
         with suppress(OSError):  # the terminal may be gone (SIGHUP)
             renderer.cancelled()
@@ -97,21 +127,37 @@ async def rendered_turn(
     return result
 
 
-async def resume_turn(session: Session, *, out: Console, err: Console) -> bool:
-    """Open the session, finishing a turn a stopped process left half done; False on failure."""
+async def resume_turn(session: Session, *, out: Console, err: Console) -> list[PendingQuestion] | None:
+    """Open the session, finishing a turn a stopped process left half done.
+
+    The questions the session's turn waits on (none: it waits on nothing);
+    None on failure.
+    """
     try:
         unfinished = await session.open()
+        waiting = [] if unfinished else await session.pending()
     except Exception as error:
         err.print(f"[red]error:[/red] {escape(failure_line(error))}", highlight=False)
-        return False
+        return None
+    if waiting:
+        count = len(waiting)
+        err.print(
+            f"[dim]session {session.session_id} waits for your answer to {count} question(s)[/dim]"
+        )
+        return waiting
     if not unfinished:
-        return True
+        return []
     err.print(f"[dim]finishing the interrupted turn of session {session.session_id}[/dim]")
-    return await rendered_turn(session, None, out=out, err=err) is not None
+    result = await rendered_turn(session, None, out=out, err=err)
+    return None if result is None else result.questions
 
 
 class ChatRepl:
-    """Reads lines until end of input or /exit; returns the exit code (1 if a turn failed)."""
+    """Reads lines until end of input or /exit; returns the exit code (1 if a turn failed).
+
+    A turn that asks questions has them answered (by `asker`; by default with
+    the next lines of `lines`) before the next line is read as a message.
+    """
 
     def __init__(
         self,
@@ -122,23 +168,40 @@ class ChatRepl:
         interrupts: Interrupts,
         out: Console,
         err: Console,
+        asker: QuestionAsker | None = None,
     ) -> None:
         self.runtime = runtime
         self.session = session
         self.lines = lines
+        # By default questions are answered with the next lines of the chat's input.
+        channel = AnswerChannel(lines=lines, console=err, echo=True)
+        self.asker = asker or QuestionAsker(lambda: channel, interrupts=interrupts)
         self.interrupts = interrupts
         self.out = out
         self.err = err
         self.failed_turns = 0
         self._exit_armed = False  # the last thing was a Ctrl-C: another one at the prompt exits
+        self._ended = False  # the input ended at a question
+        self._questions_left = False  # a follow-up turn paused on questions meanwhile
         show_background_results(runtime, session, out=out, err=err)
+        reported = session.on_follow_up
 
-    async def run(self) -> int:
+        def follow_up(task: BackgroundTask, result: TurnResult | None) -> None:
+            if reported is not None:
+                reported(task, result)
+            self._questions_left = self._questions_left or bool(result and result.questions)
+
+        session.on_follow_up = follow_up
+
+    async def run(self, questions: list[PendingQuestion] | None = None) -> int:
+        """The chat; `questions` the session's turn waits on are answered first."""
         self.err.print(
             f"[dim]session {self.session.session_id} · user {escape(self.session.user_id)}"
             " · /help for commands[/dim]"
         )
-        while True:
+        if questions:
+            await self.answer(questions)
+        while not self._ended:
             try:
                 line = await self.lines.readline()
             except KeyboardInterrupt:  # Ctrl-C at an empty prompt
@@ -161,19 +224,51 @@ class ChatRepl:
         return 1 if self.failed_turns else 0
 
     async def turn(self, text: str) -> None:
-        """One turn; Ctrl-C cancels it and the chat goes on."""
-        work = asyncio.ensure_future(rendered_turn(self.session, text, out=self.out, err=self.err))
-        with self.interrupts.turn(work), quiet_keyboard():
+        """One turn, and the questions it asks; Ctrl-C cancels it and the chat goes on."""
+        if self._questions_left:
+            self._questions_left = False
+            left = await self.session.pending()
+            if left:
+                await self.answer(left)
+                if self._ended:
+                    return
+        result = await self._run(rendered_turn(self.session, text, out=self.out, err=self.err))
+        if result is not None and result.questions:
+            await self.answer(result.questions)
+
+    async def answer(self, questions: list[PendingQuestion]) -> None:
+        """Ask `questions`, resume the turn once with the answers; again while new ones come.
+
+        At end of input they are left open (the chat ends): `chat --session`
+        asks them again.
+        """
+
+        def resume(decisions: dict[str, Decision]) -> Awaitable[TurnResult | None]:
+            return self._run(rendered_answer(self.session, decisions, out=self.out, err=self.err))
+
+        _, self._ended = await answer_until_done(
+            questions,
+            asker=self.asker,
+            resume=resume,
+            session_id=self.session.session_id,
+            reject_at_end=False,
+        )
+
+    async def _run(self, work: Coroutine[object, object, TurnResult | None]) -> TurnResult | None:
+        """Run a turn's work; Ctrl-C cancels it (None), a failure counts (None)."""
+        task = asyncio.ensure_future(work)
+        with self.interrupts.turn(task), quiet_keyboard():
             try:
-                result = await work
+                result = await task
             except asyncio.CancelledError:
                 if asyncio.current_task().cancelling():  # type: ignore[union-attr]
                     raise  # the command itself is ending
                 self._exit_armed = True
                 self.err.print(EXIT_HINT)
-                return
+                return None
         if result is None:
             self.failed_turns += 1
+        return result
 
     async def command(self, line: str) -> bool:
         """Run a slash command; False ends the session."""
@@ -190,6 +285,8 @@ class ChatRepl:
             self.show_tasks()
         elif command == "/cancel":
             self.cancel(line.split()[1:])
+        elif command == "/pending":
+            await self.show_pending()
         else:
             self.err.print(escape(UNKNOWN_COMMAND.format(command=command)))
         return True
@@ -203,6 +300,20 @@ class ChatRepl:
             return
         for message in history:
             self.out.print(describe_message(message), highlight=False)
+
+    async def show_pending(self) -> None:
+        """The questions the session's turn waits on."""
+        try:
+            questions = await self.session.pending()
+        except Exception as error:  # the chat goes on
+            self.err.print(f"[red]error:[/red] {escape(failure_line(error))}", highlight=False)
+            return
+        if not questions:
+            self.out.print("No open questions.")
+            return
+        show_questions(questions, self.out)
+        self.out.print("[dim]they are asked before your next message[/dim]")
+        self._questions_left = True
 
     def show_tasks(self) -> None:
         tasks = self.runtime.tasks.of_session(self.session.session_id)
@@ -262,6 +373,12 @@ def show_background_results(
     def answered(task: BackgroundTask, result: TurnResult | None) -> None:
         if result is None:
             err.print(f"  [dim]{FOLLOW_UP_KEPT.format(task_id=task.task_id)}[/dim]")
+        elif result.questions:
+            count = len(result.questions)
+            err.print(
+                f"  [dim]task {task.task_id}'s follow-up waits for your answer to {count} "
+                "question(s): they are asked before your next message (/pending lists them)[/dim]"
+            )
         else:
             out.print(answer_text(result.answer), markup=False, highlight=False)
 

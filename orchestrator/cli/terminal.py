@@ -1,88 +1,138 @@
-"""Where chat lines come from: a line editor on a terminal, plain lines from a pipe."""
+"""Where chat lines and answers come from: a line editor on a terminal, plain lines from a pipe."""
 
 from __future__ import annotations
 
 import asyncio
 import os
-import queue
 import sys
 import termios
 import threading
+from collections import deque
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from prompt_toolkit import PromptSession
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion
 from prompt_toolkit.document import Document
-from prompt_toolkit.history import FileHistory
+from prompt_toolkit.history import FileHistory, History, InMemoryHistory
+from prompt_toolkit.input import create_input
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+from prompt_toolkit.output import create_output
 from prompt_toolkit.patch_stdout import patch_stdout
+
+if TYPE_CHECKING:
+    from orchestrator.cli.prompts import Terminal
 
 PROMPT = "you> "
 
 
 class LineSource(Protocol):
-    """The person's next line; None at end of input. KeyboardInterrupt: Ctrl-C at the prompt."""
+    """The person's next line; None at end of input. KeyboardInterrupt: Ctrl-C at the prompt.
 
-    async def readline(self) -> str | None: ...
+    `prompt` is shown before the line on a terminal; `default` is text the line
+    starts with there, to edit (a pipe has neither).
+    """
+
+    async def readline(self, *, prompt: str = PROMPT, default: str = "") -> str | None: ...
 
 
 class PipedLines:
     """Lines of a non-terminal stdin, read on a daemon thread so a pending read never blocks exit.
 
     `first` lines are given out before stdin is read (a line the approval prompt kept).
+    A line read for a reader that stopped waiting (a cancelled question) goes to
+    the next one: no line is lost.
     """
 
     def __init__(self, *, first: Iterable[str] = ()) -> None:
-        self._first = list(first)
-        self._requests: queue.SimpleQueue[asyncio.Future[str | None]] = queue.SimpleQueue()
-        threading.Thread(target=self._serve, name="stdin", daemon=True).start()
+        self._lines: deque[str] = deque(first)
+        self._ended = False
+        self._waiting: deque[asyncio.Future[str | None]] = deque()
+        self._wanted = threading.Semaphore(0)  # lines the thread may read ahead
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread = threading.Thread(target=self._serve, name="stdin", daemon=True)
 
-    async def readline(self) -> str | None:
-        if self._first:
-            return self._first.pop(0)
-        future: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
-        self._requests.put(future)
+    async def readline(self, *, prompt: str = PROMPT, default: str = "") -> str | None:
+        if self._lines:
+            return self._lines.popleft()
+        if self._ended:
+            return None
+        self._loop = asyncio.get_running_loop()
+        future: asyncio.Future[str | None] = self._loop.create_future()
+        self._waiting.append(future)
+        if not self._thread.is_alive():
+            self._thread.start()
+        self._wanted.release()
         return await future
 
     def _serve(self) -> None:
         while True:
-            future = self._requests.get()
+            self._wanted.acquire()
             line: str | None = sys.stdin.readline()
             line = line.removesuffix("\n") if line else None
-            future.get_loop().call_soon_threadsafe(_resolve, future, line)
+            assert self._loop is not None  # set before the read was wanted
+            self._loop.call_soon_threadsafe(self._arrived, line)
+            if line is None:
+                return
 
-
-def _resolve(future: asyncio.Future[str | None], line: str | None) -> None:
-    if not future.done():
-        future.set_result(line)
+    def _arrived(self, line: str | None) -> None:
+        """On the loop: give `line` to the oldest reader still waiting, else keep it."""
+        while self._waiting:
+            future = self._waiting.popleft()
+            if not future.done():
+                future.set_result(line)
+                if line is not None:
+                    return
+        if line is None:
+            self._ended = True
+        else:
+            self._lines.append(line)
 
 
 class TerminalLines:
     """prompt_toolkit's line editor: history in the data directory, Ctrl-R search,
     multi-line paste, completion of slash commands. Output printed while it waits
     (a background task's report) appears above the prompt without breaking the line.
+
+    Without `history`, lines are remembered for this process only (answers to
+    questions: never written down). With `terminal`, it reads and writes that
+    terminal (the controlling one) instead of stdin and stdout.
     """
 
-    def __init__(self, *, history: Path, commands: Iterable[str]) -> None:
-        history.parent.mkdir(parents=True, exist_ok=True)
-        # Every line typed is kept there: for this OS user's eyes only.
-        os.close(os.open(history, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
-        history.chmod(0o600)
+    def __init__(
+        self,
+        *,
+        history: Path | None,
+        commands: Iterable[str] = (),
+        terminal: Terminal | None = None,
+    ) -> None:
+        remembered: History = InMemoryHistory()
+        if history is not None:
+            history.parent.mkdir(parents=True, exist_ok=True)
+            # Every line typed is kept there: for this OS user's eyes only.
+            os.close(os.open(history, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
+            history.chmod(0o600)
+            remembered = FileHistory(str(history))
+        # Printed output goes above the prompt only when the prompt is on stdout's terminal.
+        self._patch_stdout = terminal is None
+        names = sorted(commands)
         self.session: PromptSession[str] = PromptSession(
-            history=FileHistory(str(history)),
-            completer=_SlashCommands(sorted(commands)),
+            history=remembered,
+            completer=_SlashCommands(names) if names else None,
+            reserve_space_for_menu=8 if names else 0,  # no menu: no blank lines under the prompt
             key_bindings=_bindings(),
+            input=create_input(terminal.input) if terminal is not None else None,
+            output=create_output(terminal.output) if terminal is not None else None,
         )
 
-    async def readline(self) -> str | None:
-        with patch_stdout(raw=True):
+    async def readline(self, *, prompt: str = PROMPT, default: str = "") -> str | None:
+        with patch_stdout(raw=True) if self._patch_stdout else nullcontext():
             try:
                 # The command owns SIGINT (Ctrl-C cancels a turn): prompt_toolkit must
                 # not install, then remove, a handler of its own.
-                return await self.session.prompt_async(PROMPT, handle_sigint=False)
+                return await self.session.prompt_async(prompt, default=default, handle_sigint=False)
             except EOFError:
                 return None
 

@@ -1,0 +1,131 @@
+"""One line answers a question; how a question is shown.
+
+- an approval: `y` approves, `n` rejects (`n too risky`: with a reason for the
+  model), `e` edits: the new arguments as one JSON object on the next line (or
+  after the `e`); JSON that does not parse, or is no object, is asked again;
+- an authorization: `y` grants, `n` refuses (a reason may follow);
+- a question (`ask_human`): the line is the answer.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+from rich.console import Console
+
+from orchestrator.cli.common import shown
+from orchestrator.session import PendingQuestion
+from orchestrator.tools.hitl import ApproveDecision, Decision, Question, RejectDecision, RespondDecision
+
+YES = ("y", "yes")
+NO = ("n", "no")
+EDIT = ("e", "edit")
+_WORD = re.compile(r"(\w+)(?:[\s,;:]+|$)(.*)", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class EditWanted:
+    """The person chose to edit; `text` is what followed the `e` (JSON, or nothing yet)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Unclear:
+    """The line answers nothing: `problem` says what would."""
+
+    problem: str
+
+
+def read_choice(line: str, question: Question) -> Decision | EditWanted | Unclear:
+    """What one line answers to `question` (an edit still needs its arguments)."""
+    text = line.strip()
+    allowed = question["allowed"]
+    if not text:
+        return Unclear(f"Please answer: {hint(question)}.")
+    if "respond" in allowed:
+        return RespondDecision(type="respond", message=text)
+    word, rest = _first_word(text)
+    if word in YES and "approve" in allowed:
+        return ApproveDecision(type="approve")
+    if word in NO and "reject" in allowed:
+        reason = rest.strip()
+        if not reason:
+            return RejectDecision(type="reject")
+        return RejectDecision(type="reject", message=reason)
+    if word in EDIT and "edit" in allowed:
+        return EditWanted(rest.strip())
+    return Unclear(f"Please answer {hint(question)}, not '{text}'.")
+
+
+def _first_word(text: str) -> tuple[str, str]:
+    """`n, too risky` -> ("n", "too risky"): the word (lower case) and what follows it."""
+    found = _WORD.match(text)
+    return (found.group(1).lower(), found.group(2)) if found else ("", text)
+
+
+def read_arguments(text: str) -> dict[str, object] | Unclear:
+    """Edited arguments from one line of JSON; an object, or what is wrong with it."""
+    try:
+        arguments = json.loads(text)
+    except json.JSONDecodeError as error:
+        return Unclear(f"Not JSON ({error.msg}): give the arguments as one JSON object.")
+    if not isinstance(arguments, dict):
+        return Unclear("Not a JSON object: give the arguments as one, e.g. {\"path\": \"a.txt\"}.")
+    return arguments
+
+
+def hint(question: Question) -> str:
+    """The answers `question` takes, as the prompt shows them."""
+    allowed = question["allowed"]
+    if "respond" in allowed:
+        return "your answer"
+    granting = question["kind"] == "authorization"
+    parts = [
+        ("approve", "y grant" if granting else "y approve"),
+        ("reject", "n [reason] refuse" if granting else "n [reason] reject"),
+        ("edit", "e edit"),
+    ]
+    return " · ".join(text for decision, text in parts if decision in allowed)
+
+
+def asker_path(question: Question) -> str:
+    """Who asks, from the top: `personal_assistant › email_agent` (or `orchestrator`)."""
+    return " › ".join(question["agent_path"]) or "orchestrator"
+
+
+def describe(pending: PendingQuestion, number: int, total: int) -> str:
+    """A question as rich markup: kind, who asks, the tool and its arguments, why (all escaped)."""
+    question = pending.question
+    action = question["action"]
+    lines = [
+        f"[bold]\\[{number}/{total}] {question['kind']}[/bold] · {shown(asker_path(question))}"
+        f" · [bold]{shown(action['name'])}[/bold]"
+    ]
+    args = action["args"]
+    if question["kind"] == "question" and isinstance(args.get("question"), str):
+        lines.append(f"    asks: {shown(args['question'])}")
+        if args.get("context"):
+            lines.append(f"    context: {shown(str(args['context']))}")
+    else:
+        lines.append(f"    arguments: {shown(json.dumps(args, ensure_ascii=False, default=str))}")
+        if action.get("description"):
+            lines.append(f"    {shown(action['description'])}")
+    if question.get("why"):
+        lines.append(f"    why: {shown(question['why'])}")
+    if question.get("problem"):
+        lines.append(f"    [red]problem:[/red] {shown(question['problem'])}")
+    return "\n".join(lines)
+
+
+def show_questions(questions: list[PendingQuestion], console: Console) -> None:
+    """All the open questions together, before any is asked."""
+    count = len(questions)
+    console.print(
+        f"[yellow]{count} question{'s' if count > 1 else ''} wait{'' if count > 1 else 's'} "
+        "for your answer:[/yellow]"
+    )
+    for number, pending in enumerate(questions, 1):
+        console.print(describe(pending, number, count), highlight=False)
