@@ -114,6 +114,15 @@ class SessionOwnedError(UserError):
     """The session id is taken by another user."""
 
 
+class QuestionsWaitingError(UserError):
+    """The session's turn waits for answers: a new turn would drop the paused calls."""
+
+    def __init__(self, session_id: str, count: int) -> None:
+        super().__init__(
+            f"Session {session_id} waits for answers to {count} question(s); answer them first."
+        )
+
+
 # --- a developer --------------------------------------------------------------------------
 
 
@@ -191,6 +200,7 @@ __all__ = [
     "IncompleteReplyError",
     "InvalidToolArgumentsError",
     "ModelUnavailableError",
+    "QuestionsWaitingError",
     "OrchestratorError",
     "RefusedFileError",
     "RemoteConnectionBlocked",

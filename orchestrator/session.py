@@ -22,7 +22,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, StateSnapshot
 
-from orchestrator.errors import ToolError, UserError
+from orchestrator.errors import QuestionsWaitingError, ToolError, UserError
 from orchestrator.events import StatusEvent, ToolEvent
 from orchestrator.graph.builder import MODEL_NODE
 from orchestrator.graph.prompts import CANCELLED_CALL, CANCELLED_TURN, FOLLOW_UP_LIMIT
@@ -95,15 +95,6 @@ class AnsweredQuestion:
 
     asked: PendingQuestion
     decision: Decision
-
-
-class QuestionsWaitingError(UserError):
-    """The session's turn waits for answers: a new turn would drop the paused calls."""
-
-    def __init__(self, session_id: str, count: int) -> None:
-        super().__init__(
-            f"Session {session_id} waits for answers to {count} question(s); answer them first."
-        )
 
 
 @dataclass(frozen=True)
