@@ -8,7 +8,8 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from orchestrator.settings import load_settings
 from orchestrator.tools.context import RunContext
 from orchestrator.tools.pipeline.dispatch import Dispatcher
 from orchestrator.store import Database
+from orchestrator.store.storage import Storage
 from orchestrator.testing import OpenAICompatibleServer
 from typer.testing import CliRunner
 
@@ -182,3 +184,17 @@ async def run_call(
     """One call through the pipeline, answered as the tools node answers it."""
     result = await pipeline.dispatch(pipeline.request(call, context, config=config))
     return pipeline.message(call, result)
+
+
+@asynccontextmanager
+async def storage_for(database_url: str, tmp_path: Path) -> AsyncIterator[Storage]:
+    """Storage of its own on `database_url` (no tool folders, no embedder), closed after."""
+    settings = load_settings(
+        database_url=database_url, data_dir=tmp_path, sub_graphs_dir=tmp_path / "none",
+        embeddings="none",
+    )
+    storage = await Storage.open(settings)
+    try:
+        yield storage
+    finally:
+        await storage.close()

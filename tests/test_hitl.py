@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -27,7 +25,6 @@ from orchestrator.session import Session
 from orchestrator.settings import load_settings
 from orchestrator.store import Database
 from orchestrator.store.requests import request_history
-from orchestrator.store.storage import Storage
 from orchestrator.testing import ScriptedChatModel, call_tools
 from orchestrator.tools import Tool, ToolRequest, ToolResult, action
 from orchestrator.tools.adapter import langchain_tools
@@ -36,6 +33,7 @@ from orchestrator.tools.config import ToolConfig
 from orchestrator.tools.context import RunContext
 from orchestrator.tools.pipeline.dispatch import Dispatcher
 from orchestrator.tools.sensitivity import WHY_AUTHOR, WHY_CONFIG, WHY_FOLDER, SensitivityRules
+from tests.helpers import storage_for
 from tests.tool_folders import three_levels, write_folder
 
 ran: Counter[str] = Counter()
@@ -509,19 +507,6 @@ async def test_no_pattern_means_no_question(scripted):
     await session.run("delete a.txt")
 
     assert await questions(session) == [] and ran["files_delete"] == 1
-
-
-@asynccontextmanager
-async def storage_for(database_url: str, tmp_path: Path) -> AsyncIterator[Storage]:
-    settings = load_settings(
-        database_url=database_url, data_dir=tmp_path, sub_graphs_dir=tmp_path / "none",
-        embeddings="none",
-    )
-    storage = await Storage.open(settings)
-    try:
-        yield storage
-    finally:
-        await storage.close()
 
 
 def events(history: list[tuple[str, str | None]]) -> list[tuple[str, dict[str, object] | None]]:

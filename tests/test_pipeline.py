@@ -11,8 +11,6 @@ import json
 import socket
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 from langchain_core.messages import ToolMessage
@@ -31,13 +29,13 @@ from orchestrator.session import Session
 from orchestrator.settings import load_settings
 from orchestrator.store import Database
 from orchestrator.store.requests import RequestLog, request_history
-from orchestrator.store.storage import Storage
 from orchestrator.testing import ScriptedChatModel, call_tools
 from orchestrator.tools import ToolCallRequest, ToolResult
 from orchestrator.tools.context import current_context
 from orchestrator.tools.pipeline.base import Handler
 from orchestrator.tools.pipeline.dispatch import default_middleware
 from orchestrator.tools.pipeline.records import CallRecord
+from tests.helpers import storage_for
 
 entered: Counter[str] = Counter()
 
@@ -207,19 +205,6 @@ async def test_middleware_sees_every_call_of_every_level_in_order(scripted):
 
 
 DEAD = f"{socket.gethostname()}:999999999:0"  # no such process
-
-
-@asynccontextmanager
-async def storage_for(database_url: str, tmp_path: Path) -> AsyncIterator[Storage]:
-    settings = load_settings(
-        database_url=database_url, data_dir=tmp_path, sub_graphs_dir=tmp_path / "none",
-        embeddings="none",
-    )
-    storage = await Storage.open(settings)
-    try:
-        yield storage
-    finally:
-        await storage.close()
 
 
 async def orphan(database: Database, *, idempotent: bool) -> CallRecord:

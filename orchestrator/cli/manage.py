@@ -185,8 +185,8 @@ def requests_show(
     user: UserOption = "local",
 ) -> None:
     """Print the tree of tool calls under a request, each with its events and their times."""
-    from orchestrator.cli.request_events import events_by_request, event_line
-    from orchestrator.store.requests import request_tree
+    from orchestrator.cli.request_events import event_line
+    from orchestrator.store.requests import events_by_request, request_tree
 
     async def run(database: Database) -> None:
         nodes = await request_tree(database, request_id, user_id=user)

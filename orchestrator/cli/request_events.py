@@ -3,50 +3,13 @@
 from __future__ import annotations
 
 import json
-from collections import defaultdict
-from dataclasses import dataclass
-from datetime import datetime
-
-from sqlalchemy import select
-
 from orchestrator.cli.common import one_line, shown
-from orchestrator.store.engine import Database
-from orchestrator.store.models import request_events
+from orchestrator.store.requests import RequestEvent
 
 # Status words are the log's own; a detail (a question, a decision, edited
 # arguments as JSON) is cut to one line of this many characters.
 DETAIL_CHARS = 200
 STATUS_WIDTH = 12
-
-
-@dataclass(frozen=True)
-class RequestEvent:
-    """One change in a request's life: its status, when, and what came with it."""
-
-    status: str
-    at: datetime | None
-    detail: str | None
-
-
-async def events_by_request(
-    database: Database, request_ids: list[str], *, user_id: str
-) -> dict[str, list[RequestEvent]]:
-    """Each request's events in the order they happened (only the user's)."""
-    async with database.user_transaction(user_id) as connection:
-        rows = await connection.execute(
-            select(
-                request_events.c.request_id,
-                request_events.c.status,
-                request_events.c.at,
-                request_events.c.detail,
-            )
-            .where(request_events.c.request_id.in_(request_ids))
-            .order_by(request_events.c.id)
-        )
-        found: dict[str, list[RequestEvent]] = defaultdict(list)
-        for row in rows:
-            found[row.request_id].append(RequestEvent(row.status, row.at, row.detail))
-    return found
 
 
 def event_line(event: RequestEvent) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -331,3 +332,33 @@ async def request_history(database: Database, request_id: str, *, user_id: str) 
             .order_by(request_events.c.id)
         )
         return [(row.status, row.detail) for row in rows]
+
+
+@dataclass(frozen=True)
+class RequestEvent:
+    """One change in a request's life: its status, when, and what came with it."""
+
+    status: str
+    at: datetime | None
+    detail: str | None
+
+
+async def events_by_request(
+    database: Database, request_ids: list[str], *, user_id: str
+) -> dict[str, list[RequestEvent]]:
+    """Each request's events in the order they happened (only the user's)."""
+    async with database.user_transaction(user_id) as connection:
+        rows = await connection.execute(
+            select(
+                request_events.c.request_id,
+                request_events.c.status,
+                request_events.c.at,
+                request_events.c.detail,
+            )
+            .where(request_events.c.request_id.in_(request_ids))
+            .order_by(request_events.c.id)
+        )
+        found: dict[str, list[RequestEvent]] = defaultdict(list)
+        for row in rows:
+            found[row.request_id].append(RequestEvent(row.status, row.at, row.detail))
+    return found
