@@ -38,7 +38,8 @@ from orchestrator.lazy import lazy_exports
 if TYPE_CHECKING:
     from orchestrator.graph import AgentState, build_agent_graph
     from orchestrator.runtime import Runtime
-    from orchestrator.session import Session, ToolCallRecord, TurnResult
+    from orchestrator.session import Session
+    from orchestrator.turns import ToolCallRecord, TurnResult
     from orchestrator.settings import Settings, load_settings
     from orchestrator.tools.results import Billing, ToolResult
 
@@ -49,8 +50,8 @@ _LAZY = {
     "build_agent_graph": "orchestrator.graph",
     "Runtime": "orchestrator.runtime",
     "Session": "orchestrator.session",
-    "ToolCallRecord": "orchestrator.session",
-    "TurnResult": "orchestrator.session",
+    "ToolCallRecord": "orchestrator.turns",
+    "TurnResult": "orchestrator.turns",
     "Settings": "orchestrator.settings",
     "load_settings": "orchestrator.settings",
     "Billing": "orchestrator.tools.results",

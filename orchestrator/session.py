@@ -1,4 +1,7 @@
-"""One conversation: runs the agent graph turn by turn and streams what happens."""
+"""One conversation: runs the agent graph turn by turn and streams what happens.
+
+What a turn led to (`TurnResult` and its parts) is in `orchestrator.turns`.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +9,7 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager, suppress
-from dataclasses import dataclass, field, replace
-from typing import Literal, TypedDict
+from dataclasses import replace
 
 from langchain_core.messages import (
     AIMessage,
@@ -32,9 +34,22 @@ from orchestrator.store.sessions import claim_session
 from orchestrator.store.storage import Storage
 from orchestrator.tasks import BackgroundTask, TaskManager
 from orchestrator.tools.context import RunContext, UserDatabase
-from orchestrator.tools.hitl import ALLOWED, Decision, Question
+from orchestrator.tools.hitl import Decision
 from orchestrator.tools.results import ToolResult
 from orchestrator.tools.usage import UsageMeter
+from orchestrator.turns import (
+    AnsweredQuestion,
+    EventHandler,
+    PendingQuestion,
+    TokenEvent,
+    ToolCallRecord,
+    TurnEvent,
+    TurnResult,
+    collect_turn,
+    messages_of,
+    questions_of,
+    turn_start,
+)
 
 
 FOLLOW_UP = (
@@ -42,95 +57,6 @@ FOLLOW_UP = (
     "Tell the user what came of it."
 )
 FollowUpHandler = Callable[["BackgroundTask", "TurnResult | None"], None]
-
-
-class TokenEvent(TypedDict):
-    """A piece of the model's reply as it is generated."""
-
-    kind: Literal["token"]
-    text: str
-    message_id: str | None
-
-
-TurnEvent = StatusEvent | ToolEvent | TokenEvent
-EventHandler = Callable[[TurnEvent], None]
-
-
-@dataclass(frozen=True)
-class ToolCallRecord:
-    """One tool call the model made during a turn, and how it ended."""
-
-    name: str
-    arguments: dict[str, object]
-    status: str
-    request_id: str | None = None
-
-
-@dataclass(frozen=True)
-class PendingQuestion:
-    """A question a paused turn waits on: the interrupt's id (answers are keyed by it) and the question."""
-
-    id: str
-    question: Question
-
-    def to_json(self, decision: Decision | None = None) -> dict[str, object]:
-        """One entry of `ask --json`'s `questions`: the question and, once answered, its decision."""
-        action = self.question["action"]
-        edited = decision["edited_action"]["args"] if decision and decision["type"] == "edit" else None
-        return {
-            "id": self.id,
-            "kind": self.question["kind"],
-            "agent_path": list(self.question["agent_path"]),
-            "tool": action["name"],
-            "arguments": action["args"],
-            "decision": decision["type"] if decision else None,
-            "edited_arguments": edited,
-            "message": decision.get("message") if decision else None,
-        }
-
-
-@dataclass(frozen=True)
-class AnsweredQuestion:
-    """A question of the turn and the person's decision on it."""
-
-    asked: PendingQuestion
-    decision: Decision
-
-
-@dataclass(frozen=True)
-class TurnResult:
-    """What one user message led to: the answer, or the questions the turn waits on.
-
-    `questions` are the open questions when the turn paused (then `answer` is
-    empty); `answered` the questions of this turn answered in this process.
-    """
-
-    answer: str
-    answer_id: str | None
-    iterations: int
-    tool_calls: list[ToolCallRecord] = field(default_factory=list)
-    questions: list[PendingQuestion] = field(default_factory=list)
-    answered: list[AnsweredQuestion] = field(default_factory=list)
-
-    def to_json(self) -> dict[str, object]:
-        """The shape `orchestrator ask --json` prints."""
-        return {
-            "answer": self.answer,
-            "iterations": self.iterations,
-            "tool_calls": [
-                {
-                    "name": c.name,
-                    "arguments": c.arguments,
-                    "status": c.status,
-                    "request_id": c.request_id,
-                }
-                for c in self.tool_calls
-            ],
-            "questions": [
-                *(a.asked.to_json(a.decision) for a in self.answered),
-                *(q.to_json() for q in self.questions),
-            ],
-        }
 
 
 class Session:
@@ -228,7 +154,7 @@ class Session:
     async def _turn_with(self, message: BaseMessage, on_event: EventHandler | None) -> TurnResult:
         await self._claim()
         async with self._holding():
-            waiting = _questions(await self.graph.aget_state(self.config))
+            waiting = questions_of(await self.graph.aget_state(self.config))
             if waiting:
                 raise QuestionsWaitingError(self.session_id, len(waiting))
             kept, self._kept = self._kept, []
@@ -251,7 +177,7 @@ class Session:
 
     async def pending(self) -> list[PendingQuestion]:
         """The questions the session's turn waits on, in the order of its calls (empty: none)."""
-        return _questions(await self.graph.aget_state(self.config))
+        return questions_of(await self.graph.aget_state(self.config))
 
     async def answer(
         self, decisions: Mapping[str, Decision], *, on_event: EventHandler | None = None
@@ -265,7 +191,7 @@ class Session:
         await self._claim()
         async with self._holding():
             state = await self.graph.aget_state(self.config)
-            asked = {q.id: q for q in _questions(state)}
+            asked = {q.id: q for q in questions_of(state)}
             unknown = [question_id for question_id in decisions if question_id not in asked]
             if unknown:
                 raise UserError(
@@ -331,7 +257,7 @@ class Session:
 
     async def history(self) -> list[BaseMessage]:
         """Every message of the conversation so far."""
-        return _messages(await self.graph.aget_state(self.config))
+        return messages_of(await self.graph.aget_state(self.config))
 
     async def _stream(
         self, turn_input: dict[str, object] | Command | None, on_event: EventHandler | None
@@ -388,7 +314,7 @@ class Session:
     async def _archive(self) -> StateSnapshot:
         """Store what the history gained since the last archive; the state it is part of."""
         state = await self.graph.aget_state(self.config)
-        history = _messages(state)
+        history = messages_of(state)
         if self.storage is not None:
             await self.storage.messages.save(
                 history[self._archived :], session_id=self.session_id, user_id=self.user_id
@@ -398,37 +324,10 @@ class Session:
 
     def _result(self, state: StateSnapshot, *, start: str | None = None) -> TurnResult:
         """The turn that began with message `start` (default: the last one a turn begins with)."""
-        messages = _messages(state)
-        start = start or _turn_start(messages)
-        turn = _collect_turn(messages, after=start, waiting=_questions(state))
+        messages = messages_of(state)
+        start = start or turn_start(messages)
+        turn = collect_turn(messages, after=start, waiting=questions_of(state))
         return replace(turn, answered=list(self._answered))
-
-
-def _messages(state: StateSnapshot) -> list[BaseMessage]:
-    return list(state.values.get("messages", []))
-
-
-def _questions(state: StateSnapshot) -> list[PendingQuestion]:
-    return [PendingQuestion(found.id, _as_question(found.value)) for found in state.interrupts]
-
-
-def _as_question(value: object) -> Question:
-    """The interrupt's value as a question; a bare `interrupt(value)` becomes a free question."""
-    if isinstance(value, dict) and value.get("kind") in ALLOWED and "action" in value:
-        return value  # type: ignore[return-value]  # ask_person's Question
-    return Question(
-        kind="question",
-        request_id="",
-        agent_path=[],
-        action={"name": "interrupt", "args": {}, "description": str(value)},
-        allowed=list(ALLOWED["question"]),
-    )
-
-
-def _turn_start(messages: list[BaseMessage]) -> str | None:
-    """The id of the message the last turn began with: the user's, or a follow-up notice."""
-    starts = (m.id for m in reversed(messages) if isinstance(m, HumanMessage | SystemMessage))
-    return next(starts, None)
 
 
 def _to_event(namespace: tuple[str, ...], mode: str, chunk: object) -> TurnEvent | None:
@@ -455,39 +354,13 @@ def _unanswered_calls(messages: list[BaseMessage]) -> list[ToolCall]:
     return [call for call in last_reply.tool_calls if call["id"] not in answered]
 
 
-def _collect_turn(
-    messages: list[BaseMessage], *, after: str | None, waiting: list[PendingQuestion]
-) -> TurnResult:
-    start = next((i + 1 for i, m in enumerate(messages) if m.id == after), len(messages))
-    turn = messages[start:]
-    replies = [m for m in turn if isinstance(m, AIMessage)]
-    outcomes = {m.tool_call_id: m for m in turn if isinstance(m, ToolMessage)}
-    unanswered = "paused" if waiting else "not_run"
-    calls = [
-        _record(call["name"], call["args"], outcomes.get(call["id"] or ""), unanswered=unanswered)
-        for reply in replies
-        for call in reply.tool_calls
-    ]
-    # A paused turn has no answer yet: its last reply is the one whose calls wait.
-    final = replies[-1] if replies and not waiting else None
-    return TurnResult(
-        answer=final.text if final else "",
-        answer_id=final.id if final else None,
-        iterations=len(replies),
-        tool_calls=calls,
-        questions=waiting,
-    )
-
-
-def _record(
-    name: str, args: dict[str, object], outcome: ToolMessage | None, *, unanswered: str
-) -> ToolCallRecord:
-    if outcome is None:
-        return ToolCallRecord(name=name, arguments=args, status=unanswered)
-    artifact = outcome.artifact if isinstance(outcome.artifact, dict) else {}
-    return ToolCallRecord(
-        name=name,
-        arguments=args,
-        status=str(artifact.get("status", outcome.status)),
-        request_id=artifact.get("request_id"),
-    )
+# The turn's types are imported from here too, as before they had a module of their own.
+__all__ = [
+    "EventHandler",
+    "PendingQuestion",
+    "Session",
+    "TokenEvent",
+    "ToolCallRecord",
+    "TurnEvent",
+    "TurnResult",
+]

@@ -1,0 +1,167 @@
+"""What a turn led to: its answer, its tool calls, and the questions it waits on."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal, TypedDict
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langgraph.types import StateSnapshot
+
+from orchestrator.events import StatusEvent, ToolEvent
+from orchestrator.tools.hitl import ALLOWED, Decision, Question
+
+
+class TokenEvent(TypedDict):
+    """A piece of the model's reply as it is generated."""
+
+    kind: Literal["token"]
+    text: str
+    message_id: str | None
+
+
+TurnEvent = StatusEvent | ToolEvent | TokenEvent
+EventHandler = Callable[[TurnEvent], None]
+
+
+@dataclass(frozen=True)
+class ToolCallRecord:
+    """One tool call the model made during a turn, and how it ended."""
+
+    name: str
+    arguments: dict[str, object]
+    status: str
+    request_id: str | None = None
+
+
+@dataclass(frozen=True)
+class PendingQuestion:
+    """A question a paused turn waits on: the interrupt's id (answers are keyed by it) and the question."""
+
+    id: str
+    question: Question
+
+    def to_json(self, decision: Decision | None = None) -> dict[str, object]:
+        """One entry of `ask --json`'s `questions`: the question and, once answered, its decision."""
+        action = self.question["action"]
+        edited = decision["edited_action"]["args"] if decision and decision["type"] == "edit" else None
+        return {
+            "id": self.id,
+            "kind": self.question["kind"],
+            "agent_path": list(self.question["agent_path"]),
+            "tool": action["name"],
+            "arguments": action["args"],
+            "decision": decision["type"] if decision else None,
+            "edited_arguments": edited,
+            "message": decision.get("message") if decision else None,
+        }
+
+
+@dataclass(frozen=True)
+class AnsweredQuestion:
+    """A question of the turn and the person's decision on it."""
+
+    asked: PendingQuestion
+    decision: Decision
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    """What one user message led to: the answer, or the questions the turn waits on.
+
+    `questions` are the open questions when the turn paused (then `answer` is
+    empty); `answered` the questions of this turn answered in this process.
+    """
+
+    answer: str
+    answer_id: str | None
+    iterations: int
+    tool_calls: list[ToolCallRecord] = field(default_factory=list)
+    questions: list[PendingQuestion] = field(default_factory=list)
+    answered: list[AnsweredQuestion] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, object]:
+        """The shape `orchestrator ask --json` prints."""
+        return {
+            "answer": self.answer,
+            "iterations": self.iterations,
+            "tool_calls": [
+                {
+                    "name": c.name,
+                    "arguments": c.arguments,
+                    "status": c.status,
+                    "request_id": c.request_id,
+                }
+                for c in self.tool_calls
+            ],
+            "questions": [
+                *(a.asked.to_json(a.decision) for a in self.answered),
+                *(q.to_json() for q in self.questions),
+            ],
+        }
+
+
+def messages_of(state: StateSnapshot) -> list[BaseMessage]:
+    return list(state.values.get("messages", []))
+
+
+def questions_of(state: StateSnapshot) -> list[PendingQuestion]:
+    return [PendingQuestion(found.id, _as_question(found.value)) for found in state.interrupts]
+
+
+def _as_question(value: object) -> Question:
+    """The interrupt's value as a question; a bare `interrupt(value)` becomes a free question."""
+    if isinstance(value, dict) and value.get("kind") in ALLOWED and "action" in value:
+        return value  # type: ignore[return-value]  # ask_person's Question
+    return Question(
+        kind="question",
+        request_id="",
+        agent_path=[],
+        action={"name": "interrupt", "args": {}, "description": str(value)},
+        allowed=list(ALLOWED["question"]),
+    )
+
+
+def turn_start(messages: list[BaseMessage]) -> str | None:
+    """The id of the message the last turn began with: the user's, or a follow-up notice."""
+    starts = (m.id for m in reversed(messages) if isinstance(m, HumanMessage | SystemMessage))
+    return next(starts, None)
+
+
+def collect_turn(
+    messages: list[BaseMessage], *, after: str | None, waiting: list[PendingQuestion]
+) -> TurnResult:
+    start = next((i + 1 for i, m in enumerate(messages) if m.id == after), len(messages))
+    turn = messages[start:]
+    replies = [m for m in turn if isinstance(m, AIMessage)]
+    outcomes = {m.tool_call_id: m for m in turn if isinstance(m, ToolMessage)}
+    unanswered = "paused" if waiting else "not_run"
+    calls = [
+        _record(call["name"], call["args"], outcomes.get(call["id"] or ""), unanswered=unanswered)
+        for reply in replies
+        for call in reply.tool_calls
+    ]
+    # A paused turn has no answer yet: its last reply is the one whose calls wait.
+    final = replies[-1] if replies and not waiting else None
+    return TurnResult(
+        answer=final.text if final else "",
+        answer_id=final.id if final else None,
+        iterations=len(replies),
+        tool_calls=calls,
+        questions=waiting,
+    )
+
+
+def _record(
+    name: str, args: dict[str, object], outcome: ToolMessage | None, *, unanswered: str
+) -> ToolCallRecord:
+    if outcome is None:
+        return ToolCallRecord(name=name, arguments=args, status=unanswered)
+    artifact = outcome.artifact if isinstance(outcome.artifact, dict) else {}
+    return ToolCallRecord(
+        name=name,
+        arguments=args,
+        status=str(artifact.get("status", outcome.status)),
+        request_id=artifact.get("request_id"),
+    )
