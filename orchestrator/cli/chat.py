@@ -38,7 +38,8 @@ def chat(user: UserOption = "local", session: SessionOption = None) -> None:
 
     async def run(startup: Startup, runtime: Runtime) -> int:
         from orchestrator.cli.questions import question_asker
-        from orchestrator.cli.repl import ChatRepl, resume_turn
+        from orchestrator.cli.repl import ChatRepl
+        from orchestrator.cli.turns import resume_turn
 
         conversation = _open_session(runtime, user, session)
         lines, on_terminal = _line_source(startup)
@@ -88,7 +89,8 @@ def ask(
 
 
 async def _ask(runtime: Runtime, session: Session, text: str, asker: QuestionAsker) -> int:
-    from orchestrator.cli.repl import rendered_turn, resume_turn, show_background_results
+    from orchestrator.cli.repl import show_background_results
+    from orchestrator.cli.turns import rendered_turn, resume_turn
 
     show_background_results(runtime, session, out=out, err=err)
     await _recover(runtime, session.user_id)
@@ -112,7 +114,7 @@ async def _rendered_answers(
 ) -> TurnResult | None:
     """Answer `questions` (end of input rejects), resuming with live output; None on failure."""
     from orchestrator.cli.questions import answer_until_done
-    from orchestrator.cli.repl import rendered_answer
+    from orchestrator.cli.turns import rendered_answer
 
     def resume(decisions: dict[str, Decision]) -> Awaitable[TurnResult | None]:
         return rendered_answer(session, decisions, out=out, err=err)
@@ -139,7 +141,7 @@ async def _json_turn(
     asker: QuestionAsker,
     print_json: Callable[[dict[str, object]], None],
 ) -> int:
-    from orchestrator.cli.repl import failure_line
+    from orchestrator.cli.turns import failure_line
 
     follow_ups: list[dict[str, object]] = []
 
