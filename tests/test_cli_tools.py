@@ -31,7 +31,7 @@ def test_approve_at_the_prompt_then_call_the_tool(cli, tmp_path: Path):
     assert "echo_say" in {t["function"]["name"] for t in server.requests[0]["tools"]}
 
 
-def test_end_of_input_at_the_prompt_approves_and_imports_nothing(cli, tmp_path: Path):
+def test_end_of_input_at_the_prompt_approves_nothing_and_imports_nothing(cli, tmp_path: Path):
     marker = tmp_path / "imported"
     write_folder(tmp_path / "sub_graphs", "spy", code=marker_code(marker))
 
