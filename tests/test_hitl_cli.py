@@ -554,3 +554,32 @@ def test_a_gated_call_three_levels_down_answered_in_ask_and_shown_by_requests_sh
     leaf = shown.stdout[shown.stdout.index("leaf.clear"):]
     assert 'paused        asked: approval · top › mid · leaf_clear {"what": "cache"}' in leaf
     assert 'edited        decision=edit args={"what": "cache"} edited_args={"what": "logs"}' in leaf
+
+
+def test_a_question_shows_a_description_a_line_at_a_time():
+    from orchestrator.cli.answers import describe
+
+    question = Question(
+        kind="approval", request_id="r1", agent_path=["notes"],
+        action={"name": "files_delete", "args": {"path": "a"}, "description": "Delete.\n(Part of files.)"},
+        allowed=["approve", "edit", "reject"],
+    )
+    text = describe(PendingQuestion("i1", question), 1, 1)
+
+    assert "\\n" not in text
+    assert "    Delete.\n    (Part of files.)" in text
+
+
+def test_tools_show_says_which_actions_need_a_decision(tmp_path: Path):
+    from tests.helpers import run_cli
+
+    config = {"name": "files", "description": "Files.", "version": "1", "sensitive_actions": ["say"]}
+    write_folder(tmp_path / "sub_graphs", "files", config=config)
+    assert run_cli("tools", "approve", "files", cwd=tmp_path).returncode == 0
+
+    done = run_cli("tools", "show", "files", "--json", cwd=tmp_path)
+
+    [say] = json.loads(done.stdout)["actions"]
+    assert say["needs_decision"] == "its folder's tool_config.yaml lists the action in sensitive_actions"
+    shown = run_cli("tools", "show", "files", cwd=tmp_path).stdout
+    assert "needs your decision: its folder's tool_config.yaml lists the action" in shown

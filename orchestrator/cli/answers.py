@@ -15,10 +15,12 @@ from dataclasses import dataclass
 
 from rich.console import Console
 
-from orchestrator.cli.common import shown
+from orchestrator.cli.common import one_line, shown
 from orchestrator.session import PendingQuestion
 from orchestrator.tools.hitl import ApproveDecision, Decision, Question, RejectDecision, RespondDecision
 
+DESCRIPTION_LINES = 6
+DESCRIPTION_CHARS = 300
 YES = ("y", "yes")
 NO = ("n", "no")
 EDIT = ("e", "edit")
@@ -111,8 +113,9 @@ def describe(pending: PendingQuestion, number: int, total: int) -> str:
             lines.append(f"    context: {shown(str(args['context']))}")
     else:
         lines.append(f"    arguments: {shown(json.dumps(args, ensure_ascii=False, default=str))}")
-        if action.get("description"):
-            lines.append(f"    {shown(action['description'])}")
+        # The tool's description, a line at a time (its newlines are not shown as `\n`).
+        described = str(action.get("description") or "").splitlines()[:DESCRIPTION_LINES]
+        lines.extend(f"    {shown(one_line(line, DESCRIPTION_CHARS))}" for line in described if line.strip())
     if question.get("why"):
         lines.append(f"    why: {shown(question['why'])}")
     if question.get("problem"):

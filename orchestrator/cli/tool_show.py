@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator.cli.common import display_path, one_line, out, shown
+from orchestrator.errors import ToolLoadError
 from orchestrator.levels import (
     LIMIT_NAMES,
     ORCHESTRATOR,
@@ -28,6 +29,7 @@ from orchestrator.levels import (
 from orchestrator.settings import env_name, hide_passwords
 from orchestrator.tools.approval import ApprovalStore, Status
 from orchestrator.tools.discovery import Discovery, ToolFolder, ToolNode
+from orchestrator.tools.sensitivity import SensitivityRules, sensitive_actions
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -78,7 +80,7 @@ def folder_report(
         "calls": _calls(folder, view),
         "instructions": _instructions(folder, loaded) if agent else None,
         "config_keys": sorted(folder.config.config),
-        "actions": _actions(loaded) if loaded.tool is not None else None,
+        "actions": _actions(loaded, settings, folder) if loaded.tool is not None else None,
         "actions_note": loaded.note,
     }
 
@@ -137,7 +139,7 @@ def _blocked_by(above: list[ToolNode], store: ApprovalStore) -> str | None:
 
 
 def _load(chain: list[ToolNode], store: ApprovalStore) -> Loaded:
-    from orchestrator.errors import ConfigError, ToolLoadError
+    from orchestrator.errors import ConfigError
     from orchestrator.tools.loader import load_tool, visible_sources
     from orchestrator.tools.scope import resolve_scopes
 
@@ -244,14 +246,23 @@ def _calls(folder: ToolFolder, view: LevelView) -> Json:
     }
 
 
-def _actions(loaded: Loaded) -> list[Json]:
+def _actions(loaded: Loaded, settings: Settings, folder: ToolFolder) -> list[Json]:
     tool, scopes = loaded.tool, loaded.scopes or {}
     assert tool is not None
+    rules = SensitivityRules.of(settings.sensitive_words)
+    try:
+        marks = sensitive_actions(tool, folder.config)
+    except ToolLoadError:  # startup skips such a folder and says why; here, shown unmarked
+        marks = {}
+    metadata = {"requires_approval": folder.config.requires_approval}
     return [
         {
             "name": f"{tool.name}_{spec.name}",
             "description": _first_line(spec.description),
             "parameters": _parameters(spec.params, scopes.get(spec.name)),
+            "needs_decision": rules.why(
+                f"{tool.name}_{spec.name}", {**metadata, "sensitive": marks.get(spec.name)}
+            ),
         }
         for spec in tool.actions.values()
     ]
@@ -391,6 +402,8 @@ def _action_lines(report: Json) -> list[str]:
     for action in actions:
         name, description = shown(action["name"]), shown(one_line(action["description"]))
         lines.append(f"    [bold]{name}[/bold]: {description}")
+        if action.get("needs_decision"):
+            lines.append(f"      needs your decision: {shown(action['needs_decision'])}")
         for parameter in action["parameters"]:
             required = "required" if parameter["required"] else "optional"
             lines.append(
