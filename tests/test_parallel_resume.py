@@ -9,8 +9,6 @@ the request log holds each call once.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -27,7 +25,7 @@ from orchestrator.store import Database
 from orchestrator.store.requests import request_history
 from orchestrator.testing import OpenAICompatibleServer
 from tests.helpers import start_and_kill
-from tests.test_recovery import env_for, lines, wait_for
+from tests.test_recovery import ask_then_open, env_for, lines
 from tests.tool_folders import TRIO_TOOL, write_folder
 
 USER = "local"  # the command's default user
@@ -121,25 +119,15 @@ async def test_a_turn_killed_after_one_of_three_calls_ended_reruns_only_the_othe
         assert left == ["trio_a"], "a's result was saved when a ended, b's and c's never were"
         c_id = (started / "c").read_text()
 
-        with open(tmp_path / "after.err", "w") as errors:
-            after = subprocess.Popen(
-                [sys.executable, "-m", "orchestrator", "ask", "-s", session, "and now?"],
-                stdout=subprocess.PIPE, stderr=errors, text=True, cwd=tmp_path, env=env,
-            )
-            try:
-                # The gate opens once the resumed turn and the new one are done: the
-                # resumed turn meets b and c still running again in the background.
-                # Opened earlier, their follow-up turns could race the resumed one
-                # for the scripted replies.
-                waiting = "waiting for 2 background task(s)"
-                await wait_for(lambda: waiting in (tmp_path / "after.err").read_text(), after)
-                gate.write_text("open")
-                stdout, _ = after.communicate(timeout=120)
-            finally:
-                after.kill()
-    stderr = (tmp_path / "after.err").read_text()
+        # The gate opens once the resumed turn and the new one are done: the
+        # resumed turn meets b and c still running again in the background.
+        # Opened earlier, their follow-up turns could race the resumed one
+        # for the scripted replies.
+        returncode, stdout, stderr = await ask_then_open(
+            tmp_path, session, env, gate=gate, waiting="waiting for 2 background task(s)"
+        )
 
-    assert after.returncode == 0, stderr
+    assert returncode == 0, stderr
     for name, request in (("trio_b", b_id), ("trio_c", c_id)):
         assert f"{name} ({request}) was left running by a stopped process: running it again" in stderr
     assert "finishing the interrupted turn" in stderr

@@ -149,23 +149,13 @@ async def test_a_killed_idempotent_call_runs_again_once_not_twice(
     with OpenAICompatibleServer(script) as server:
         env = env_for(server, database_url, tmp_path)
         orphan = await start_and_kill(tmp_path, session, env, started)
-        with open(tmp_path / "after.err", "w") as errors:
-            after = subprocess.Popen(
-                [sys.executable, "-m", "orchestrator", "ask", "-s", session, "and now?"],
-                stdout=subprocess.PIPE, stderr=errors, text=True, cwd=tmp_path, env=env,
-            )
-            try:
-                # The gate opens only once the resumed turn and the new one are done,
-                # so recovery's re-run is still running when the resumed turn meets the call.
-                waiting = "waiting for 1 background task"
-                await wait_for(lambda: waiting in (tmp_path / "after.err").read_text(), after)
-                gate.write_text("open")
-                stdout, _ = after.communicate(timeout=120)
-            finally:
-                after.kill()
-    stderr = (tmp_path / "after.err").read_text()
+        # The gate opens only once the resumed turn and the new one are done,
+        # so recovery's re-run is still running when the resumed turn meets the call.
+        returncode, stdout, stderr = await ask_then_open(
+            tmp_path, session, env, gate=gate, waiting="waiting for 1 background task"
+        )
 
-    assert after.returncode == 0, stderr
+    assert returncode == 0, stderr
     note = f"counted_run ({orphan}) was left running by a stopped process: running it again"
     assert note in stderr
     assert lines(runs) == [orphan, orphan], "killed once; run again by recovery, not by the turn"
@@ -264,6 +254,25 @@ async def test_a_call_left_open_runs_again_only_when_idempotent_and_orphaned(
         assert history[-4:] == ["requeued", "running", "completed", "closed"]
     else:
         assert body["status"] == "failure" and body["error_code"] == outcome
+
+
+async def ask_then_open(
+    tmp_path: Path, session: str, env: dict[str, str], *, gate: Path, waiting: str
+) -> tuple[int, str, str]:
+    """`ask -s SESSION "and now?"` in a process of its own; `gate` opens once its stderr says
+    `waiting`. Its exit status, output and errors."""
+    with open(tmp_path / "after.err", "w") as errors:
+        after = subprocess.Popen(
+            [sys.executable, "-m", "orchestrator", "ask", "-s", session, "and now?"],
+            stdout=subprocess.PIPE, stderr=errors, text=True, cwd=tmp_path, env=env,
+        )
+        try:
+            await wait_for(lambda: waiting in (tmp_path / "after.err").read_text(), after)
+            gate.write_text("open")
+            stdout, _ = after.communicate(timeout=120)
+        finally:
+            after.kill()
+    return after.returncode, stdout, (tmp_path / "after.err").read_text()
 
 
 async def wait_for(condition: Callable[[], bool], process: subprocess.Popen[str]) -> None:
