@@ -12,8 +12,6 @@ import asyncio
 import json
 import os
 import re
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 
@@ -31,7 +29,7 @@ from orchestrator.store.requests import request_history
 from orchestrator.testing import OpenAICompatibleServer, call_tools
 from orchestrator.tools.hitl import Question, ask_person
 from rich.console import Console
-from tests.helpers import cli_env, make_session, server_env, start_and_kill
+from tests.helpers import make_session, server_env, start_and_kill
 from tests.tool_folders import write_folder
 
 # A tool folder `files` whose `tidy` asks the person first and `ask` asks them a
@@ -495,14 +493,7 @@ def test_on_a_terminal_ctrl_c_rejects_a_question_and_the_next_is_asked(tmp_path:
     terminal = Terminal()
     script = [[("files_tidy", {"path": "a"}), ("files_tidy", {"path": "b"})], "Tidied b only."]
     with OpenAICompatibleServer(script) as server:
-        env = {**cli_env(tmp_path), **server_env(server), "TERM": "xterm"}
-        env |= {"DATABASE_URL": database_url, "ORCHESTRATOR_EMBEDDINGS": "none"}
-        chat = subprocess.Popen(
-            [sys.executable, "-m", "orchestrator", "chat"],
-            stdin=terminal.slave, stdout=terminal.slave, stderr=terminal.slave,
-            cwd=tmp_path, env=env, preexec_fn=terminal.controlling,  # noqa: PLW1509
-        )
-        terminal.read_on()
+        chat = terminal.chat(tmp_path, server=server, database_url=database_url)
         try:
             wait_for_screen(terminal.shows("Approve and load it?"), chat, terminal)
             terminal.type(b"y\r")

@@ -130,6 +130,18 @@ class Terminal:
         os.setsid()
         fcntl.ioctl(self.slave, termios.TIOCSCTTY, 0)
 
+    def chat(self, tmp_path: Path, *, server: OpenAICompatibleServer, database_url: str) -> subprocess.Popen[bytes]:
+        """`orchestrator chat` in `tmp_path` on this terminal, against `server`; read from now on."""
+        env = {**cli_env(tmp_path), **server_env(server), "TERM": "xterm"}
+        env |= {"DATABASE_URL": database_url, "ORCHESTRATOR_EMBEDDINGS": "none"}
+        chat = subprocess.Popen(
+            [sys.executable, "-m", "orchestrator", "chat"],
+            stdin=self.slave, stdout=self.slave, stderr=self.slave,
+            cwd=tmp_path, env=env, preexec_fn=self.controlling,  # noqa: PLW1509
+        )
+        self.read_on()
+        return chat
+
     def read_on(self) -> None:
         os.close(self.slave)
         threading.Thread(target=self._read, daemon=True).start()
@@ -166,14 +178,7 @@ def test_ctrl_c_on_a_terminal_cancels_the_turn(tmp_path: Path, database_url: str
     write_folder(tmp_path / "sub_graphs", "gated", code=GATED_TOOL.format(started=str(started), gate=str(gate)))
     terminal = Terminal()
     with OpenAICompatibleServer([[("gated_run", {})], "Still here."]) as server:
-        env = {**cli_env(tmp_path), **server_env(server), "TERM": "xterm"}
-        env |= {"DATABASE_URL": database_url, "ORCHESTRATOR_EMBEDDINGS": "none"}
-        chat = subprocess.Popen(
-            [sys.executable, "-m", "orchestrator", "chat"],
-            stdin=terminal.slave, stdout=terminal.slave, stderr=terminal.slave,
-            cwd=tmp_path, env=env, preexec_fn=terminal.controlling,  # noqa: PLW1509
-        )
-        terminal.read_on()
+        chat = terminal.chat(tmp_path, server=server, database_url=database_url)
         try:
             wait_for_screen(terminal.shows("Approve and load it?"), chat, terminal)
             terminal.type(b"y\r")
