@@ -27,6 +27,7 @@ from orchestrator.settings import load_settings
 from orchestrator.tools.context import RunContext
 from orchestrator.tools.pipeline.dispatch import Dispatcher
 from orchestrator.store import Database
+from orchestrator.store.requests import RequestLog
 from orchestrator.store.storage import Storage
 from orchestrator.testing import OpenAICompatibleServer
 from typer.testing import CliRunner
@@ -170,6 +171,14 @@ async def closing_order(database: Database, user: str, request_ids: list[str]) -
             {"ids": request_ids},
         )
         return [row[0] for row in rows]
+
+
+def logged_context(database: Database, session: str) -> RunContext:
+    """A tools node's context: its user and session, and the request log."""
+    return RunContext(user_id="u1", session_id=session, observer=RequestLog(database))
+
+
+PLACE = {"configurable": {"checkpoint_ns": "tools:6a1f"}}  # the call's place in the graph
 
 
 def dispatcher(tools: Sequence[BaseTool], *, max_result_chars: int = 4000) -> Dispatcher:

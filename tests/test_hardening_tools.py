@@ -29,9 +29,8 @@ from orchestrator.store.requests import RequestLog, request_history, request_tre
 from orchestrator.testing import OpenAICompatibleServer, call_tools
 from orchestrator.tools import Tool, ToolRequest, ToolResult, action
 from orchestrator.tools.adapter import langchain_tools
-from orchestrator.tools.context import RunContext
 from orchestrator.tools.pipeline.records import CallRecord
-from tests.helpers import cli_env, dispatcher, make_session, run_call, server_env
+from tests.helpers import PLACE, logged_context, cli_env, dispatcher, make_session, run_call, server_env
 from tests.tool_folders import LINGERING_TOOL, NOISY_TOOL, QUITTER_TOOL, write_folder
 
 
@@ -43,14 +42,6 @@ def tool_reply(request: dict[str, object]) -> dict[str, object]:
     """The (last) tool message a model request carried, parsed."""
     message = [m for m in request["messages"] if m["role"] == "tool"][-1]  # type: ignore[index]
     return json.loads(message["content"])
-
-
-def logged_context(database: Database, session: str) -> RunContext:
-    """A tools node's context: its user and session, and the request log."""
-    return RunContext(user_id="u1", session_id=session, observer=RequestLog(database))
-
-
-PLACE = {"configurable": {"checkpoint_ns": "tools:6a1f"}}  # the call's place in the graph
 
 
 # --- errors without secrets or paths ---

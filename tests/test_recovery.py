@@ -22,14 +22,13 @@ from langchain_core.messages import ToolCall
 from sqlalchemy import text
 
 from orchestrator.store import Database
-from orchestrator.store.requests import RequestLog, request_history
+from orchestrator.store.requests import request_history
 from orchestrator.testing import OpenAICompatibleServer
 from orchestrator.tools import Tool, ToolRequest, ToolResult, action
 from orchestrator.tools.adapter import langchain_tools
 from orchestrator.tools.config import ToolConfig
-from orchestrator.tools.context import RunContext
 from orchestrator.tools.pipeline.dispatch import Dispatcher
-from tests.helpers import dispatcher, run_call, server_env, start_and_kill
+from tests.helpers import PLACE, logged_context, dispatcher, run_call, server_env, start_and_kill
 from tests.test_background import Nothing
 from tests.tool_folders import COUNTED_TOOL, GATED_TOOL, write_folder
 
@@ -178,14 +177,6 @@ class Counter(Tool):
 def counter_executor(counter: Counter, *, idempotent: bool = False) -> Dispatcher:
     config = ToolConfig(name="counter", description="x", version="1", idempotent=idempotent)
     return dispatcher(langchain_tools(counter, config=config))
-
-
-def logged_context(database: Database, session: str) -> RunContext:
-    """A tools node's context: its user and session, and the request log."""
-    return RunContext(user_id="u1", session_id=session, observer=RequestLog(database))
-
-
-PLACE = {"configurable": {"checkpoint_ns": "tools:6a1f"}}  # the call's place in the graph
 
 
 CALL = ToolCall(name="counter_go", args={}, id="call_same", type="tool_call")
