@@ -105,7 +105,8 @@ class Runtime:
     @property
     def sub_agents(self) -> list[LoadedTool]:
         """The loaded tool folders of the top level (each with the levels below it)."""
-        return [loaded for source in self.sources for loaded in getattr(source, "loaded", [])]
+        folders = (source for source in self.sources if isinstance(source, FolderSource))
+        return [loaded for source in folders for loaded in source.loaded]
 
     def all_tools(self) -> list[BaseTool]:
         """The tools of every level: the model's own and those of every sub-agent below."""

@@ -80,11 +80,6 @@ class FolderSource:
         self._levels = LevelResolver(settings)
         self._done = False
 
-    @property
-    def sub_agents(self) -> list[LoadedTool]:
-        """The loaded top-level folders (each with the levels below it)."""
-        return self.loaded
-
     def load(self) -> list[LoadedTool]:
         """Review the folders and import the approved ones (once; later calls return the same)."""
         if not self._done:
