@@ -87,6 +87,12 @@ class UnknownToolError(ToolError):
     code = "unknown_tool"
 
 
+class McpServerError(ToolError):
+    """An MCP server could not be started, or is blocked: its tools answer with this."""
+
+    code = "mcp_server_unavailable"
+
+
 # --- the person at the terminal -----------------------------------------------------------
 
 
@@ -199,6 +205,7 @@ __all__ = [
     "FolderRefusedError",
     "IncompleteReplyError",
     "InvalidToolArgumentsError",
+    "McpServerError",
     "ModelUnavailableError",
     "QuestionsWaitingError",
     "OrchestratorError",

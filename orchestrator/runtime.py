@@ -27,6 +27,7 @@ from orchestrator.store.storage import Storage
 from orchestrator.tasks import TaskManager
 from orchestrator.tools.approval import Ask, Reviewed
 from orchestrator.tools.builtin import builtin_tools, human_tools
+from orchestrator.tools.mcp.servers import AskServer
 from orchestrator.tools.pipeline.base import ToolMiddleware
 from orchestrator.tools.pipeline.dispatch import default_middleware
 from orchestrator.tools.sources.base import LoadsNow, ToolSource
@@ -45,6 +46,7 @@ class RuntimeOptions(TypedDict, total=False):
 
     ask: Ask | None
     reviewed: Reviewed | None
+    ask_server: AskServer | None
     storage: Storage | None
     model: BaseChatModel | None
     tools: list[BaseTool] | None
@@ -80,7 +82,8 @@ class Runtime:
         The sources are the built-in tools and the approved tool folders; a
         source that fails to open is logged and offers no tools. Options:
         `ask` is put every new or changed tool folder (without it, none is
-        approved now), unless `reviewed` holds the answers already. With
+        approved now), unless `reviewed` holds the answers already;
+        `ask_server` every new or changed MCP server definition. With
         `storage`, sessions are durable and archived, and the model gets RAG
         context; without, they live in memory. `model`, `tools` and
         `checkpointer` replace the defaults; given `tools`, no folder is
@@ -160,6 +163,7 @@ class _Plan:
         *,
         ask: Ask | None = None,
         reviewed: Reviewed | None = None,
+        ask_server: AskServer | None = None,
         storage: Storage | None = None,
         model: BaseChatModel | None = None,
         tools: list[BaseTool] | None = None,
@@ -183,9 +187,8 @@ class _Plan:
         if tools is not None:
             sources: list[ToolSource] = [StaticSource("given", tools)]
         else:
-            sources = _default_sources(
-                settings, level=level, middleware=pipeline, storage=storage, ask=ask, reviewed=reviewed
-            )
+            asking = _Asking(ask=ask or _input_ended, reviewed=reviewed, ask_server=ask_server)
+            sources = _default_sources(settings, level=level, middleware=pipeline, storage=storage, asking=asking)
         saver = checkpointer or (storage.checkpointer if storage is not None else InMemorySaver())
         return cls(settings, model, level, sources, pipeline, storage, saver)
 
@@ -209,14 +212,22 @@ class _Plan:
         )
 
 
+@dataclass(frozen=True)
+class _Asking:
+    """Who decides about new or changed folders and MCP server definitions."""
+
+    ask: Ask
+    reviewed: Reviewed | None
+    ask_server: AskServer | None
+
+
 def _default_sources(
     settings: Settings,
     *,
     level: LevelConfig,
     middleware: list[ToolMiddleware],
     storage: Storage | None,
-    ask: Ask | None,
-    reviewed: Reviewed | None,
+    asking: _Asking,
 ) -> list[ToolSource]:
     """The built-in tools, then the approved tool folders."""
     builtins = [*builtin_tools(), *([search_messages_tool(storage.messages)] if storage else [])]
@@ -234,7 +245,12 @@ def _default_sources(
         )
 
     folders = FolderSource(
-        settings, level=level, build_graph=build_graph, ask=ask or _input_ended, reviewed=reviewed
+        settings,
+        level=level,
+        build_graph=build_graph,
+        ask=asking.ask,
+        reviewed=asking.reviewed,
+        ask_server=asking.ask_server,
     )
     return [StaticSource("builtin", builtins), folders]
 

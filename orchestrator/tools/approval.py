@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, JsonValue, ValidationError
 
 from orchestrator.errors import ConfigError
 from orchestrator.settings import Settings
@@ -66,9 +66,21 @@ class Decision(BaseModel):
     mac: str = ""  # HMAC of the fields above (but the date) and where the folder is
 
 
+class Pin(BaseModel):
+    """The user's answer for an MCP server's definition (see `tools.mcp.definitions`)."""
+
+    name: str
+    digest: str
+    approved: bool
+    definition: dict[str, JsonValue]  # as it was approved: a change is shown against it
+    decided_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    mac: str = ""
+
+
 class _StoreFile(BaseModel):
     format: int = 2
     folders: dict[str, Decision] = Field(default_factory=dict)
+    servers: dict[str, Pin] = Field(default_factory=dict)
 
 
 class ApprovalStore:
@@ -112,6 +124,23 @@ class ApprovalStore:
         decision.mac = sign(self._installation_key(), self._signed(folder.key, decision))
         self._data.folders[folder.key] = decision
         self._save()
+
+    def pin(self, key: str) -> Pin | None:
+        """The user's answer about the MCP server of the folder `key`, if this installation made it."""
+        pin = self._data.servers.get(key)
+        if pin is None or not pin.mac:
+            return None
+        return pin if verify(self._installation_key(), self._pinned(key, pin), pin.mac) else None
+
+    def decide_pin(self, key: str, pin: Pin) -> None:
+        """Record the user's answer about an MCP server's definition (`pin.digest` is its hash)."""
+        pin.mac = sign(self._installation_key(), self._pinned(key, pin))
+        self._data.servers[key] = pin
+        self._save()
+
+    def _pinned(self, key: str, pin: Pin) -> bytes:
+        # The definition itself is checked against the digest by whoever reads it.
+        return json.dumps([SIGNED, "mcp", self._scope, key, pin.name, pin.digest, pin.approved]).encode()
 
     def _authentic(self, key: str, decision: Decision) -> bool:
         return bool(decision.mac) and verify(

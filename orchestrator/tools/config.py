@@ -20,6 +20,7 @@ from pydantic import (
 
 from orchestrator.errors import ToolConfigError, validation_problems
 from orchestrator.tools.files import read_regular
+from orchestrator.tools.mcp.config import McpServerConfig
 from orchestrator.tools.safe_yaml import load_bounded
 
 CONFIG_FILE = "tool_config.yaml"
@@ -204,6 +205,9 @@ class ToolConfig(BaseModel):
         default_factory=dict,
         description="Who sets each named parameter of the tool's actions: `ai` or `{value: ...}`.",
     )
+    mcp: McpServerConfig | None = Field(
+        default=None, description="The folder is an MCP server: how to launch or reach it."
+    )
 
     @field_validator("version", mode="before")
     @classmethod
@@ -226,6 +230,15 @@ class ToolConfig(BaseModel):
             raise ValueError("must be a relative .py path inside the folder")
         return value
 
+    @model_validator(mode="after")
+    def _mcp_server_has_no_code(self) -> ToolConfig:
+        if self.mcp is not None:
+            given = [name for name in ("entry_point", "class_name", "instructions") if getattr(self, name)]
+            if self.kind != "tool" or given:
+                what = f"`{given[0]}`" if given else "`kind: agent`"
+                raise ValueError(f"an MCP server folder (`mcp:`) has no {what}: its tools are the server's")
+        return self
+
     @property
     def entry_file(self) -> str:
         """The module file that holds the tool class."""
@@ -233,8 +246,9 @@ class ToolConfig(BaseModel):
 
     @property
     def entry_optional(self) -> bool:
-        """True for a `kind: agent` folder naming no entry point: it may have no Python at all."""
-        return self.kind == "agent" and self.entry_point is None
+        """True for a folder that may have no Python at all: an MCP server, or a
+        `kind: agent` folder naming no entry point."""
+        return self.mcp is not None or (self.kind == "agent" and self.entry_point is None)
 
 
 def load_tool_config(path: Path) -> ToolConfig:

@@ -19,9 +19,10 @@ TRUNCATION_NOTE = (
 
 
 class Billing(BaseModel):
-    """What a call cost, when the tool knows."""
+    """What a call cost, when the tool knows: in dollars, and in the service's credits if it has them."""
 
-    total_cost_usd: float = 0.0
+    total_cost_usd: float = Field(default=0.0, ge=0, allow_inf_nan=False)
+    credits: float | None = Field(default=None, ge=0, allow_inf_nan=False)
 
 
 class ToolResult(BaseModel):

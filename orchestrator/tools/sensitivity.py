@@ -5,6 +5,7 @@ A call needs one when any of these holds:
 - its folder's `tool_config.yaml` says `requires_approval: true` (every action of it);
 - its author marked the action sensitive: `@action(sensitive=True)`;
 - its folder's `tool_config.yaml` lists the action in `sensitive_actions`;
+- its MCP server marks the tool destructive (`destructiveHint: true`);
 - its call name matches a sensitive pattern (the setting
   ORCHESTRATOR_SENSITIVE_PATTERNS; by default delete, remove, destroy, drop, purge).
 
@@ -21,7 +22,7 @@ reads it (see `pipeline.approval`).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
@@ -37,10 +38,12 @@ NO_PATTERNS: Final = "none"  # the setting's word for "match no name"
 # Who marked an action sensitive: the tool's metadata `sensitive` holds one of these.
 BY_AUTHOR: Final = "author"
 BY_CONFIG: Final = "tool_config.yaml"
+BY_SERVER: Final = "destructiveHint"
 
 WHY_FOLDER = "its folder's tool_config.yaml says requires_approval: true"
 WHY_AUTHOR = "its author marked the action sensitive"
 WHY_CONFIG = "its folder's tool_config.yaml lists the action in sensitive_actions"
+WHY_SERVER = "its MCP server marks it destructive (destructiveHint)"
 WHY_PATTERN = "its name matches the sensitive pattern {pattern!r}"
 UNKNOWN_ACTIONS = (
     "{tool}: tool_config.yaml's sensitive_actions names {names}, not an action of it{known}"
@@ -60,15 +63,21 @@ def sensitive_actions(tool: Tool, config: ToolConfig | None) -> dict[str, str]:
     Raises ToolLoadError when `sensitive_actions` names an action the tool
     does not have: a typo must not leave the action it meant unguarded.
     """
+    authored = {name: BY_AUTHOR for name, spec in tool.actions.items() if spec.sensitive}
+    return marked_actions(tool.name, config, known=tool.actions.keys(), marks=authored)
+
+
+def marked_actions(
+    tool: str, config: ToolConfig | None, *, known: Collection[str], marks: Mapping[str, str]
+) -> dict[str, str]:
+    """`marks` (by action) plus `BY_CONFIG` for those `config` lists; ToolLoadError for a name not `known`."""
     listed = list(config.sensitive_actions) if config is not None else []
-    unknown = [name for name in listed if name not in tool.actions]
+    unknown = [name for name in listed if name not in known]
     if unknown:
-        known = f" (its actions: {', '.join(sorted(tool.actions))})" if tool.actions else ""
+        shown = f" (its actions: {', '.join(sorted(known))})" if known else ""
         names = ", ".join(repr(name) for name in unknown)
-        raise ToolLoadError(UNKNOWN_ACTIONS.format(tool=tool.name, names=names, known=known))
-    marks = dict.fromkeys(listed, BY_CONFIG)
-    marks.update({name: BY_AUTHOR for name, spec in tool.actions.items() if spec.sensitive})
-    return marks
+        raise ToolLoadError(UNKNOWN_ACTIONS.format(tool=tool, names=names, known=shown))
+    return {**dict.fromkeys(listed, BY_CONFIG), **marks}
 
 
 @dataclass(frozen=True)
@@ -95,6 +104,8 @@ class SensitivityRules:
             reasons.append(WHY_AUTHOR)
         elif mark == BY_CONFIG:
             reasons.append(WHY_CONFIG)
+        elif mark == BY_SERVER:
+            reasons.append(WHY_SERVER)
         pattern = self.matching(name)
         if pattern is not None:
             reasons.append(WHY_PATTERN.format(pattern=pattern))

@@ -19,21 +19,26 @@ from orchestrator.errors import ConfigError, ToolLoadError
 from orchestrator.levels import LevelConfig, LevelResolver
 from orchestrator.tools.adapter import langchain_tools
 from orchestrator.tools.agent import AgentTool, GraphFactory
-from orchestrator.tools.approval import Ask, Reviewed, review_folders
+from orchestrator.tools.approval import ApprovalStore, Ask, Reviewed, review_folders
 from orchestrator.tools.base import Tool, ToolContext
 from orchestrator.tools.discovery import CHILDREN_DIR, ToolFolder, ToolNode
 from orchestrator.tools.importer import package_name
 from orchestrator.tools.loader import load_tool, visible_sources
+from orchestrator.tools.mcp.servers import AskServer, McpServers
+from orchestrator.tools.mcp.tool import mcp_tools
 from orchestrator.tools.scope import resolve_scopes
 from orchestrator.tools.untrusted import printable
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Iterator, Sequence
 
     from orchestrator.settings import Settings
     from orchestrator.tools.config import ToolConfig
 
 logger = logging.getLogger(__name__)
+
+MCP_LOGS = Path("logs") / "mcp"  # in the data directory: what stdio servers write to stderr
+NOT_STARTED = "MCP server %s: not started here (only an asynchronous start, Runtime.start, starts them)"
 
 __all__ = ["FolderSource", "LoadedTool", "visible_sources"]
 
@@ -43,7 +48,7 @@ class LoadedTool:
     """An approved folder's tool, with its own loaded sub-tools if it is an agent."""
 
     folder: ToolFolder
-    tool: Tool
+    tool: Tool | None  # None for an MCP server's folder: its tools are the server's
     children: list[LoadedTool] = field(default_factory=list)
     langchain: list[BaseTool] = field(default_factory=list)
     unapproved_children: list[str] = field(default_factory=list)  # names, for the user
@@ -53,10 +58,12 @@ class LoadedTool:
 class FolderSource:
     """The approved tool folders of the settings' `sub_graphs` directory.
 
-    `load` asks `ask` about every new or changed folder (unless `reviewed`
-    holds the answers; without either, none is approved now) and imports the
-    approved ones; it is synchronous, for `Runtime.create`, and `open` does
-    the same. Its tools are those of the top-level folders; `loaded` is the
+    `open` asks `ask` about every new or changed folder (unless `reviewed`
+    holds the answers; without either, none is approved now), starts the MCP
+    servers of the approved ones and asks `ask_server` about their tool
+    definitions (see `tools.mcp.servers`), then imports the approved folders.
+    `load` does the same synchronously, for `Runtime.create`, but starts no
+    MCP server. Its tools are those of the top-level folders; `loaded` is the
     whole tree. A folder that cannot be used is logged and skipped.
     """
 
@@ -70,36 +77,62 @@ class FolderSource:
         build_graph: GraphFactory,
         ask: Ask | None = None,
         reviewed: Reviewed | None = None,
+        ask_server: AskServer | None = None,
     ) -> None:
         self.settings = settings
         self.level = level
         self.loaded: list[LoadedTool] = []
+        self.servers: McpServers | None = None
         self._build_graph = build_graph
         self._ask = ask
         self._reviewed = reviewed
+        self._ask_server = ask_server
         self._levels = LevelResolver(settings)
         self._done = False
 
+    @property
+    def undecided_servers(self) -> list[str]:
+        """The keys of the MCP server folders whose tool definitions await the person's decision."""
+        return list(self.servers.undecided) if self.servers is not None else []
+
     def load(self) -> list[LoadedTool]:
-        """Review the folders and import the approved ones (once; later calls return the same)."""
+        """Review the folders and import the approved ones, starting no MCP server (once)."""
         if not self._done:
             self._done = True
-            reviewed = self._reviewed or review_folders(self.settings, self._ask or _nobody_answers)
-            nodes, approved = reviewed.tree.nodes, reviewed.approved
-            self.loaded = self._load_level(nodes, approved, parent=self.level)
+            self._load_tree(self._review())
         return self.loaded
 
     async def open(self) -> None:
-        """Load (on this thread: the questions and the folders' imports belong to it)."""
-        self.load()
+        """Review the folders, start and pin the approved MCP servers, import the approved folders.
+
+        On this thread: the questions and the folders' imports belong to it.
+        """
+        if self._done:
+            return
+        self._done = True
+        reviewed = self._review()
+        servers = _approved(reviewed.tree.nodes, reviewed.approved)
+        self.servers = McpServers(
+            servers, store=ApprovalStore.of(self.settings), logs=self.settings.data_dir / MCP_LOGS
+        )
+        await self.servers.open(self._ask_server)
+        self._load_tree(reviewed)
 
     def tools(self) -> Sequence[BaseTool]:
         """The tools of the top-level folders."""
         return [tool for loaded in self.loaded for tool in loaded.langchain]
 
     async def close(self) -> None:
-        """Close the databases folders of their own opened."""
+        """Stop the MCP servers and close the databases folders of their own opened."""
+        if self.servers is not None:
+            await self.servers.close()
         await self._levels.close()
+
+    def _review(self) -> Reviewed:
+        return self._reviewed or review_folders(self.settings, self._ask or _nobody_answers)
+
+    def _load_tree(self, reviewed: Reviewed) -> None:
+        self.loaded = self._load_level(reviewed.tree.nodes, reviewed.approved, parent=self.level)
 
     def _load_level(
         self, nodes: list[ToolNode], approved: set[str], *, parent: LevelConfig
@@ -109,7 +142,10 @@ class FolderSource:
             if node.folder.key not in approved:
                 continue
             try:
-                loaded.append(self._load(node, approved, parent=parent))
+                if node.folder.config.mcp is not None:
+                    loaded.extend(self._load_server(node.folder, parent=parent))
+                else:
+                    loaded.append(self._load(node, approved, parent=parent))
             except (ToolLoadError, ConfigError) as error:
                 path, reason = printable(str(node.folder.path)), printable(str(error))
                 logger.warning("skipping tool folder %s: %s", path, reason)
@@ -136,6 +172,20 @@ class FolderSource:
         tools = langchain_tools(tool, config=config, scopes=scopes, folder=folder.path)
         return LoadedTool(folder, tool, children, tools, unapproved, level=level)
 
+    def _load_server(self, folder: ToolFolder, *, parent: LevelConfig) -> list[LoadedTool]:
+        """The folder of an MCP server whose definition is approved; none otherwise."""
+        definition = self.servers.approved.get(folder.key) if self.servers is not None else None
+        if definition is None:  # not started (`load`), or not approved: said when it was settled
+            if self.servers is None:
+                logger.warning(NOT_STARTED, printable(folder.name))
+            return []
+        assert self.servers is not None
+        level = self._levels.child(parent, folder.config, agent=False)
+        server = self.servers.server(folder.key)
+        config = call_config(folder.config, level)
+        tools = mcp_tools(server, definition, config=config, folder=folder.path)
+        return [LoadedTool(folder, None, langchain=tools, level=level)]
+
     def _set_log_level(self, folder: ToolFolder, level: LevelConfig) -> None:
         # Only a level a folder set (here or above): the rest follows the process's logging.
         if level.log_level is not None and level.log_level != self.level.log_level:
@@ -147,6 +197,15 @@ def call_config(config: ToolConfig, level: LevelConfig) -> ToolConfig:
     if "timeout_seconds" in config.model_fields_set:
         return config
     return config.model_copy(update={"timeout_seconds": level.limits.timeout_seconds})
+
+
+def _approved(nodes: list[ToolNode], approved: set[str]) -> Iterator[ToolFolder]:
+    """The approved folders, at every level below approved ones (an MCP server's: none below)."""
+    for node in nodes:
+        if node.folder.key in approved:
+            yield node.folder
+            if node.folder.config.mcp is None:
+                yield from _approved(node.children, approved)
 
 
 def _nobody_answers(*_: object) -> None:

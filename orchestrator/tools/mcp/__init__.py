@@ -1,0 +1,1 @@
+"""MCP servers as tool folders: their sessions, pinned tool definitions and LangChain tools."""
