@@ -125,6 +125,10 @@ def describe_folder(folder: ToolFolder) -> str:
     """
     capabilities = ", ".join(shown(c) for c in folder.config.capabilities) or "none declared"
     description = one_line(folder.config.description, DESCRIPTION_CHARS)
+    server = folder.config.mcp
+    if server is not None:  # approving it starts this: it is said before anything else
+        what = server.url or " ".join([server.command or "", *server.args])
+        capabilities += f"\n  MCP server: {'connects to' if server.url else 'runs'} {shown(what)}"
     return (
         f"[bold]{shown(folder.name)}[/bold] {shown(folder.config.version)}\n"
         f"  {shown(description)}\n"

@@ -58,14 +58,18 @@ class ApprovalPrompt:
 
     def __call__(self, folder: ToolFolder, status: Status) -> bool | None:
         heading = "Changed since you decided on it" if status == Status.CHANGED else "New tool folder"
-        self.console.print(f"\n[yellow]{heading}:[/yellow] {describe_folder(folder)}")
-        if self.terminal is not None:
-            return self._ask_terminal(self.terminal)
-        return self._ask_piped()
+        return self.confirm(f"\n[yellow]{heading}:[/yellow] {describe_folder(folder)}")
 
-    def _ask_terminal(self, terminal: TextIO) -> bool | None:
+    def confirm(self, text: str, *, question: str = QUESTION) -> bool | None:
+        """Show `text` (rich markup), then ask `question`: True for yes, None when input ended."""
+        self.console.print(text)
+        if self.terminal is not None:
+            return self._ask_terminal(self.terminal, question)
+        return self._ask_piped(question)
+
+    def _ask_terminal(self, terminal: TextIO, question: str) -> bool | None:
         while True:
-            self.console.print(QUESTION, end="")
+            self.console.print(question, end="")
             try:
                 line = terminal.readline()
             except KeyboardInterrupt:  # the terminal has echoed ^C itself
@@ -78,9 +82,9 @@ class ApprovalPrompt:
                 return answer in YES
             self.console.print(f"Please answer y or n, not '{shown(line.strip())}'.")
 
-    def _ask_piped(self) -> bool | None:
+    def _ask_piped(self, question: str) -> bool | None:
         while True:
-            self.console.print(QUESTION, end="")
+            self.console.print(question, end="")
             line = self.stdin.readline()
             if not line:
                 self.console.print("\n(end of input: not approved)")

@@ -21,12 +21,14 @@ import re
 import shutil
 import sys
 from pathlib import Path, PurePosixPath
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from langchain_mcp_adapters.sessions import Connection, StdioConnection, StreamableHttpConnection
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator, model_validator
 
 from orchestrator.errors import ConfigError
+
+if TYPE_CHECKING:  # the SDK is loaded when a server starts, not to read a tool_config.yaml
+    from langchain_mcp_adapters.sessions import Connection
 
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 HEADER_NAME = re.compile(r"[A-Za-z0-9!#$%&'*+.^_`|~-]+")
@@ -100,16 +102,16 @@ class McpServerConfig(BaseModel):
         """
         if self.url is not None:
             headers = _values(self.headers, name=name, what="header")
-            return StreamableHttpConnection(transport="streamable_http", url=self.url, headers=headers)
+            return {"transport": "streamable_http", "url": self.url, "headers": headers}
         assert self.command is not None
-        return StdioConnection(
-            transport="stdio",
-            command=_executable(self.command, name=name),
-            args=list(self.args),
+        return {
+            "transport": "stdio",
+            "command": _executable(self.command, name=name),
+            "args": list(self.args),
             # The SDK adds a safe minimum (PATH, HOME, ...) to these; nothing else of ours leaks.
-            env=_values(self.env, name=name, what="variable"),
-            cwd=str(folder / self.cwd) if self.cwd else str(folder),
-        )
+            "env": _values(self.env, name=name, what="variable"),
+            "cwd": str(folder / self.cwd) if self.cwd else str(folder),
+        }
 
 
 def _values(names: dict[str, str], *, name: str, what: str) -> dict[str, str]:
