@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from orchestrator.cli.common import display_path, err, fail, settings_or_exit, shown, user_errors
 from orchestrator.cli.prompts import ApprovalPrompt, person_terminal
+from orchestrator.cli.server_prompt import ServerPrompt
 from orchestrator.cli.signals import HANDLED, Interrupts, exit_on_signals, ignore_exit_signals
 from orchestrator.errors import UserError
 from orchestrator.settings import Settings
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
 
     from orchestrator.runtime import Runtime
     from orchestrator.store.storage import Storage
+    from orchestrator.tools.mcp.servers import AskServer
 
 # How long a command that ends during startup waits for its database to finish
 # starting, so as to stop it again. A start on an existing data directory takes
@@ -149,6 +151,7 @@ class Startup:
     reviewed: Reviewed
     database: Future[str] | None  # the embedded server's URL, while it starts
     leftover: list[str] = field(default_factory=list)  # piped lines the approval prompt kept
+    ask_server: AskServer | None = None  # asks about MCP servers' tool definitions once started
     interrupts: Interrupts = field(default_factory=Interrupts)
 
 
@@ -185,7 +188,8 @@ def _prepare(settings: Settings, database: DatabaseStart | None, *, keep_message
             prompt = ApprovalPrompt(err=err, terminal=terminal, keep_messages=keep_messages)
             reviewed = review_folders(settings, prompt)
     url = database.url if database is not None else None
-    return Startup(settings, model, reviewed, url, leftover=prompt.leftover)
+    ask_server = ServerPrompt(err=err, keep_messages=keep_messages, leftover=prompt.leftover)
+    return Startup(settings, model, reviewed, url, leftover=prompt.leftover, ask_server=ask_server)
 
 
 def _build_model(settings: Settings) -> BaseChatModel:
@@ -247,7 +251,11 @@ async def _with_runtime(startup: Startup, command: Command) -> int:
         if storage.embedder is None:
             err.print(f"[yellow]note:[/yellow] {NO_EMBEDDER}", highlight=False)
         runtime = await Runtime.start(
-            settings, reviewed=startup.reviewed, storage=storage, model=startup.model
+            settings,
+            reviewed=startup.reviewed,
+            ask_server=startup.ask_server,
+            storage=storage,
+            model=startup.model,
         )
         _idle_agent_notes(runtime)
         return await command(startup, runtime)
