@@ -27,7 +27,7 @@ from orchestrator.store.storage import Storage
 from orchestrator.tasks import TaskManager
 from orchestrator.tools.approval import Ask, Reviewed
 from orchestrator.tools.builtin import builtin_tools, human_tools
-from orchestrator.tools.mcp.servers import AskServer
+from orchestrator.tools.mcp.servers import AskServer, McpServers
 from orchestrator.tools.pipeline.base import ToolMiddleware
 from orchestrator.tools.pipeline.dispatch import default_middleware
 from orchestrator.tools.sources.base import LoadsNow, ToolSource
@@ -47,6 +47,7 @@ class RuntimeOptions(TypedDict, total=False):
     ask: Ask | None
     reviewed: Reviewed | None
     ask_server: AskServer | None
+    mcp_servers: McpServers | None
     storage: Storage | None
     model: BaseChatModel | None
     tools: list[BaseTool] | None
@@ -83,7 +84,8 @@ class Runtime:
         source that fails to open is logged and offers no tools. Options:
         `ask` is put every new or changed tool folder (without it, none is
         approved now), unless `reviewed` holds the answers already;
-        `ask_server` every new or changed MCP server definition. With
+        `ask_server` every new or changed MCP server definition;
+        `mcp_servers` are those servers, started already. With
         `storage`, sessions are durable and archived, and the model gets RAG
         context; without, they live in memory. `model`, `tools` and
         `checkpointer` replace the defaults; given `tools`, no folder is
@@ -164,6 +166,7 @@ class _Plan:
         ask: Ask | None = None,
         reviewed: Reviewed | None = None,
         ask_server: AskServer | None = None,
+        mcp_servers: McpServers | None = None,
         storage: Storage | None = None,
         model: BaseChatModel | None = None,
         tools: list[BaseTool] | None = None,
@@ -187,8 +190,10 @@ class _Plan:
         if tools is not None:
             sources: list[ToolSource] = [StaticSource("given", tools)]
         else:
-            asking = _Asking(ask=ask or _input_ended, reviewed=reviewed, ask_server=ask_server)
-            sources = _default_sources(settings, level=level, middleware=pipeline, storage=storage, asking=asking)
+            folders = _FolderOptions(ask or _input_ended, reviewed, ask_server, mcp_servers)
+            sources = _default_sources(
+                settings, level=level, middleware=pipeline, storage=storage, folders=folders
+            )
         saver = checkpointer or (storage.checkpointer if storage is not None else InMemorySaver())
         return cls(settings, model, level, sources, pipeline, storage, saver)
 
@@ -213,12 +218,13 @@ class _Plan:
 
 
 @dataclass(frozen=True)
-class _Asking:
-    """Who decides about new or changed folders and MCP server definitions."""
+class _FolderOptions:
+    """Who decides about new or changed folders and MCP server definitions; servers started."""
 
     ask: Ask
     reviewed: Reviewed | None
     ask_server: AskServer | None
+    servers: McpServers | None
 
 
 def _default_sources(
@@ -227,7 +233,7 @@ def _default_sources(
     level: LevelConfig,
     middleware: list[ToolMiddleware],
     storage: Storage | None,
-    asking: _Asking,
+    folders: _FolderOptions,
 ) -> list[ToolSource]:
     """The built-in tools, then the approved tool folders."""
     builtins = [*builtin_tools(), *([search_messages_tool(storage.messages)] if storage else [])]
@@ -244,15 +250,16 @@ def _default_sources(
             name=name,
         )
 
-    folders = FolderSource(
+    source = FolderSource(
         settings,
         level=level,
         build_graph=build_graph,
-        ask=asking.ask,
-        reviewed=asking.reviewed,
-        ask_server=asking.ask_server,
+        ask=folders.ask,
+        reviewed=folders.reviewed,
+        ask_server=folders.ask_server,
+        servers=folders.servers,
     )
-    return [StaticSource("builtin", builtins), folders]
+    return [StaticSource("builtin", builtins), source]
 
 
 def _input_ended(*_: object) -> None:

@@ -14,9 +14,12 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-from mcp.types import Implementation, Tool
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+if TYPE_CHECKING:  # the SDK loads when a server starts
+    from mcp.types import Implementation, Tool
 
 TOOL_FIELDS = ("title", "description", "inputSchema", "outputSchema", "annotations")
 MAX_SHOWN = 160  # characters of a changed text shown in a question

@@ -13,20 +13,25 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from orchestrator.errors import McpServerError
-from orchestrator.tools.approval import ApprovalStore, Status
-from orchestrator.tools.discovery import ToolFolder
+from orchestrator.settings import Settings
+from orchestrator.tools.approval import ApprovalStore, Reviewed, Status
+from orchestrator.tools.discovery import ToolFolder, ToolNode
 from orchestrator.tools.mcp.definitions import ServerDefinition, changes
 from orchestrator.tools.mcp.pins import approved_definition, decide, pinned, pin_status
-from orchestrator.tools.mcp.server import McpServer
 from orchestrator.tools.untrusted import printable
+
+if TYPE_CHECKING:  # the SDK loads only when there is a server to start
+    from orchestrator.tools.mcp.server import McpServer
 
 logger = logging.getLogger(__name__)
 
+LOGS = Path("logs") / "mcp"  # in the data directory: what stdio servers write to stderr
 SKIPPED = "MCP server %s: %s; its tools are not offered"
 FROM_PIN = "MCP server %s: %s; its approved tools are offered, and the first call starts it again"
 DENIED = "MCP server %s: its tool definitions were not approved; its tools are not offered"
@@ -47,7 +52,12 @@ AskServer = Callable[[ServerQuestion], bool | None]
 
 
 class McpServers:
-    """The servers of the given (approved) MCP folders, keyed by folder key."""
+    """The servers of the given (approved) MCP folders, keyed by folder key.
+
+    `start` starts them all at once (a caller may do it while it waits for
+    something else, the database say); `open` then settles each one's
+    definition with the person, once.
+    """
 
     def __init__(self, folders: Iterable[ToolFolder], *, store: ApprovalStore, logs: Path) -> None:
         self.store = store
@@ -55,11 +65,28 @@ class McpServers:
         self.servers = {key: _server(folder, logs) for key, folder in self.folders.items()}
         self.approved: dict[str, ServerDefinition] = {}
         self.undecided: list[str] = []  # folder keys whose definitions await a decision
+        self._started: asyncio.Future[list[ServerDefinition | BaseException]] | None = None
+        self._settled = False
+
+    @classmethod
+    def of(cls, settings: Settings, reviewed: Reviewed) -> McpServers:
+        """The servers of the approved MCP folders of `reviewed`, at every level below approved ones."""
+        folders = _approved(reviewed.tree.nodes, reviewed.approved)
+        return cls(folders, store=ApprovalStore.of(settings), logs=settings.data_dir / LOGS)
+
+    def start(self) -> Awaitable[list[ServerDefinition | BaseException]]:
+        """Start every server at once (the first call; later ones wait for the same starts)."""
+        if self._started is None:
+            starts = (server.start() for server in self.servers.values())
+            self._started = asyncio.ensure_future(asyncio.gather(*starts, return_exceptions=True))
+        return self._started
 
     async def open(self, ask: AskServer | None) -> None:
-        """Start every server at once, then settle each one's definition with the person."""
-        starts = (server.start() for server in self.servers.values())
-        started = await asyncio.gather(*starts, return_exceptions=True)
+        """Start every server (unless started), then settle each one's definition with the person."""
+        started = await self.start()
+        if self._settled:
+            return
+        self._settled = True
         ask = _until_input_ends(ask)
         for key, outcome in zip(list(self.servers), started, strict=True):
             if isinstance(outcome, McpServerError):
@@ -71,6 +98,8 @@ class McpServers:
 
     async def close(self) -> None:
         """Close every session (stopping the stdio servers' processes)."""
+        if self._started is not None:
+            await asyncio.wait({self._started})  # a start under way ends before its close
         await asyncio.gather(*(server.close() for server in self.servers.values()))
 
     def server(self, key: str) -> McpServer:
@@ -112,6 +141,15 @@ class McpServers:
         self.servers[key].pinned = self.approved[key] = before
 
 
+def _approved(nodes: list[ToolNode], approved: set[str]) -> Iterator[ToolFolder]:
+    """The approved folders, at every level below approved ones (an MCP server's: none below)."""
+    for node in nodes:
+        if node.folder.key in approved:
+            yield node.folder
+            if node.folder.config.mcp is None:
+                yield from _approved(node.children, approved)
+
+
 def _until_input_ends(ask: AskServer | None) -> AskServer:
     """`ask` until it first returns None (the input ended); after that, nothing is asked."""
     ended = ask is None
@@ -126,6 +164,8 @@ def _until_input_ends(ask: AskServer | None) -> AskServer:
 
 
 def _server(folder: ToolFolder, logs: Path) -> McpServer:
+    from orchestrator.tools.mcp.server import McpServer
+
     assert folder.config.mcp is not None
     log = logs / (folder.key.replace("/", "__") + ".log")
     return McpServer(name=folder.name, config=folder.config.mcp, folder=folder.path, errlog=log)

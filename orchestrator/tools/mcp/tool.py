@@ -34,7 +34,11 @@ DUPLICATE = "MCP server %s: two tools are both called %s here; only the first is
 
 
 class McpTool(StructuredTool):
-    """One tool of an MCP server; a call goes through the server's kept session."""
+    """One tool of an MCP server; a call goes through the server's kept session.
+
+    The pipeline calls `call_tool` itself (see `pipeline.run.CallsItself`);
+    LangChain's `ainvoke` works too, outside it.
+    """
 
     server: SkipValidation[McpServer]
     remote_name: str
@@ -45,7 +49,7 @@ class McpTool(StructuredTool):
     def tool_call_schema(self) -> ArgsSchema:
         return self.scope.visible if self.scope is not None else self.full_schema
 
-    async def call(self, arguments: dict[str, object]) -> ToolResult:
+    async def call_tool(self, arguments: dict[str, object]) -> ToolResult:
         """Run the tool on its server; the server's answer in the envelope."""
         return tool_result(await self.server.call(self.remote_name, arguments))
 
@@ -95,7 +99,7 @@ def _tool(
     mcp_tool: McpTool
 
     async def run(**arguments: object) -> ToolResult:
-        return await mcp_tool.call(arguments)
+        return await mcp_tool.call_tool(arguments)
 
     description = tool.description or tool.title or tool.name
     mcp_tool = McpTool(

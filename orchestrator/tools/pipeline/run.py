@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import Protocol, runtime_checkable
 
 from orchestrator.errors import ToolError
 from orchestrator.tools.adapter import ActionTool, action_request
@@ -12,11 +13,21 @@ from orchestrator.tools.pipeline.base import ToolCallRequest
 from orchestrator.tools.results import ToolResult
 
 
+@runtime_checkable
+class CallsItself(Protocol):
+    """A tool the pipeline calls as it is, past LangChain's invoke (an MCP server's, say)."""
+
+    async def call_tool(self, arguments: dict[str, object]) -> ToolResult:
+        """Run one call with `arguments` (validated, fixed values merged)."""
+        ...
+
+
 async def run_tool(request: ToolCallRequest) -> ToolResult:
     """Run the tool once; whatever it raises is a failure result, its secrets redacted.
 
-    A folder tool's action gets the parameters validated by the pipeline; any
-    other LangChain tool is invoked as LangChain does. Meanwhile the current
+    A folder tool's action gets the parameters validated by the pipeline, a
+    tool that `CallsItself` its arguments; any other LangChain tool is invoked
+    as LangChain does. Meanwhile the current
     run context is the call's own (its `request_id` is this call's): a nested
     agent's graph runs with it, so its calls take this one as their parent.
     """
@@ -37,5 +48,7 @@ def _work(request: ToolCallRequest) -> Callable[[], Awaitable[object]]:
         if request.parsed is not None:
             call.with_parsed(request.parsed)
         return lambda: tool.run_action(call)
+    if isinstance(tool, CallsItself):
+        return lambda: tool.call_tool(request.arguments)
     assert tool is not None
     return langchain_work(tool, request.arguments, request.config, name=request.name)

@@ -19,25 +19,23 @@ from orchestrator.errors import ConfigError, ToolLoadError
 from orchestrator.levels import LevelConfig, LevelResolver
 from orchestrator.tools.adapter import langchain_tools
 from orchestrator.tools.agent import AgentTool, GraphFactory
-from orchestrator.tools.approval import ApprovalStore, Ask, Reviewed, review_folders
+from orchestrator.tools.approval import Ask, Reviewed, review_folders
 from orchestrator.tools.base import Tool, ToolContext
 from orchestrator.tools.discovery import CHILDREN_DIR, ToolFolder, ToolNode
 from orchestrator.tools.importer import package_name
 from orchestrator.tools.loader import load_tool, visible_sources
 from orchestrator.tools.mcp.servers import AskServer, McpServers
-from orchestrator.tools.mcp.tool import mcp_tools
 from orchestrator.tools.scope import resolve_scopes
 from orchestrator.tools.untrusted import printable
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Sequence
+    from collections.abc import Sequence
 
     from orchestrator.settings import Settings
     from orchestrator.tools.config import ToolConfig
 
 logger = logging.getLogger(__name__)
 
-MCP_LOGS = Path("logs") / "mcp"  # in the data directory: what stdio servers write to stderr
 NOT_STARTED = "MCP server %s: not started here (only an asynchronous start, Runtime.start, starts them)"
 
 __all__ = ["FolderSource", "LoadedTool", "visible_sources"]
@@ -63,7 +61,7 @@ class FolderSource:
     servers of the approved ones and asks `ask_server` about their tool
     definitions (see `tools.mcp.servers`), then imports the approved folders.
     `load` does the same synchronously, for `Runtime.create`, but starts no
-    MCP server. Its tools are those of the top-level folders; `loaded` is the
+    MCP server. `servers` may be given started already (see `McpServers.start`). Its tools are those of the top-level folders; `loaded` is the
     whole tree. A folder that cannot be used is logged and skipped.
     """
 
@@ -78,11 +76,12 @@ class FolderSource:
         ask: Ask | None = None,
         reviewed: Reviewed | None = None,
         ask_server: AskServer | None = None,
+        servers: McpServers | None = None,
     ) -> None:
         self.settings = settings
         self.level = level
         self.loaded: list[LoadedTool] = []
-        self.servers: McpServers | None = None
+        self.servers = servers
         self._build_graph = build_graph
         self._ask = ask
         self._reviewed = reviewed
@@ -111,10 +110,7 @@ class FolderSource:
             return
         self._done = True
         reviewed = self._review()
-        servers = _approved(reviewed.tree.nodes, reviewed.approved)
-        self.servers = McpServers(
-            servers, store=ApprovalStore.of(self.settings), logs=self.settings.data_dir / MCP_LOGS
-        )
+        self.servers = self.servers or McpServers.of(self.settings, reviewed)
         await self.servers.open(self._ask_server)
         self._load_tree(reviewed)
 
@@ -174,12 +170,14 @@ class FolderSource:
 
     def _load_server(self, folder: ToolFolder, *, parent: LevelConfig) -> list[LoadedTool]:
         """The folder of an MCP server whose definition is approved; none otherwise."""
-        definition = self.servers.approved.get(folder.key) if self.servers is not None else None
-        if definition is None:  # not started (`load`), or not approved: said when it was settled
-            if self.servers is None:
-                logger.warning(NOT_STARTED, printable(folder.name))
+        if self.servers is None:  # `load`: nothing is started
+            logger.warning(NOT_STARTED, printable(folder.name))
             return []
-        assert self.servers is not None
+        definition = self.servers.approved.get(folder.key)
+        if definition is None:  # not approved, or failed: said when it was settled
+            return []
+        from orchestrator.tools.mcp.tool import mcp_tools  # the SDK loads only for a server
+
         level = self._levels.child(parent, folder.config, agent=False)
         server = self.servers.server(folder.key)
         config = call_config(folder.config, level)
@@ -197,15 +195,6 @@ def call_config(config: ToolConfig, level: LevelConfig) -> ToolConfig:
     if "timeout_seconds" in config.model_fields_set:
         return config
     return config.model_copy(update={"timeout_seconds": level.limits.timeout_seconds})
-
-
-def _approved(nodes: list[ToolNode], approved: set[str]) -> Iterator[ToolFolder]:
-    """The approved folders, at every level below approved ones (an MCP server's: none below)."""
-    for node in nodes:
-        if node.folder.key in approved:
-            yield node.folder
-            if node.folder.config.mcp is None:
-                yield from _approved(node.children, approved)
 
 
 def _nobody_answers(*_: object) -> None:

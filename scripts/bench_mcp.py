@@ -1,0 +1,223 @@
+"""MCP servers as tool folders: startup with three of them, and what a call costs.
+
+    .venv/bin/python scripts/bench_mcp.py [--rounds 7] [--calls 200]
+
+- `startup_ratio`: `orchestrator ask hi --json` (offline model, the
+  embedded PostgreSQL) from the start of its process to its answer, with
+  three approved stdio servers (the reference `mcp-server-time` under two
+  names and `mcp-server-git`: started, their definitions checked against
+  the approved ones) ÷ the same with no tool folder. Alternating, median of
+  paired ratios. The servers start together, while the database starts.
+- `call_overhead_ratio`: one call of an MCP tool (a FastMCP echo server over
+  stdio, its session kept) ÷ the same work as a folder tool, both through
+  the whole dispatch pipeline as in chat, request log on the embedded
+  PostgreSQL included. Alternating, median of paired ratios.
+  `call_overhead_ratio_bare` is the same without the request log (the
+  inter-process round trip against an in-process call), and
+  `sdk_overhead_ratio` our MCP call without the log ÷ the SDK's own
+  `ClientSession.call_tool` on the same session: what our layer adds.
+
+Last line, one JSON object of these figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+ECHO_SERVER = '''
+from mcp.server.fastmcp import FastMCP
+
+app = FastMCP("echo")
+
+
+@app.tool()
+def echo(text: str) -> str:
+    """Repeat the text."""
+    return text
+
+
+app.run()
+'''
+ECHO_TOOL = '''
+from pydantic import BaseModel
+
+from orchestrator.tools import Tool, ToolRequest, ToolResult, action
+
+
+class Text(BaseModel):
+    text: str
+
+
+class Fecho(Tool):
+    @action(Text)
+    async def echo(self, params: Text, request: ToolRequest) -> ToolResult:
+        """Repeat the text."""
+        return request.result(params.text)
+'''
+SERVERS = {
+    "clock": {"command": "mcp-server-time", "args": ["--local-timezone", "UTC"]},
+    "clock_two": {"command": "mcp-server-time", "args": ["--local-timezone", "UTC"]},
+    "git": {"command": "mcp-server-git", "args": []},
+}
+
+
+def folder(root: Path, name: str, mcp: dict[str, object] | None = None, code: str = "") -> None:
+    import yaml
+
+    path = root / name
+    path.mkdir(parents=True)
+    config: dict[str, object] = {"name": name, "description": f"{name} for the benchmark", "version": "1"}
+    if mcp is not None:
+        config["mcp"] = mcp
+    (path / "tool_config.yaml").write_text(yaml.safe_dump(config))
+    if code:
+        (path / f"{name}_tool.py").write_text(code)
+
+
+def until_answer(env: dict[str, str], *, answers: str = "") -> float:
+    """Seconds from starting `orchestrator ask` to its answer (`answers`: its standard input)."""
+    args = [sys.executable, "-m", "orchestrator", "ask", "hi", "--json"]
+    started = time.perf_counter()
+    with subprocess.Popen(
+        args, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    ) as child:
+        assert child.stdin is not None and child.stdout is not None
+        child.stdin.write(answers)
+        child.stdin.close()
+        line = child.stdout.readline()
+        elapsed = time.perf_counter() - started
+        child.wait()
+    if '"answer"' not in line:
+        raise SystemExit(f"ask did not answer: {line!r}")
+    return elapsed
+
+
+def startup_ratio(home: Path, rounds: int) -> dict[str, float]:
+    envs = {}
+    for case in ("none", "three"):
+        sub_graphs = home / case / "sub_graphs"
+        sub_graphs.mkdir(parents=True)
+        if case == "three":
+            for name, mcp in SERVERS.items():
+                folder(sub_graphs, name, mcp)
+        envs[case] = {
+            **os.environ,
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+            "ORCHESTRATOR_HOME": str(home / case),
+            "ORCHESTRATOR_DATA_DIR": str(home / case / "data"),
+            "ORCHESTRATOR_SUB_GRAPHS_DIR": str(sub_graphs),
+        }
+        until_answer(envs[case], answers="y\n" * 6)  # approve the folders and the servers' tools
+    ratios, alone, three = [], [], []
+    for _ in range(rounds):
+        alone.append(until_answer(envs["none"]))
+        three.append(until_answer(envs["three"]))
+        ratios.append(three[-1] / alone[-1])
+    return {
+        "startup_ratio": round(statistics.median(ratios), 2),
+        "startup_none_s": round(statistics.median(alone), 2),
+        "startup_three_s": round(statistics.median(three), 2),
+    }
+
+
+async def call_ratios(home: Path, calls: int) -> dict[str, float]:
+    from orchestrator.levels import Limits
+    from orchestrator.llm.offline import OfflineChatModel
+    from orchestrator.runtime import Runtime
+    from orchestrator.settings import load_settings
+    from orchestrator.store import Storage
+    from orchestrator.tools.context import RunContext, UserDatabase
+    from orchestrator.tools.pipeline.dispatch import Dispatcher
+
+    sub_graphs = home / "calls" / "sub_graphs"
+    (home / "calls").mkdir()
+    (home / "calls" / "echo_server.py").write_text(ECHO_SERVER)
+    folder(sub_graphs, "echo", {"command": sys.executable, "args": [str(home / "calls" / "echo_server.py")]})
+    folder(sub_graphs, "fecho", code=ECHO_TOOL)
+    settings = load_settings(data_dir=home / "calls" / "data", sub_graphs_dir=sub_graphs, embeddings="none")
+    storage = await Storage.open(settings)
+    yes = lambda *_: True  # noqa: E731
+    runtime = await Runtime.start(settings, model=OfflineChatModel(), storage=storage, ask=yes, ask_server=yes)
+    try:
+        dispatcher = Dispatcher(runtime.tools, limits=Limits.from_settings(settings))
+        logged = RunContext(
+            user_id="bench",
+            session_id="bench",
+            observer=storage.requests,
+            database=UserDatabase(storage.database, "bench"),
+        )
+        bare = RunContext(user_id="bench")
+        server = next(t for t in runtime.tools if t.name == "echo_echo").server  # type: ignore[attr-defined]
+
+        def call(name: str, context: RunContext) -> Callable[[], Awaitable[object]]:
+            async def once() -> object:
+                number = next(counter)
+                request = dispatcher.request(
+                    {"name": name, "args": {"text": "hi"}, "id": f"c{number}", "type": "tool_call"}, context
+                )
+                result = await dispatcher.dispatch(request)
+                assert result.status == "success", result.message
+                return result
+
+            return once
+
+        async def sdk() -> object:
+            return await server.call("echo", {"text": "hi"})
+
+        counter = iter(range(10**9))
+        return {
+            "call_overhead_ratio": await paired(call("echo_echo", logged), call("fecho_echo", logged), calls),
+            "call_overhead_ratio_bare": await paired(call("echo_echo", bare), call("fecho_echo", bare), calls),
+            "sdk_overhead_ratio": await paired(call("echo_echo", bare), sdk, calls),
+        }
+    finally:
+        await runtime.close()
+        await storage.close()
+
+
+async def paired(ours: Callable[[], Awaitable[object]], peer: Callable[[], Awaitable[object]], calls: int) -> float:
+    for _ in range(10):  # warm up both
+        await ours()
+        await peer()
+    ratios = []
+    for _ in range(calls):
+        ratios.append(await timed(ours) / await timed(peer))
+    return round(statistics.median(ratios), 2)
+
+
+async def timed(work: Callable[[], Awaitable[object]]) -> float:
+    started = time.perf_counter()
+    await work()
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--calls", type=int, default=200)
+    options = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-mcp-") as directory:
+        home = Path(directory)
+        figures = startup_ratio(home, options.rounds)
+        print(
+            f"ask answered in {figures['startup_three_s']} s with three MCP servers, "
+            f"{figures['startup_none_s']} s with none"
+        )
+        figures |= asyncio.run(call_ratios(home, options.calls))
+    print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()
