@@ -1,4 +1,4 @@
-"""The `orchestrator` command: chat and ask, plus tools, new-agent, db and requests."""
+"""The `orchestrator` command: chat and ask, plus tools, new-agent, db, requests and mcp."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import typer
 from orchestrator.cli.chat import ask, chat
 from orchestrator.cli.common import err
 from orchestrator.cli.manage import db_app, new_agent, requests_app, tools_app
+from orchestrator.cli.mcp import mcp_app
 
 INTERNAL_ERROR = (
     "error: internal error ({error}); set ORCHESTRATOR_LOG_LEVEL=DEBUG to see the traceback"
@@ -52,6 +53,7 @@ app.add_typer(tools_app, name="tools")
 app.command("new-agent")(new_agent)
 app.add_typer(db_app, name="db")
 app.add_typer(requests_app, name="requests")
+app.add_typer(mcp_app, name="mcp")
 
 
 def main() -> None:

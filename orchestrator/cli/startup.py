@@ -20,7 +20,7 @@ import asyncio
 import logging
 import signal
 import threading
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from concurrent.futures import Future
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
@@ -40,7 +40,8 @@ if TYPE_CHECKING:
 
     from orchestrator.runtime import Runtime
     from orchestrator.store.storage import Storage
-    from orchestrator.tools.mcp.servers import AskServer
+    from orchestrator.tools.mcp.servers import AskServer, McpServers
+    from orchestrator.tools.pipeline.base import ToolMiddleware
 
 # How long a command that ends during startup waits for its database to finish
 # starting, so as to stop it again. A start on an existing data directory takes
@@ -153,15 +154,20 @@ class Startup:
     leftover: list[str] = field(default_factory=list)  # piped lines the approval prompt kept
     ask_server: AskServer | None = None  # asks about MCP servers' tool definitions once started
     interrupts: Interrupts = field(default_factory=Interrupts)
+    middleware: Sequence[ToolMiddleware] | None = None  # replaces the dispatch pipeline's
 
 
 Command = Callable[[Startup, "Runtime"], Awaitable[int]]
+Prepare = Callable[[Settings, DatabaseStart | None], Startup]
 
 
-def run_command(command: Command, *, messages_on_stdin: bool = False) -> int:
+def run_command(
+    command: Command, *, messages_on_stdin: bool = False, prepare: Prepare | None = None
+) -> int:
     """Prepare (settings, model, database, approvals), then run `command` on its event loop.
 
     `messages_on_stdin`: the command reads messages from standard input (`chat`).
+    `prepare` replaces the preparation that asks the person (`mcp serve` asks no one).
     """
     settings = settings_or_exit()
     exit_on_signals()
@@ -170,7 +176,10 @@ def run_command(command: Command, *, messages_on_stdin: bool = False) -> int:
     database = None if settings.database_url else DatabaseStart(settings.data_dir)
     try:
         try:
-            startup = _prepare(settings, database, keep_messages=messages_on_stdin)
+            if prepare is not None:
+                startup = prepare(settings, database)
+            else:
+                startup = _prepare(settings, database, keep_messages=messages_on_stdin)
         except KeyboardInterrupt:
             err.print("\ninterrupted")
             return 130
@@ -239,31 +248,37 @@ async def _with_runtime(startup: Startup, command: Command) -> int:
     from orchestrator.runtime import Runtime
     from orchestrator.store.embeddings import NO_EMBEDDER
     from orchestrator.store.storage import Storage
+    from orchestrator.tools.mcp.servers import McpServers
 
     settings = startup.settings
-    with err.status("[dim]starting the database…[/dim]"):
-        if startup.database is not None:
-            with suppress(Exception):  # Storage.open reports a failure in one line
-                await asyncio.wrap_future(startup.database)
-        storage = await Storage.open(settings)
+    servers = McpServers.of(settings, startup.reviewed)
+    servers.start()  # the approved MCP servers start while the database does
+    storage: Storage | None = None
     runtime: Runtime | None = None
     try:
+        with err.status("[dim]starting the database…[/dim]"):
+            if startup.database is not None:
+                with suppress(Exception):  # Storage.open reports a failure in one line
+                    await asyncio.wrap_future(startup.database)
+            storage = await Storage.open(settings)
         if storage.embedder is None:
             err.print(f"[yellow]note:[/yellow] {NO_EMBEDDER}", highlight=False)
         runtime = await Runtime.start(
             settings,
             reviewed=startup.reviewed,
             ask_server=startup.ask_server,
+            mcp_servers=servers,
             storage=storage,
             model=startup.model,
+            middleware=startup.middleware,
         )
         _idle_agent_notes(runtime)
         return await command(startup, runtime)
     finally:
-        await asyncio.shield(_close(runtime, storage))
+        await asyncio.shield(_close(runtime, storage, servers))
 
 
-async def _close(runtime: Runtime | None, storage: Storage) -> None:
+async def _close(runtime: Runtime | None, storage: Storage | None, servers: McpServers) -> None:
     if runtime is not None:
         running = [t for t in runtime.tasks.tasks.values() if t.status == "running"]
         if running:
@@ -271,7 +286,9 @@ async def _close(runtime: Runtime | None, storage: Storage) -> None:
                 err.print(f"cancelling {len(running)} background task(s) still running")
         await runtime.tasks.close()
         await runtime.close()
-    await storage.close()
+    await servers.close()  # done already by the runtime's close, unless it never started
+    if storage is not None:
+        await storage.close()
 
 
 def _idle_agent_notes(runtime: Runtime) -> None:

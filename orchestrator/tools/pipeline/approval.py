@@ -12,6 +12,9 @@ person's decision (see `tools.sensitivity` for which and why) with a
 - reject: it does not run; the model hears "The user rejected this call: <reason>".
 
 Every answer is recorded in the request log under the call's request id.
+
+Where no person watches (`orchestrator mcp serve`), `UnattendedGate` takes its
+place: it never asks, and refuses what would need someone to answer.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from langchain_core.tools import BaseTool
 from pydantic import ValidationError
 
 from orchestrator.errors import ToolError, validation_problems
-from orchestrator.tools.hitl import ALLOWED, Decision, Question, ask_person, can_ask
+from orchestrator.tools.hitl import ALLOWED, INTERACTIVE, Decision, Question, ask_person, can_ask
 from orchestrator.tools.pipeline.base import Handler, ToolCallRequest
 from orchestrator.tools.pipeline.records import APPROVED, EDITED, INVALID_EDIT, REJECTED, safely
 from orchestrator.tools.pipeline.validate import parameters_model
@@ -37,6 +40,12 @@ NO_ONE_TO_ASK = (
     "{name} needs the user's decision before it runs, and there is no conversation to ask "
     "in: it did not run"
 )
+UNATTENDED = (
+    "{name} needs the user's decision before it runs ({why}), and no one can be asked here: "
+    "it did not run. {advice}"
+)
+NO_PERSON = "{name} asks the user, and no one can be asked here: go on without an answer"
+UNATTENDED_APPROVAL = "unattended"  # who approved a call no one was asked about
 EDITED_NOTE = "The user changed the arguments before the call ran; it ran with {arguments}. "
 OTHER_TOOL = "an edit may change the arguments, not the tool: {edited!r} is not {name!r}"
 FIXED_SET = "the edit sets {names}, which the tool's configuration fixes: leave them out"
@@ -104,6 +113,47 @@ class SensitiveCallGate:
             if not isinstance(answer, str):
                 return answer
             number, problem = number + 1, answer
+
+
+class UnattendedGate:
+    """Decides without anyone to ask; it never calls `interrupt()` (for `orchestrator mcp serve`).
+
+    A call that needs the person's decision (see `tools.sensitivity`) runs
+    only with `allow_sensitive` (recorded in the request log as approved,
+    unattended); otherwise it is refused, `advice` saying how to allow it. A
+    call of a tool that asks the person (`ask_human`, `request_authorization`)
+    is refused: no answer would ever come.
+    """
+
+    def __init__(
+        self,
+        rules: SensitivityRules | None = None,
+        *,
+        allow_sensitive: bool = False,
+        advice: str = "",
+    ) -> None:
+        self.rules = rules or SensitivityRules()
+        self.allow_sensitive = allow_sensitive
+        self.advice = advice
+
+    async def review(self, request: ToolCallRequest) -> ToolCallRequest | ToolResult:
+        tool = request.tool
+        if tool is None:
+            return request
+        metadata = tool.metadata or {}
+        if metadata.get(INTERACTIVE):
+            message = NO_PERSON.format(name=request.name)
+            return request.failed(ToolError(message, code=REJECTED_CODE, recoverable=False))
+        why = self.rules.why(request.name, metadata)
+        if why is None:
+            return request
+        if self.allow_sensitive:
+            args = dict(request.call["args"])
+            detail = {"decision": "approve", "args": args, "by": UNATTENDED_APPROVAL}
+            await _note(request, APPROVED, detail, number=0)
+            return request
+        message = UNATTENDED.format(name=request.name, why=why, advice=self.advice).strip()
+        return request.failed(ToolError(message, code=REJECTED_CODE, recoverable=False))
 
 
 async def _answered(

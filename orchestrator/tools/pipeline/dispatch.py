@@ -17,7 +17,7 @@ from langchain_core.tools import BaseTool
 
 from orchestrator.levels import Limits
 from orchestrator.tools.context import RunContext
-from orchestrator.tools.pipeline.approval import ApprovalMiddleware, SensitiveCallGate
+from orchestrator.tools.pipeline.approval import ApprovalMiddleware, Gate, SensitiveCallGate
 from orchestrator.tools.pipeline.background import BackgroundMiddleware
 from orchestrator.tools.pipeline.base import ToolCallRequest, ToolMiddleware, compose
 from orchestrator.tools.pipeline.log import RequestLogMiddleware
@@ -33,19 +33,22 @@ from orchestrator.tools.results import ToolResult
 from orchestrator.tools.sensitivity import SensitivityRules
 
 
-def default_middleware(*, sensitive_patterns: Sequence[str] | None = None) -> list[ToolMiddleware]:
+def default_middleware(
+    *, sensitive_patterns: Sequence[str] | None = None, gates: Sequence[Gate] | None = None
+) -> list[ToolMiddleware]:
     """The pipeline every call runs through, outermost first.
 
     Calls that need the person's decision pause before they run (see
     `tools.sensitivity`); `sensitive_patterns` replace the default patterns
     of call names that do (the setting ORCHESTRATOR_SENSITIVE_PATTERNS).
+    `gates` replace that approval gate (where no person can be asked, say).
     """
     rules = SensitivityRules.of(sensitive_patterns)
     return [
         RequestLogMiddleware(),
         ScopeMiddleware(),
         ValidationMiddleware(),
-        ApprovalMiddleware([SensitiveCallGate(rules)]),
+        ApprovalMiddleware([SensitiveCallGate(rules)] if gates is None else gates),
         BackgroundMiddleware(),
         UsageMiddleware(),
         TimeoutRetryMiddleware(),

@@ -1,0 +1,119 @@
+"""A runtime's tools as an MCP server: listed with their schemas, each call through the pipeline.
+
+Built on the `mcp` SDK's low-level `Server`. A call is a tool call as a
+model's would be: it gets a request id, lands in the request log under the
+served user, and passes the same middleware (scope, validation, approval,
+timeouts). No one is there to ask: the pipeline given decides without asking
+(see `pipeline.approval.UnattendedGate`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from langchain_core.messages import ToolCall
+from langchain_core.tools import BaseTool
+from mcp import types
+from mcp.server.lowlevel import Server
+
+from orchestrator import __version__
+from orchestrator.levels import Limits
+from orchestrator.runtime import Runtime
+from orchestrator.settings import Settings
+from orchestrator.tools.context import RunContext, UserDatabase
+from orchestrator.tools.pipeline.approval import UnattendedGate, edit_schema
+from orchestrator.tools.pipeline.base import ToolMiddleware
+from orchestrator.tools.pipeline.dispatch import Dispatcher, default_middleware
+from orchestrator.tools.results import ToolResult
+from orchestrator.tools.sensitivity import SensitivityRules
+
+SERVER_NAME = "orchestrator"
+SESSION_PREFIX = "mcp-"  # the request log's session of one served process: mcp-<hex>
+
+
+def unattended_middleware(
+    settings: Settings, *, allow_sensitive: bool, advice: str = ""
+) -> list[ToolMiddleware]:
+    """The dispatch pipeline with no one to ask: calls that need a decision run only if allowed."""
+    rules = SensitivityRules.of(settings.sensitive_words)
+    gate = UnattendedGate(rules, allow_sensitive=allow_sensitive, advice=advice)
+    return default_middleware(sensitive_patterns=settings.sensitive_words, gates=[gate])
+
+
+@dataclass(frozen=True)
+class ServedTools:
+    """The tools one process serves, the pipeline their calls run through, and for whom."""
+
+    dispatcher: Dispatcher
+    context: RunContext
+    rules: SensitivityRules
+
+    @classmethod
+    def of(cls, runtime: Runtime, tools: Sequence[BaseTool], *, user: str) -> ServedTools:
+        """`tools` served for `user`, through `runtime`'s pipeline, logged in its storage."""
+        storage = runtime.storage
+        context = RunContext(
+            user_id=user,
+            session_id=f"{SESSION_PREFIX}{uuid.uuid4().hex}",
+            observer=storage.requests if storage is not None else None,
+            database=UserDatabase(storage.database, user) if storage is not None else None,
+        )
+        limits = Limits.from_settings(runtime.settings)
+        dispatcher = Dispatcher(tools, limits=limits, middleware=runtime.middleware)
+        return cls(dispatcher, context, SensitivityRules.of(runtime.settings.sensitive_words))
+
+    def listing(self) -> list[types.Tool]:
+        """Every served tool as MCP describes one."""
+        return [
+            mcp_tool(tool, sensitive=self.rules.why(tool.name, tool.metadata) is not None)
+            for tool in self.dispatcher.tools.values()
+        ]
+
+    async def call(self, name: str, arguments: Mapping[str, object]) -> types.CallToolResult:
+        """Run one call through the pipeline; its result as MCP answers a call."""
+        # A fresh id per call: the request id follows from it, and a known one is a replay.
+        call = ToolCall(name=name, args=dict(arguments), id=f"{SESSION_PREFIX}{uuid.uuid4().hex}")
+        result = await self.dispatcher.dispatch(self.dispatcher.request(call, self.context))
+        return call_result(result, max_chars=self.dispatcher.limits.max_result_chars)
+
+
+def mcp_tool(tool: BaseTool, *, sensitive: bool) -> types.Tool:
+    """`tool` as an MCP tool: its name, description, the schema of what a caller sets, hints."""
+    hints: dict[str, bool] = {}
+    if sensitive:  # it would need the person's decision in a chat
+        hints.update(readOnlyHint=False, destructiveHint=True)
+    if (tool.metadata or {}).get("idempotent"):
+        hints["idempotentHint"] = True
+    return types.Tool(
+        name=tool.name,
+        description=tool.description,
+        inputSchema=edit_schema(tool),
+        annotations=types.ToolAnnotations(**hints) if hints else None,
+    )
+
+
+def call_result(result: ToolResult, *, max_chars: int) -> types.CallToolResult:
+    """The envelope's model text as the content, the whole envelope as structured content."""
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=result.to_model_text(max_chars=max_chars))],
+        structuredContent=result.model_dump(mode="json"),
+        isError=result.status == "failure",
+    )
+
+
+def build_server(served: ServedTools, *, instructions: str | None = None) -> Server:
+    """An MCP server offering `served`'s tools."""
+    server: Server = Server(SERVER_NAME, version=__version__, instructions=instructions)
+
+    @server.list_tools()
+    async def list_tools() -> list[types.Tool]:
+        return served.listing()
+
+    # The pipeline validates the arguments: a bad call is answered, and logged, like any other.
+    @server.call_tool(validate_input=False)
+    async def call_tool(name: str, arguments: dict[str, object]) -> types.CallToolResult:
+        return await served.call(name, arguments)
+
+    return server

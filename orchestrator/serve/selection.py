@@ -1,0 +1,54 @@
+"""Which tools `mcp serve` offers, and which folders it leaves out for want of a decision."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from langchain_core.tools import BaseTool
+
+from orchestrator.errors import UserError
+from orchestrator.runtime import Runtime
+from orchestrator.settings import Settings
+from orchestrator.tools.approval import ApprovalStore, Reviewed, Status
+from orchestrator.tools.discovery import ToolNode
+from orchestrator.tools.sources.folders import FolderSource
+
+NO_SUCH_FOLDER = "No approved top-level tool folder {name!r} to serve ({served})"
+
+
+def served_tools(runtime: Runtime, agent: str | None = None) -> list[BaseTool]:
+    """The tools of the approved top-level folders; with `agent`, of that folder alone.
+
+    An agent folder's tools are its `<name>_ask` and its own actions; the built-in
+    tools (`ask_human`, ...) are not served: they need a conversation.
+    """
+    loaded = runtime.sub_agents
+    if agent is None:
+        return [tool for folder in loaded for tool in folder.langchain]
+    for folder in loaded:
+        if agent in (folder.folder.name, folder.folder.key):
+            return list(folder.langchain)
+    names = ", ".join(sorted(folder.folder.name for folder in loaded))
+    served = f"approved: {names}" if names else "none is approved"
+    raise UserError(NO_SUCH_FOLDER.format(name=agent, served=served))
+
+
+def awaiting_decision(settings: Settings, reviewed: Reviewed, runtime: Runtime) -> list[str]:
+    """The keys of the folders left out because no one decided on them yet (new or changed),
+    then those of the MCP servers whose tool definitions await a decision."""
+    store = ApprovalStore.of(settings)
+    folders = [node.folder.key for node in _undecided(reviewed.tree.nodes, reviewed, store)]
+    sources = (source for source in runtime.sources if isinstance(source, FolderSource))
+    servers = [key for source in sources for key in source.undecided_servers]
+    return [*folders, *(key for key in servers if key not in folders)]
+
+
+def _undecided(
+    nodes: list[ToolNode], reviewed: Reviewed, store: ApprovalStore
+) -> Iterator[ToolNode]:
+    """New or changed folders, looking below approved folders only (as the review does)."""
+    for node in nodes:
+        if store.status(node.folder) in (Status.NEW, Status.CHANGED):
+            yield node
+        elif node.folder.key in reviewed.approved:
+            yield from _undecided(node.children, reviewed, store)

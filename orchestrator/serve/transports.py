@@ -1,0 +1,180 @@
+"""How `mcp serve` reaches its clients: standard input and output, or streamable HTTP.
+
+Over stdio the process's standard input and output are the protocol's alone:
+`claim_stdio` moves them to descriptors of their own before anything runs,
+so that a tool's `print`, a child process's output or a log line goes to
+standard error, and no child process can read the client's messages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import stat
+import sys
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from io import TextIOWrapper
+
+import anyio
+import uvicorn
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.applications import Starlette
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from orchestrator.errors import UserError
+
+HTTP_PATH = "/mcp"
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+# The longest message line read from a pipe; a tool call's arguments may be large.
+MAX_LINE_BYTES = 64 * 1024 * 1024
+SSE_WRITER_ERROR = "Error in standalone SSE writer"  # what the SDK logs (see `_SessionEnded`)
+GRACE_SECONDS = 3  # how long a stop waits for open requests and streams
+CANNOT_LISTEN = "Cannot listen on {host} port {port}: {reason}"
+
+
+@dataclass(frozen=True)
+class StdioProtocol:
+    """The descriptors the client's messages come in on and the answers go out on."""
+
+    input_fd: int
+    output_fd: int
+
+
+def claim_stdio() -> StdioProtocol:
+    """Keep standard input and output for the protocol; from now on fd 0 reads nothing and
+    fd 1 writes to standard error (for this process and every child it starts)."""
+    sys.stdout.flush()
+    protocol = StdioProtocol(os.dup(0), os.dup(1))  # not inherited by child processes
+    nothing = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(nothing, 0)
+    os.close(nothing)
+    os.dup2(2, 1)
+    return protocol
+
+
+async def serve_stdio(server: Server, protocol: StdioProtocol) -> None:
+    """Serve one client on the claimed descriptors until it closes its end."""
+    lines = await _input_lines(protocol.input_fd)
+    output = anyio.wrap_file(TextIOWrapper(os.fdopen(protocol.output_fd, "wb"), encoding="utf-8"))
+    async with stdio_server(stdin=lines, stdout=output) as (read, write):  # type: ignore[arg-type]
+        await server.run(read, write, server.create_initialization_options())
+
+
+class _PipeLines:
+    """The lines of a pipe, read on the event loop: a signal's cancellation never waits for input
+    (reading on a thread, as the SDK does, cannot be cancelled until a line comes)."""
+
+    def __init__(self, reader: asyncio.StreamReader) -> None:
+        self.reader = reader
+
+    def __aiter__(self) -> AsyncIterator[str]:
+        return self
+
+    async def __anext__(self) -> str:
+        line = await self.reader.readline()
+        if not line:
+            raise StopAsyncIteration
+        return line.decode("utf-8", errors="replace")
+
+
+async def _input_lines(fd: int) -> AsyncIterable[str]:
+    mode = os.fstat(fd).st_mode
+    if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)):  # a file, a terminal: read on a thread
+        text = TextIOWrapper(os.fdopen(fd, "rb"), encoding="utf-8", errors="replace")
+        return anyio.wrap_file(text)
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=MAX_LINE_BYTES)
+    pipe = os.fdopen(fd, "rb", 0)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
+    return _PipeLines(reader)
+
+
+async def serve_http(
+    server: Server, *, host: str, port: int, on_ready: Callable[[str], None]
+) -> None:
+    """Serve clients over streamable HTTP at http://HOST:PORT/mcp until the process is stopped.
+
+    `on_ready` is told the URL once the port listens (port 0: a free one).
+    Raises UserError when the address cannot be listened on.
+    """
+    logging.getLogger("mcp.server.streamable_http").addFilter(_SessionEnded())
+    manager = StreamableHTTPSessionManager(app=server, security_settings=_security(host))
+    app = Starlette(
+        routes=[Route(HTTP_PATH, endpoint=_Endpoint(manager))],
+        lifespan=lambda _: manager.run(),
+    )
+    listening = _listen(host, port)
+    bound = listening.getsockname()[1]
+    shown = f"[{host}]" if ":" in host else host
+    # Logging through the process's own handlers (standard error), not uvicorn's.
+    config = uvicorn.Config(
+        app,
+        log_config=None,
+        access_log=False,
+        lifespan="on",
+        timeout_graceful_shutdown=GRACE_SECONDS,
+    )
+    http = _Server(config)
+    running = asyncio.ensure_future(http.serve(sockets=[listening]))
+    on_ready(f"http://{shown}:{bound}{HTTP_PATH}")
+    try:
+        await asyncio.shield(running)
+    except asyncio.CancelledError:  # the command ends (a signal): stop serving in order
+        http.should_exit = True
+        await running
+        raise
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, leaving the signals to the command (see `cli.signals`)."""
+
+    @contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+class _Endpoint:
+    """The session manager as an ASGI app (an instance, which Starlette routes as it is)."""
+
+    def __init__(self, manager: StreamableHTTPSessionManager) -> None:
+        self.manager = manager
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.manager.handle_request(scope, receive, send)
+
+
+class _SessionEnded(logging.Filter):
+    """Drops the SDK's traceback for a client that ended its session while its event stream was
+    open: the stream closing then is how a session ends, not an error."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return not (record.msg == SSE_WRITER_ERROR and isinstance(error, anyio.ClosedResourceError))
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        return socket.create_server((host, port), family=family)
+    except OSError as error:
+        reason = error.strerror or str(error)
+        raise UserError(CANNOT_LISTEN.format(host=host, port=port, reason=reason)) from None
+
+
+def _security(host: str) -> TransportSecuritySettings | None:
+    """On a loopback address, requests must name a loopback host: no DNS rebinding from a page."""
+    if host not in LOOPBACK:
+        return None
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
+        allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+    )
