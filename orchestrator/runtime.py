@@ -30,7 +30,7 @@ from orchestrator.tools.builtin import builtin_tools, human_tools
 from orchestrator.tools.mcp.servers import AskServer, McpServers
 from orchestrator.tools.pipeline.base import ToolMiddleware
 from orchestrator.tools.pipeline.dispatch import default_middleware
-from orchestrator.tools.sources.base import LoadsNow, ToolSource
+from orchestrator.tools.sources.base import LoadsNow, ToolSource, unique_tools
 from orchestrator.tools.sources.folders import FolderSource, LoadedTool
 from orchestrator.tools.sources.static import StaticSource
 
@@ -62,6 +62,7 @@ class Runtime:
     settings: Settings
     model: BaseChatModel
     sources: list[ToolSource]
+    tools: list[BaseTool]  # the orchestrator's own, from every source (one per name)
     graph: CompiledStateGraph
     middleware: list[ToolMiddleware]
     storage: Storage | None = None
@@ -101,11 +102,6 @@ class Runtime:
             elif isinstance(outcome, BaseException):  # Ctrl-C, a cancellation: not the source's
                 raise outcome
         return plan.runtime()
-
-    @property
-    def tools(self) -> list[BaseTool]:
-        """The orchestrator's own tools, from every source."""
-        return [tool for source in self.sources for tool in source.tools()]
 
     @property
     def sub_agents(self) -> list[LoadedTool]:
@@ -199,9 +195,10 @@ class _Plan:
 
     def runtime(self) -> Runtime:
         """The runtime, its graph compiled over the tools its sources offer now."""
+        tools = unique_tools(tool for source in self.sources for tool in source.tools())
         graph = build_agent_graph(
             model=self.model,
-            tools=[tool for source in self.sources for tool in source.tools()],
+            tools=tools,
             limits=self.level.limits,
             checkpointer=self.checkpointer,
             retriever=self.storage.retriever if self.storage is not None else None,
@@ -211,6 +208,7 @@ class _Plan:
             settings=self.settings,
             model=self.model,
             sources=self.sources,
+            tools=tools,
             graph=graph,
             middleware=self.middleware,
             storage=self.storage,
@@ -243,7 +241,7 @@ def _default_sources(
     ) -> CompiledStateGraph:
         return build_agent_graph(
             model=level.model,
-            tools=[*tools, *human_tools()],  # an agent at any level may ask the person
+            tools=unique_tools([*tools, *human_tools()]),  # an agent at any level may ask the person
             limits=level.limits,
             system_prompt=system_prompt,
             middleware=middleware,

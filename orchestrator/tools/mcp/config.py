@@ -32,8 +32,8 @@ if TYPE_CHECKING:  # the SDK is loaded when a server starts, not to read a tool_
 
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 HEADER_NAME = re.compile(r"[A-Za-z0-9!#$%&'*+.^_`|~-]+")
-MISSING_ENV = "MCP server {name}: environment variable {variable} is not set (for its {what} {key})"
-NOT_FOUND = "MCP server {name}: command {command!r} not found (not on PATH, nor beside this Python)"
+MISSING_ENV = "environment variable {variable} is not set (for its {what} {key})"
+NOT_FOUND = "command {command!r} not found (not on PATH, nor beside this Python)"
 
 
 class McpServerConfig(BaseModel):
@@ -95,36 +95,36 @@ class McpServerConfig(BaseModel):
         """How the server is launched or reached, as approved: variable names, never their values."""
         return self.model_dump(mode="json", exclude={"startup_timeout_seconds"}, exclude_defaults=True)
 
-    def connection(self, *, name: str, folder: Path) -> Connection:
+    def connection(self, *, folder: Path) -> Connection:
         """The connection langchain-mcp-adapters opens, with the values read from the environment now.
 
         Raises ConfigError for a variable that is not set or a command that cannot be found.
         """
         if self.url is not None:
-            headers = _values(self.headers, name=name, what="header")
+            headers = _values(self.headers, what="header")
             return {"transport": "streamable_http", "url": self.url, "headers": headers}
         assert self.command is not None
         return {
             "transport": "stdio",
-            "command": _executable(self.command, name=name),
+            "command": _executable(self.command),
             "args": list(self.args),
             # The SDK adds a safe minimum (PATH, HOME, ...) to these; nothing else of ours leaks.
-            "env": _values(self.env, name=name, what="variable"),
+            "env": _values(self.env, what="variable"),
             "cwd": str(folder / self.cwd) if self.cwd else str(folder),
         }
 
 
-def _values(names: dict[str, str], *, name: str, what: str) -> dict[str, str]:
+def _values(names: dict[str, str], *, what: str) -> dict[str, str]:
     values = {}
     for key, variable in names.items():
         value = os.environ.get(variable)
         if value is None:
-            raise ConfigError(MISSING_ENV.format(name=name, variable=variable, what=what, key=key))
+            raise ConfigError(MISSING_ENV.format(variable=variable, what=what, key=key))
         values[key] = value
     return values
 
 
-def _executable(command: str, *, name: str) -> str:
+def _executable(command: str) -> str:
     """The command as given if it is a path or on PATH; else the one beside this interpreter.
 
     Run as `.venv/bin/orchestrator`, the virtual environment is not on PATH, but
@@ -134,6 +134,6 @@ def _executable(command: str, *, name: str) -> str:
         return command
     beside = shutil.which(command, path=str(Path(sys.executable).parent))
     if beside is None:
-        raise ConfigError(NOT_FOUND.format(name=name, command=command))
+        raise ConfigError(NOT_FOUND.format(command=command))
     return beside
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator
-from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -114,7 +114,7 @@ class McpServer:
             return await current.session.call_tool(tool, arguments)
         except CLOSED as error:
             await self._lost(current)
-            raise TransientToolError(DIED.format(name=self.name, reason=_reason(error))) from None
+            raise TransientToolError(DIED.format(name=self.name, reason=self._reason(error))) from None
         except McpError as error:
             raise await self._mcp_error(current, error) from None
 
@@ -151,15 +151,24 @@ class McpServer:
         try:
             session, definition = await asyncio.wait_for(asyncio.shield(ready), seconds)
         except TimeoutError:
-            task.cancel()
-            reason = TIMED_OUT.format(seconds=seconds)
-            raise McpServerError(NOT_STARTED.format(name=self.name, reason=reason)) from None
+            await _stopped(task)  # a server that hangs is not left running
+            raise self._not_started(TIMED_OUT.format(seconds=seconds)) from None
         except asyncio.CancelledError:
             task.cancel()
             raise
         except Exception as error:  # the transports wrap what went wrong in exception groups
-            raise McpServerError(NOT_STARTED.format(name=self.name, reason=_reason(error))) from None
+            raise self._not_started(self._reason(error)) from None
         return _Open(session, definition, stop, task)
+
+    def _not_started(self, reason: str) -> McpServerError:
+        if self.errlog is not None and self.config.command is not None:
+            reason += f" (what it wrote: {self.errlog})"
+        return McpServerError(NOT_STARTED.format(name=self.name, reason=reason))
+
+    def _reason(self, error: BaseException) -> str:
+        """What went wrong, in one line; paths of its folder and command shown, secrets not."""
+        shown = [self.folder, *([Path(self.config.command).parent] if self.config.command else [])]
+        return _reason(error, keep=shown)
 
     async def _hold(
         self, ready: asyncio.Future[tuple[ClientSession, ServerDefinition]], stop: asyncio.Event
@@ -181,10 +190,10 @@ class McpServer:
             if not ready.done():
                 ready.set_exception(error)
             else:
-                logger.debug("MCP server %s ended: %s", self.name, _reason(error))
+                logger.debug("MCP server %s ended: %s", self.name, self._reason(error))
 
     def _session(self) -> AbstractAsyncContextManager[ClientSession]:
-        connection = self.config.connection(name=self.name, folder=self.folder)
+        connection = self.config.connection(folder=self.folder)
         if connection["transport"] == "stdio" and self.errlog is not None:
             return _stdio_session(connection, self.errlog)
         return create_session(connection)
@@ -223,16 +232,20 @@ async def _end(current: _Open) -> None:
     current.stop.set()
     done, _ = await asyncio.wait({current.task}, timeout=CLOSE_SECONDS)
     if not done:
-        current.task.cancel()
-        with suppress(asyncio.CancelledError, Exception):
-            await current.task
+        await _stopped(current.task)
 
 
-def _reason(error: BaseException) -> str:
+async def _stopped(task: asyncio.Task[None]) -> None:
+    """Cancel the session's task and wait (a while) for its transport to stop the server."""
+    task.cancel()
+    await asyncio.wait({task}, timeout=CLOSE_SECONDS)
+
+
+def _reason(error: BaseException, *, keep: list[Path]) -> str:
     """What went wrong, in one line: the first error inside exception groups."""
     while isinstance(error, BaseExceptionGroup) and error.exceptions:
         error = error.exceptions[0]
     if isinstance(error, McpError):
-        return redact(error.error.message)
+        return redact(error.error.message, keep=keep)
     text = str(error) or type(error).__name__
-    return redact(" ".join(text.split()))
+    return redact(" ".join(text.split()), keep=keep)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from orchestrator.errors import McpServerError
+from orchestrator.errors import McpServerError, ToolLoadError
 from orchestrator.settings import Settings
 from orchestrator.tools.approval import ApprovalStore, Reviewed, Status
 from orchestrator.tools.discovery import ToolFolder, ToolNode
@@ -32,8 +32,9 @@ if TYPE_CHECKING:  # the SDK loads only when there is a server to start
 logger = logging.getLogger(__name__)
 
 LOGS = Path("logs") / "mcp"  # in the data directory: what stdio servers write to stderr
-SKIPPED = "MCP server %s: %s; its tools are not offered"
-FROM_PIN = "MCP server %s: %s; its approved tools are offered, and the first call starts it again"
+SKIPPED = "%s; its tools are not offered"
+FROM_PIN = "%s; its approved tools are offered, and their first call starts it again"
+MISFIT = "skipping tool folder %s: %s"
 DENIED = "MCP server %s: its tool definitions were not approved; its tools are not offered"
 UNDECIDED = "MCP server %s: its tool definitions await your decision; its tools are not offered"
 
@@ -109,6 +110,11 @@ class McpServers:
     async def _settle(self, key: str, definition: ServerDefinition, ask: AskServer) -> None:
         """Offer the server's tools if its definition is approved, asking if need be."""
         folder, server = self.folders[key], self.servers[key]
+        problem = _misfit(folder, definition)
+        if problem is not None:  # the folder's configuration does not fit its tools: no question
+            logger.warning(MISFIT, printable(str(folder.path)), printable(problem))
+            await server.close()
+            return
         status = pin_status(self.store, key, definition)
         answer: bool | None = status == Status.APPROVED
         if status in (Status.NEW, Status.CHANGED):
@@ -132,13 +138,24 @@ class McpServers:
         return await asyncio.to_thread(ask, question)
 
     def _failed(self, key: str, error: McpServerError) -> None:
-        name, reason = printable(self.folders[key].name), printable(str(error))
+        reason = printable(str(error))
         before = approved_definition(self.store, key)
         if before is None:
-            logger.warning(SKIPPED, name, reason)
+            logger.warning(SKIPPED, reason)
             return
-        logger.warning(FROM_PIN, name, reason)
+        logger.warning(FROM_PIN, reason)
         self.servers[key].pinned = self.approved[key] = before
+
+
+def _misfit(folder: ToolFolder, definition: ServerDefinition) -> str | None:
+    """Why the folder's `parameters` or `sensitive_actions` do not fit the server's tools, if so."""
+    from orchestrator.tools.mcp.tool import check_config
+
+    try:
+        check_config(folder.config, definition)
+    except ToolLoadError as error:
+        return str(error)
+    return None
 
 
 def _approved(nodes: list[ToolNode], approved: set[str]) -> Iterator[ToolFolder]:

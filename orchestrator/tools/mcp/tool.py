@@ -61,9 +61,7 @@ def mcp_tools(
 
     Raises ToolLoadError when `config` names a parameter or sensitive action no tool has.
     """
-    scopes = json_scopes(config.name, definition.tools, config.parameters)
-    destructive = {name: BY_SERVER for name, tool in definition.tools.items() if _destructive(tool)}
-    marks = marked_actions(config.name, config, known=definition.tools.keys(), marks=destructive)
+    scopes, marks = check_config(config, definition)
     metadata = {
         "tool": config.name,
         "version": config.version,
@@ -81,6 +79,19 @@ def mcp_tools(
             tool_metadata["idempotent"] = True
         tools[name] = _tool(server, tool, name, config, tool_metadata, scopes.get(tool.name))
     return list(tools.values())
+
+
+def check_config(
+    config: ToolConfig, definition: ServerDefinition
+) -> tuple[dict[str, JsonScope], dict[str, str]]:
+    """The scopes and sensitivity marks of the server's tools, by their names on the server.
+
+    Raises ToolLoadError when `config` names a parameter or sensitive action no tool has.
+    """
+    scopes = json_scopes(config.name, definition.tools, config.parameters)
+    destructive = {name: BY_SERVER for name, tool in definition.tools.items() if _destructive(tool)}
+    marks = marked_actions(config.name, config, known=definition.tools.keys(), marks=destructive)
+    return scopes, marks
 
 
 def function_name(folder: str, tool: str) -> str:

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+from collections.abc import Iterable, Sequence
 from typing import Protocol, runtime_checkable
 
 from langchain_core.tools import BaseTool
+
+logger = logging.getLogger(__name__)
+
+DUPLICATE = "two tools are called %s at one level (from %s and %s): only the first is offered"
 
 
 class ToolSource(Protocol):
@@ -39,3 +44,18 @@ class LoadsNow(Protocol):
     def load(self) -> object:
         """What `open` does, on this thread."""
         ...
+
+
+def unique_tools(tools: Iterable[BaseTool]) -> list[BaseTool]:
+    """`tools` without the later ones of a name already taken (the model calls tools by name)."""
+    kept: dict[str, BaseTool] = {}
+    for tool in tools:
+        first = kept.setdefault(tool.name, tool)
+        if first is not tool:
+            logger.warning(DUPLICATE, tool.name, _origin(first), _origin(tool))
+    return list(kept.values())
+
+
+def _origin(tool: BaseTool) -> str:
+    metadata = tool.metadata or {}
+    return f"folder {metadata['tool']}" if "tool" in metadata else "the built-in tools"
