@@ -241,7 +241,8 @@ def _default_sources(
     ) -> CompiledStateGraph:
         return build_agent_graph(
             model=level.model,
-            tools=unique_tools([*tools, *human_tools()]),  # an agent at any level may ask the person
+            # An agent at any level may ask the person.
+            tools=unique_tools([*tools, *human_tools()]),
             limits=level.limits,
             system_prompt=system_prompt,
             middleware=middleware,

@@ -78,7 +78,11 @@ def folder(root: Path, name: str, mcp: dict[str, object] | None = None, code: st
 
     path = root / name
     path.mkdir(parents=True)
-    config: dict[str, object] = {"name": name, "description": f"{name} for the benchmark", "version": "1"}
+    config: dict[str, object] = {
+        "name": name,
+        "description": f"{name} for the benchmark",
+        "version": "1",
+    }
     if mcp is not None:
         config["mcp"] = mcp
     (path / "tool_config.yaml").write_text(yaml.safe_dump(config))
@@ -91,7 +95,12 @@ def until_answer(env: dict[str, str], *, answers: str = "") -> float:
     args = [sys.executable, "-m", "orchestrator", "ask", "hi", "--json"]
     started = time.perf_counter()
     with subprocess.Popen(
-        args, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+        args,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
     ) as child:
         assert child.stdin is not None and child.stdout is not None
         child.stdin.write(answers)
@@ -144,12 +153,20 @@ async def call_ratios(home: Path, calls: int) -> dict[str, float]:
     sub_graphs = home / "calls" / "sub_graphs"
     (home / "calls").mkdir()
     (home / "calls" / "echo_server.py").write_text(ECHO_SERVER)
-    folder(sub_graphs, "echo", {"command": sys.executable, "args": [str(home / "calls" / "echo_server.py")]})
+    folder(
+        sub_graphs,
+        "echo",
+        {"command": sys.executable, "args": [str(home / "calls" / "echo_server.py")]},
+    )
     folder(sub_graphs, "fecho", code=ECHO_TOOL)
-    settings = load_settings(data_dir=home / "calls" / "data", sub_graphs_dir=sub_graphs, embeddings="none")
+    settings = load_settings(
+        data_dir=home / "calls" / "data", sub_graphs_dir=sub_graphs, embeddings="none"
+    )
     storage = await Storage.open(settings)
     yes = lambda *_: True  # noqa: E731
-    runtime = await Runtime.start(settings, model=OfflineChatModel(), storage=storage, ask=yes, ask_server=yes)
+    runtime = await Runtime.start(
+        settings, model=OfflineChatModel(), storage=storage, ask=yes, ask_server=yes
+    )
     try:
         dispatcher = Dispatcher(runtime.tools, limits=Limits.from_settings(settings))
         logged = RunContext(
@@ -159,13 +176,15 @@ async def call_ratios(home: Path, calls: int) -> dict[str, float]:
             database=UserDatabase(storage.database, "bench"),
         )
         bare = RunContext(user_id="bench")
-        server = next(t for t in runtime.tools if t.name == "echo_echo").server  # type: ignore[attr-defined]
+        echo = next(t for t in runtime.tools if t.name == "echo_echo")
+        server = echo.server  # type: ignore[attr-defined]
 
         def call(name: str, context: RunContext) -> Callable[[], Awaitable[object]]:
             async def once() -> object:
                 number = next(counter)
                 request = dispatcher.request(
-                    {"name": name, "args": {"text": "hi"}, "id": f"c{number}", "type": "tool_call"}, context
+                    {"name": name, "args": {"text": "hi"}, "id": f"c{number}", "type": "tool_call"},
+                    context,
                 )
                 result = await dispatcher.dispatch(request)
                 assert result.status == "success", result.message
@@ -178,8 +197,12 @@ async def call_ratios(home: Path, calls: int) -> dict[str, float]:
 
         counter = iter(range(10**9))
         return {
-            "call_overhead_ratio": await paired(call("echo_echo", logged), call("fecho_echo", logged), calls),
-            "call_overhead_ratio_bare": await paired(call("echo_echo", bare), call("fecho_echo", bare), calls),
+            "call_overhead_ratio": await paired(
+                call("echo_echo", logged), call("fecho_echo", logged), calls
+            ),
+            "call_overhead_ratio_bare": await paired(
+                call("echo_echo", bare), call("fecho_echo", bare), calls
+            ),
             "sdk_overhead_ratio": await paired(call("echo_echo", bare), sdk, calls),
         }
     finally:
@@ -187,7 +210,9 @@ async def call_ratios(home: Path, calls: int) -> dict[str, float]:
         await storage.close()
 
 
-async def paired(ours: Callable[[], Awaitable[object]], peer: Callable[[], Awaitable[object]], calls: int) -> float:
+async def paired(
+    ours: Callable[[], Awaitable[object]], peer: Callable[[], Awaitable[object]], calls: int
+) -> float:
     for _ in range(10):  # warm up both
         await ours()
         await peer()

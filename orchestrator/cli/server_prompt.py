@@ -38,7 +38,9 @@ class ServerPrompt:
         if self.leftover:
             return None
         with person_terminal() as terminal:
-            prompt = ApprovalPrompt(err=self.err, terminal=terminal, keep_messages=self.keep_messages)
+            prompt = ApprovalPrompt(
+                err=self.err, terminal=terminal, keep_messages=self.keep_messages
+            )
             answer = prompt.confirm(describe_question(question), question=QUESTION)
         self.leftover.extend(prompt.leftover)
         return answer
@@ -47,7 +49,11 @@ class ServerPrompt:
 def describe_question(question: ServerQuestion) -> str:
     """The server, and its tools (new) or what changed since approval (rich markup)."""
     folder, definition = question.folder, question.definition
-    heading = "MCP server changed its tools since you approved them" if question.changes else "New MCP server"
+    heading = (
+        "MCP server changed its tools since you approved them"
+        if question.changes
+        else "New MCP server"
+    )
     info = definition.server_info
     lines = [
         f"\n[yellow]{heading}:[/yellow] [bold]{shown(folder.name)}[/bold] "
@@ -60,7 +66,9 @@ def describe_question(question: ServerQuestion) -> str:
     else:
         tools = list(definition.tools.values())
         lines.append(f"  tools ({len(tools)}):")
-        lines += [f"    {line}" for line in _capped([_tool_line(tool) for tool in tools], markup=True)]
+        lines += [
+            f"    {line}" for line in _capped([_tool_line(tool) for tool in tools], markup=True)
+        ]
     return "\n".join(lines)
 
 
@@ -69,7 +77,9 @@ def _launch(definition: ServerDefinition) -> str:
     if "url" in launch:
         return str(launch["url"])
     args = launch.get("args")
-    return " ".join([str(launch.get("command", "?")), *map(str, args if isinstance(args, list) else [])])
+    return " ".join(
+        [str(launch.get("command", "?")), *map(str, args if isinstance(args, list) else [])]
+    )
 
 
 def _tool_line(tool: ToolDefinition) -> str:

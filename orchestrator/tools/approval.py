@@ -126,7 +126,7 @@ class ApprovalStore:
         self._save()
 
     def pin(self, key: str) -> Pin | None:
-        """The user's answer about the MCP server of the folder `key`, if this installation made it."""
+        """The answer about the MCP server of the folder `key`, if this installation signed it."""
         pin = self._data.servers.get(key)
         if pin is None or not pin.mac:
             return None
@@ -140,7 +140,8 @@ class ApprovalStore:
 
     def _pinned(self, key: str, pin: Pin) -> bytes:
         # The definition itself is checked against the digest by whoever reads it.
-        return json.dumps([SIGNED, "mcp", self._scope, key, pin.name, pin.digest, pin.approved]).encode()
+        fields = [SIGNED, "mcp", self._scope, key, pin.name, pin.digest, pin.approved]
+        return json.dumps(fields).encode()
 
     def _authentic(self, key: str, decision: Decision) -> bool:
         return bool(decision.mac) and verify(

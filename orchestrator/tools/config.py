@@ -233,10 +233,13 @@ class ToolConfig(BaseModel):
     @model_validator(mode="after")
     def _mcp_server_has_no_code(self) -> ToolConfig:
         if self.mcp is not None:
-            given = [name for name in ("entry_point", "class_name", "instructions") if getattr(self, name)]
+            code = ("entry_point", "class_name", "instructions")
+            given = [name for name in code if getattr(self, name)]
             if self.kind != "tool" or given:
                 what = f"`{given[0]}`" if given else "`kind: agent`"
-                raise ValueError(f"an MCP server folder (`mcp:`) has no {what}: its tools are the server's")
+                raise ValueError(
+                    f"an MCP server folder (`mcp:`) has no {what}: its tools are the server's"
+                )
         return self
 
     @property

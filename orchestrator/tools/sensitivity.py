@@ -70,7 +70,10 @@ def sensitive_actions(tool: Tool, config: ToolConfig | None) -> dict[str, str]:
 def marked_actions(
     tool: str, config: ToolConfig | None, *, known: Collection[str], marks: Mapping[str, str]
 ) -> dict[str, str]:
-    """`marks` (by action) plus `BY_CONFIG` for those `config` lists; ToolLoadError for a name not `known`."""
+    """`marks` (by action) plus `BY_CONFIG` for those `config` lists.
+
+    Raises ToolLoadError for a listed name not `known`.
+    """
     listed = list(config.sensitive_actions) if config is not None else []
     unknown = [name for name in listed if name not in known]
     if unknown:

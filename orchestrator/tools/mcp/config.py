@@ -3,7 +3,7 @@
     mcp:
       command: mcp-server-time          # stdio: the server runs as a child process
       args: [--local-timezone, UTC]
-      env: {API_KEY: TIME_API_KEY}      # its API_KEY is our TIME_API_KEY (the value never in the file)
+      env: {API_KEY: TIME_API_KEY}      # its API_KEY is our TIME_API_KEY (never in the file)
       cwd: .                            # relative to the folder
     # or
     mcp:
@@ -44,7 +44,8 @@ class McpServerConfig(BaseModel):
     command: str | None = Field(default=None, min_length=1)
     args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(
-        default_factory=dict, description="The server's variable: the name of ours holding its value."
+        default_factory=dict,
+        description="The server's variable: the name of ours holding its value.",
     )
     cwd: str | None = None
     url: str | None = Field(default=None, pattern=r"^https?://")
@@ -72,7 +73,9 @@ class McpServerConfig(BaseModel):
     @field_validator("cwd")
     @classmethod
     def _inside_folder(cls, value: str | None) -> str | None:
-        if value is not None and (PurePosixPath(value).is_absolute() or ".." in PurePosixPath(value).parts):
+        if value is not None and (
+            PurePosixPath(value).is_absolute() or ".." in PurePosixPath(value).parts
+        ):
             raise ValueError("must be a relative path inside the folder")
         return value
 
@@ -92,11 +95,13 @@ class McpServerConfig(BaseModel):
         return "stdio" if self.command is not None else "streamable_http"
 
     def launch(self) -> dict[str, JsonValue]:
-        """How the server is launched or reached, as approved: variable names, never their values."""
-        return self.model_dump(mode="json", exclude={"startup_timeout_seconds"}, exclude_defaults=True)
+        """How the server is launched or reached, as approved: variable names, not values."""
+        return self.model_dump(
+            mode="json", exclude={"startup_timeout_seconds"}, exclude_defaults=True
+        )
 
     def connection(self, *, folder: Path) -> Connection:
-        """The connection langchain-mcp-adapters opens, with the values read from the environment now.
+        """The connection langchain-mcp-adapters opens, the values read from the environment now.
 
         Raises ConfigError for a variable that is not set or a command that cannot be found.
         """
@@ -136,4 +141,3 @@ def _executable(command: str) -> str:
     if beside is None:
         raise ConfigError(NOT_FOUND.format(command=command))
     return beside
-

@@ -73,7 +73,9 @@ class ServerDefinition(BaseModel):
             launch=launch,
             server_info=info.model_dump(mode="json", exclude_none=True),
             instructions=instructions,
-            tools={tool.name: ToolDefinition.of(tool) for tool in sorted(tools, key=lambda t: t.name)},
+            tools={
+                tool.name: ToolDefinition.of(tool) for tool in sorted(tools, key=lambda t: t.name)
+            },
         )
 
     @property

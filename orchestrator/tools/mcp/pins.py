@@ -41,7 +41,9 @@ def approved_definition(store: ApprovalStore, key: str) -> ServerDefinition | No
     return found[1] if found is not None and found[0].approved else None
 
 
-def decide(store: ApprovalStore, key: str, *, name: str, definition: ServerDefinition, approved: bool) -> None:
+def decide(
+    store: ApprovalStore, key: str, *, name: str, definition: ServerDefinition, approved: bool
+) -> None:
     """Record the user's answer about `definition`."""
     pin = Pin(
         name=name,

@@ -19,7 +19,9 @@ from orchestrator.tools.config import FixedValue, ParameterChoice
 from orchestrator.tools.mcp.definitions import ToolDefinition
 
 UNKNOWN = "{server}: tool_config.yaml names parameter {name}, which none of its tools has{known}"
-BAD_VALUE = "{server}: tool_config.yaml's value for parameter {name} of {tool} is invalid: {problem}"
+BAD_VALUE = (
+    "{server}: tool_config.yaml's value for parameter {name} of {tool} is invalid: {problem}"
+)
 
 
 @dataclass(frozen=True)
@@ -35,7 +37,9 @@ def json_scopes(
     server: str, tools: Mapping[str, ToolDefinition], choices: Mapping[str, ParameterChoice]
 ) -> dict[str, JsonScope]:
     """The scope of each tool (by its name on the server) that has a fixed parameter."""
-    fixed = {name: choice.value for name, choice in choices.items() if isinstance(choice, FixedValue)}
+    fixed = {
+        name: choice.value for name, choice in choices.items() if isinstance(choice, FixedValue)
+    }
     known = {name for tool in tools.values() for name in _properties(tool.inputSchema)}
     for name in choices:
         if name not in known:
@@ -43,7 +47,9 @@ def json_scopes(
             raise ToolLoadError(UNKNOWN.format(server=server, name=name, known=listed))
     scopes = {}
     for tool in tools.values():
-        mine = {name: value for name, value in fixed.items() if name in _properties(tool.inputSchema)}
+        mine = {
+            name: value for name, value in fixed.items() if name in _properties(tool.inputSchema)
+        }
         if mine:
             _check(server, tool, mine)
             scopes[tool.name] = JsonScope(_without(tool.inputSchema, mine), mine, frozenset(mine))
@@ -55,7 +61,9 @@ def _properties(schema: Mapping[str, JsonValue]) -> Mapping[str, JsonValue]:
     return properties if isinstance(properties, dict) else {}
 
 
-def _without(schema: Mapping[str, JsonValue], hidden: Mapping[str, JsonValue]) -> dict[str, JsonValue]:
+def _without(
+    schema: Mapping[str, JsonValue], hidden: Mapping[str, JsonValue]
+) -> dict[str, JsonValue]:
     visible = dict(schema)
     visible["properties"] = {k: v for k, v in _properties(schema).items() if k not in hidden}
     required = schema.get("required")
@@ -73,4 +81,6 @@ def _check(server: str, tool: ToolDefinition, values: Mapping[str, JsonValue]) -
         error = next(validators.validator_for(schema)(schema).iter_errors(value), None)
         if error is not None:
             problem = error.message
-            raise ToolLoadError(BAD_VALUE.format(server=server, name=name, tool=tool.name, problem=problem))
+            raise ToolLoadError(
+                BAD_VALUE.format(server=server, name=name, tool=tool.name, problem=problem)
+            )

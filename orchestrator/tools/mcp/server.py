@@ -84,7 +84,7 @@ class McpServer:
         return self._open is not None
 
     async def start(self) -> ServerDefinition:
-        """Open the session (if not open) and return the server's definition; McpServerError if not."""
+        """Open the session (if not open); the server's definition. McpServerError if it fails."""
         async with self._starting:
             if self._open is None:
                 self._open = await self._opened()
@@ -109,12 +109,16 @@ class McpServer:
         if current is not None:
             await _end(current)
 
-    async def _send(self, current: _Open, tool: str, arguments: dict[str, object]) -> CallToolResult:
+    async def _send(
+        self, current: _Open, tool: str, arguments: dict[str, object]
+    ) -> CallToolResult:
         try:
             return await current.session.call_tool(tool, arguments)
         except CLOSED as error:
             await self._lost(current)
-            raise TransientToolError(DIED.format(name=self.name, reason=self._reason(error))) from None
+            raise TransientToolError(
+                DIED.format(name=self.name, reason=self._reason(error))
+            ) from None
         except McpError as error:
             raise await self._mcp_error(current, error) from None
 

@@ -71,7 +71,7 @@ class McpServers:
 
     @classmethod
     def of(cls, settings: Settings, reviewed: Reviewed) -> McpServers:
-        """The servers of the approved MCP folders of `reviewed`, at every level below approved ones."""
+        """The servers of the approved MCP folders of `reviewed`, at every level."""
         folders = _approved(reviewed.tree.nodes, reviewed.approved)
         return cls(folders, store=ApprovalStore.of(settings), logs=settings.data_dir / LOGS)
 
@@ -83,7 +83,7 @@ class McpServers:
         return self._started
 
     async def open(self, ask: AskServer | None) -> None:
-        """Start every server (unless started), then settle each one's definition with the person."""
+        """Start every server (unless started), then settle each definition with the person."""
         started = await self.start()
         if self._settled:
             return
@@ -133,7 +133,9 @@ class McpServers:
         self, folder: ToolFolder, definition: ServerDefinition, status: Status, ask: AskServer
     ) -> bool | None:
         before = pinned(self.store, folder.key) if status == Status.CHANGED else None
-        question = ServerQuestion(folder, definition, changes(before[1], definition) if before else None)
+        question = ServerQuestion(
+            folder, definition, changes(before[1], definition) if before else None
+        )
         # On a thread: the servers' sessions go on being served while the person thinks.
         return await asyncio.to_thread(ask, question)
 

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-NOT_STARTED = "MCP server %s: not started here (only an asynchronous start, Runtime.start, starts them)"
+NOT_STARTED = "MCP server %s: not started here (only Runtime.start, asynchronous, starts them)"
 
 __all__ = ["FolderSource", "LoadedTool", "visible_sources"]
 
@@ -61,7 +61,8 @@ class FolderSource:
     servers of the approved ones and asks `ask_server` about their tool
     definitions (see `tools.mcp.servers`), then imports the approved folders.
     `load` does the same synchronously, for `Runtime.create`, but starts no
-    MCP server. `servers` may be given started already (see `McpServers.start`). Its tools are those of the top-level folders; `loaded` is the
+    MCP server. `servers` may be given started already (see `McpServers.start`).
+    Its tools are those of the top-level folders; `loaded` is the
     whole tree. A folder that cannot be used is logged and skipped.
     """
 
