@@ -60,6 +60,7 @@ def describe_question(question: ServerQuestion) -> str:
         f"({shown(display_path(folder.path))})",
         f"  server: {shown(str(info.get('name', '?')))} {shown(str(info.get('version', '')))}",
         f"  runs: {shown(_launch(definition))}",
+        f"  digest: sha256:{definition.digest[:16]}… (of the launch, serverInfo, instructions, tools)",
     ]
     if question.changes:
         lines += [f"  {shown(change)}" for change in _capped(question.changes)]
