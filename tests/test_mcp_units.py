@@ -33,6 +33,7 @@ from orchestrator.tools.mcp.definitions import ServerDefinition, changes
 from orchestrator.tools.mcp.pins import approved_definition, decide, pin_status
 from orchestrator.tools.mcp.scope import json_scopes
 from orchestrator.tools.mcp.server import McpServer
+from orchestrator.tools.mcp.thread import McpThread
 from orchestrator.tools.mcp.tool import function_name, mcp_tools
 from orchestrator.tools.pipeline.validate import json_problems
 from orchestrator.tools.sensitivity import BY_CONFIG, BY_SERVER, WHY_SERVER, SensitivityRules
@@ -378,7 +379,7 @@ def fx_config(**fields: object) -> ToolConfig:
 
 
 def tools_of(served: ServerDefinition, config: ToolConfig, tmp_path: Path) -> dict[str, object]:
-    server = McpServer(name="fx", config=config.mcp, folder=tmp_path)  # never started here
+    server = McpServer(name="fx", config=config.mcp, folder=tmp_path, thread=McpThread())  # never started
     return {t.name: t for t in mcp_tools(server, served, config=config, folder=tmp_path)}
 
 

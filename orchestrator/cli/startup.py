@@ -153,6 +153,7 @@ class Startup:
     database: Future[str] | None  # the embedded server's URL, while it starts
     leftover: list[str] = field(default_factory=list)  # piped lines the approval prompt kept
     ask_server: AskServer | None = None  # asks about MCP servers' tool definitions once started
+    servers: McpServers | None = None  # the approved MCP servers, starting
     interrupts: Interrupts = field(default_factory=Interrupts)
     middleware: Sequence[ToolMiddleware] | None = None  # replaces the dispatch pipeline's
 
@@ -190,15 +191,27 @@ def run_command(
 
 
 def _prepare(settings: Settings, database: DatabaseStart | None, *, keep_messages: bool) -> Startup:
+    from orchestrator.tools.mcp.servers import McpServers
+
     with user_errors():
-        with err.status("[dim]loading…[/dim]"):
-            model = _build_model(settings)
         with person_terminal() as terminal:
             prompt = ApprovalPrompt(err=err, terminal=terminal, keep_messages=keep_messages)
             reviewed = review_folders(settings, prompt)
+        servers = McpServers.of(settings, reviewed)
+        servers.start()  # the approved MCP servers boot on their thread while LangChain loads
+        with err.status("[dim]loading…[/dim]"):
+            model = _build_model(settings)
     url = database.url if database is not None else None
     ask_server = ServerPrompt(err=err, keep_messages=keep_messages, leftover=prompt.leftover)
-    return Startup(settings, model, reviewed, url, leftover=prompt.leftover, ask_server=ask_server)
+    return Startup(
+        settings,
+        model,
+        reviewed,
+        url,
+        leftover=prompt.leftover,
+        ask_server=ask_server,
+        servers=servers,
+    )
 
 
 def _build_model(settings: Settings) -> BaseChatModel:
@@ -208,7 +221,7 @@ def _build_model(settings: Settings) -> BaseChatModel:
 
 
 def _startup_notes(settings: Settings) -> None:
-    from orchestrator.llm.offline import OFFLINE_NOTICE
+    from orchestrator.llm.notices import OFFLINE_NOTICE
 
     if settings.uses_offline_model:
         err.print(f"[yellow]note:[/yellow] {OFFLINE_NOTICE}", highlight=False)
@@ -251,8 +264,8 @@ async def _with_runtime(startup: Startup, command: Command) -> int:
     from orchestrator.tools.mcp.servers import McpServers
 
     settings = startup.settings
-    servers = McpServers.of(settings, startup.reviewed)
-    servers.start()  # the approved MCP servers start while the database does
+    servers = startup.servers or McpServers.of(settings, startup.reviewed)
+    servers.start()  # unless started already: the approved MCP servers start while the database does
     storage: Storage | None = None
     runtime: Runtime | None = None
     try:

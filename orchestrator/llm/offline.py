@@ -32,10 +32,6 @@ from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
-OFFLINE_NOTICE = (
-    "No model configured (set OPENAI_API_KEY or OPENAI_BASE_URL, or ORCHESTRATOR_MODEL): "
-    "using the built-in offline model, which only matches requests to tools."
-)
 NO_MATCH = (
     "I am the built-in offline model, not a language model: I can only run a tool whose "
     "description matches your request. Tools: {tools}."

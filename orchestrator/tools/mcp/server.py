@@ -27,6 +27,7 @@ from orchestrator.errors import McpServerError, ToolError, TransientToolError
 from orchestrator.redact import redact
 from orchestrator.tools.mcp.config import McpServerConfig
 from orchestrator.tools.mcp.definitions import ServerDefinition
+from orchestrator.tools.mcp.thread import McpThread
 
 logger = logging.getLogger(__name__)
 
@@ -64,19 +65,27 @@ class McpServer:
     `call` runs one tool call, starting the server again first if it died;
     once `pinned` is set (the approved definition), a restarted server whose
     definition differs is closed and its calls refused. `errlog` receives a
-    stdio server's standard error (by default, ours).
+    stdio server's standard error (by default, ours). The session lives on
+    `thread` (see `McpThread`); these methods may be awaited on any loop.
     """
 
     def __init__(
-        self, *, name: str, config: McpServerConfig, folder: Path, errlog: Path | None = None
+        self,
+        *,
+        name: str,
+        config: McpServerConfig,
+        folder: Path,
+        thread: McpThread,
+        errlog: Path | None = None,
     ) -> None:
         self.name = name
         self.config = config
         self.folder = folder
+        self.thread = thread
         self.errlog = errlog
         self.pinned: ServerDefinition | None = None
         self._open: _Open | None = None
-        self._starting = asyncio.Lock()
+        self._starting = asyncio.Lock()  # used on the thread's loop only
 
     @property
     def running(self) -> bool:
@@ -85,13 +94,24 @@ class McpServer:
 
     async def start(self) -> ServerDefinition:
         """Open the session (if not open); the server's definition. McpServerError if it fails."""
+        return await self.thread.run(self.started())
+
+    async def call(self, tool: str, arguments: dict[str, object]) -> CallToolResult:
+        """Call `tool`; a server found dead is started again (and checked against the pin) first."""
+        return await self.thread.run(self._call(tool, arguments))
+
+    async def close(self) -> None:
+        """End the session (a stdio server's process with it)."""
+        await self.thread.run(self._close())
+
+    async def started(self) -> ServerDefinition:
+        """`start`, on the thread's loop (where this must be awaited)."""
         async with self._starting:
             if self._open is None:
                 self._open = await self._opened()
             return self._open.definition
 
-    async def call(self, tool: str, arguments: dict[str, object]) -> CallToolResult:
-        """Call `tool`; a server found dead is started again (and checked against the pin) first."""
+    async def _call(self, tool: str, arguments: dict[str, object]) -> CallToolResult:
         current = await self._pinned_session()
         try:
             return await current.session.call_tool(tool, arguments)
@@ -102,8 +122,7 @@ class McpServer:
         except McpError as error:
             raise await self._mcp_error(current, error) from None
 
-    async def close(self) -> None:
-        """End the session (a stdio server's process with it)."""
+    async def _close(self) -> None:
         async with self._starting:
             current, self._open = self._open, None
         if current is not None:
@@ -131,9 +150,9 @@ class McpServer:
         return ToolError(REFUSED.format(name=self.name, reason=reason), recoverable=False)
 
     async def _pinned_session(self) -> _Open:
-        definition = await self.start()
+        definition = await self.started()
         if self.pinned is not None and definition.digest != self.pinned.digest:
-            await self.close()
+            await self._close()
             raise McpServerError(BLOCKED.format(name=self.name), recoverable=False)
         assert self._open is not None
         return self._open

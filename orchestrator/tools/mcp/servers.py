@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -23,7 +24,8 @@ from orchestrator.settings import Settings
 from orchestrator.tools.approval import ApprovalStore, Reviewed, Status
 from orchestrator.tools.discovery import ToolFolder, ToolNode
 from orchestrator.tools.mcp.definitions import ServerDefinition, changes
-from orchestrator.tools.mcp.pins import approved_definition, decide, pinned, pin_status
+from orchestrator.tools.mcp.pins import approved_definition, decide, pin_status, pinned
+from orchestrator.tools.mcp.thread import McpThread
 from orchestrator.tools.untrusted import printable
 
 if TYPE_CHECKING:  # the SDK loads only when there is a server to start
@@ -55,18 +57,21 @@ AskServer = Callable[[ServerQuestion], bool | None]
 class McpServers:
     """The servers of the given (approved) MCP folders, keyed by folder key.
 
-    `start` starts them all at once (a caller may do it while it waits for
-    something else, the database say); `open` then settles each one's
-    definition with the person, once.
+    `start` starts them all at once, on a thread of their own (see
+    `McpThread`), from any thread, with or without a running event loop: a
+    command starts them first and goes on with its own startup meanwhile.
+    `open` then settles each one's definition with the person, once.
     """
 
     def __init__(self, folders: Iterable[ToolFolder], *, store: ApprovalStore, logs: Path) -> None:
         self.store = store
+        self.logs = logs
         self.folders = {folder.key: folder for folder in folders if folder.config.mcp is not None}
-        self.servers = {key: _server(folder, logs) for key, folder in self.folders.items()}
+        self.servers: dict[str, McpServer] = {}
         self.approved: dict[str, ServerDefinition] = {}
         self.undecided: list[str] = []  # folder keys whose definitions await a decision
-        self._started: asyncio.Future[list[ServerDefinition | BaseException]] | None = None
+        self.thread = McpThread()
+        self._started: Future[list[ServerDefinition | BaseException]] | None = None
         self._settled = False
 
     @classmethod
@@ -75,16 +80,19 @@ class McpServers:
         folders = _approved(reviewed.tree.nodes, reviewed.approved)
         return cls(folders, store=ApprovalStore.of(settings), logs=settings.data_dir / LOGS)
 
-    def start(self) -> Awaitable[list[ServerDefinition | BaseException]]:
-        """Start every server at once (the first call; later ones wait for the same starts)."""
+    def start(self) -> Future[list[ServerDefinition | BaseException]]:
+        """Start every server at once (the first call; later ones get the same starts)."""
         if self._started is None:
-            starts = (server.start() for server in self.servers.values())
-            self._started = asyncio.ensure_future(asyncio.gather(*starts, return_exceptions=True))
+            if not self.folders:  # no thread for nothing
+                self._started = Future()
+                self._started.set_result([])
+            else:
+                self._started = self.thread.submit(self._start_all())
         return self._started
 
     async def open(self, ask: AskServer | None) -> None:
         """Start every server (unless started), then settle each definition with the person."""
-        started = await self.start()
+        started = await asyncio.wrap_future(self.start())
         if self._settled:
             return
         self._settled = True
@@ -98,14 +106,33 @@ class McpServers:
                 await self._settle(key, outcome, ask)
 
     async def close(self) -> None:
-        """Close every session (stopping the stdio servers' processes)."""
-        if self._started is not None:
-            await asyncio.wait({self._started})  # a start under way ends before its close
+        """Close every session (stopping the stdio servers' processes), then the thread."""
+        if self._started is None:
+            return
+        await asyncio.wait({asyncio.wrap_future(self._started)})  # a start under way ends first
         await asyncio.gather(*(server.close() for server in self.servers.values()))
+        await asyncio.to_thread(self.thread.stop)
 
     def server(self, key: str) -> McpServer:
-        """The server of the folder `key`."""
+        """The server of the folder `key` (once started)."""
         return self.servers[key]
+
+    async def _start_all(self) -> list[ServerDefinition | BaseException]:
+        """On the thread: load the SDK there (not on the command's own thread), start them all."""
+        from orchestrator.tools.mcp.server import McpServer
+
+        for key, folder in self.folders.items():
+            assert folder.config.mcp is not None
+            log = self.logs / (key.replace("/", "__") + ".log")
+            self.servers[key] = McpServer(
+                name=folder.name,
+                config=folder.config.mcp,
+                folder=folder.path,
+                thread=self.thread,
+                errlog=log,
+            )
+        starts = (server.started() for server in self.servers.values())
+        return await asyncio.gather(*starts, return_exceptions=True)
 
     async def _settle(self, key: str, definition: ServerDefinition, ask: AskServer) -> None:
         """Offer the server's tools if its definition is approved, asking if need be."""
@@ -180,11 +207,3 @@ def _until_input_ends(ask: AskServer | None) -> AskServer:
         return answer
 
     return asking
-
-
-def _server(folder: ToolFolder, logs: Path) -> McpServer:
-    from orchestrator.tools.mcp.server import McpServer
-
-    assert folder.config.mcp is not None
-    log = logs / (folder.key.replace("/", "__") + ".log")
-    return McpServer(name=folder.name, config=folder.config.mcp, folder=folder.path, errlog=log)
