@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 tools_app = typer.Typer(no_args_is_help=True, help="List, approve and revoke tool folders.")
 db_app = typer.Typer(no_args_is_help=True, help="The database: schema, status, embeddings.")
 requests_app = typer.Typer(no_args_is_help=True, help="Tool calls, as the request log kept them.")
+MCP_MARK = "  (MCP server)"  # in `tools list`, after the path of such a folder
 
 
 @tools_app.command("list")
@@ -53,7 +54,7 @@ def list_tools(as_json: JsonOption = False) -> None:
         indent = "  " * folder.depth
         out.print(
             f"{indent}[bold]{shown(folder.name)}[/bold] {shown(folder.config.version)}  "
-            f"{status}  {shown(display_path(folder.path))}",
+            f"{status}  {shown(display_path(folder.path))}{MCP_MARK if folder.config.mcp else ''}",
             highlight=False,
         )
     for problem in tree.problems:

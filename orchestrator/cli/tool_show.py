@@ -5,7 +5,8 @@ built: no model, no database connection. An API key or a database URL is named
 by its variable and said to be set or not; a URL's password is masked; fixed
 parameter values and `config:` values are never printed. The folder's code is
 imported (to list its actions) only when the folder is approved, as startup
-would; a YAML-only agent has none to import.
+would; a YAML-only agent has none to import, and an MCP server's tools are
+those of its pinned definition (see `tool_show_mcp`): it is never started here.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator.cli.common import display_path, one_line, out, shown
+from orchestrator.cli.tool_show_actions import action_lines, folder_actions
+from orchestrator.cli.tool_show_mcp import definitions_line, kind_lines, mcp_report
 from orchestrator.errors import ToolLoadError
 from orchestrator.levels import (
     LIMIT_NAMES,
@@ -29,11 +32,8 @@ from orchestrator.levels import (
 from orchestrator.settings import env_name, hide_passwords
 from orchestrator.tools.approval import ApprovalStore, Status
 from orchestrator.tools.discovery import Discovery, ToolFolder, ToolNode
-from orchestrator.tools.sensitivity import SensitivityRules, sensitive_actions
 
 if TYPE_CHECKING:
-    from pydantic import BaseModel
-
     from orchestrator.settings import Settings
     from orchestrator.tools.base import Tool
     from orchestrator.tools.config import DatabaseOverride
@@ -61,26 +61,33 @@ def folder_report(
     chain = _chain(tree.nodes, folder)
     assert chain is not None, "the folder comes from this tree"
     view = describe_level(settings, [node.folder.config for node in chain])
-    loaded = _load(chain, store)
-    agent = _is_agent(folder, loaded)
-    return {
+    report: Json = {
         "name": folder.name,
         "key": folder.key,
         "version": folder.config.version,
-        "kind": folder.config.kind,
-        "agent": agent,
-        "yaml_only": _yaml_only(folder),
         "path": str(folder.path),
         "status": str(store.status(folder)),
         "not_loaded_because": _blocked_by(chain[:-1], store),
-        "model": _model(view, settings, folder.name) if agent is not False else None,
-        "database": _database(view.database, settings, folder.name),
         "limits": {name: _sourced(view.limits[name], folder.name) for name in LIMIT_NAMES},
         "log_level": _sourced(view.log_level, folder.name),
         "calls": _calls(folder, view),
-        "instructions": _instructions(folder, loaded) if agent else None,
         "config_keys": sorted(folder.config.config),
-        "actions": _actions(loaded, settings, folder) if loaded.tool is not None else None,
+    }
+    if folder.config.mcp is not None:
+        return {**report, **mcp_report(settings, store, folder)}
+    loaded = _load(chain, store)
+    agent = _is_agent(folder, loaded)
+    tool, scopes = loaded.tool, loaded.scopes or {}
+    actions = None if tool is None else folder_actions(tool, scopes, settings, folder)
+    return {
+        **report,
+        "kind": folder.config.kind,
+        "agent": agent,
+        "yaml_only": _yaml_only(folder),
+        "model": _model(view, settings, folder.name) if agent is not False else None,
+        "database": _database(view.database, settings, folder.name),
+        "instructions": _instructions(folder, loaded) if agent else None,
+        "actions": actions,
         "actions_note": loaded.note,
     }
 
@@ -90,13 +97,13 @@ def print_report(report: Json, *, as_json: bool) -> None:
     if as_json:
         print(json.dumps(report))  # ASCII: no raw control characters
         return
+    server = report.get("mcp")
     lines = [
         f"[bold]{shown(str(report['name']))}[/bold] {shown(str(report['version']))}",
-        f"  kind: {report['kind']}{YAML_ONLY if report['yaml_only'] else ''}",
+        *(kind_lines(server) if isinstance(server, dict) else [_kind_text(report)]),
         f"  path: {_path_text(report['path'])}",
         f"  status: {report['status']}{_blocked_text(report)}",
-        *_model_lines(report.get("model"), maybe=report["agent"] is None),
-        *_database_lines(report["database"]),
+        *([definitions_line(report)] if server else _model_and_database_lines(report)),
         "  limits:",
         *(
             f"    {name}: {_value(entry['value'])} ({_origin_text(entry)})"
@@ -106,7 +113,7 @@ def print_report(report: Json, *, as_json: bool) -> None:
         _calls_text(report["calls"]),
         *_instruction_lines(report.get("instructions")),
         *_config_lines(report["config_keys"]),
-        *_action_lines(report),
+        *action_lines(report),
     ]
     for line in lines:
         out.print(line, highlight=False)
@@ -246,61 +253,6 @@ def _calls(folder: ToolFolder, view: LevelView) -> Json:
     }
 
 
-def _actions(loaded: Loaded, settings: Settings, folder: ToolFolder) -> list[Json]:
-    tool, scopes = loaded.tool, loaded.scopes or {}
-    assert tool is not None
-    rules = SensitivityRules.of(settings.sensitive_words)
-    try:
-        marks = sensitive_actions(tool, folder.config)
-    except ToolLoadError:  # startup skips such a folder and says why; here, shown unmarked
-        marks = {}
-    metadata = {"requires_approval": folder.config.requires_approval}
-    return [
-        {
-            "name": f"{tool.name}_{spec.name}",
-            "description": _first_line(spec.description),
-            "parameters": _parameters(spec.params, scopes.get(spec.name)),
-            "needs_decision": rules.why(
-                f"{tool.name}_{spec.name}", {**metadata, "sensitive": marks.get(spec.name)}
-            ),
-        }
-        for spec in tool.actions.values()
-    ]
-
-
-def _first_line(text: str) -> str:
-    lines = text.strip().splitlines()
-    return lines[0] if lines else ""
-
-
-def _parameters(params: type[BaseModel], scope: ActionScope | None) -> list[Json]:
-    hidden = scope.hidden if scope is not None else frozenset()
-    fixed = scope.fixed if scope is not None else {}
-    described = []
-    for name, field in params.model_fields.items():
-        key = field.alias or name
-        entry: Json = {
-            "name": key,
-            "type": _type_name(field.annotation),
-            "required": field.is_required(),
-            "description": field.description or "",
-        }
-        if key in fixed:
-            entry["set_by"] = "tool_config.yaml"  # the value itself may be a secret: never shown
-        elif key in hidden:
-            entry["set_by"] = "its default (not the model)"
-        else:
-            entry["set_by"] = "the model"
-        described.append(entry)
-    return described
-
-
-def _type_name(annotation: object) -> str:
-    if isinstance(annotation, type):
-        return annotation.__name__
-    return str(annotation).replace("typing.", "").replace("datetime.", "")
-
-
 # --- printing ----------------------------------------------------------------------------
 
 
@@ -319,6 +271,17 @@ def _origin_text(entry: Json) -> str:
 
 def _value(value: object) -> str:
     return "none" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _kind_text(report: Json) -> str:
+    return f"  kind: {report['kind']}{YAML_ONLY if report['yaml_only'] else ''}"
+
+
+def _model_and_database_lines(report: Json) -> list[str]:
+    return [
+        *_model_lines(report.get("model"), maybe=report["agent"] is None),
+        *_database_lines(report["database"]),
+    ]
 
 
 def _blocked_text(report: Json) -> str:
@@ -392,22 +355,3 @@ def _config_lines(keys: object) -> list[str]:
     if not isinstance(keys, list) or not keys:
         return []
     return [f"  config: {', '.join(shown(str(k)) for k in keys)} (values not shown)"]
-
-
-def _action_lines(report: Json) -> list[str]:
-    actions = report.get("actions")
-    if not isinstance(actions, list):
-        return [f"  actions: {shown(str(report.get('actions_note')))}"]
-    lines = ["  actions:"]
-    for action in actions:
-        name, description = shown(action["name"]), shown(one_line(action["description"]))
-        lines.append(f"    [bold]{name}[/bold]: {description}")
-        if action.get("needs_decision"):
-            lines.append(f"      needs your decision: {shown(action['needs_decision'])}")
-        for parameter in action["parameters"]:
-            required = "required" if parameter["required"] else "optional"
-            lines.append(
-                f"      {shown(parameter['name'])}: {shown(parameter['type'])}, {required}, "
-                f"set by {parameter['set_by']}"
-            )
-    return lines

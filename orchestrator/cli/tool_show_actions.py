@@ -1,0 +1,116 @@
+"""The actions `tools show` lists: a folder tool's, or an MCP server's, in one shape.
+
+Each action: the name the model calls, the first line of its description,
+whether a call needs the person's decision (and why), and its parameters with
+who sets each. A value fixed by `tool_config.yaml` is never shown: it may be a
+secret.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from orchestrator.cli.common import one_line, shown
+from orchestrator.errors import ToolLoadError
+from orchestrator.tools.sensitivity import SensitivityRules, sensitive_actions
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from orchestrator.settings import Settings
+    from orchestrator.tools.base import Tool
+    from orchestrator.tools.discovery import ToolFolder
+    from orchestrator.tools.scope import ActionScope
+
+Json = dict[str, object]
+
+BY_MODEL = "the model"
+BY_CONFIG = "tool_config.yaml"  # the value itself may be a secret: never shown
+BY_DEFAULT = "its default (not the model)"
+
+
+def folder_actions(
+    tool: Tool, scopes: dict[str, ActionScope], settings: Settings, folder: ToolFolder
+) -> list[Json]:
+    """The actions of a folder's loaded `tool`, as its model sees them."""
+    rules = SensitivityRules.of(settings.sensitive_words)
+    try:
+        marks = sensitive_actions(tool, folder.config)
+    except ToolLoadError:  # startup skips such a folder and says why; here, shown unmarked
+        marks = {}
+    metadata = {"requires_approval": folder.config.requires_approval}
+    return [
+        {
+            "name": f"{tool.name}_{spec.name}",
+            "description": first_line(spec.description),
+            "parameters": _parameters(spec.params, scopes.get(spec.name)),
+            "needs_decision": rules.why(
+                f"{tool.name}_{spec.name}", {**metadata, "sensitive": marks.get(spec.name)}
+            ),
+        }
+        for spec in tool.actions.values()
+    ]
+
+
+def first_line(text: str) -> str:
+    """The first line of a description (the rest is for the model)."""
+    lines = text.strip().splitlines()
+    return lines[0] if lines else ""
+
+
+def parameter(
+    name: str, *, kind: str, required: bool, description: str, set_by: str
+) -> Json:
+    """One parameter of an action, as shown."""
+    return {
+        "name": name,
+        "type": kind,
+        "required": required,
+        "description": description,
+        "set_by": set_by,
+    }
+
+
+def action_lines(report: Json) -> list[str]:
+    """The `actions:` lines of a report, or why there are none to show."""
+    actions = report.get("actions")
+    if not isinstance(actions, list):
+        return [f"  actions: {shown(str(report.get('actions_note')))}"]
+    lines = ["  actions:"]
+    for action in actions:
+        name, description = shown(action["name"]), shown(one_line(action["description"]))
+        lines.append(f"    [bold]{name}[/bold]: {description}")
+        if action.get("needs_decision"):
+            lines.append(f"      needs your decision: {shown(action['needs_decision'])}")
+        for entry in action["parameters"]:
+            required = "required" if entry["required"] else "optional"
+            lines.append(
+                f"      {shown(entry['name'])}: {shown(entry['type'])}, {required}, "
+                f"set by {entry['set_by']}"
+            )
+    return lines
+
+
+def _parameters(params: type[BaseModel], scope: ActionScope | None) -> list[Json]:
+    hidden = scope.hidden if scope is not None else frozenset()
+    fixed = scope.fixed if scope is not None else {}
+    described = []
+    for name, field in params.model_fields.items():
+        key = field.alias or name
+        set_by = BY_CONFIG if key in fixed else BY_DEFAULT if key in hidden else BY_MODEL
+        described.append(
+            parameter(
+                key,
+                kind=_type_name(field.annotation),
+                required=field.is_required(),
+                description=field.description or "",
+                set_by=set_by,
+            )
+        )
+    return described
+
+
+def _type_name(annotation: object) -> str:
+    if isinstance(annotation, type):
+        return annotation.__name__
+    return str(annotation).replace("typing.", "").replace("datetime.", "")
