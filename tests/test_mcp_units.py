@@ -30,11 +30,12 @@ from orchestrator.tools.config import FixedValue, ToolConfig
 from orchestrator.tools.mcp.config import McpServerConfig
 from orchestrator.tools.mcp.content import tool_result
 from orchestrator.tools.mcp.definitions import ServerDefinition, changes
+from orchestrator.tools.mcp.marks import function_name
 from orchestrator.tools.mcp.pins import approved_definition, decide, pin_status
 from orchestrator.tools.mcp.scope import json_scopes
 from orchestrator.tools.mcp.server import McpServer
 from orchestrator.tools.mcp.thread import McpThread
-from orchestrator.tools.mcp.tool import function_name, mcp_tools
+from orchestrator.tools.mcp.tool import mcp_tools
 from orchestrator.tools.pipeline.validate import json_problems
 from orchestrator.tools.sensitivity import BY_CONFIG, BY_SERVER, WHY_SERVER, SensitivityRules
 

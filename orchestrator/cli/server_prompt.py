@@ -60,7 +60,8 @@ def describe_question(question: ServerQuestion) -> str:
         f"({shown(display_path(folder.path))})",
         f"  server: {shown(str(info.get('name', '?')))} {shown(str(info.get('version', '')))}",
         f"  runs: {shown(_launch(definition))}",
-        f"  digest: sha256:{definition.digest[:16]}… (of the launch, serverInfo, instructions, tools)",
+        f"  digest: sha256:{definition.digest[:16]}… "
+        "(of the launch, serverInfo, instructions, tools)",
     ]
     if question.changes:
         lines += [f"  {shown(change)}" for change in _capped(question.changes)]
@@ -84,8 +85,10 @@ def _launch(definition: ServerDefinition) -> str:
 
 
 def _tool_line(tool: ToolDefinition) -> str:
+    from orchestrator.tools.mcp.marks import hint  # only when a question is shown
+
     description = one_line(tool.description or tool.title or "", DESCRIPTION_CHARS)
-    marks = " [red](destructive)[/red]" if (tool.annotations or {}).get("destructiveHint") else ""
+    marks = " [red](destructive)[/red]" if hint(tool, "destructiveHint") else ""
     return f"[bold]{shown(tool.name)}[/bold]  {shown(description)}{marks}"
 
 

@@ -112,7 +112,7 @@ def _actions(
     if not pin.approved:
         return None, NOT_OFFERED
     # The MCP SDK and LangChain load with it: only when there are tools to show.
-    from orchestrator.tools.mcp.tool import check_config, function_name
+    from orchestrator.tools.mcp.marks import check_config, function_name
 
     config = folder.config
     try:

@@ -178,7 +178,7 @@ class McpServers:
 
 def _misfit(folder: ToolFolder, definition: ServerDefinition) -> str | None:
     """Why the folder's `parameters` or `sensitive_actions` do not fit the server's tools, if so."""
-    from orchestrator.tools.mcp.tool import check_config
+    from orchestrator.tools.mcp.marks import check_config
 
     try:
         check_config(folder.config, definition)

@@ -9,7 +9,6 @@ the request log.
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -21,15 +20,13 @@ from orchestrator.tools.adapter import POLICY_FIELDS
 from orchestrator.tools.config import ToolConfig
 from orchestrator.tools.mcp.content import tool_result
 from orchestrator.tools.mcp.definitions import ServerDefinition, ToolDefinition
-from orchestrator.tools.mcp.scope import JsonScope, json_scopes
+from orchestrator.tools.mcp.marks import check_config, function_name, hint
+from orchestrator.tools.mcp.scope import JsonScope
 from orchestrator.tools.mcp.server import McpServer
 from orchestrator.tools.results import ToolResult
-from orchestrator.tools.sensitivity import BY_SERVER, marked_actions
 
 logger = logging.getLogger(__name__)
 
-MAX_NAME = 64  # what OpenAI-style APIs accept for a function's name
-NOT_A_NAME_CHARACTER = re.compile(r"[^A-Za-z0-9_-]")
 DUPLICATE = "MCP server %s: two tools are both called %s here; only the first is offered"
 
 
@@ -75,28 +72,10 @@ def mcp_tools(
             logger.warning(DUPLICATE, config.name, name)
             continue
         tool_metadata = {**metadata, "action": tool.name, "sensitive": marks.get(tool.name)}
-        if _hint(tool, "idempotentHint"):  # the server says so: safe to run again
+        if hint(tool, "idempotentHint"):  # the server says so: safe to run again
             tool_metadata["idempotent"] = True
         tools[name] = _tool(server, tool, name, config, tool_metadata, scopes.get(tool.name))
     return list(tools.values())
-
-
-def check_config(
-    config: ToolConfig, definition: ServerDefinition
-) -> tuple[dict[str, JsonScope], dict[str, str]]:
-    """The scopes and sensitivity marks of the server's tools, by their names on the server.
-
-    Raises ToolLoadError when `config` names a parameter or sensitive action no tool has.
-    """
-    scopes = json_scopes(config.name, definition.tools, config.parameters)
-    destructive = {name: BY_SERVER for name, tool in definition.tools.items() if _destructive(tool)}
-    marks = marked_actions(config.name, config, known=definition.tools.keys(), marks=destructive)
-    return scopes, marks
-
-
-def function_name(folder: str, tool: str) -> str:
-    """`<folder>_<tool>`, in the characters and length a model's function names allow."""
-    return NOT_A_NAME_CHARACTER.sub("_", f"{folder}_{tool}")[:MAX_NAME]
 
 
 def _tool(
@@ -126,10 +105,3 @@ def _tool(
     )
     return mcp_tool
 
-
-def _destructive(tool: ToolDefinition) -> bool:
-    return _hint(tool, "destructiveHint")
-
-
-def _hint(tool: ToolDefinition, name: str) -> bool:
-    return bool((tool.annotations or {}).get(name) is True)
