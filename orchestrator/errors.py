@@ -93,6 +93,13 @@ class McpServerError(ToolError):
     code = "mcp_server_unavailable"
 
 
+class BudgetExceededError(ToolError):
+    """A budget stops the turn: the call did not run, and no other will this turn."""
+
+    code = "budget_exceeded"
+    recoverable = False
+
+
 # --- the person at the terminal -----------------------------------------------------------
 
 

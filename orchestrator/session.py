@@ -36,7 +36,6 @@ from orchestrator.tasks import BackgroundTask, TaskManager
 from orchestrator.tools.context import RunContext, UserDatabase
 from orchestrator.tools.hitl import Decision
 from orchestrator.tools.results import ToolResult
-from orchestrator.tools.usage import UsageMeter
 from orchestrator.turns import (
     AnsweredQuestion,
     EventHandler,
@@ -50,6 +49,7 @@ from orchestrator.turns import (
     questions_of,
     turn_start,
 )
+from orchestrator.usage.meter import UsageMeter
 
 
 FOLLOW_UP = (
@@ -86,7 +86,7 @@ class Session:
         # Called with each background task's follow-up turn once it has run, or with
         # None when the follow-up limit kept the result for the next turn instead.
         self.on_follow_up: FollowUpHandler | None = None
-        self.usage = UsageMeter()
+        self.usage = UsageMeter.from_settings(settings)
         self._follow_ups = 0  # follow-up turns since the user's last message
         self._claimed = False
         self._archived = 0  # messages of the history already archived by this process
@@ -159,6 +159,7 @@ class Session:
                 raise QuestionsWaitingError(self.session_id, len(waiting))
             kept, self._kept = self._kept, []
             self._answered = []
+            self.usage.start_turn(message.id)
             state = await self._stream({"messages": [*kept, message], "iterations": 0}, on_event)
         return self._result(state, start=message.id)
 
@@ -252,6 +253,7 @@ class Session:
                 return TurnResult(answer="", answer_id=None, iterations=0, tool_calls=[])
             if not state.interrupts:
                 self._answered = []
+                self.usage.start_turn(turn_start(messages_of(state)))
                 state = await self._stream(None, on_event)
         return self._result(state)
 
@@ -308,7 +310,12 @@ class Session:
 
     async def _claim(self) -> None:
         if self.storage is not None and not self._claimed:
-            await claim_session(self.storage.database, self.session_id, user_id=self.user_id)
+            from orchestrator.store.usage import session_totals  # the lead's helper writes it
+
+            database = self.storage.database
+            await claim_session(database, self.session_id, user_id=self.user_id)
+            # A budget for the session counts what it spent in earlier processes too.
+            self.usage.seed(await session_totals(database, self.session_id, user_id=self.user_id))
             self._claimed = True
 
     async def _archive(self) -> StateSnapshot:
@@ -327,7 +334,9 @@ class Session:
         messages = messages_of(state)
         start = start or turn_start(messages)
         turn = collect_turn(messages, after=start, waiting=questions_of(state))
-        return replace(turn, answered=list(self._answered))
+        return replace(
+            turn, answered=list(self._answered), usage=self.usage.turn, budget_stop=self.usage.stop
+        )
 
 
 def _to_event(namespace: tuple[str, ...], mode: str, chunk: object) -> TurnEvent | None:

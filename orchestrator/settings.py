@@ -18,6 +18,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from orchestrator.errors import ConfigError
 from orchestrator.paths import home
+from orchestrator.usage.prices import ModelPrice
 
 ENV_PREFIX = "ORCHESTRATOR_"
 OFFLINE_MODEL = "offline"
@@ -112,6 +113,33 @@ class Settings(BaseSettings):
         ge=0,
         le=100,
         description="Follow-up turns background tasks may start in a row after one user message.",
+    )
+
+    max_turn_cost_usd: float | None = Field(
+        default=None,
+        gt=0,
+        allow_inf_nan=False,
+        description="A turn stops before a model or tool call would spend past this (dollars).",
+    )
+    max_session_cost_usd: float | None = Field(
+        default=None,
+        gt=0,
+        allow_inf_nan=False,
+        description="A session's turns stop before a call would spend past this (dollars).",
+    )
+    model_prices: dict[str, ModelPrice] = Field(
+        default_factory=dict,
+        description=(
+            'Your prices, dollars per million tokens, as JSON: {"my-model": {"input": 0.2, '
+            '"output": 0.6, "cached_input": 0.05}}. They come before the bundled price table.'
+        ),
+    )
+    price_provider: str | None = Field(
+        default=None,
+        description=(
+            "The genai-prices provider (openai, anthropic, ...) whose prices apply to every "
+            "model, local servers' too (a local proxy in front of a hosted API, say)."
+        ),
     )
 
     @field_validator("log_level", mode="before")

@@ -11,6 +11,8 @@ from langgraph.types import StateSnapshot
 
 from orchestrator.events import StatusEvent, ToolEvent
 from orchestrator.tools.hitl import ALLOWED, Decision, Question
+from orchestrator.usage.budget import BudgetStop
+from orchestrator.usage.meter import Totals
 
 
 class TokenEvent(TypedDict):
@@ -72,6 +74,8 @@ class TurnResult:
 
     `questions` are the open questions when the turn paused (then `answer` is
     empty); `answered` the questions of this turn answered in this process.
+    `usage` is what the turn's model and tool calls used, at every level;
+    `budget_stop` the budget that ended it, if one did.
     """
 
     answer: str
@@ -80,6 +84,13 @@ class TurnResult:
     tool_calls: list[ToolCallRecord] = field(default_factory=list)
     questions: list[PendingQuestion] = field(default_factory=list)
     answered: list[AnsweredQuestion] = field(default_factory=list)
+    usage: Totals = field(default_factory=Totals)
+    budget_stop: BudgetStop | None = None
+
+    @property
+    def cost_usd(self) -> float | None:
+        """What the turn cost, when the price of every call is known (else None)."""
+        return self.usage.cost_usd if self.usage.priced else None
 
     def to_json(self) -> dict[str, object]:
         """The shape `orchestrator ask --json` prints."""
@@ -99,6 +110,9 @@ class TurnResult:
                 *(a.asked.to_json(a.decision) for a in self.answered),
                 *(q.to_json() for q in self.questions),
             ],
+            "usage": self.usage.to_json(),
+            "cost_usd": self.cost_usd,
+            "budget_stop": self.budget_stop.to_json() if self.budget_stop else None,
         }
 
 

@@ -39,7 +39,7 @@ from orchestrator.tools.mcp.servers import ServerQuestion
 from orchestrator.tools.results import ToolResult
 from orchestrator.tools.sensitivity import WHY_SERVER
 from orchestrator.tools.sources.folders import FolderSource
-from orchestrator.tools.usage import UsageMeter
+from orchestrator.usage.meter import UsageMeter
 from tests.helpers import dispatcher, logged_context, run_call, run_cli
 from tests.tool_folders import AGENT_TOOL, write_folder
 
@@ -650,7 +650,7 @@ async def test_results_are_logged_billed_and_mapped_and_bad_arguments_never_reac
 
     assert billed.status == "success" and billed.data["answer"] == 42
     assert billed.billing is not None and billed.billing.credits == 3
-    assert usage.tool_cost_usd["fx_billed"] == 0.25
+    assert usage.session.tools["fx_billed"].cost_usd == 0.25
 
     assert picture.status == "success"
     assert picture.message.startswith("[image (image/png,") and picture.message.endswith(

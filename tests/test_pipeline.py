@@ -287,4 +287,6 @@ async def test_the_run_context_carries_the_users_database_and_meters_tool_billin
         await session.run("pay twice")
 
     assert seen["user"] == "u7"
-    assert session.usage.calls == 2 and session.usage.total_tool_cost_usd == 0.5
+    billed_calls = session.usage.session.tools["billed"]
+    assert (billed_calls.calls, billed_calls.cost_usd) == (2, 0.5)
+    assert session.usage.session.tool_cost_usd == 0.5

@@ -250,6 +250,7 @@ def _calls(folder: ToolFolder, view: LevelView) -> Json:
         "max_retries": config.max_retries,
         "background": config.background,
         "idempotent": config.idempotent,
+        "max_cost_usd": config.max_cost_usd,
     }
 
 
@@ -326,6 +327,8 @@ def _database_lines(database: object) -> list[str]:
 def _calls_text(calls: object) -> str:
     assert isinstance(calls, dict)
     flags = [name for name in ("background", "idempotent") if calls[name]]
+    if calls.get("max_cost_usd") is not None:
+        flags.append(f"at most ${calls['max_cost_usd']:g} a call")
     return (
         f"  calls: timeout {_value(calls['timeout_seconds'])} s (from {calls['timeout_from']}), "
         f"max_retries {calls['max_retries']}{''.join(f', {flag}' for flag in flags)}"

@@ -7,6 +7,7 @@ gets its own model, tools and limits.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from typing import Protocol, TypedDict
 
@@ -31,6 +32,7 @@ from orchestrator.graph.prompts import (
     REPLY_CUT_OFF,
 )
 from orchestrator.graph.state import AgentState
+from orchestrator.graph.usage import count_model_call, least_cost
 from orchestrator.levels import Limits
 from orchestrator.llm.providers import reports_finish_reason
 from orchestrator.llm.reply import Reply, ReplyLimits, read_reply
@@ -38,6 +40,7 @@ from orchestrator.store.text import storable_text
 from orchestrator.tools.context import RunContext
 from orchestrator.tools.pipeline.base import ToolMiddleware
 from orchestrator.tools.pipeline.dispatch import Dispatcher
+from orchestrator.usage.prices import ModelIdentity
 
 MODEL_NODE = "model"
 TOOLS_NODE = "tools"
@@ -81,7 +84,11 @@ class RetrieveNode:
 
 
 class ModelNode:
-    """Calls the model on the conversation and checks its reply; limits tool rounds per turn."""
+    """Calls the model on the conversation and checks its reply; limits tool rounds per turn.
+
+    Each call is counted on the run's usage meter; when a budget stops the
+    turn, the model is not called and the stop is the answer.
+    """
 
     def __init__(
         self,
@@ -98,17 +105,28 @@ class ModelNode:
         self.max_iterations = max_iterations
         self.limits = limits or ReplyLimits()
         self.reports_finish = reports_finish_reason(model)
+        self.identity = ModelIdentity.of(model)
 
-    async def __call__(self, state: AgentState, config: RunnableConfig) -> StateUpdate:
+    async def __call__(
+        self, state: AgentState, config: RunnableConfig, runtime: Runtime[RunContext]
+    ) -> StateUpdate:
         iterations = state.get("iterations", 0)
         emit_status(Stage.SUBMITTED if iterations == 0 else Stage.PROCESSING)
-        emit_status(Stage.STREAMING)
+        run = run_context(runtime, config)
         context = [SystemMessage(state["context"])] if state.get("context") else []
         history = valid_history(state["messages"], tool_names=self.tool_names)
+        messages = [self.system_prompt, *context, *history]
+        stop = run.usage.before_model(least_cost(run, self.identity, messages)) if run.usage else None
+        if stop is not None:  # a budget ends the turn: its stop is the answer
+            emit_status(Stage.COMPLETE)
+            answer = AIMessage(stop.message)
+            return {"messages": [answer], "iterations": iterations + 1, "rejected_calls": {}}
+        emit_status(Stage.STREAMING)
         try:
-            reply = await read_reply(
-                self.model, [self.system_prompt, *context, *history], config, limits=self.limits
-            )
+            started = time.monotonic()
+            reply = await read_reply(self.model, messages, config, limits=self.limits)
+            seconds = time.monotonic() - started
+            await count_model_call(run, self.identity, reply.message, seconds=seconds)
             response, rejected = self._checked(reply)
         except Exception as error:
             emit_status(Stage.ERROR, type(error).__name__)

@@ -13,6 +13,7 @@ from orchestrator.errors import ConfigError, ModelUnavailableError
 from orchestrator.levels import env_value, model_endpoint
 from orchestrator.llm.offline import OfflineChatModel
 from orchestrator.settings import Settings, env_name
+from orchestrator.usage.prices import warm as warm_prices
 
 if TYPE_CHECKING:
     from orchestrator.tools.config import ModelOverride
@@ -64,7 +65,7 @@ def build_agent_model(
 
 def _init(model: str, *, settings: Settings, setting: str, **options: object) -> BaseChatModel:
     try:
-        return init_chat_model(
+        built = init_chat_model(
             model,
             timeout=settings.model_timeout_seconds,
             max_retries=settings.model_max_retries,
@@ -74,6 +75,22 @@ def _init(model: str, *, settings: Settings, setting: str, **options: object) ->
         # LangChain's messages run to many lines (every provider it knows): keep the first.
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise ConfigError(f"{setting}={model!r}: {first}") from None
+    warm_prices()  # a real model's calls are priced: the table loads while the model answers
+    return _streaming_usage(built)
+
+
+def _streaming_usage(model: BaseChatModel) -> BaseChatModel:
+    """`model`, asking for token usage at the end of each stream when it is an OpenAI client.
+
+    LangChain asks only the OpenAI API itself; OpenAI-compatible servers (vLLM,
+    llama.cpp, Ollama, LiteLLM) report it too when asked, and every call is counted.
+    """
+    openai_models = sys.modules.get("langchain_openai.chat_models.base")
+    if openai_models is None or not isinstance(model, openai_models.BaseChatOpenAI):
+        return model
+    if model.stream_usage is None:
+        model.stream_usage = True
+    return model
 
 
 def reports_finish_reason(model: BaseChatModel) -> bool:

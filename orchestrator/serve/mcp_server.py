@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from langchain_core.messages import ToolCall
 from langchain_core.tools import BaseTool
@@ -28,6 +28,7 @@ from orchestrator.tools.pipeline.base import ToolMiddleware
 from orchestrator.tools.pipeline.dispatch import Dispatcher, default_middleware
 from orchestrator.tools.results import ToolResult
 from orchestrator.tools.sensitivity import SensitivityRules
+from orchestrator.usage.meter import UsageMeter
 
 SERVER_NAME = "orchestrator"
 SESSION_PREFIX = "mcp-"  # the request log's session of one served process: mcp-<hex>
@@ -49,6 +50,7 @@ class ServedTools:
     dispatcher: Dispatcher
     context: RunContext
     rules: SensitivityRules
+    settings: Settings
 
     @classmethod
     def of(cls, runtime: Runtime, tools: Sequence[BaseTool], *, user: str) -> ServedTools:
@@ -62,7 +64,8 @@ class ServedTools:
         )
         limits = Limits.from_settings(runtime.settings)
         dispatcher = Dispatcher(tools, limits=limits, middleware=runtime.middleware)
-        return cls(dispatcher, context, SensitivityRules.of(runtime.settings.sensitive_words))
+        rules = SensitivityRules.of(runtime.settings.sensitive_words)
+        return cls(dispatcher, context, rules, runtime.settings)
 
     def listing(self) -> list[types.Tool]:
         """Every served tool as MCP describes one."""
@@ -75,7 +78,10 @@ class ServedTools:
         """Run one call through the pipeline; its result as MCP answers a call."""
         # A fresh id per call: the request id follows from it, and a known one is a replay.
         call = ToolCall(name=name, args=dict(arguments), id=f"{SESSION_PREFIX}{uuid.uuid4().hex}")
-        result = await self.dispatcher.dispatch(self.dispatcher.request(call, self.context))
+        # Each call is a turn of its own: an agent's model calls are counted, logged and
+        # held to the turn's budget.
+        context = replace(self.context, usage=UsageMeter.from_settings(self.settings))
+        result = await self.dispatcher.dispatch(self.dispatcher.request(call, context))
         return call_result(result, max_chars=self.dispatcher.limits.max_result_chars)
 
 

@@ -24,7 +24,9 @@ from orchestrator.store.engine import (
 EMBEDDING_DIMENSIONS = 384  # all-MiniLM-L6-v2; `orchestrator db reembed` changes it
 LOCK_KEY = "orchestrator.schema"
 # Every table with a user_id, all under row-level security.
-USER_TABLES = ("sessions", "messages", "requests", "tasks", "request_events")
+USER_TABLES = ("sessions", "messages", "requests", "tasks", "request_events", "request_usage")
+# The tables migration 4 found; later tables get the verified policy as they are made.
+_TABLES_OF_MIGRATION_4 = ("sessions", "messages", "requests", "tasks", "request_events")
 # Full text indexes this much of a message: a tsvector holds at most 1 MB of
 # lexemes, which 100,000 characters cannot exceed (4 bytes a character at most).
 SEARCH_PREFIX_CHARS = 100_000
@@ -38,9 +40,15 @@ class Migration:
     statements: tuple[str, ...]
 
 
-def _isolate(table: str) -> tuple[str, ...]:
-    """Row-level security on a table with a user_id: even its owner sees only the current user."""
-    mine = f"user_id = current_setting('{USER_SETTING}', true)"
+def _isolate(table: str, *, verified: bool = False) -> tuple[str, ...]:
+    """Row-level security on a table with a user_id: even its owner sees only the current user.
+
+    `verified`: the user is the one `orchestrator_auth.enter` checked (migration 4 on).
+    """
+    if verified:
+        mine = "user_id = (SELECT orchestrator_auth.verified_user())"
+    else:
+        mine = f"user_id = current_setting('{USER_SETTING}', true)"
     return (
         f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY",
         f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY",
@@ -121,7 +129,7 @@ USER_TOKENS = (
         f"ALTER POLICY {table}_of_user ON {table} "
         "USING (user_id = (SELECT orchestrator_auth.verified_user())) "
         "WITH CHECK (user_id = (SELECT orchestrator_auth.verified_user()))"
-        for table in USER_TABLES
+        for table in _TABLES_OF_MIGRATION_4
     ),
 )
 
@@ -267,6 +275,35 @@ MIGRATIONS: tuple[Migration, ...] = (
         5,
         "the token is checked on entering; only a value bound to the transaction stays",
         TRANSACTION_TOKENS,
+    ),
+    Migration(
+        6,
+        "tokens and cost of each model call and billed tool call",
+        (
+            """CREATE TABLE request_usage (
+                id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                request_id text NOT NULL,
+                parent_request_id text,
+                session_id text,
+                user_id text NOT NULL,
+                turn_id text,
+                kind text NOT NULL CHECK (kind IN ('model', 'tool')),
+                name text NOT NULL,
+                input_tokens bigint NOT NULL DEFAULT 0,
+                output_tokens bigint NOT NULL DEFAULT 0,
+                cached_input_tokens bigint NOT NULL DEFAULT 0,
+                cache_write_tokens bigint NOT NULL DEFAULT 0,
+                reasoning_tokens bigint NOT NULL DEFAULT 0,
+                cost_usd double precision,
+                credits double precision,
+                seconds double precision NOT NULL DEFAULT 0,
+                created_at timestamptz NOT NULL DEFAULT now()
+            )""",
+            "COMMENT ON COLUMN request_usage.cost_usd IS 'NULL: no price is known for the model'",
+            "CREATE INDEX request_usage_by_user ON request_usage (user_id, created_at)",
+            "CREATE INDEX request_usage_by_session ON request_usage (session_id)",
+            *_isolate("request_usage", verified=True),
+        ),
     ),
 )
 

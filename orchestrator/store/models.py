@@ -3,7 +3,18 @@
 from __future__ import annotations
 
 from pgvector.sqlalchemy import Vector
-from sqlalchemy import BigInteger, Boolean, Column, Date, DateTime, Integer, MetaData, Table, Text
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    Date,
+    DateTime,
+    Float,
+    Integer,
+    MetaData,
+    Table,
+    Text,
+)
 from sqlalchemy.dialects.postgresql import JSONB, TSVECTOR
 
 metadata = MetaData()
@@ -77,4 +88,26 @@ tasks = Table(
     Column("done", Boolean, nullable=False),
     Column("created_at", DateTime(timezone=True)),
     Column("completed_at", DateTime(timezone=True)),
+)
+
+request_usage = Table(
+    "request_usage",
+    metadata,
+    Column("id", BigInteger, primary_key=True),
+    Column("request_id", Text, nullable=False),
+    Column("parent_request_id", Text),
+    Column("session_id", Text),
+    Column("user_id", Text, nullable=False),
+    Column("turn_id", Text),
+    Column("kind", Text, nullable=False),
+    Column("name", Text, nullable=False),
+    Column("input_tokens", BigInteger),
+    Column("output_tokens", BigInteger),
+    Column("cached_input_tokens", BigInteger),
+    Column("cache_write_tokens", BigInteger),
+    Column("reasoning_tokens", BigInteger),
+    Column("cost_usd", Float),
+    Column("credits", Float),
+    Column("seconds", Float),
+    Column("created_at", DateTime(timezone=True)),
 )

@@ -22,11 +22,12 @@ from sqlalchemy import func, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from orchestrator.store.engine import Database
-from orchestrator.store.models import request_events, requests
+from orchestrator.store.models import request_events, request_usage, requests
 from orchestrator.store.text import storable_json, storable_text
 from orchestrator.tools.pipeline.records import DECISIONS, Asked, CallRecord
 from orchestrator.tools.replay import ENDED, INTERRUPTED, PAUSED, PriorCall
 from orchestrator.tools.results import ToolResult
+from orchestrator.usage.records import UsageRecord
 
 ANONYMOUS = "anonymous"
 
@@ -200,6 +201,31 @@ class RequestLog:
             for row in rows
             if not is_alive(row.owner)
         ]
+
+    async def used(self, record: UsageRecord) -> None:
+        """Keep the tokens and cost of a model call or a billed tool call."""
+        user_id = storable_text(record.user_id or ANONYMOUS)
+        tokens = record.tokens
+        async with self.database.user_transaction(user_id) as connection:
+            await connection.execute(
+                insert(request_usage).values(
+                    request_id=storable_text(record.request_id),
+                    parent_request_id=_text(record.parent_request_id),
+                    session_id=_text(record.session_id),
+                    user_id=user_id,
+                    turn_id=_text(record.turn_id),
+                    kind=record.kind,
+                    name=storable_text(record.name),
+                    input_tokens=tokens.input,
+                    output_tokens=tokens.output,
+                    cached_input_tokens=tokens.cached_input,
+                    cache_write_tokens=tokens.cache_write,
+                    reasoning_tokens=tokens.reasoning,
+                    cost_usd=record.cost_usd,
+                    credits=record.credits,
+                    seconds=record.seconds,
+                )
+            )
 
     async def _end(self, call: CallRecord, outcome: str, body: dict[str, object]) -> None:
         user_id = _user(call)

@@ -64,6 +64,25 @@ class RawToolCall:
 
 
 @dataclass(frozen=True)
+class Usage:
+    """The token usage the server reports for a reply (streamed: only when asked for)."""
+
+    prompt_tokens: int = 1
+    completion_tokens: int = 1
+    cached_tokens: int = 0
+    reasoning_tokens: int = 0
+
+    def to_json(self) -> JsonObject:
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": self.prompt_tokens + self.completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": self.cached_tokens},
+            "completion_tokens_details": {"reasoning_tokens": self.reasoning_tokens},
+        }
+
+
+@dataclass(frozen=True)
 class RawReply:
     """A reply with every detail scripted.
 
@@ -71,7 +90,9 @@ class RawReply:
     `[DONE]` (unstreamed: `finish_reason` null); `finish_reason` replaces the
     natural one. `no_choices` answers with an empty `choices` list. Streamed
     text and arguments go out in pieces of `piece_chars` characters (0: text by
-    words, arguments whole).
+    words, arguments whole). `usage` is reported (in a stream, when the client
+    asks with `stream_options.include_usage`), as from model `model` (default:
+    the one asked for).
     """
 
     text: str | None = None
@@ -80,6 +101,8 @@ class RawReply:
     cut: bool = False
     no_choices: bool = False
     piece_chars: int = 0
+    usage: Usage = field(default_factory=Usage)
+    model: str | None = None
 
     @property
     def finish(self) -> str | None:
@@ -189,9 +212,11 @@ class _Handler(BaseHTTPRequestHandler):
         if isinstance(reply, ErrorReply):
             return self._send_json(reply.status, _error(reply.message))
         raw = _raw(reply)
-        model = str(request.get("model", "test-model"))
+        model = raw.model or str(request.get("model", "test-model"))
         if request.get("stream"):
-            return self._send_stream(_chunks(raw, model), done=not raw.cut)
+            options = request.get("stream_options")
+            usage = isinstance(options, dict) and options.get("include_usage") is True
+            return self._send_stream(_chunks(raw, model, usage=usage), done=not raw.cut)
         self._send_json(HTTPStatus.OK, _completion(raw, model))
 
     def _send_json(self, status: HTTPStatus, body: JsonObject) -> None:
@@ -246,11 +271,11 @@ def _completion(reply: RawReply, model: str) -> JsonObject:
         message["tool_calls"] = [_tool_call(c, c.arguments) for c in reply.tool_calls]
     choice = {"index": 0, "message": message, "finish_reason": reply.finish}
     body = _envelope("chat.completion", model, [] if reply.no_choices else [choice])
-    body["usage"] = {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
+    body["usage"] = reply.usage.to_json()
     return body
 
 
-def _chunks(reply: RawReply, model: str) -> Iterator[JsonObject]:
+def _chunks(reply: RawReply, model: str, *, usage: bool = False) -> Iterator[JsonObject]:
     def chunk(delta: JsonObject, finish: str | None = None) -> JsonObject:
         choice = {"index": 0, "delta": delta, "finish_reason": finish}
         return _envelope("chat.completion.chunk", model, [] if reply.no_choices else [choice])
@@ -267,6 +292,8 @@ def _chunks(reply: RawReply, model: str) -> Iterator[JsonObject]:
             yield chunk({"tool_calls": [delta]})
     if not reply.cut:
         yield chunk({}, reply.finish)
+        if usage:  # as OpenAI sends it: a last chunk without choices
+            yield {**_envelope("chat.completion.chunk", model, []), "usage": reply.usage.to_json()}
 
 
 def _text_pieces(text: str, size: int) -> Iterator[str]:

@@ -22,7 +22,14 @@ from orchestrator.tools.scope import ActionScope
 from orchestrator.tools.sensitivity import sensitive_actions
 from orchestrator.tools.threads import in_thread
 
-POLICY_FIELDS = {"timeout_seconds", "max_retries", "background", "idempotent", "requires_approval"}
+POLICY_FIELDS = {
+    "timeout_seconds",
+    "max_retries",
+    "background",
+    "idempotent",
+    "requires_approval",
+    "max_cost_usd",
+}
 
 
 def langchain_tools(

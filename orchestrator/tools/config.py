@@ -197,6 +197,15 @@ class ToolConfig(BaseModel):
         description="Actions (by name) whose every call needs the person's decision first.",
     )
     background: bool = False
+    max_cost_usd: float | None = Field(
+        default=None,
+        gt=0,
+        allow_inf_nan=False,
+        description=(
+            "Most one call may cost, in dollars: a call that would pass a budget with it does "
+            "not start, and a call billed more stops the turn."
+        ),
+    )
     idempotent: bool = Field(
         default=False, description="Safe to run again: re-queued after a crash, not failed."
     )

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from orchestrator.tools.pipeline.records import BackgroundRunner, RequestObserver
-    from orchestrator.tools.usage import UsageMeter
+    from orchestrator.usage.meter import UsageMeter
 
 
 class UserTransactions(Protocol):

@@ -38,6 +38,7 @@ class ExecutionPolicy:
     background: bool = False
     idempotent: bool = False
     inline_budget: float | None = None  # past it, a call goes on in the background
+    max_cost_usd: float | None = None  # the most one call may cost (tool_config.yaml)
 
     @classmethod
     def of(cls, tool: BaseTool | None, *, limits: Limits) -> ExecutionPolicy:
@@ -49,7 +50,12 @@ class ExecutionPolicy:
             background=bool(metadata.get("background", False)),
             idempotent=bool(metadata.get("idempotent", False)),
             inline_budget=limits.inline_budget_seconds,
+            max_cost_usd=_dollars(metadata.get("max_cost_usd")),
         )
+
+
+def _dollars(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def backoff(attempt: int) -> float:

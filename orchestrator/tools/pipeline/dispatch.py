@@ -1,7 +1,7 @@
 """Dispatch: every tool call, at every level, runs through one pipeline of middleware.
 
-    request log -> AI scope -> validation -> approval (the person's decision)
-    -> background handover -> usage -> timeout and retry -> the tool
+    request log -> AI scope -> validation -> budget -> approval (the person's
+    decision) -> background handover -> usage -> timeout and retry -> the tool
 
 Inline calls, background calls, nested agents' calls and calls recovery runs
 again after a crash all pass here; a new policy is a new middleware.
@@ -19,6 +19,7 @@ from orchestrator.levels import Limits
 from orchestrator.tools.context import RunContext
 from orchestrator.tools.pipeline.approval import ApprovalMiddleware, Gate, SensitiveCallGate
 from orchestrator.tools.pipeline.background import BackgroundMiddleware
+from orchestrator.tools.pipeline.budget import BudgetMiddleware
 from orchestrator.tools.pipeline.base import ToolCallRequest, ToolMiddleware, compose
 from orchestrator.tools.pipeline.log import RequestLogMiddleware
 from orchestrator.tools.pipeline.records import CallRecord
@@ -48,6 +49,7 @@ def default_middleware(
         RequestLogMiddleware(),
         ScopeMiddleware(),
         ValidationMiddleware(),
+        BudgetMiddleware(),
         ApprovalMiddleware([SensitiveCallGate(rules)] if gates is None else gates),
         BackgroundMiddleware(),
         UsageMiddleware(),

@@ -10,6 +10,7 @@ from typing import Protocol, TypedDict
 
 from orchestrator.tools.replay import PriorCall
 from orchestrator.tools.results import ToolResult
+from orchestrator.usage.records import UsageRecord
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +66,10 @@ class RequestObserver(Protocol):
     async def requeued(self, call: CallRecord) -> None: ...
 
     async def interrupted(self, call: CallRecord) -> None: ...
+
+    async def used(self, record: UsageRecord) -> None:
+        """A model call's tokens and cost, or a tool call's billing, for the request log."""
+        ...
 
     async def decided(
         self,

@@ -1,0 +1,125 @@
+"""Usage as the request log keeps it: a session's totals, and a user's by day and model.
+
+A row with no `cost_usd` is a call no price was known for: it counts as an
+unpriced call, never as a free one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import date, datetime, time, timezone
+
+from sqlalchemy import Row, func, select
+from sqlalchemy.sql.elements import ColumnElement
+
+from orchestrator.store.engine import Database
+from orchestrator.store.models import request_usage
+from orchestrator.usage.meter import ModelTotals, ToolTotals, Totals
+from orchestrator.usage.tokens import TokenCount
+
+_U = request_usage.c
+_TOKEN_COLUMNS = {
+    "input": _U.input_tokens,
+    "output": _U.output_tokens,
+    "cached_input": _U.cached_input_tokens,
+    "cache_write": _U.cache_write_tokens,
+    "reasoning": _U.reasoning_tokens,
+}
+
+
+def _sums() -> list[ColumnElement[object]]:
+    """The aggregates every usage query reads into totals."""
+    return [
+        func.count().label("calls"),
+        *(
+            func.coalesce(func.sum(column), 0).label(name)
+            for name, column in _TOKEN_COLUMNS.items()
+        ),
+        func.coalesce(func.sum(_U.cost_usd), 0.0).label("cost_usd"),
+        func.count().filter(_U.cost_usd.is_(None)).label("unpriced_calls"),
+        func.coalesce(func.sum(_U.credits), 0.0).label("credits"),
+        func.coalesce(func.sum(_U.seconds), 0.0).label("seconds"),
+    ]
+
+
+async def session_totals(database: Database, session_id: str, *, user_id: str) -> Totals:
+    """What the session has spent so far, by model and by billed tool."""
+    query = (
+        select(_U.kind, _U.name, *_sums())
+        .where(_U.session_id == session_id)
+        .group_by(_U.kind, _U.name)
+    )
+    async with database.user_transaction(user_id) as connection:
+        rows = (await connection.execute(query)).all()
+    totals = Totals()
+    _add_rows(totals, rows)
+    return totals
+
+
+@dataclass
+class UsageReport:
+    """A user's usage since a day: totals per UTC day, and over the whole span."""
+
+    user_id: str
+    since: date | None
+    days: dict[date, Totals] = field(default_factory=dict)
+
+    @property
+    def total(self) -> Totals:
+        """Every day's counts together."""
+        total = Totals()
+        for day in self.days.values():
+            total.merge(day)
+        return total
+
+    def to_json(self) -> dict[str, object]:
+        """The report as `orchestrator usage --json` prints it."""
+        total = self.total
+        return {
+            "user": self.user_id,
+            "since": self.since.isoformat() if self.since else None,
+            "days": {day.isoformat(): _totals_json(totals) for day, totals in self.days.items()},
+            "total": _totals_json(total),
+        }
+
+
+async def usage_report(
+    database: Database, *, user_id: str, since: date | None = None
+) -> UsageReport:
+    """The user's usage per UTC day and model (and billed tool), from `since` on."""
+    day = func.date(func.timezone("UTC", _U.created_at)).label("day")
+    query = select(day, _U.kind, _U.name, *_sums()).group_by(day, _U.kind, _U.name).order_by(day)
+    if since is not None:
+        query = query.where(_U.created_at >= datetime.combine(since, time(), tzinfo=timezone.utc))
+    async with database.user_transaction(user_id) as connection:
+        rows = (await connection.execute(query)).all()
+    report = UsageReport(user_id=user_id, since=since)
+    for row in rows:
+        _add_rows(report.days.setdefault(row.day, Totals()), [row])
+    return report
+
+
+def _add_rows(totals: Totals, rows: Iterable[Row[tuple[object, ...]]]) -> None:
+    for row in rows:
+        if row.kind == "model":
+            tokens = TokenCount(**{name: int(getattr(row, name)) for name in _TOKEN_COLUMNS})
+            totals.merge(_one_model(row.name, row, tokens))
+        else:
+            tool = ToolTotals(calls=row.calls, cost_usd=row.cost_usd, credits=row.credits)
+            totals.merge(Totals(tools={row.name: tool}))
+
+
+def _one_model(name: str, row: Row[tuple[object, ...]], tokens: TokenCount) -> Totals:
+    model = ModelTotals(
+        calls=row.calls,
+        tokens=tokens,
+        cost_usd=row.cost_usd,
+        unpriced_calls=row.unpriced_calls,
+        seconds=row.seconds,
+    )
+    return Totals(models={name: model})
+
+
+def _totals_json(totals: Totals) -> dict[str, object]:
+    return {**totals.to_json(), "cost_usd": totals.cost_usd}
