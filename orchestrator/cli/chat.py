@@ -89,10 +89,12 @@ def ask(
 
 
 async def _ask(runtime: Runtime, session: Session, text: str, asker: QuestionAsker) -> int:
+    from orchestrator.cli.cost import show_turn_cost
     from orchestrator.cli.repl import show_background_results
     from orchestrator.cli.turns import rendered_turn, resume_turn
 
-    show_background_results(runtime, session, out=out, err=err)
+    # Each turn's cost line goes to stderr: standard output is the answers alone.
+    show_background_results(runtime, session, out=out, err=err, costs=err)
     await _recover(runtime, session.user_id)
     waiting = await resume_turn(session, out=out, err=err)
     if waiting is None:
@@ -102,6 +104,7 @@ async def _ask(runtime: Runtime, session: Session, text: str, asker: QuestionAsk
     result = await rendered_turn(session, text, out=out, err=err)
     if result is not None and result.questions:
         result = await _rendered_answers(session, result.questions, asker)
+    show_turn_cost(result, err)
     await _wait_for_tasks(runtime, session)
     left = await session.pending()  # a background task's follow-up turn may ask too
     if left and await _rendered_answers(session, left, asker) is None:

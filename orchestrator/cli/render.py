@@ -11,11 +11,8 @@ from rich.text import Text
 
 from orchestrator.events import Stage, ToolPhase
 from orchestrator.session import TurnEvent, TurnResult
+from orchestrator.tools.untrusted import shown_name
 
-# A tool name is shown up to this many characters: a model may send any length.
-NAME_CHARS = 60
-# Text from a model must not move the cursor or recolour the terminal.
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 # In answers, line breaks and tabs stay; any other control character (an escape
 # sequence could recolour, move the cursor or retitle the terminal) is shown escaped.
 _ANSWER_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -28,12 +25,6 @@ STAGE_TEXT = {
     Stage.COMPLETE: "done",
     Stage.ERROR: "failed",
 }
-
-
-def shown_name(name: str) -> str:
-    """A tool name as one short line: control characters replaced, long names cut."""
-    name = _CONTROL.sub("?", name[: NAME_CHARS + 1])
-    return name if len(name) <= NAME_CHARS else name[: NAME_CHARS - 1] + "…"
 
 
 def answer_text(text: str) -> str:

@@ -13,6 +13,7 @@ from rich.markup import escape
 
 from orchestrator.cli.answers import show_questions
 from orchestrator.cli.common import display_path, shown
+from orchestrator.cli.cost import cost_table, show_turn_cost
 from orchestrator.cli.questions import AnswerChannel, QuestionAsker, answer_until_done
 from orchestrator.cli.render import answer_text, shown_name
 from orchestrator.cli.signals import Interrupts
@@ -32,12 +33,15 @@ HELP = """\
 [bold]/tasks[/bold]      background tasks of this session, running and finished
 [bold]/cancel ID[/bold]  cancel a running background task
 [bold]/pending[/bold]    the questions this session's turn waits on
+[bold]/cost[/bold]       this session's tokens by model, cost and time
 [bold]/exit[/bold]       end the session (also /quit, Ctrl-D, or Ctrl-C twice)
 Anything else is a message to the assistant. Ctrl-C cancels a running turn.
 A question the assistant asks takes one line: y approves, n [reason] rejects,
 e edits (new arguments as JSON on the next line); an ask_human question takes
 your answer. Ctrl-C at a question rejects it."""
-COMMANDS = ("/help", "/tools", "/history", "/tasks", "/cancel", "/pending", "/exit", "/quit")
+COMMANDS = (
+    "/help", "/tools", "/history", "/tasks", "/cancel", "/pending", "/cost", "/exit", "/quit"
+)
 EXIT_HINT = "[dim](Ctrl-C again to exit, or Ctrl-D)[/dim]"
 UNKNOWN_COMMAND = "Unknown command {command}; /help lists the commands."
 PREVIEW_CHARS = 200
@@ -52,6 +56,10 @@ class ChatRepl:
 
     A turn that asks questions has them answered (by `asker`; by default with
     the next lines of `lines`) before the next line is read as a message.
+
+    After each answer a dim line gives the turn's tokens and cost when its
+    price is known: on `out` when it is a terminal, else on `err`, so that
+    piped output stays the answers alone.
     """
 
     def __init__(
@@ -74,11 +82,12 @@ class ChatRepl:
         self.interrupts = interrupts
         self.out = out
         self.err = err
+        self.costs = out if out.is_terminal else err  # where each turn's cost line goes
         self.failed_turns = 0
         self._exit_armed = False  # the last thing was a Ctrl-C: another one at the prompt exits
         self._ended = False  # the input ended at a question
         self._questions_left = False  # a follow-up turn paused on questions meanwhile
-        show_background_results(runtime, session, out=out, err=err)
+        show_background_results(runtime, session, out=out, err=err, costs=self.costs)
         reported = session.on_follow_up
 
         def follow_up(task: BackgroundTask, result: TurnResult | None) -> None:
@@ -163,6 +172,7 @@ class ChatRepl:
                 return None
         if result is None:
             self.failed_turns += 1
+        show_turn_cost(result, self.costs)
         return result
 
     async def command(self, line: str) -> bool:
@@ -182,6 +192,8 @@ class ChatRepl:
             self.cancel(line.split()[1:])
         elif command == "/pending":
             await self.show_pending()
+        elif command == "/cost":
+            self.out.print(cost_table(self.session.usage), highlight=False)
         else:
             self.err.print(escape(UNKNOWN_COMMAND.format(command=command)))
         return True
@@ -257,9 +269,12 @@ class ChatRepl:
 
 
 def show_background_results(
-    runtime: Runtime, session: Session, *, out: Console, err: Console
+    runtime: Runtime, session: Session, *, out: Console, err: Console, costs: Console | None = None
 ) -> None:
-    """Print each background task as it ends, and the follow-up answer it leads to."""
+    """Print each background task as it ends, and the follow-up answer it leads to.
+
+    `costs` is where the follow-up turn's cost line goes (None: not shown).
+    """
 
     def ended(task: BackgroundTask) -> None:
         if task.call.session_id == session.session_id:
@@ -276,6 +291,8 @@ def show_background_results(
             )
         else:
             out.print(answer_text(result.answer), markup=False, highlight=False)
+            if costs is not None:
+                show_turn_cost(result, costs)
 
     runtime.tasks.listeners.append(ended)
     session.on_follow_up = answered

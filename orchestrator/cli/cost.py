@@ -1,0 +1,159 @@
+"""What the chat and `ask` show of usage: `/cost`'s table and the quiet line after an answer.
+
+A cost is shown only where a price is known: a model no price is known for
+shows its tokens and "price unknown", never a guessed number.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich.console import Console, Group, RenderableType
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from orchestrator.tools.untrusted import shown_name
+from orchestrator.usage.meter import ModelTotals, ToolTotals, Totals, UsageMeter
+from orchestrator.usage.money import usd
+
+if TYPE_CHECKING:
+    from orchestrator.session import TurnResult
+
+PRICE_UNKNOWN = "price unknown"
+NOTHING_YET = "No model or tool calls in this session yet."
+
+
+def cost_table(meter: UsageMeter) -> RenderableType:
+    """`/cost`: the session's tokens and cost by model, its tool costs, the total, and its time."""
+    totals = meter.session
+    parts: list[RenderableType] = []
+    if totals.models:
+        parts.append(_models_table(totals))
+    billed = {name: tool for name, tool in totals.tools.items() if tool.cost_usd or tool.credits}
+    if billed:
+        parts.append(_tools_table(billed))
+    unbilled = sum(t.calls for name, t in totals.tools.items() if name not in billed)
+    if unbilled:
+        parts.append(Text(f"{_count(unbilled, 'other tool call')}: no cost reported", style="dim"))
+    if not totals.models and not totals.tools:
+        parts.append(Text(NOTHING_YET))
+    else:
+        parts.append(Text.from_markup(f"[bold]total[/bold]  {escape(_total(totals))}"))
+    parts.append(Text(_time(meter, totals), style="dim"))
+    return Group(*parts)
+
+
+def turn_cost_line(result: TurnResult) -> str | None:
+    """The quiet line after an answer: the turn's tokens and cost.
+
+    None when nothing was counted, or when a price is unknown (then no line
+    is shown at all: `/cost` says which model has no price).
+    """
+    usage = result.usage
+    cost = result.cost_usd
+    if cost is None or (not usage.models and not usage.tool_cost_usd and not usage.credits):
+        return None
+    tokens = usage.tokens
+    inputs = f"{tokens.input:,} tokens in"
+    if tokens.cached_input:
+        inputs += f" ({tokens.cached_input:,} cached)"
+    outputs = f"{tokens.output:,} out"
+    if tokens.reasoning:
+        outputs += f" ({tokens.reasoning:,} reasoning)"
+    parts = [inputs, outputs, usd(cost)]
+    if usage.tool_cost_usd:
+        parts[-1] += f" (tools {usd(usage.tool_cost_usd)})"
+    if usage.credits:
+        parts.append(f"{_number(usage.credits)} credits")
+    return "turn: " + " · ".join(parts)
+
+
+def show_turn_cost(result: TurnResult | None, console: Console) -> None:
+    """Print the turn's cost line, dim, on `console` when the turn ended with a known price."""
+    if result is None or result.questions:
+        return  # failed, or paused: the line comes after the answer
+    line = turn_cost_line(result)
+    if line is not None:
+        console.print(line, style="dim", markup=False, highlight=False)
+
+
+def _models_table(totals: Totals) -> Table:
+    table = Table(title="models", title_justify="left", box=None, pad_edge=False)
+    table.add_column("model")
+    for heading in ("calls", "input", "cached input", "output", "reasoning", "cost"):
+        table.add_column(heading, justify="right")
+    for name, model in sorted(totals.models.items()):
+        tokens = model.tokens
+        table.add_row(
+            Text(shown_name(name)),
+            f"{model.calls:,}",
+            f"{tokens.input:,}",
+            f"{tokens.cached_input:,}",
+            f"{tokens.output:,}",
+            f"{tokens.reasoning:,}",
+            model_cost(model),
+        )
+    return table
+
+
+def model_cost(model: ModelTotals) -> str:
+    """A model's cost as shown: in dollars, "price unknown", or what is known and what is not."""
+    if model.priced:
+        return usd(model.cost_usd)
+    if model.unpriced_calls == model.calls:
+        return PRICE_UNKNOWN
+    # Some calls priced (a price set later, say): what is known, and what is not.
+    return f"{usd(model.cost_usd)} + {PRICE_UNKNOWN} ({_count(model.unpriced_calls, 'call')})"
+
+
+def _tools_table(tools: dict[str, ToolTotals]) -> Table:
+    table = Table(title="tools", title_justify="left", box=None, pad_edge=False)
+    table.add_column("tool")
+    table.add_column("calls", justify="right")
+    table.add_column("cost", justify="right")
+    credits = any(tool.credits for tool in tools.values())
+    if credits:
+        table.add_column("credits", justify="right")
+    for name, tool in sorted(tools.items()):
+        row = [Text(shown_name(name)), f"{tool.calls:,}", usd(tool.cost_usd)]
+        table.add_row(*row, *([_number(tool.credits)] if credits else []))
+    return table
+
+
+def _total(totals: Totals) -> str:
+    parts = [f"models {usd(totals.model_cost_usd)}", f"tools {usd(totals.tool_cost_usd)}"]
+    if totals.credits:
+        parts.append(f"{_number(totals.credits)} credits")
+    total = f"{usd(totals.cost_usd)} ({', '.join(parts)})"
+    if totals.priced:
+        return total
+    return f"{total}, and {PRICE_UNKNOWN} for {', '.join(map(shown_name, totals.unpriced_models))}"
+
+
+def _time(meter: UsageMeter, totals: Totals) -> str:
+    line = f"time: {_duration(meter.elapsed_seconds)} in this process"
+    if not totals.models:
+        return line
+    # The model calls' time is the session's: earlier processes' calls count too.
+    in_models = sum(model.seconds for model in totals.models.values())
+    return f"{line} · {_duration(in_models)} in the session's model calls"
+
+
+def _duration(seconds: float) -> str:
+    """12.3s, 4m 05s, 2h 03m."""
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, second = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes}m {second:02d}s"
+    hours, minute = divmod(minutes, 60)
+    return f"{hours}h {minute:02d}m"
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number:,} {noun}{'' if number == 1 else 's'}"
+
+
+def _number(value: float) -> str:
+    return f"{value:,.0f}" if value == int(value) else f"{value:,.2f}"
