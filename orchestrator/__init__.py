@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from orchestrator.errors import (
+    BudgetExceededError,
     ConfigError,
     DatabaseUnavailableError,
     DeveloperError,
@@ -65,6 +66,7 @@ __getattr__ = lazy_exports(__name__, _LAZY)
 __all__ = [
     "AgentState",
     "Billing",
+    "BudgetExceededError",
     "ConfigError",
     "DatabaseUnavailableError",
     "DeveloperError",

@@ -205,6 +205,7 @@ def validation_problems(error: ValidationError) -> str:
 
 
 __all__ = [
+    "BudgetExceededError",
     "ConfigError",
     "DatabaseUnavailableError",
     "DeveloperError",

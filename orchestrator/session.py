@@ -32,6 +32,7 @@ from orchestrator.llm.providers import explain_model_error
 from orchestrator.settings import Settings
 from orchestrator.store.sessions import claim_session
 from orchestrator.store.storage import Storage
+from orchestrator.store.usage import session_totals
 from orchestrator.tasks import BackgroundTask, TaskManager
 from orchestrator.tools.context import RunContext, UserDatabase
 from orchestrator.tools.hitl import Decision
@@ -310,8 +311,6 @@ class Session:
 
     async def _claim(self) -> None:
         if self.storage is not None and not self._claimed:
-            from orchestrator.store.usage import session_totals  # the lead's helper writes it
-
             database = self.storage.database
             await claim_session(database, self.session_id, user_id=self.user_id)
             # A budget for the session counts what it spent in earlier processes too.

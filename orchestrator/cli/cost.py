@@ -78,23 +78,25 @@ def show_turn_cost(result: TurnResult | None, console: Console) -> None:
         console.print(line, style="dim", markup=False, highlight=False)
 
 
+MODEL_COLUMNS = ("calls", "input", "cached input", "output", "reasoning")
+
+
 def _models_table(totals: Totals) -> Table:
     table = Table(title="models", title_justify="left", box=None, pad_edge=False)
     table.add_column("model")
-    for heading in ("calls", "input", "cached input", "output", "reasoning", "cost"):
+    for heading in MODEL_COLUMNS:
         table.add_column(heading, justify="right")
+    table.add_column("cost", justify="right", no_wrap=True)
     for name, model in sorted(totals.models.items()):
-        tokens = model.tokens
-        table.add_row(
-            Text(shown_name(name)),
-            f"{model.calls:,}",
-            f"{tokens.input:,}",
-            f"{tokens.cached_input:,}",
-            f"{tokens.output:,}",
-            f"{tokens.reasoning:,}",
-            model_cost(model),
-        )
+        table.add_row(*model_cells(name, model))
     return table
+
+
+def model_cells(name: str, model: ModelTotals) -> list[RenderableType]:
+    """A model's row: its name, calls and tokens (as MODEL_COLUMNS), and its cost."""
+    tokens = model.tokens
+    counts = (model.calls, tokens.input, tokens.cached_input, tokens.output, tokens.reasoning)
+    return [Text(shown_name(name)), *(f"{count:,}" for count in counts), model_cost(model)]
 
 
 def model_cost(model: ModelTotals) -> str:

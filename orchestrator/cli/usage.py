@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from orchestrator.cli.common import JsonOption, UserOption, out, with_database
-from orchestrator.cli.cost import PRICE_UNKNOWN, model_cost
+from orchestrator.cli.cost import MODEL_COLUMNS, PRICE_UNKNOWN, model_cells
 from orchestrator.tools.untrusted import shown_name
 from orchestrator.usage.meter import Totals
 from orchestrator.usage.money import usd
@@ -71,23 +71,13 @@ def _table(days: dict[date, Totals]) -> Table:
     table = Table(box=None, pad_edge=False)
     table.add_column("day")
     table.add_column("model or tool")
-    for heading in ("calls", "input", "cached input", "output", "reasoning"):
+    for heading in MODEL_COLUMNS:
         table.add_column(heading, justify="right")
     table.add_column("cost", justify="right", no_wrap=True)
     for day, totals in days.items():
         shown_day = day.isoformat()
         for name, model in sorted(totals.models.items()):
-            tokens = model.tokens
-            table.add_row(
-                shown_day,
-                Text(shown_name(name)),
-                f"{model.calls:,}",
-                f"{tokens.input:,}",
-                f"{tokens.cached_input:,}",
-                f"{tokens.output:,}",
-                f"{tokens.reasoning:,}",
-                model_cost(model),
-            )
+            table.add_row(shown_day, *model_cells(name, model))
             shown_day = ""
         for name, tool in sorted(totals.tools.items()):
             table.add_row(
