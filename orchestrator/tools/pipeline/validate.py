@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 
 from jsonschema import validators
@@ -19,6 +20,10 @@ from orchestrator.tools.results import ToolResult
 UNKNOWN_TOOL = "There is no tool named {name!r}. Available tools: {available}."
 INVALID_ARGUMENTS = "Invalid arguments for {name}: {problems}."
 MAX_PROBLEMS = 5  # of a JSON-schema check, in one message
+# Words of a JSON schema that small models write among a call's arguments.
+SCHEMA_WORDS = frozenset({"type", "required", "properties"})
+
+logger = logging.getLogger(__name__)
 
 
 class ValidationMiddleware:
@@ -26,6 +31,9 @@ class ValidationMiddleware:
 
     A folder tool's action gets the parsed model as it is: it is not
     validated again. A bad argument is an error for the model to fix.
+    Small models copy JSON-schema words (`type`, `required`, `properties`)
+    beside the real arguments: such keys no parameter declares are dropped
+    when the rest is valid.
     """
 
     async def awrap_tool_call(self, request: ToolCallRequest, handler: Handler) -> ToolResult:
@@ -34,20 +42,52 @@ class ValidationMiddleware:
             message = UNKNOWN_TOOL.format(name=request.name, available=available)
             return request.failed(UnknownToolError(message))
         request.emit(ToolPhase.VALIDATING)
-        schema = parameters_model(request.tool)
-        if schema is None:  # described by a JSON schema (an MCP tool, say)
-            problems = json_problems(request.tool, request.arguments)
-            if problems:
-                message = INVALID_ARGUMENTS.format(name=request.name, problems=problems)
-                return request.failed(InvalidToolArgumentsError(message))
-            return await handler(request)
-        try:
-            parsed = schema.model_validate(request.arguments)
-        except ValidationError as error:
-            problems = validation_problems(error)
+        tool = request.tool
+        stray = schema_words(tool, request.arguments)
+        if stray:
+            cleaned = {k: v for k, v in request.arguments.items() if k not in stray}
+            valid = _checked(request.override(arguments=cleaned), tool)
+            if isinstance(valid, ToolCallRequest):
+                logger.debug("%s: dropped schema words %s from the arguments", request.name, stray)
+                return await handler(valid)
+        checked = _checked(request, tool)
+        return await handler(checked) if isinstance(checked, ToolCallRequest) else checked
+
+
+def _checked(request: ToolCallRequest, tool: BaseTool) -> ToolCallRequest | ToolResult:
+    """The request with its parsed parameters, or the failure to send the model."""
+    schema = parameters_model(tool)
+    if schema is None:  # described by a JSON schema (an MCP tool, say)
+        problems = json_problems(tool, request.arguments)
+        if problems:
             message = INVALID_ARGUMENTS.format(name=request.name, problems=problems)
             return request.failed(InvalidToolArgumentsError(message))
-        return await handler(request.override(parsed=parsed))
+        return request
+    try:
+        return request.override(parsed=schema.model_validate(request.arguments))
+    except ValidationError as error:
+        message = INVALID_ARGUMENTS.format(name=request.name, problems=validation_problems(error))
+        return request.failed(InvalidToolArgumentsError(message))
+
+
+def schema_words(tool: BaseTool, arguments: Mapping[str, object]) -> list[str]:
+    """The argument keys that are JSON-schema words and none of the tool's parameters."""
+    stray = [key for key in arguments if key in SCHEMA_WORDS]
+    if not stray:
+        return []
+    declared = declared_parameters(tool)
+    return [key for key in stray if key not in declared]
+
+
+def declared_parameters(tool: BaseTool) -> set[str]:
+    """The names (and aliases) of the tool's parameters."""
+    model = parameters_model(tool)
+    if model is not None:
+        fields = model.model_fields.values()
+        return set(model.model_fields) | {f.alias for f in fields if f.alias}
+    schema = getattr(tool, "full_schema", None) or tool.args_schema
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    return set(properties) if isinstance(properties, dict) else set()
 
 
 def json_problems(tool: BaseTool, arguments: Mapping[str, object]) -> str | None:
