@@ -218,7 +218,8 @@ class ModelEndpoint:
 
     `api_key_env` is the variable holding the key, if one is used; `shared`:
     the orchestrator's OpenAI endpoint and key (a folder's own OpenAI model
-    with neither `base_url` nor `api_key_env`).
+    with neither `base_url` nor `api_key_env`). `streaming` None: as the
+    settings say (`ORCHESTRATOR_MODEL_STREAMING`).
     """
 
     model: str
@@ -226,6 +227,7 @@ class ModelEndpoint:
     api_key_env: str | None = None
     temperature: float | None = None
     shared: bool = False
+    streaming: bool | None = None
 
     @property
     def offline(self) -> bool:
@@ -243,11 +245,16 @@ def model_endpoint(override: ModelOverride | None, settings: Settings) -> ModelE
         return ModelEndpoint(OFFLINE_MODEL)
     own = override.base_url or override.api_key_env or _provider(override.model) != "openai"
     if own or not settings.has_openai_endpoint:
-        return ModelEndpoint(
-            override.model, override.base_url, override.api_key_env, override.temperature
-        )
+        base_url, key, shared = override.base_url, override.api_key_env, False
+    else:
+        base_url, key, shared = settings.openai_base_url, openai_key, True
     return ModelEndpoint(
-        override.model, settings.openai_base_url, openai_key, override.temperature, shared=True
+        override.model,
+        base_url,
+        key,
+        temperature=override.temperature,
+        shared=shared,
+        streaming=override.streaming,
     )
 
 

@@ -28,7 +28,7 @@ from orchestrator.errors import QuestionsWaitingError, ToolError, UserError
 from orchestrator.events import StatusEvent, ToolEvent
 from orchestrator.graph.builder import MODEL_NODE
 from orchestrator.graph.prompts import CANCELLED_CALL, CANCELLED_TURN, FOLLOW_UP_LIMIT
-from orchestrator.llm.providers import explain_model_error
+from orchestrator.llm.model_errors import explain_model_error
 from orchestrator.settings import Settings
 from orchestrator.store.sessions import claim_session
 from orchestrator.store.storage import Storage

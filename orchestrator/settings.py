@@ -65,6 +65,14 @@ class Settings(BaseSettings):
     )
     model_timeout_seconds: float = Field(default=60.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False)
     model_max_retries: int = Field(default=2, ge=0, le=10)
+    model_streaming: bool = Field(
+        default=True,
+        description="Stream model replies; off for servers that cannot stream tool calls.",
+    )
+    text_tool_calls: bool = Field(
+        default=True,
+        description="Run tool calls a model writes as text (JSON, fenced, <tool_call> tags).",
+    )
     data_dir: Path = Field(default_factory=lambda: home() / "data")
     sub_graphs_dir: Path = Field(default_factory=lambda: home() / "sub_graphs")
     max_tool_iterations: int = Field(default=5, ge=1, le=100)

@@ -400,7 +400,8 @@ def test_tools_show_names_secrets_and_never_prints_them(tmp_path: Path):
     assert "max_result_chars: 4000 (inherited from the orchestrator)" in vault.stdout
     assert json.loads(keeper_json.stdout)["model"] == {
         "model": "openai:own", "base_url": "http://127.0.0.1:9/v1", "api_key_env": "VAULT_KEY",
-        "api_key_set": True, "temperature": None, "origin": "keeper", "inherited": False,
+        "api_key_set": True, "temperature": None, "streaming": True, "origin": "keeper",
+        "inherited": False,
     }
     assert json.loads(keeper_json.stdout)["config_keys"] == ["password"]
     assert json.loads(keeper_json.stdout)["database"]["app_url_env_set"] is True

@@ -195,6 +195,8 @@ def _model(view: LevelView, settings: Settings, name: str) -> Json:
         # The orchestrator's key is named only when the settings hold it (environment or .env).
         "api_key_set": key is not None and (orchestrators or bool(env_value(key))),
         "temperature": endpoint.temperature,
+        # Each level's own streaming switch, else the settings' one.
+        "streaming": settings.model_streaming if endpoint.streaming is None else endpoint.streaming,
         "origin": view.model.origin,
         "inherited": view.model.origin != name,
     }
@@ -302,6 +304,8 @@ def _model_lines(model: object, *, maybe: bool) -> list[str]:
         lines.append(f"    api key: from {shown(str(model['api_key_env']))} ({state})")
     if model["temperature"] is not None:
         lines.append(f"    temperature: {model['temperature']}")
+    if model.get("streaming") is False:
+        lines.append("    streaming: off (whole replies)")
     return lines
 
 

@@ -8,7 +8,8 @@ from orchestrator.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from orchestrator.llm.offline import OfflineChatModel
-    from orchestrator.llm.providers import build_chat_model, explain_model_error
+    from orchestrator.llm.model_errors import explain_model_error
+    from orchestrator.llm.providers import build_chat_model
 
 __all__ = ["OfflineChatModel", "build_chat_model", "explain_model_error"]
 
@@ -17,6 +18,6 @@ __getattr__ = lazy_exports(
     {
         "OfflineChatModel": "orchestrator.llm.offline",
         "build_chat_model": "orchestrator.llm.providers",
-        "explain_model_error": "orchestrator.llm.providers",
+        "explain_model_error": "orchestrator.llm.model_errors",
     },
 )

@@ -1,15 +1,14 @@
-"""Builds the chat models the settings name, and explains model failures in one line."""
+"""Builds the chat models the settings name."""
 
 from __future__ import annotations
 
 import sys
 from typing import TYPE_CHECKING
 
-import openai
 from langchain.chat_models import init_chat_model
 from langchain_core.language_models import BaseChatModel
 
-from orchestrator.errors import ConfigError, ModelUnavailableError
+from orchestrator.errors import ConfigError
 from orchestrator.levels import env_value, model_endpoint
 from orchestrator.llm.offline import OfflineChatModel
 from orchestrator.settings import Settings, env_name
@@ -31,7 +30,13 @@ def build_chat_model(settings: Settings) -> BaseChatModel:
         key = settings.openai_api_key
         options["api_key"] = key.get_secret_value() if key else PLACEHOLDER_API_KEY
         options["base_url"] = settings.openai_base_url
-    return _init(settings.model_name, settings=settings, setting=env_name("model"), **options)
+    return _init(
+        settings.model_name,
+        settings=settings,
+        setting=env_name("model"),
+        streaming=settings.model_streaming,
+        **options,
+    )
 
 
 def build_agent_model(
@@ -41,7 +46,8 @@ def build_agent_model(
 
     Its own OpenAI model with neither `base_url` nor `api_key_env` is served by
     the orchestrator's OpenAI endpoint, with its key; one with a `base_url` and
-    no key gets a placeholder key (local servers take any).
+    no key gets a placeholder key (local servers take any). It streams as its
+    `streaming` says, else as `ORCHESTRATOR_MODEL_STREAMING` does.
     """
     if not override.local or override.model is None:
         return parent
@@ -60,10 +66,22 @@ def build_agent_model(
             raise ConfigError(f"llm.api_key_env names {endpoint.api_key_env}, which is not set")
     if endpoint.temperature is not None:
         options["temperature"] = endpoint.temperature
-    return _init(endpoint.model, settings=settings, setting="llm.model", **options)
+    streaming = settings.model_streaming if endpoint.streaming is None else endpoint.streaming
+    return _init(
+        endpoint.model, settings=settings, setting="llm.model", streaming=streaming, **options
+    )
 
 
-def _init(model: str, *, settings: Settings, setting: str, **options: object) -> BaseChatModel:
+def _init(
+    model: str, *, settings: Settings, setting: str, streaming: bool, **options: object
+) -> BaseChatModel:
+    """`model` built by LangChain; `streaming` False: one whole reply per request.
+
+    Streaming is turned off through `disable_streaming` (every chat model has
+    it), so `astream` asks for the whole reply and yields it as one message.
+    """
+    if not streaming:
+        options["disable_streaming"] = True
     try:
         built = init_chat_model(
             model,
@@ -103,35 +121,3 @@ def reports_finish_reason(model: BaseChatModel) -> bool:
     if openai_models is None or not isinstance(model, openai_models.BaseChatOpenAI):
         return False
     return not model.use_responses_api  # the Responses API reports a status instead
-
-
-def explain_model_error(error: Exception, *, settings: Settings) -> ModelUnavailableError | None:
-    """A one-line error for a failed model call, or None if it is not a model-service problem."""
-    where = settings.openai_base_url or "the OpenAI API"
-    if isinstance(error, openai.APITimeoutError):
-        return ModelUnavailableError(
-            f"The model server at {where} did not answer within "
-            f"{settings.model_timeout_seconds:g}s ({env_name('model_timeout_seconds')})."
-        )
-    if isinstance(error, openai.APIConnectionError):
-        return ModelUnavailableError(
-            f"Cannot reach the model server at {where}: check {env_name('openai_base_url')} "
-            "and that the server is running."
-        )
-    if isinstance(error, openai.AuthenticationError):
-        return ModelUnavailableError(
-            f"The model server at {where} rejected the API key ({env_name('openai_api_key')})."
-        )
-    if isinstance(error, openai.APIStatusError):
-        return ModelUnavailableError(
-            f"The model server at {where} answered {error.status_code}: {_server_message(error)}"
-        )
-    return None
-
-
-def _server_message(error: openai.APIStatusError) -> str:
-    # The client puts the body's `error` object in `body`; its message is the server's own words.
-    body = error.body
-    text = str(body.get("message", "")) if isinstance(body, dict) else ""
-    text = (text or error.message).strip()
-    return text.splitlines()[0] if text else "(no message)"

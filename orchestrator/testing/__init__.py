@@ -5,6 +5,7 @@ from orchestrator.testing.folders import load_tool_folder
 from orchestrator.testing.network import RemoteConnectionBlocked, block_remote_connections
 from orchestrator.testing.openai_server import (
     ErrorReply,
+    HangUp,
     OpenAICompatibleServer,
     RawReply,
     RawToolCall,
@@ -13,6 +14,7 @@ from orchestrator.testing.scripted import ScriptedChatModel, ScriptExhaustedErro
 
 __all__ = [
     "ErrorReply",
+    "HangUp",
     "KeywordEmbeddings",
     "OpenAICompatibleServer",
     "RawReply",

@@ -5,10 +5,22 @@
 
 Each POST to `/v1/chat/completions` is answered with the next scripted reply:
 a text, a list of `(tool_name, arguments)` tool calls (both plain and streamed
-as server-sent events), an `ErrorReply`, or a `RawReply` for what a
-well-behaved server would not send: a stream cut before its finish reason, no
+as server-sent events), an `ErrorReply`, a `HangUp`, or a `RawReply` for what
+a well-behaved server would not send: a stream cut before its finish reason, no
 choices, tool calls with any name, id or raw argument text. With nothing
 scripted it answers 400. Request bodies are kept in `requests`.
+
+Failures a real server shows, each after the `RawReply`'s text (and calls):
+
+- `RawReply(error=ErrorReply(...))`: an error reported mid-stream, as
+  llama.cpp's server sends one after a 200 (`data: {"error": {...}}`, then the
+  stream ends); unstreamed, the HTTP error itself.
+- `RawReply(drop=True)`: the connection dropped mid-reply: a chunked stream
+  (or a body shorter than its `Content-Length`) that never ends.
+- `RawReply(malformed="...")`: text that is not JSON where JSON belongs: a
+  `data:` line of the stream, or the whole unstreamed body (sent as is, so it
+  may also be JSON of the wrong shape).
+- `HangUp()`: the connection closed after the request, before any answer.
 
 `strict=True` answers 400, as OpenAI does, to a request whose history a strict
 server refuses: a tool call without an answer right after it, an answer to no
@@ -83,6 +95,11 @@ class Usage:
 
 
 @dataclass(frozen=True)
+class HangUp:
+    """Close the connection after reading the request, without answering."""
+
+
+@dataclass(frozen=True)
 class RawReply:
     """A reply with every detail scripted.
 
@@ -93,6 +110,11 @@ class RawReply:
     words, arguments whole). `usage` is reported (in a stream, when the client
     asks with `stream_options.include_usage`), as from model `model` (default:
     the one asked for).
+
+    After the content, instead of the reply's end: `error` is reported in the
+    stream (unstreamed: answered as this HTTP error); `drop` drops the
+    connection; `malformed` is sent as a `data:` line (unstreamed: as the whole
+    body, status 200).
     """
 
     text: str | None = None
@@ -103,6 +125,9 @@ class RawReply:
     piece_chars: int = 0
     usage: Usage = field(default_factory=Usage)
     model: str | None = None
+    error: ErrorReply | None = None
+    drop: bool = False
+    malformed: str | None = None
 
     @property
     def finish(self) -> str | None:
@@ -111,19 +136,26 @@ class RawReply:
             return None
         return self.finish_reason or ("tool_calls" if self.tool_calls else "stop")
 
+    @property
+    def ends(self) -> bool:
+        """Whether the stream ends as a well-behaved one does (a finish reason, `[DONE]`)."""
+        return not (self.cut or self.drop or self.error or self.malformed is not None)
 
-Reply = str | list[tuple[str, dict[str, object]]] | ErrorReply | RawReply
+
+Reply = str | list[tuple[str, dict[str, object]]] | ErrorReply | RawReply | HangUp
 
 
 class OpenAICompatibleServer:
-    """Serves scripted chat completions until closed."""
+    """Serves scripted chat completions until closed, on `port` (0: any free one)."""
 
-    def __init__(self, replies: Sequence[Reply] = (), *, strict: bool = False) -> None:
+    def __init__(
+        self, replies: Sequence[Reply] = (), *, strict: bool = False, port: int = 0
+    ) -> None:
         self.replies: deque[Reply] = deque(replies)
         self.strict = strict
         self.requests: list[JsonObject] = []
         self._lock = threading.Lock()
-        self._http = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self._http = ThreadingHTTPServer(("127.0.0.1", port), _Handler)
         self._http.owner = self  # type: ignore[attr-defined]
         self._thread = threading.Thread(target=self._http.serve_forever, daemon=True)
 
@@ -209,6 +241,9 @@ class _Handler(BaseHTTPRequestHandler):
         reply = self.server.owner.next_reply(request)  # type: ignore[attr-defined]
         if reply is None:
             reply = ErrorReply(HTTPStatus.BAD_REQUEST, "no scripted reply left")
+        if isinstance(reply, HangUp):
+            self.close_connection = True
+            return None
         if isinstance(reply, ErrorReply):
             return self._send_json(reply.status, _error(reply.message))
         raw = _raw(reply)
@@ -216,26 +251,38 @@ class _Handler(BaseHTTPRequestHandler):
         if request.get("stream"):
             options = request.get("stream_options")
             usage = isinstance(options, dict) and options.get("include_usage") is True
-            return self._send_stream(_chunks(raw, model, usage=usage), done=not raw.cut)
-        self._send_json(HTTPStatus.OK, _completion(raw, model))
+            return self._send_stream(_events(raw, model, usage=usage), drop=raw.drop)
+        if raw.error is not None:
+            return self._send_json(raw.error.status, _error(raw.error.message))
+        if raw.malformed is not None:
+            return self._send_body(HTTPStatus.OK, raw.malformed.encode())
+        body = json.dumps(_completion(raw, model)).encode()
+        self._send_body(HTTPStatus.OK, body, drop=raw.drop)
 
     def _send_json(self, status: HTTPStatus, body: JsonObject) -> None:
-        data = json.dumps(body).encode()
+        self._send_body(status, json.dumps(body).encode())
+
+    def _send_body(self, status: HTTPStatus, data: bytes, *, drop: bool = False) -> None:
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
-        self.wfile.write(data)
+        # Dropped: half the body promised, then the connection closes.
+        self.wfile.write(data[: len(data) // 2] if drop else data)
+        self.close_connection = self.close_connection or drop
 
-    def _send_stream(self, chunks: Iterator[JsonObject], *, done: bool) -> None:
+    def _send_stream(self, events: Iterator[str], *, drop: bool) -> None:
+        if drop:  # chunked, so that the client sees the body never ended
+            self.protocol_version = "HTTP/1.1"
         self.send_response(HTTPStatus.OK)
         self.send_header("Content-Type", "text/event-stream")
+        if drop:
+            self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         try:
-            for chunk in chunks:
-                self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
-            if done:
-                self.wfile.write(b"data: [DONE]\n\n")
+            for event in events:
+                self.wfile.write(_chunked(event.encode()) if drop else event.encode())
+            self.wfile.flush()  # and never the last, empty chunk when dropped
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client stopped reading (a reply it would not take whole)
         self.close_connection = True
@@ -246,6 +293,24 @@ class _Handler(BaseHTTPRequestHandler):
 
 def _error(message: str) -> JsonObject:
     return {"error": {"message": message, "type": "invalid_request_error"}}
+
+
+def _chunked(data: bytes) -> bytes:
+    """`data` as one chunk of a body sent with `Transfer-Encoding: chunked`."""
+    return f"{len(data):x}\r\n".encode() + data + b"\r\n"
+
+
+def _events(reply: RawReply, model: str, *, usage: bool) -> Iterator[str]:
+    """The server-sent events of a streamed reply, each with its blank line."""
+    for chunk in _chunks(reply, model, usage=usage):
+        yield f"data: {json.dumps(chunk)}\n\n"
+    if reply.error is not None:  # as llama.cpp's server reports a failure after a 200
+        error = {"code": int(reply.error.status), "message": reply.error.message}
+        yield f"data: {json.dumps({'error': {**error, 'type': 'server_error'}})}\n\n"
+    elif reply.malformed is not None:
+        yield f"data: {reply.malformed}\n\n"
+    elif reply.ends:
+        yield "data: [DONE]\n\n"
 
 
 def _raw(reply: str | list[tuple[str, dict[str, object]]] | RawReply) -> RawReply:
@@ -290,7 +355,7 @@ def _chunks(reply: RawReply, model: str, *, usage: bool = False) -> Iterator[Jso
             else:
                 delta = {"index": index, "function": {"arguments": piece}}
             yield chunk({"tool_calls": [delta]})
-    if not reply.cut:
+    if reply.ends:
         yield chunk({}, reply.finish)
         if usage:  # as OpenAI sends it: a last chunk without choices
             yield {**_envelope("chat.completion.chunk", model, []), "usage": reply.usage.to_json()}

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from pydantic import BaseModel, Field, PrivateAttr
 
-from orchestrator.errors import OrchestratorError
+from orchestrator.errors import OrchestratorError, ToolError
 from orchestrator.tools.base import Tool, ToolRequest, action
 from orchestrator.tools.context import RunContext, UserDatabase, current_context
 from orchestrator.tools.results import ToolResult
@@ -84,11 +84,17 @@ class AgentTool(Tool):
 
         if self._graph is None:
             raise OrchestratorError(f"agent {self.name} has no graph: the host never attached it")
-        state = await self._graph.ainvoke(
-            {"messages": [HumanMessage(params.request)], "iterations": 0},
-            _nested_config(request),
-            context=self._nested_context(request),
-        )
+        try:
+            state = await self._graph.ainvoke(
+                {"messages": [HumanMessage(params.request)], "iterations": 0},
+                _nested_config(request),
+                context=self._nested_context(request),
+            )
+        except Exception as error:  # LangGraph's GraphBubbleUp is no model failure: re-raised
+            failure = _model_failure(error)
+            if failure is None:
+                raise
+            raise failure from error
         calls = [
             call["name"]
             for message in state["messages"]
@@ -115,6 +121,14 @@ class AgentTool(Tool):
         if own is not None and (nested.database is None or nested.database.database is not own):
             nested = replace(nested, database=UserDatabase(own, nested.user_id))
         return nested.inside(self.name)  # who asks, when a call below asks the person
+
+
+def _model_failure(error: Exception) -> ToolError | None:
+    """The agent's model failing, in one line for the model above (None: not a model failure)."""
+    from orchestrator.llm.model_errors import explain_model_error
+
+    explained = explain_model_error(error)
+    return None if explained is None else ToolError(str(explained), recoverable=True)
 
 
 def _nested_config(request: ToolRequest) -> RunnableConfig:

@@ -77,12 +77,17 @@ class ModelOverride(_Override):
         description="Name of the environment variable holding the API key.",
     )
     temperature: float | None = Field(default=None, ge=0, le=2)
+    streaming: bool | None = Field(
+        default=None,
+        description="false: whole replies, for servers that cannot stream tool calls "
+        "(default: as ORCHESTRATOR_MODEL_STREAMING).",
+    )
 
     @model_validator(mode="after")
     def _local_names_a_model(self) -> ModelOverride:
         if self.local and not self.model:
             raise ValueError("`model` is required when inherit is local")
-        self._only_when_local("model", "base_url", "api_key_env", "temperature")
+        self._only_when_local("model", "base_url", "api_key_env", "temperature", "streaming")
         return self
 
 
