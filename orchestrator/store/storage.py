@@ -14,6 +14,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from orchestrator.settings import Settings
+from orchestrator.store.checkpoints import PooledPostgresSaver
 from orchestrator.store.embeddings import Embedder, EmbeddingWorker, build_embedder
 from orchestrator.store.engine import CONNECT_ARGS, Database
 from orchestrator.store.messages import MessageStore
@@ -155,7 +156,7 @@ class Storage:
         try:
             await upgrade(database)
             await pool.open()
-            checkpointer = AsyncPostgresSaver(pool)  # type: ignore[arg-type]
+            checkpointer = PooledPostgresSaver(pool)  # type: ignore[arg-type]
             await checkpointer.setup()
         except BaseException:  # cancellation (Ctrl-C) too: nothing may stay open behind it
             await _close_connections(pool, database)
