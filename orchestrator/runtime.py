@@ -203,6 +203,7 @@ class _Plan:
             checkpointer=self.checkpointer,
             retriever=self.storage.retriever if self.storage is not None else None,
             middleware=self.middleware,
+            text_tool_calls=self.settings.text_tool_calls,
         )
         return Runtime(
             settings=self.settings,
@@ -246,6 +247,7 @@ def _default_sources(
             limits=level.limits,
             system_prompt=system_prompt,
             middleware=middleware,
+            text_tool_calls=settings.text_tool_calls,
             name=name,
         )
 

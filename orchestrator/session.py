@@ -28,6 +28,7 @@ from orchestrator.errors import QuestionsWaitingError, ToolError, UserError
 from orchestrator.events import StatusEvent, ToolEvent
 from orchestrator.graph.builder import MODEL_NODE
 from orchestrator.graph.prompts import CANCELLED_CALL, CANCELLED_TURN, FOLLOW_UP_LIMIT
+from orchestrator.held_text import HeldText
 from orchestrator.llm.model_errors import explain_model_error
 from orchestrator.settings import Settings
 from orchestrator.store.sessions import claim_session
@@ -266,6 +267,7 @@ class Session:
         self, turn_input: dict[str, object] | Command | None, on_event: EventHandler | None
     ) -> StateSnapshot:
         """Run the graph, forwarding its events; the state after the turn, its history archived."""
+        held = HeldText() if self.settings.text_tool_calls else None
         try:
             async for namespace, mode, chunk in self.graph.astream(
                 turn_input,
@@ -279,7 +281,9 @@ class Session:
             ):
                 event = _to_event(namespace, mode, chunk)
                 if event is not None and on_event is not None:
-                    on_event(event)
+                    event = held.filter(event) if held is not None else event
+                    if event is not None:
+                        on_event(event)
         except asyncio.CancelledError:
             # Shielded: a second Ctrl-C must not leave the history half mended.
             await asyncio.shield(self._after_cancel())

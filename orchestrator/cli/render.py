@@ -42,7 +42,7 @@ class TurnRenderer:
     def __init__(self, *, out: Console, err: Console) -> None:
         self.out = out
         self.err = err
-        self.streamed: set[str | None] = set()
+        self.streamed: dict[str | None, list[str]] = {}  # per reply, the text shown of it
         self._mid_line = False
         self._status: Status | None = err.status("") if err.is_terminal else None
         self._show(STAGE_TEXT[Stage.SUBMITTED])
@@ -65,11 +65,14 @@ class TurnRenderer:
             self._show(f"{position}: {event['phase']}")
 
     def finish(self, result: TurnResult) -> None:
-        """End the turn's output, printing the answer if it was not streamed."""
+        """End the turn's output, printing what of the answer was not streamed."""
         self._stop_status()
-        if result.answer_id not in self.streamed:
+        shown = "".join(self.streamed.get(result.answer_id, []))
+        if not shown:
             self._end_line()
             self._write(result.answer)
+        elif result.answer.startswith(shown):  # text held back while it might be a tool call
+            self._write(result.answer[len(shown) :])
         self._end_line()
 
     def fail(self, message: str) -> None:
@@ -88,12 +91,13 @@ class TurnRenderer:
         self._stop_status()
         if self.streamed and message_id not in self.streamed:
             self._end_line()  # a new reply after text that came with tool calls
-        self.streamed.add(message_id)
+        self.streamed.setdefault(message_id, []).append(text)
         self._write(text)
 
     def _write(self, text: str) -> None:
         self.out.print(answer_text(text), end="", markup=False, highlight=False, soft_wrap=True)
-        self._mid_line = self._mid_line or bool(text)
+        if text:
+            self._mid_line = not text.endswith("\n")
 
     def _end_line(self) -> None:
         if self._mid_line:

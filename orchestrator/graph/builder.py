@@ -36,6 +36,7 @@ from orchestrator.graph.usage import count_model_call, least_cost
 from orchestrator.levels import Limits
 from orchestrator.llm.providers import reports_finish_reason
 from orchestrator.llm.reply import Reply, ReplyLimits, read_reply
+from orchestrator.llm.text_calls import with_text_calls
 from orchestrator.store.text import storable_text
 from orchestrator.tools.context import RunContext
 from orchestrator.tools.pipeline.base import ToolMiddleware
@@ -87,7 +88,8 @@ class ModelNode:
     """Calls the model on the conversation and checks its reply; limits tool rounds per turn.
 
     Each call is counted on the run's usage meter; when a budget stops the
-    turn, the model is not called and the stop is the answer.
+    turn, the model is not called and the stop is the answer. With
+    `text_tool_calls`, calls a model wrote as text are read as calls.
     """
 
     def __init__(
@@ -98,8 +100,10 @@ class ModelNode:
         system_prompt: str,
         max_iterations: int,
         limits: ReplyLimits | None = None,
+        text_tool_calls: bool = True,
     ) -> None:
         self.model: Runnable = model.bind_tools(tools) if tools else model
+        self.text_tool_calls = text_tool_calls
         self.tool_names = frozenset(tool.name for tool in tools)
         self.system_prompt = SystemMessage(system_prompt)
         self.max_iterations = max_iterations
@@ -149,6 +153,8 @@ class ModelNode:
             raise IncompleteReplyError(
                 REPLY_CUT_OFF.format(length=len(text)) if text else NO_CHOICES
             )
+        if self.text_tool_calls:
+            reply = with_text_calls(reply, tool_names=self.tool_names)
         checked = check_calls(reply, tool_names=self.tool_names, limits=self.limits, cut=cut)
         message_id = reply.message.id
         if message_id is not None and not SAFE_ID.fullmatch(message_id):
@@ -260,12 +266,14 @@ def build_agent_graph(
     retriever: Retriever | None = None,
     middleware: Sequence[ToolMiddleware] | None = None,
     reply_limits: ReplyLimits | None = None,
+    text_tool_calls: bool = True,
     name: str = "orchestrator",
 ) -> CompiledStateGraph:
     """Compile an agent graph over `model` and `tools`, with RAG context when given a retriever.
 
     Tool calls run through `middleware` (the default pipeline when None).
-    `reply_limits` bound the tool names and arguments a model reply may stream.
+    `reply_limits` bound the tool names and arguments a model reply may stream;
+    `text_tool_calls` reads calls a model wrote as text (ORCHESTRATOR_TEXT_TOOL_CALLS).
     """
     graph = StateGraph(AgentState, context_schema=RunContext)
     graph.add_node(
@@ -276,6 +284,7 @@ def build_agent_graph(
             system_prompt=system_prompt,
             max_iterations=limits.max_iterations,
             limits=reply_limits,
+            text_tool_calls=text_tool_calls,
         ),
     )
     dispatcher = Dispatcher(tools, limits=limits, middleware=middleware)

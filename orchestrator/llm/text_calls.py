@@ -1,0 +1,162 @@
+"""Tool calls a model wrote as text, read back as calls.
+
+Small models served without a tool parser (llama.cpp without `--jinja`, vLLM
+without `--tool-call-parser`, many Ollama models) write their call as the
+reply's text:
+
+    {"name": "current_time", "arguments": {"timezone": "Asia/Tokyo"}}
+    ```json
+    {"name": "current_time", "parameters": {"timezone": "Asia/Tokyo"}}
+    ```
+    <tool_call>{"name": "current_time", "arguments": {"timezone": "Asia/Tokyo"}}</tool_call>
+
+A reply is read as calls only when every call found names a tool offered at
+its level: anything else stays text. A bare object counts only as the whole
+reply (several one after another, or a JSON list, too); fences and tags count
+anywhere, with prose around them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import uuid
+from dataclasses import dataclass
+
+from orchestrator.llm.reply import RawCall, Reply
+
+TAGGED = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
+FENCED = re.compile(r"```[ \t]*(?:json|tool_call)?[ \t]*\n?(.*?)\n?[ \t]*```", re.DOTALL)
+FENCE_LANGUAGES = ("json", "tool_call")
+FENCE_WORD = re.compile(r"[ \t]*([A-Za-z_]*)")
+
+_DECODER = json.JSONDecoder()
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TextCall:
+    """One call read from text: the tool's name, its arguments, a fresh call id."""
+
+    name: str
+    args: dict[str, object]
+    id: str
+
+
+@dataclass(frozen=True)
+class TextCalls:
+    """The calls a reply's text holds, and the prose left around them."""
+
+    calls: list[TextCall]
+    prose: str
+
+
+def with_text_calls(reply: Reply, *, tool_names: frozenset[str]) -> Reply:
+    """`reply` with the calls its text holds as real calls (its text then the prose around them)."""
+    if reply.calls:
+        return reply
+    found = read_text_calls(reply.message.text, tool_names=tool_names)
+    if found is None:
+        return reply
+    logger.debug("read %d tool call(s) from the reply's text", len(found.calls))
+    message = reply.message.model_copy(update={"content": found.prose})
+    calls = [RawCall(name=call.name, id=call.id, args=call.args) for call in found.calls]
+    return Reply(message, calls, reply.finish_reason)
+
+
+def read_text_calls(text: str, *, tool_names: frozenset[str]) -> TextCalls | None:
+    """The calls `text` holds, if it holds any and all name offered tools; else None."""
+    stripped = text.strip()
+    if not stripped or not tool_names:
+        return None
+    for pattern in (TAGGED, FENCED):
+        blocks = list(pattern.finditer(stripped))
+        if blocks:
+            return _from_blocks(stripped, blocks, pattern, tool_names)
+    calls = _calls_in(stripped)
+    return _offered(calls, "", tool_names)
+
+
+def _from_blocks(
+    text: str, blocks: list[re.Match[str]], pattern: re.Pattern[str], tool_names: frozenset[str]
+) -> TextCalls | None:
+    calls: list[TextCall] = []
+    for block in blocks:
+        found = _calls_in(block.group(1))
+        if found is None:
+            return None  # a fence of other JSON or code: the reply is text
+        calls += found
+    return _offered(calls, pattern.sub("", text).strip(), tool_names)
+
+
+def _offered(
+    calls: list[TextCall] | None, prose: str, tool_names: frozenset[str]
+) -> TextCalls | None:
+    if not calls or any(call.name not in tool_names for call in calls):
+        return None
+    return TextCalls(calls, prose)
+
+
+def _calls_in(text: str) -> list[TextCall] | None:
+    """The calls of JSON text: an object, a list of them, or objects one after another."""
+    values: list[object] = []
+    position = 0
+    text = text.strip()
+    while position < len(text):
+        try:
+            value, position = _DECODER.raw_decode(text, position)
+        except json.JSONDecodeError:
+            return None
+        values += value if isinstance(value, list) else [value]
+        while position < len(text) and text[position] in " \t\r\n,":
+            position += 1
+    calls = [_call(value) for value in values]
+    return None if not calls or None in calls else calls  # type: ignore[return-value]
+
+
+def _call(value: object) -> TextCall | None:
+    if not isinstance(value, dict):
+        return None
+    if isinstance(value.get("function"), dict):  # {"type": "function", "function": {...}}
+        value = value["function"]
+    name = value.get("name")
+    arguments = value.get("arguments", value.get("parameters", {}))
+    if isinstance(arguments, str):  # OpenAI writes arguments as JSON text
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except json.JSONDecodeError:
+            return None
+    extra = set(value) - {"name", "arguments", "parameters", "type", "id"}
+    if not isinstance(name, str) or not isinstance(arguments, dict) or extra:
+        return None
+    return TextCall(name=name, args=arguments, id=f"call_{uuid.uuid4().hex[:24]}")
+
+
+def may_begin_call(text: str) -> bool:
+    """Whether `text` may still turn out to begin a call written as text (more may follow)."""
+    text = text.lstrip()
+    if not text:
+        return True
+    if text[0] in "{[":
+        rest = text[1:].lstrip()
+        return not rest or rest[0] == ('"' if text[0] == "{" else "{")
+    if text[0] == "<":
+        return "<tool_call>".startswith(text[:11])
+    if text[0] == "`":
+        return _may_begin_fence(text)
+    return False
+
+
+def _may_begin_fence(text: str) -> bool:
+    if not "```".startswith(text[:3]):
+        return False
+    language = FENCE_WORD.match(text, 3)
+    if language is None:
+        return False
+    word, rest = language.group(1), text[language.end() :]
+    if word and not any(name.startswith(word) for name in FENCE_LANGUAGES):
+        return False
+    rest = rest.lstrip(" \t\r\n")
+    return not rest or rest[0] in "{["
