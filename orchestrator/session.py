@@ -29,7 +29,6 @@ from orchestrator.events import StatusEvent, ToolEvent
 from orchestrator.graph.builder import MODEL_NODE
 from orchestrator.graph.prompts import CANCELLED_CALL, CANCELLED_TURN, FOLLOW_UP_LIMIT
 from orchestrator.held_text import HeldText
-from orchestrator.llm.model_errors import explain_model_error
 from orchestrator.settings import Settings
 from orchestrator.store.sessions import claim_session
 from orchestrator.store.storage import Storage
@@ -291,6 +290,9 @@ class Session:
         except Exception as error:
             with suppress(Exception):  # keep the user's message even when the turn failed
                 await self._archive()
+            # Imported only now: the OpenAI client it knows costs a second to import.
+            from orchestrator.llm.model_errors import explain_model_error
+
             explained = explain_model_error(error, settings=self.settings)
             if explained is None:
                 raise

@@ -5,7 +5,6 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING
 
-from langchain.chat_models import init_chat_model
 from langchain_core.language_models import BaseChatModel
 
 from orchestrator.errors import ConfigError
@@ -80,6 +79,8 @@ def _init(
     Streaming is turned off through `disable_streaming` (every chat model has
     it), so `astream` asks for the whole reply and yields it as one message.
     """
+    from langchain.chat_models import init_chat_model  # a second of imports: real models only
+
     if not streaming:
         options["disable_streaming"] = True
     try:
