@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import psutil
-from sqlalchemy import func, insert, select, text, update
+from sqlalchemy import case, func, insert, literal, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from orchestrator.store.engine import Database
@@ -60,7 +60,9 @@ class RequestLog:
         self.database = database
 
     async def started(self, call: CallRecord) -> None:
+        """The call is created and runs: one row, and its events in one statement."""
         user_id = _user(call)
+        statuses = ["created", *(["acknowledged"] if call.background else []), "running"]
         async with self.database.user_transaction(user_id) as connection:
             await connection.execute(
                 insert(requests).values(
@@ -75,13 +77,10 @@ class RequestLog:
                     background=call.background,
                     idempotent=call.idempotent,
                     owner=OWNER,
-                    status="created",
+                    status="running",
                 )
             )
-            await _event(connection, call.request_id, user_id, "created")
-            if call.background:
-                await _event(connection, call.request_id, user_id, "acknowledged")
-            await _set_status(connection, call.request_id, user_id, "running")
+            await _events(connection, [(call.request_id, status, None) for status in statuses], user_id)
 
     async def acknowledged(self, call: CallRecord, *, detail: str) -> None:
         """An inline call outlived its budget and goes on in the background."""
@@ -228,18 +227,45 @@ class RequestLog:
             )
 
     async def _end(self, call: CallRecord, outcome: str, body: dict[str, object]) -> None:
+        """The call ended: it closes at once unless a request it caused is still open.
+
+        One UPDATE records the outcome and closes it; the events go in one
+        statement; only a parent it closed is looked at further.
+        """
         user_id = _user(call)
+        request_id = storable_text(call.request_id)
+        children = requests.alias("children")
+        waiting = (
+            select(children.c.request_id)
+            .where(children.c.parent_request_id == request_id, children.c.status != "closed")
+            .exists()
+        )
+        closes = case((waiting, literal(outcome)), else_=literal("closed"))
         async with self.database.user_transaction(user_id) as connection:
-            await _set_status(
-                connection,
-                call.request_id,
-                user_id,
-                outcome,
-                outcome=outcome,
-                result=storable_json(body) if outcome == "completed" else None,
-                error=None if outcome == "completed" else storable_json(body),
-            )
-            await close_if_done(connection, call.request_id, user_id)
+            row = (
+                await connection.execute(
+                    update(requests)
+                    .where(requests.c.request_id == request_id)
+                    .values(
+                        status=closes,
+                        outcome=outcome,
+                        result=storable_json(body) if outcome == "completed" else None,
+                        error=None if outcome == "completed" else storable_json(body),
+                        updated_at=func.now(),
+                        closed_at=case((waiting, None), else_=func.now()),
+                    )
+                    .returning(requests.c.status, requests.c.parent_request_id)
+                )
+            ).first()
+            events: list[tuple[str, str, str | None]] = [(request_id, outcome, None)]
+            parent = row.parent_request_id if row is not None else None
+            if row is not None and row.status == "closed":
+                events.append((request_id, "closed", None))
+                if parent is not None:
+                    events.append((parent, "notified", f"{request_id} closed"))
+            await _events(connection, events, user_id)
+            if parent is not None and row.status == "closed":
+                await close_if_done(connection, parent, user_id)
 
 
 async def close_if_done(connection: AsyncConnection, request_id: str, user_id: str) -> None:
@@ -295,6 +321,25 @@ async def _event(
             user_id=storable_text(user_id),
             status=status,
             detail=_text(detail),
+        )
+    )
+
+
+async def _events(
+    connection: AsyncConnection, events: list[tuple[str, str, str | None]], user_id: str
+) -> None:
+    """Insert (request id, status, detail) events in one statement, in order."""
+    await connection.execute(
+        insert(request_events).values(
+            [
+                {
+                    "request_id": storable_text(request_id),
+                    "user_id": storable_text(user_id),
+                    "status": status,
+                    "detail": _text(detail),
+                }
+                for request_id, status, detail in events
+            ]
         )
     )
 
