@@ -32,6 +32,7 @@ from orchestrator.held_text import HeldText
 from orchestrator.settings import Settings
 from orchestrator.store.sessions import claim_session
 from orchestrator.store.storage import Storage
+from orchestrator.store.text import storable_text
 from orchestrator.store.usage import session_totals
 from orchestrator.tasks import BackgroundTask, TaskManager
 from orchestrator.tools.context import RunContext, UserDatabase
@@ -155,14 +156,27 @@ class Session:
     async def _turn_with(self, message: BaseMessage, on_event: EventHandler | None) -> TurnResult:
         await self._claim()
         async with self._holding():
-            waiting = questions_of(await self.graph.aget_state(self.config))
-            if waiting:
-                raise QuestionsWaitingError(self.session_id, len(waiting))
-            kept, self._kept = self._kept, []
-            self._answered = []
-            self.usage.start_turn(message.id)
-            state = await self._stream({"messages": [*kept, message], "iterations": 0}, on_event)
+            lookup = self._look_up(message)
+            try:
+                waiting = questions_of(await self.graph.aget_state(self.config))
+                if waiting:
+                    raise QuestionsWaitingError(self.session_id, len(waiting))
+                kept, self._kept = self._kept, []
+                self._answered = []
+                self.usage.start_turn(message.id)
+                turn_input = {"messages": [*kept, message], "iterations": 0}
+                state = await self._stream(turn_input, on_event, lookup=lookup)
+            finally:
+                _let_go(lookup)
         return self._result(state, start=message.id)
+
+    def _look_up(self, message: BaseMessage) -> asyncio.Task[str] | None:
+        """Start looking up RAG context for `message`, beside the checkpoint work before the model."""
+        if self.storage is None or not isinstance(message, HumanMessage):
+            return None
+        query = storable_text(message.text)  # PostgreSQL takes no NUL, not even in a query
+        retrieve = self.storage.retriever(query, user_id=self.user_id, session_id=self.session_id)
+        return asyncio.ensure_future(retrieve)
 
     async def _end_turn_with(self, messages: list[BaseMessage]) -> None:
         """Add `messages` to the conversation as the end of a turn, without running the model.
@@ -263,7 +277,11 @@ class Session:
         return messages_of(await self.graph.aget_state(self.config))
 
     async def _stream(
-        self, turn_input: dict[str, object] | Command | None, on_event: EventHandler | None
+        self,
+        turn_input: dict[str, object] | Command | None,
+        on_event: EventHandler | None,
+        *,
+        lookup: asyncio.Future[str] | None = None,
     ) -> StateSnapshot:
         """Run the graph, forwarding its events; the state after the turn, its history archived."""
         held = HeldText() if self.settings.text_tool_calls else None
@@ -271,7 +289,7 @@ class Session:
             async for namespace, mode, chunk in self.graph.astream(
                 turn_input,
                 self.config,
-                context=self.context,
+                context=replace(self.context, lookup=lookup),
                 stream_mode=["custom", "messages"],
                 subgraphs=True,
                 # With storage, each step is saved before the next starts: a killed
@@ -280,9 +298,11 @@ class Session:
             ):
                 event = _to_event(namespace, mode, chunk)
                 if event is not None and on_event is not None:
-                    event = held.filter(event) if held is not None else event
-                    if event is not None:
-                        on_event(event)
+                    for shown in held.filter(event) if held is not None else [event]:
+                        on_event(shown)
+            if held is not None and on_event is not None:
+                for shown in held.release():  # text no stage settled: a stop's notice
+                    on_event(shown)
         except asyncio.CancelledError:
             # Shielded: a second Ctrl-C must not leave the history half mended.
             await asyncio.shield(self._after_cancel())
@@ -342,6 +362,15 @@ class Session:
         return replace(
             turn, answered=list(self._answered), usage=self.usage.turn, budget_stop=self.usage.stop
         )
+
+
+def _let_go(lookup: asyncio.Future[str] | None) -> None:
+    """A turn's lookup the model node may not have waited for: stopped, its failure seen."""
+    if lookup is None:
+        return
+    if lookup.done() and not lookup.cancelled():
+        lookup.exception()  # retrieved: a failed lookup is no unhandled error
+    lookup.cancel()
 
 
 def _to_event(namespace: tuple[str, ...], mode: str, chunk: object) -> TurnEvent | None:

@@ -45,7 +45,8 @@ from orchestrator.usage.prices import ModelIdentity
 
 MODEL_NODE = "model"
 TOOLS_NODE = "tools"
-RETRIEVE_NODE = "retrieve"
+# The detail of a COMPLETE whose answer is a stop's notice, not the reply the model streamed.
+STOPPED = "stopped"
 
 logger = logging.getLogger(__name__)
 
@@ -56,32 +57,6 @@ class Retriever(Protocol):
     """Context for a query from the user's other conversations ('' when none)."""
 
     async def __call__(self, query: str, *, user_id: str, session_id: str) -> str: ...
-
-
-class RetrieveNode:
-    """Once per turn, before the model: look up context for the user's message."""
-
-    def __init__(self, retriever: Retriever) -> None:
-        self.retriever = retriever
-
-    async def __call__(
-        self, state: AgentState, config: RunnableConfig, runtime: Runtime[RunContext]
-    ) -> StateUpdate:
-        context = run_context(runtime, config)
-        query = next(
-            (m.text for m in reversed(state["messages"]) if isinstance(m, HumanMessage)), ""
-        )
-        query = storable_text(query)  # PostgreSQL takes no NUL, not even in a query
-        try:
-            context = await self.retriever(
-                query,
-                user_id=context.user_id,
-                session_id=context.session_id or "",
-            )
-        except Exception as error:  # missing context must never cost the user an answer
-            logger.warning("RAG lookup failed: %s: %s", type(error).__name__, error)
-            context = ""
-        return {"context": context}
 
 
 class ModelNode:
@@ -101,6 +76,7 @@ class ModelNode:
         max_iterations: int,
         limits: ReplyLimits | None = None,
         text_tool_calls: bool = True,
+        retriever: Retriever | None = None,
     ) -> None:
         self.model: Runnable = model.bind_tools(tools) if tools else model
         self.text_tool_calls = text_tool_calls
@@ -110,6 +86,7 @@ class ModelNode:
         self.limits = limits or ReplyLimits()
         self.reports_finish = reports_finish_reason(model)
         self.identity = ModelIdentity.of(model)
+        self.retriever = retriever
 
     async def __call__(
         self, state: AgentState, config: RunnableConfig, runtime: Runtime[RunContext]
@@ -117,14 +94,16 @@ class ModelNode:
         iterations = state.get("iterations", 0)
         emit_status(Stage.SUBMITTED if iterations == 0 else Stage.PROCESSING)
         run = run_context(runtime, config)
-        context = [SystemMessage(state["context"])] if state.get("context") else []
+        found = await self._look_up(state, run) if iterations == 0 else state.get("context")
+        context = [SystemMessage(found)] if found else []
         history = valid_history(state["messages"], tool_names=self.tool_names)
         messages = [self.system_prompt, *context, *history]
         stop = run.usage.before_model(least_cost(run, self.identity, messages)) if run.usage else None
         if stop is not None:  # a budget ends the turn: its stop is the answer
-            emit_status(Stage.COMPLETE)
+            emit_status(Stage.COMPLETE, STOPPED)
             answer = AIMessage(stop.message)
             return {"messages": [answer], "iterations": iterations + 1, "rejected_calls": {}}
+        update: StateUpdate = {"context": found} if iterations == 0 and self.retriever else {}
         emit_status(Stage.STREAMING)
         try:
             started = time.monotonic()
@@ -136,13 +115,43 @@ class ModelNode:
             emit_status(Stage.ERROR, type(error).__name__)
             raise
         # Every model call before this one in the turn asked for tools: one round each.
-        if response.tool_calls and iterations >= self.max_iterations:
+        stopped = bool(response.tool_calls) and iterations >= self.max_iterations
+        if stopped:
             response, rejected = _stop_at_limit(response, self.max_iterations), {}
         if response.tool_calls:
             emit_status(Stage.EXECUTING, f"{len(response.tool_calls)} tool call(s)")
         else:
-            emit_status(Stage.COMPLETE)
-        return {"messages": [response], "iterations": iterations + 1, "rejected_calls": rejected}
+            emit_status(Stage.COMPLETE, STOPPED if stopped else "")
+        return {
+            **update,
+            "messages": [response],
+            "iterations": iterations + 1,
+            "rejected_calls": rejected,
+        }
+
+    async def _look_up(self, state: AgentState, run: RunContext) -> str:
+        """Context for the turn's message from the user's other sessions ('' when none).
+
+        The session starts the lookup with the turn (`RunContext.lookup`), so
+        that it runs beside the checkpoint work before this node; without one
+        it runs here. Missing context never costs the user an answer.
+        """
+        if self.retriever is None:
+            return ""
+        try:
+            if run.lookup is not None:
+                return await run.lookup
+            query = next(
+                (m.text for m in reversed(state["messages"]) if isinstance(m, HumanMessage)), ""
+            )
+            return await self.retriever(
+                storable_text(query),  # PostgreSQL takes no NUL, not even in a query
+                user_id=run.user_id,
+                session_id=run.session_id or "",
+            )
+        except Exception as error:
+            logger.warning("RAG lookup failed: %s: %s", type(error).__name__, error)
+            return ""
 
     def _checked(self, reply: Reply) -> tuple[AIMessage, dict[str, Rejection]]:
         """The reply with its calls checked; an unfinished reply without calls is an error."""
@@ -285,20 +294,16 @@ def build_agent_graph(
             max_iterations=limits.max_iterations,
             limits=reply_limits,
             text_tool_calls=text_tool_calls,
+            retriever=retriever,
         ),
     )
     dispatcher = Dispatcher(tools, limits=limits, middleware=middleware)
     graph.add_node(TOOLS_NODE, ToolTaskNode(dispatcher), input_schema=AgentState)  # type: ignore[arg-type]
-    if retriever is None:
-        graph.add_edge(START, MODEL_NODE)
-    else:
-        graph.add_node(RETRIEVE_NODE, RetrieveNode(retriever))
-        graph.add_edge(START, RETRIEVE_NODE)
-        graph.add_edge(RETRIEVE_NODE, MODEL_NODE)
+    graph.add_edge(START, MODEL_NODE)
     graph.add_conditional_edges(MODEL_NODE, route_after_model, [TOOLS_NODE, END])
     graph.add_edge(TOOLS_NODE, MODEL_NODE)
     compiled = graph.compile(checkpointer=checkpointer, name=name)
-    # Two steps per round, retrieval and the final answer: the tool-round limit ends first.
+    # Two steps per round, and the final answer: the tool-round limit ends first.
     return compiled.with_config(recursion_limit=2 * limits.max_iterations + 5)
 
 

@@ -7,6 +7,7 @@ is the call that started it, so its own calls take that call as their parent.
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 from collections.abc import Iterator
 from contextlib import AbstractAsyncContextManager, contextmanager
@@ -44,6 +45,8 @@ class RunContext:
     itself, the agent tool's call for a nested agent. `agent_path` names the
     agents this graph runs under, from the top: empty for the orchestrator,
     `("personal_assistant_agent",)` for the agent it calls, and so on down.
+    `lookup` is the RAG context of the turn's message, which the session
+    starts looking up when the turn begins.
     """
 
     user_id: str
@@ -54,6 +57,7 @@ class RunContext:
     usage: UsageMeter | None = None
     database: UserDatabase | None = None
     agent_path: tuple[str, ...] = ()
+    lookup: asyncio.Future[str] | None = None  # the turn's RAG context, looked up as it began
 
     def below(self, request_id: str) -> RunContext:
         """The context of a nested agent run for the call `request_id`."""
