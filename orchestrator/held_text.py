@@ -2,17 +2,19 @@
 
 A model without a tool parser streams its call as text (`{"name": ...}`, a
 ```` ```json ```` fence, `<tool_call>` tags); the model node turns it into a
-real call once the reply is whole. Until then, text from a line that may begin
-such a call is not shown. At the end of the reply what is held is dropped:
-either it became calls, or it is part of the answer, which the turn's result
-holds whole (the terminal prints what of the answer it had not shown).
+real call once the reply is whole. Until then, a reply's text from the start
+of a line that may begin such a call is held, and released as soon as it no
+longer can (```` ```python ````). The model node's stage then settles the rest:
+`COMPLETE` (the reply is the answer) releases it, `EXECUTING` (it became calls)
+and `ERROR` drop it.
 """
 
 from __future__ import annotations
 
-from orchestrator.events import Stage
+from orchestrator.events import Stage, StatusEvent
+from orchestrator.graph.builder import STOPPED
 from orchestrator.llm.text_calls import may_begin_call
-from orchestrator.turns import TurnEvent
+from orchestrator.turns import TokenEvent, TurnEvent
 
 # Past this many characters, whether held text may begin a call is decided.
 DECIDED_CHARS = 32
@@ -21,7 +23,7 @@ REPLY_ENDS = frozenset({Stage.EXECUTING, Stage.COMPLETE, Stage.ERROR})
 
 
 class HeldText:
-    """Filters the streamed text of one reply after another."""
+    """Filters the top-level events of one graph run: streamed replies lose what may be a call."""
 
     def __init__(self) -> None:
         self._message_id: str | None = None
@@ -29,19 +31,21 @@ class HeldText:
         self._held_chars = 0
         self._line_start = True
 
-    def filter(self, event: TurnEvent) -> TurnEvent | None:
-        """The event as it may be shown (a token without the text held); None: nothing to show."""
+    def filter(self, event: TurnEvent) -> list[TurnEvent]:
+        """The events to show for `event`: none, it alone, or the text it releases then it."""
         if event["kind"] == "token":
             text = self.feed(event["text"], message_id=event["message_id"])
-            return {**event, "text": text} if text else None
+            return [{**event, "text": text}] if text else []
         if event["kind"] == "status" and event["stage"] in REPLY_ENDS:
-            self.end_reply()
-        return event
+            if _is_the_answer(event):
+                return [*self.release(), event]
+            self.drop()
+        return [event]
 
     def feed(self, text: str, *, message_id: str | None) -> str:
         """What of `text` (the next piece of reply `message_id`) may be shown now."""
         if message_id != self._message_id:
-            self.end_reply()
+            self.drop()  # a reply that ended without a stage: what it held is not shown
             self._message_id = message_id
         if self._held and self._held_chars >= DECIDED_CHARS:
             self._hold(text)
@@ -50,8 +54,14 @@ class HeldText:
         self._held, self._held_chars = [], 0
         return self._scan(pending)
 
-    def end_reply(self) -> None:
-        """The reply is whole: drop what is held, and start afresh."""
+    def release(self) -> list[TurnEvent]:
+        """The held text as a token event to show (none when nothing is held); the reply ends."""
+        text, message_id = "".join(self._held), self._message_id
+        self.drop()
+        return [TokenEvent(kind="token", text=text, message_id=message_id)] if text else []
+
+    def drop(self) -> None:
+        """Forget the held text; the reply ends, the next one starts afresh."""
         self._held, self._held_chars = [], 0
         self._line_start = True
 
@@ -66,3 +76,8 @@ class HeldText:
     def _hold(self, text: str) -> None:
         self._held.append(text)
         self._held_chars += len(text)
+
+
+def _is_the_answer(event: StatusEvent) -> bool:
+    """Whether the reply just streamed is the turn's answer (a stop's notice replaces it)."""
+    return event["stage"] == Stage.COMPLETE and event["detail"] != STOPPED

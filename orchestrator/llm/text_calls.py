@@ -13,7 +13,7 @@ reply's text:
 A reply is read as calls only when every call found names a tool offered at
 its level: anything else stays text. A bare object counts only as the whole
 reply (several one after another, or a JSON list, too); fences and tags count
-anywhere, with prose around them.
+anywhere, with prose around them (a last tag left open, a fence inside a tag).
 """
 
 from __future__ import annotations
@@ -26,9 +26,11 @@ from dataclasses import dataclass
 
 from orchestrator.llm.reply import RawCall, Reply
 
-TAGGED = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
-FENCED = re.compile(r"```[ \t]*(?:json|tool_call)?[ \t]*\n?(.*?)\n?[ \t]*```", re.DOTALL)
+# The last tag may be left open: a model often stops right after its call.
+TAGGED = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|\Z)", re.DOTALL)
+FENCED = re.compile(r"```[ \t]*(?i:json|tool_call)?[ \t]*\n?(.*?)\n?[ \t]*```", re.DOTALL)
 FENCE_LANGUAGES = ("json", "tool_call")
+ARGUMENTS = ("arguments", "parameters")
 FENCE_WORD = re.compile(r"[ \t]*([A-Za-z_]*)")
 
 _DECODER = json.JSONDecoder()
@@ -84,7 +86,8 @@ def _from_blocks(
 ) -> TextCalls | None:
     calls: list[TextCall] = []
     for block in blocks:
-        found = _calls_in(block.group(1))
+        fenced = FENCED.fullmatch(block.group(1))  # a fence inside a tag
+        found = _calls_in(fenced.group(1) if fenced else block.group(1))
         if found is None:
             return None  # a fence of other JSON or code: the reply is text
         calls += found
@@ -122,14 +125,16 @@ def _call(value: object) -> TextCall | None:
     if isinstance(value.get("function"), dict):  # {"type": "function", "function": {...}}
         value = value["function"]
     name = value.get("name")
-    arguments = value.get("arguments", value.get("parameters", {}))
+    arguments = next((value[key] for key in ARGUMENTS if value.get(key) is not None), {})
     if isinstance(arguments, str):  # OpenAI writes arguments as JSON text
         try:
             arguments = json.loads(arguments) if arguments.strip() else {}
         except json.JSONDecodeError:
             return None
-    extra = set(value) - {"name", "arguments", "parameters", "type", "id"}
+    extra = set(value) - {"name", *ARGUMENTS, "type", "id"}
     if not isinstance(name, str) or not isinstance(arguments, dict) or extra:
+        return None
+    if value.get("type", "function") != "function":  # a schema with a "name", say
         return None
     return TextCall(name=name, args=arguments, id=f"call_{uuid.uuid4().hex[:24]}")
 
@@ -156,7 +161,7 @@ def _may_begin_fence(text: str) -> bool:
     if language is None:
         return False
     word, rest = language.group(1), text[language.end() :]
-    if word and not any(name.startswith(word) for name in FENCE_LANGUAGES):
+    if word and not any(name.startswith(word.lower()) for name in FENCE_LANGUAGES):
         return False
     rest = rest.lstrip(" \t\r\n")
     return not rest or rest[0] in "{["
