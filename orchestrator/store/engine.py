@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
+import select
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from functools import partial
@@ -29,9 +30,9 @@ from functools import partial
 import psycopg
 from psycopg.errors import QueryCanceled
 from psycopg_pool import PoolTimeout
-from sqlalchemy import text
+from sqlalchemy import event, text
 from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import ArgumentError, DBAPIError
+from sqlalchemy.exc import ArgumentError, DBAPIError, DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from orchestrator.errors import ConfigError, DatabaseUnavailableError
@@ -159,15 +160,35 @@ def database_problem(error: BaseException) -> str | None:
 
 
 def _engine(url: URL, *, pool_size: int, max_overflow: int) -> AsyncEngine:
-    # pre_ping: a connection the server dropped (a restart) is replaced on checkout,
-    # and a server that is gone fails the checkout at once.
-    return create_async_engine(
-        url,
-        pool_size=pool_size,
-        max_overflow=max_overflow,
-        pool_pre_ping=True,
-        connect_args=CONNECT_ARGS,
+    engine = create_async_engine(
+        url, pool_size=pool_size, max_overflow=max_overflow, connect_args=CONNECT_ARGS
     )
+    event.listen(engine.sync_engine, "checkout", _refuse_dropped)
+    return engine
+
+
+def _refuse_dropped(dbapi_connection: object, record: object, proxy: object) -> None:
+    """On checkout, a connection the server dropped (a restart) is replaced by a new one.
+
+    Where `pool_pre_ping` would cost a round trip per transaction, this looks
+    at the socket; a server that is gone then fails the new connection at once.
+    """
+    driver = getattr(dbapi_connection, "driver_connection", None)
+    if isinstance(driver, psycopg.AsyncConnection) and dropped(driver):
+        raise DisconnectionError("the server closed this connection")
+
+
+def dropped(connection: psycopg.AsyncConnection) -> bool:
+    """Whether the server dropped the idle `connection`, known without asking it.
+
+    An idle connection's server sends nothing unprompted (no LISTEN here) but
+    its last words before closing, or the end of the stream when it died.
+    """
+    if connection.closed or connection.broken:
+        return True
+    poll = select.poll()
+    poll.register(connection.fileno(), select.POLLIN)
+    return bool(poll.poll(0))
 
 
 def _psycopg_url(url: str) -> URL:

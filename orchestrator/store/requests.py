@@ -19,6 +19,7 @@ from datetime import datetime
 
 import psutil
 from sqlalchemy import case, func, insert, literal, select, text, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from orchestrator.store.engine import Database
@@ -59,13 +60,18 @@ class RequestLog:
     def __init__(self, database: Database) -> None:
         self.database = database
 
-    async def started(self, call: CallRecord) -> None:
-        """The call is created and runs: one row, and its events in one statement."""
+    async def started(self, call: CallRecord) -> bool:
+        """The call is created and runs: one row, and its events in one statement.
+
+        False, with nothing written, when the log holds the request already (a
+        resumed or recovered call, for `replay.decide` to judge).
+        """
         user_id = _user(call)
         statuses = ["created", *(["acknowledged"] if call.background else []), "running"]
         async with self.database.user_transaction(user_id) as connection:
-            await connection.execute(
-                insert(requests).values(
+            new = await connection.scalar(
+                pg_insert(requests)
+                .values(
                     request_id=storable_text(call.request_id),
                     parent_request_id=_text(call.parent_request_id),
                     session_id=_text(call.session_id),
@@ -79,8 +85,13 @@ class RequestLog:
                     owner=OWNER,
                     status="running",
                 )
+                .on_conflict_do_nothing(index_elements=["request_id"])
+                .returning(requests.c.request_id)
             )
+            if new is None:
+                return False
             await _events(connection, [(call.request_id, status, None) for status in statuses], user_id)
+        return True
 
     async def acknowledged(self, call: CallRecord, *, detail: str) -> None:
         """An inline call outlived its budget and goes on in the background."""

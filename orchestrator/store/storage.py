@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import select
 from collections.abc import Awaitable
 from dataclasses import dataclass
 
@@ -16,7 +15,7 @@ from psycopg_pool import AsyncConnectionPool
 from orchestrator.settings import Settings
 from orchestrator.store.checkpoints import PooledPostgresSaver
 from orchestrator.store.embeddings import Embedder, EmbeddingWorker, build_embedder
-from orchestrator.store.engine import CONNECT_ARGS, Database
+from orchestrator.store.engine import CONNECT_ARGS, Database, dropped
 from orchestrator.store.messages import MessageStore
 from orchestrator.store.migrations import upgrade
 from orchestrator.store.rag import Retriever
@@ -88,7 +87,7 @@ class CheckpointPool(AsyncConnectionPool):
             if self._lost and not self.get_stats().get("pool_available"):
                 await self._reachable()
             connection = await super().getconn(timeout)
-            if not _dropped(connection):
+            if not dropped(connection):
                 return connection
             self._lost = True
             await connection.close()  # so that the pool discards it
@@ -107,19 +106,6 @@ class CheckpointPool(AsyncConnectionPool):
         probe = await AsyncConnection.connect(str(self.conninfo), **kwargs)
         await probe.close()
         self._lost = False
-
-
-def _dropped(connection: AsyncConnection) -> bool:
-    """Whether the server dropped the idle `connection`, known without asking it.
-
-    An idle connection's server sends nothing unprompted (no LISTEN here) but
-    its last words before closing, or the end of the stream when it died.
-    """
-    if connection.closed or connection.broken:
-        return True
-    poll = select.poll()
-    poll.register(connection.fileno(), select.POLLIN)
-    return bool(poll.poll(0))
 
 
 @dataclass

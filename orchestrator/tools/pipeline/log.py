@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Mapping
 
 from langgraph.errors import GraphBubbleUp, GraphInterrupt
 
 from orchestrator.tools.pipeline.background import acknowledgement, is_acknowledgement
 from orchestrator.tools.pipeline.base import Handler, ToolCallRequest
-from orchestrator.tools.pipeline.records import Asked, CallRecord, safely
+from orchestrator.tools.pipeline.records import Asked, CallRecord, RequestObserver, safely
 from orchestrator.tools.replay import decide
 from orchestrator.tools.results import ToolResult
+
+logger = logging.getLogger(__name__)
 
 
 class RequestLogMiddleware:
@@ -26,15 +29,15 @@ class RequestLogMiddleware:
 
     async def awrap_tool_call(self, request: ToolCallRequest, handler: Handler) -> ToolResult:
         observer, record = request.context.observer, request.record
-        decision = await decide(record, log=observer, runner=request.context.background)
-        if decision.in_background:
-            return acknowledgement(request)
-        if decision.answer is not None:
-            return decision.answer.model_copy(update=request.ids)
         if observer is None:
             return await handler(request)
-        if not decision.rerun:
-            await safely(observer.started(record))
+        # A new call is recorded at once; only one the log knew is judged by what it holds.
+        if not await _started(observer, record):
+            decision = await decide(record, log=observer, runner=request.context.background)
+            if decision.in_background:
+                return acknowledgement(request)
+            if decision.answer is not None:
+                return decision.answer.model_copy(update=request.ids)
         try:
             result = await handler(request)
         except GraphBubbleUp as bubble:  # an interrupt: the call runs again when the turn resumes
@@ -46,6 +49,15 @@ class RequestLogMiddleware:
         if not is_acknowledgement(result):  # a background call is recorded when it ends
             await safely(observer.finished(record, result))
         return result
+
+
+async def _started(observer: RequestObserver, record: CallRecord) -> bool:
+    """Whether the call was new to the log and is now recorded (a failing log: taken as new)."""
+    try:
+        return await observer.started(record)
+    except Exception as error:  # the log must never cost the user a tool result
+        logger.warning("request tracking failed: %s: %s", type(error).__name__, error)
+        return True
 
 
 def asked_by(record: CallRecord, bubble: GraphBubbleUp) -> list[Asked]:

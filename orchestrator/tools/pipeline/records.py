@@ -47,7 +47,9 @@ class CallRecord:
 class RequestObserver(Protocol):
     """Told how each tool call goes (the request log)."""
 
-    async def started(self, call: CallRecord) -> None: ...
+    async def started(self, call: CallRecord) -> bool:
+        """Record a new call as running; False (nothing written) if the log knows it already."""
+        ...
 
     async def acknowledged(self, call: CallRecord, *, detail: str) -> None: ...
 
