@@ -71,7 +71,7 @@ class TurnRenderer:
         if not shown:
             self._end_line()
             self._write(result.answer)
-        elif result.answer.startswith(shown):  # text held back while it might be a tool call
+        elif result.answer.startswith(shown):  # a consumer that missed the end of the reply
             self._write(result.answer[len(shown) :])
         self._end_line()
 

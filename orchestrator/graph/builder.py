@@ -102,7 +102,7 @@ class ModelNode:
         if stop is not None:  # a budget ends the turn: its stop is the answer
             emit_status(Stage.COMPLETE, STOPPED)
             answer = AIMessage(stop.message)
-            return {"messages": [answer], "iterations": iterations + 1, "rejected_calls": {}}
+            return {"messages": [answer], "iterations": iterations + 1, **_rejections({}, state)}
         update: StateUpdate = {"context": found} if iterations == 0 and self.retriever else {}
         emit_status(Stage.STREAMING)
         try:
@@ -124,9 +124,9 @@ class ModelNode:
             emit_status(Stage.COMPLETE, STOPPED if stopped else "")
         return {
             **update,
+            **_rejections(rejected, state),
             "messages": [response],
             "iterations": iterations + 1,
-            "rejected_calls": rejected,
         }
 
     async def _look_up(self, state: AgentState, run: RunContext) -> str:
@@ -305,6 +305,11 @@ def build_agent_graph(
     compiled = graph.compile(checkpointer=checkpointer, name=name)
     # Two steps per round, and the final answer: the tool-round limit ends first.
     return compiled.with_config(recursion_limit=2 * limits.max_iterations + 5)
+
+
+def _rejections(rejected: dict[str, Rejection], state: AgentState) -> StateUpdate:
+    """The update of `rejected_calls`: none when it stays empty (a checkpoint write less)."""
+    return {"rejected_calls": rejected} if rejected or state.get("rejected_calls") else {}
 
 
 def _stop_at_limit(response: AIMessage, limit: int) -> AIMessage:
