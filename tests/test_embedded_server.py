@@ -109,8 +109,9 @@ class Server:
         assert user.returncode == 0
 
     def listed(self) -> list[int]:
-        """The pids the package counts as using the server."""
-        return json.loads((self.pgdata / ".handle_pids.json").read_text())
+        """The pids the package counts as using the server (none before it wrote its list)."""
+        listing = self.pgdata / ".handle_pids.json"
+        return json.loads(listing.read_text()) if listing.exists() else []
 
     def postmaster(self) -> int | None:
         """The server's pid while it runs.
