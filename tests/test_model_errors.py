@@ -268,7 +268,8 @@ def test_ask_tells_a_server_that_hung_up_in_one_line(cli, tmp_path: Path):
 
 
 async def test_an_agents_model_failing_is_one_truthful_line_for_the_model_above(tmp_path: Path):
-    from tests.test_streaming_off import approve_all, parrot
+    from tests.test_streaming_off import approve_all
+    from tests.tool_folders import parrot_agent
 
     root = tmp_path / "sub_graphs"
     top_script = [[("parrot_ask", {"request": "say hi"})], "The parrot is unwell."]
@@ -278,7 +279,7 @@ async def test_an_agents_model_failing_is_one_truthful_line_for_the_model_above(
         OpenAICompatibleServer([failure]) as agent,
     ):
         llm = {"inherit": "local", "model": "openai:agent-model", "base_url": agent.base_url}
-        parrot(root, llm=llm | {"streaming": True})
+        parrot_agent(root, llm=llm | {"streaming": True})
         settings = load_settings(
             model="openai:top-model",
             openai_base_url=top.base_url,

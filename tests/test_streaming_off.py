@@ -22,7 +22,7 @@ from orchestrator.settings import load_settings
 from orchestrator.testing import OpenAICompatibleServer
 from orchestrator.tools.config import load_tool_config
 from tests.helpers import EventLog, run_cli, server_env
-from tests.tool_folders import write_folder
+from tests.tool_folders import parrot_agent
 
 SCRIPT = [[("calculator", {"expression": "6*7"})], "The answer is 42."]
 STREAMING_OFF = {"ORCHESTRATOR_MODEL_STREAMING": "0"}
@@ -34,22 +34,6 @@ def streamed(server: OpenAICompatibleServer) -> list[bool]:
 
 def approve_all(folder: object, status: object) -> bool:
     return True
-
-
-def parrot(root: Path, *, llm: dict[str, object]) -> None:
-    """A YAML-only agent with its own model, over an echo tool."""
-    folder = root / "parrot"
-    folder.mkdir(parents=True)
-    config = {
-        "name": "parrot",
-        "description": "Repeats things.",
-        "version": "1.0",
-        "kind": "agent",
-        "instructions": "You are {name}. Repeat what you are asked to with your echo tool.",
-        "llm": llm,
-    }
-    (folder / "tool_config.yaml").write_text(yaml.safe_dump(config))
-    write_folder(root, "parrot/src/sub_graphs/echo")
 
 
 async def test_streaming_off_sends_whole_requests_and_a_tool_call_works():
@@ -101,7 +85,7 @@ async def test_an_agent_streams_as_its_own_llm_says(
         OpenAICompatibleServer(agent_script) as agent,
     ):
         llm = {"inherit": "local", "model": "openai:agent-model", "base_url": agent.base_url}
-        parrot(root, llm={**llm, **agent_llm})
+        parrot_agent(root, llm={**llm, **agent_llm})
         settings = load_settings(
             model="openai:top-model",
             openai_base_url=top.base_url,
@@ -136,7 +120,7 @@ def test_streaming_is_an_option_of_an_own_model_only(tmp_path: Path):
 
 def test_tools_show_says_an_agent_does_not_stream(tmp_path: Path):
     llm = {"inherit": "local", "model": "openai:own", "base_url": "http://127.0.0.1:9/v1"}
-    parrot(tmp_path / "sub_graphs", llm={**llm, "streaming": False})
+    parrot_agent(tmp_path / "sub_graphs", llm={**llm, "streaming": False})
     assert run_cli("tools", "approve", "parrot", cwd=tmp_path).returncode == 0
 
     shown = run_cli("tools", "show", "parrot", cwd=tmp_path)

@@ -8,7 +8,6 @@ import logging
 from pathlib import Path
 
 import pytest
-import yaml
 from langgraph.checkpoint.memory import InMemorySaver
 from rich.console import Console
 
@@ -30,7 +29,7 @@ from orchestrator.testing import OpenAICompatibleServer, RawReply
 from orchestrator.testing.openai_server import RawToolCall, Reply
 from orchestrator.tools import ToolResult
 from orchestrator.turns import TurnEvent, TurnResult
-from tests.tool_folders import write_folder
+from tests.tool_folders import parrot_agent
 
 CALL = {"name": "echo_say", "arguments": {"text": "hi"}}
 PROSE = "I will repeat it.\n"
@@ -64,21 +63,6 @@ def settings_for(server: OpenAICompatibleServer, root: Path, **overrides: object
         data_dir=root.parent / "data",
         **overrides,
     )
-
-
-def agent_folder(root: Path) -> None:
-    """A YAML-only agent `parrot` (on its parent's model) over the echo tool."""
-    folder = root / "parrot"
-    folder.mkdir(parents=True)
-    config = {
-        "name": "parrot",
-        "description": "Repeats things.",
-        "version": "1.0",
-        "kind": "agent",
-        "instructions": "You are {name}. Repeat what you are asked to with your echo tool.",
-    }
-    (folder / "tool_config.yaml").write_text(yaml.safe_dump(config))
-    write_folder(root, "parrot/src/sub_graphs/echo")
 
 
 def echoed(server: OpenAICompatibleServer) -> list[str]:
@@ -168,7 +152,7 @@ async def test_the_setting_off_leaves_a_call_written_as_text_as_the_answer(tmp_p
 @pytest.mark.parametrize("form", [*AS_CALLS, *AS_TEXT])
 async def test_inside_a_nested_agent(tmp_path: Path, form: str, streaming: bool):
     root = tmp_path / "sub_graphs"
-    agent_folder(root)
+    parrot_agent(root)
     ask = RawReply(tool_calls=[RawToolCall.of("parrot_ask", {"request": "repeat hi"})])
     calls = form in AS_CALLS
     agent = [AS_CALLS[form], "I repeated it."] if calls else [AS_TEXT[form]]

@@ -268,3 +268,19 @@ class Trio(Tool):
         \"\"\"Count the run, then end once the gate opens.\"\"\"
         return await gated("c", request)
 """ + WAIT_FOR_GATE
+
+
+def parrot_agent(root: Path, *, llm: dict[str, object] | None = None) -> None:
+    """A YAML-only agent `parrot` over an echo tool (`echo_say`); on its own model if `llm` says."""
+    config: dict[str, object] = {
+        "name": "parrot",
+        "description": "Repeats things.",
+        "version": "1.0",
+        "kind": "agent",
+        "instructions": "You are {name}. Repeat what you are asked to with your echo tool.",
+    }
+    if llm is not None:
+        config["llm"] = llm
+    (root / "parrot").mkdir(parents=True)
+    (root / "parrot" / "tool_config.yaml").write_text(yaml.safe_dump(config))
+    write_folder(root, "parrot/src/sub_graphs/echo")
