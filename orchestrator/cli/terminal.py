@@ -62,7 +62,9 @@ class PipedLines:
         self._loop = asyncio.get_running_loop()
         future: asyncio.Future[str | None] = self._loop.create_future()
         self._waiting.append(future)
-        if not self._thread.is_alive():
+        # Not is_alive(): a thread that just read end of input is dead before its
+        # None reaches the loop, and that None will answer this reader.
+        if self._thread.ident is None:
             self._thread.start()
         self._wanted.release()
         return await future
