@@ -5,10 +5,14 @@
 Runs on the embedded PostgreSQL (durable checkpoints, message archive, request
 log: the product as `orchestrator chat` runs it) with a zero-latency model.
 
-- next_turn_overhead_ms: a turn starts a 2 s background tool; the user's next
-  turn is sent at once: its time to answer, median of the repeats. Beside it,
-  idle_turn_ms, the same turn in a session with no task running (measured
-  alternately), and next_turn_vs_idle_ms, the difference.
+- next_turn_ratio: a turn starts a 2 s background tool and the user's next
+  turn is sent at once; that next turn's time to answer / the same turn in a
+  session with no task running anywhere (each round waits for its job to
+  end). The two alternate, which goes first alternating too; median of
+  `--repeats` paired ratios. 1.0: a running task costs the next turn nothing.
+  Beside it the medians themselves: next_turn_overhead_ms (the turn during
+  the task), idle_turn_ms, next_turn_vs_idle_ms (their difference) and
+  background_start_turn_ms (the turn that starts the task).
 - turns_per_s, lost, crossed: `--sessions` sessions run `--turns` turns each,
   all at once, every turn a tool call. Afterwards every session's history (in
   the checkpoints and in the message archive) is checked: messages missing
@@ -105,17 +109,27 @@ async def timed(work: Any) -> float:
 async def next_turn(settings: Settings, storage: Storage, repeats: int) -> dict[str, float]:
     runtime = Runtime.create(settings, model=EchoModel(), tools=[echo, *job_tools()], storage=storage)
     busy, idle, started = [], [], []
-    for round_number in range(repeats):
+
+    async def idle_turn(round_number: int) -> None:
         quiet = runtime.session(user_id="bench", session_id=f"idle-{round_number}")
         await quiet.run("warm up")
         idle.append(await timed(quiet.run("what is new?")))
+
+    async def busy_turn(round_number: int) -> None:
         session = runtime.session(user_id="bench", session_id=f"busy-{round_number}")
         await session.run("warm up")
         started.append(await timed(session.run("start the job")))
         busy.append(await timed(session.run("what is new?")))  # the job is still running
         assert any(t.status == "running" for t in runtime.tasks.of_session(session.session_id))
-    await runtime.tasks.drain()
+        await runtime.tasks.drain()  # so that no job runs during the next idle turn
+
+    for round_number in range(repeats):
+        pair = (idle_turn, busy_turn) if round_number % 2 == 0 else (busy_turn, idle_turn)
+        for turn in pair:
+            await turn(round_number)
+    ratios = [b / i for b, i in zip(busy, idle, strict=True)]
     return {
+        "next_turn_ratio": round(statistics.median(ratios), 3),
         "next_turn_overhead_ms": round(statistics.median(busy), 2),
         "idle_turn_ms": round(statistics.median(idle), 2),
         "next_turn_vs_idle_ms": round(statistics.median(busy) - statistics.median(idle), 2),
@@ -166,7 +180,8 @@ async def main() -> None:
             figures = await next_turn(settings, storage, options.repeats)
             print(
                 f"next turn during a {BACKGROUND_SECONDS:g}s background task answered in "
-                f"{figures['next_turn_overhead_ms']} ms (idle session: {figures['idle_turn_ms']} ms)"
+                f"{figures['next_turn_overhead_ms']} ms (idle session: {figures['idle_turn_ms']} ms; "
+                f"median of paired ratios {figures['next_turn_ratio']})"
             )
             figures |= await many_sessions(settings, storage, options.sessions, options.turns)
             print(

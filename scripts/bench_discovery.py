@@ -1,6 +1,7 @@
-"""Startup time with many approved tool folders.
+"""Startup time with many approved tool folders, and beside a minimal LangChain loader.
 
     .venv/bin/python scripts/bench_discovery.py [--sizes 10 100 1000]
+        [--loader-size 1000] [--rounds 5]
 
 For each size, generates that many approved folders (each a tool_config.yaml and
 a two-action tool), then, in a fresh process, times `Runtime.create` from start
@@ -8,14 +9,29 @@ to ready: discovery, hashing, the approval check, importing every entry point,
 building the LangChain tools and compiling the graph. Python's own start and
 the library imports, the same for every size, are printed apart.
 
-Last line, one JSON object: seconds_10, seconds_100, seconds_1000, and
-growth_100_to_1000 (seconds_1000 / seconds_100; 10.0 is linear).
+Then, with `--loader-size` folders, in one fresh process (libraries imported
+first, one untimed round of each), alternately, `--rounds` times (which goes
+first alternates too):
+- ours: `Runtime.create` as above (every entry point imported again from the
+  hashed sources, as the product always does);
+- a minimal LangChain loader over the same folders: for each, read its
+  tool_config.yaml (yaml.safe_load), import its entry point (importlib, a
+  fresh module name each round; Python's bytecode cache, in a directory of
+  this run, serves it after the first round), build a `StructuredTool` per
+  action (the action's own parameter model as the schema) and bind them all
+  to the same offline model, which turns them into OpenAI tool schemas.
+
+Last line, one JSON object: seconds_10, seconds_100, seconds_1000 (time to
+ready in a fresh process), growth_100_to_1000 (seconds_1000 / seconds_100;
+10.0 is linear), and vs_loader_ratio (ours / the loader's time to ready,
+median of the paired ratios) with loader_folders, the size it was measured at.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -65,7 +81,85 @@ imported = time.perf_counter()
 settings = load_settings(sub_graphs_dir=sys.argv[1], data_dir=sys.argv[2])
 runtime = Runtime.create(settings, model=OfflineChatModel(), ask=lambda folder, status: None)
 ready = time.perf_counter()
-print(json.dumps({"tools": len(runtime.tools), "import_s": imported - started, "ready_s": ready - imported}))
+generated = [t for t in runtime.tools if t.name.startswith("tool_")]
+print(json.dumps({"tools": len(generated), "import_s": imported - started, "ready_s": ready - imported}))
+"""
+
+
+PAIRED = """
+import gc, importlib.util, json, sys, time
+from pathlib import Path
+# The loader's bytecode cache; ours keeps this prefix and writes no bytecode for folders.
+sys.pycache_prefix = sys.argv[4]
+import yaml
+from langchain_core.tools import StructuredTool
+from orchestrator.llm import OfflineChatModel
+from orchestrator.runtime import Runtime
+from orchestrator.settings import load_settings
+from orchestrator.tools import Tool
+
+sub_graphs, data, rounds = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
+model = OfflineChatModel()
+
+
+def ours(round_number):
+    settings = load_settings(sub_graphs_dir=sub_graphs, data_dir=data)
+    runtime = Runtime.create(settings, model=model, ask=lambda folder, status: None)
+    return sum(1 for t in runtime.tools if t.name.startswith("tool_"))  # the built-ins left out
+
+
+def action_tool(tool, spec):
+    async def run(**parameters):
+        return await spec.handler(tool, spec.params(**parameters), None)
+
+    return StructuredTool.from_function(
+        coroutine=run,
+        name=f"{tool.name}_{spec.name}",
+        description=spec.description,
+        args_schema=spec.params,
+    )
+
+
+def loader(round_number):
+    tools = []
+    for folder in sorted(sub_graphs.iterdir()):
+        config = yaml.safe_load((folder / "tool_config.yaml").read_text())
+        name = f"langchain_loader_{round_number}_{folder.name}"
+        spec = importlib.util.spec_from_file_location(name, folder / f"{config['name']}_tool.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        found = next(
+            v for v in vars(module).values()
+            if isinstance(v, type) and issubclass(v, Tool) and v is not Tool
+        )
+        tool = found(**{k: config[k] for k in ("name", "description", "version", "capabilities")})
+        tools.extend(action_tool(tool, spec) for spec in found.actions.values())
+    model.bind_tools(tools)
+    return len(tools)
+
+
+def timed(load, round_number):
+    # Earlier rounds' objects frozen: the collector does not walk them in this one, as in a fresh process.
+    gc.collect()
+    gc.freeze()
+    started = time.perf_counter()
+    count = load(round_number)
+    elapsed = time.perf_counter() - started
+    gc.unfreeze()
+    return elapsed, count
+
+
+ours(-1), loader(-1)  # warm: the loader's bytecode written, caches filled
+seconds, tools = {"ours": [], "loader": []}, {}
+for round_number in range(rounds):
+    order = [("ours", ours), ("loader", loader)]
+    for name, load in order if round_number % 2 == 0 else order[::-1]:
+        elapsed, tools[name] = timed(load, round_number)
+        seconds[name].append(elapsed)
+    for module in [m for m in sys.modules if m.startswith("langchain_loader_")]:
+        del sys.modules[module]
+print(json.dumps({"seconds": seconds, "tools": tools}))
 """
 
 
@@ -94,10 +188,44 @@ def measure(root: Path) -> dict[str, float]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def versus_loader(root: Path, rounds: int) -> tuple[dict[str, list[float]], dict[str, int]]:
+    """Ours and the minimal LangChain loader over the same folders, alternately, in one process.
+
+    Each one's seconds to ready by round, and how many generated tools each built.
+    """
+    done = subprocess.run(
+        [sys.executable, "-c", PAIRED, str(root / "sub_graphs"), str(root / "data"), str(rounds),
+         str(root / "pycache")],
+        capture_output=True, text=True, check=True,
+    )
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    return result["seconds"], result["tools"]
+
+
+def loader_ratio(size: int, rounds: int) -> float:
+    """Ours / the minimal LangChain loader with `size` folders: median of the paired ratios."""
+    with tempfile.TemporaryDirectory() as directory:
+        root = Path(directory)
+        generate(root, size)
+        seconds, tools = versus_loader(root, rounds)
+    assert tools["ours"] == tools["loader"] == 2 * size, tools
+    ratios = [o / l for o, l in zip(seconds["ours"], seconds["loader"], strict=True)]
+    print(
+        f"{size:5d} folders, ours beside a minimal LangChain loader: ready in "
+        f"{statistics.median(seconds['ours']):.3f}s, "
+        f"the loader {statistics.median(seconds['loader']):.3f}s "
+        f"(medians of {rounds}, alternated; ratios {', '.join(f'{r:.2f}' for r in ratios)})"
+    )
+    return statistics.median(ratios)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10, 100, 1000])
-    sizes = parser.parse_args().sizes
+    parser.add_argument("--loader-size", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=5)
+    options = parser.parse_args()
+    sizes = options.sizes
     figures: dict[str, float] = {}
     for size in sizes:
         with tempfile.TemporaryDirectory() as directory:
@@ -106,7 +234,7 @@ def main() -> None:
             started = time.perf_counter()
             result = measure(root)
             wall = time.perf_counter() - started
-        assert result["tools"] == 2 + 2 * size, result  # built-ins plus two actions each
+        assert result["tools"] == 2 * size, result  # two actions each
         print(
             f"{size:5d} folders: ready in {result['ready_s']:.3f}s "
             f"(+ {result['import_s']:.2f}s importing the libraries; process {wall:.2f}s)"
@@ -114,6 +242,8 @@ def main() -> None:
         figures[f"seconds_{size}"] = round(result["ready_s"], 3)
     if {"seconds_100", "seconds_1000"} <= figures.keys():
         figures["growth_100_to_1000"] = round(figures["seconds_1000"] / figures["seconds_100"], 2)
+    figures["vs_loader_ratio"] = round(loader_ratio(options.loader_size, options.rounds), 3)
+    figures["loader_folders"] = options.loader_size
     print(json.dumps(figures))
 
 

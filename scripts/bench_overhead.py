@@ -1,16 +1,22 @@
 """Overhead of the orchestrator graph, side by side with LangGraph's prebuilt agent.
 
     .venv/bin/python scripts/bench_overhead.py [--round-trips 200] [--repeats 7]
+        [--parallel-pairs 5]
 
-Prints one line per measurement, then one JSON object:
+Every figure is a ratio of two runs measured alternately in this process, so
+the machine's speed cancels out. Prints one line per measurement, then one
+JSON object:
 - ratio_vs_prebuilt: time for N tool round trips (model -> no-op tool -> model)
   through our graph / the same through `create_react_agent`, both with the
   same zero-latency model, measured alternately; median of the repeats.
 - pipeline_ratio: a no-op tool call through the whole dispatch pipeline
   (request log, scope, validation, approval, background, usage, timeout)
   / the same tool invoked bare by LangChain, alternated; median.
-- parallel_ratio: wall time of one turn with 10 async tool calls that each
-  sleep 200 ms, divided by 200 ms (1.0 = fully concurrent).
+- parallel_ratio: wall time of one turn through our graph whose model calls 10
+  async tools at once, each sleeping 200 ms, / the same turn with one such
+  call; the two alternate (which goes first alternates too), median of
+  `--parallel-pairs` paired ratios. 1.0: the calls overlap fully; 10: they
+  run one after another.
 - parallel_ratio_sync_tools: the same with blocking `time.sleep` tools, on the
   thread pool the CLI sets up.
 """
@@ -151,24 +157,41 @@ async def pipeline_ratio(calls: int, repeats: int) -> float:
     return pipeline / direct
 
 
-async def parallel_ratio(sleeper: BaseTool) -> float:
-    graph = ours(LoopModel(calls=[sleeper.name] * PARALLEL_CALLS), [sleeper])
-    wall = await timed(lambda: round_trips(graph, 1))
-    print(f"{PARALLEL_CALLS} x {sleeper.name} ({SLEEP_SECONDS * 1000:.0f} ms each): {wall:.3f}s")
-    return wall / SLEEP_SECONDS
+async def parallel_ratio(sleeper: BaseTool, pairs: int) -> float:
+    """A turn of PARALLEL_CALLS calls of `sleeper` / the same with one call; median of pairs."""
+    graphs = {
+        count: ours(LoopModel(calls=[sleeper.name] * count), [sleeper])
+        for count in (PARALLEL_CALLS, 1)
+    }
+    for graph in graphs.values():  # first turns pay one-off costs (caches, schemas)
+        await round_trips(graph, 1)
+    seconds: dict[int, list[float]] = {count: [] for count in graphs}
+    for pair in range(pairs):
+        order = list(graphs) if pair % 2 == 0 else list(reversed(graphs))
+        for count in order:
+            seconds[count].append(await timed(lambda g=graphs[count]: round_trips(g, 1)))
+    ratios = [many / one for many, one in zip(seconds[PARALLEL_CALLS], seconds[1], strict=True)]
+    print(
+        f"{PARALLEL_CALLS} x {sleeper.name} ({SLEEP_SECONDS * 1000:.0f} ms each): "
+        f"{statistics.median(seconds[PARALLEL_CALLS]):.3f}s, "
+        f"one call {statistics.median(seconds[1]):.3f}s "
+        f"(medians of {pairs})"
+    )
+    return statistics.median(ratios)
 
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--round-trips", type=int, default=200)
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--parallel-pairs", type=int, default=5)
     options = parser.parse_args()
     use_tool_threads()
     figures = {
         "ratio_vs_prebuilt": await overhead_ratio(options.round_trips, options.repeats),
         "pipeline_ratio": await pipeline_ratio(2000, options.repeats),
-        "parallel_ratio": await parallel_ratio(nap),
-        "parallel_ratio_sync_tools": await parallel_ratio(blocking_nap),
+        "parallel_ratio": await parallel_ratio(nap, options.parallel_pairs),
+        "parallel_ratio_sync_tools": await parallel_ratio(blocking_nap, options.parallel_pairs),
     }
     print(json.dumps({key: round(value, 3) for key, value in figures.items()}))
 
