@@ -9,7 +9,7 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager, suppress
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from langchain_core.messages import (
     AIMessage,
@@ -22,7 +22,7 @@ from langchain_core.messages import (
 )
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.types import Command, StateSnapshot
+from langgraph.types import Command, StateSnapshot, StreamPart
 
 from orchestrator.errors import QuestionsWaitingError, ToolError, UserError
 from orchestrator.events import StatusEvent, ToolEvent
@@ -30,6 +30,7 @@ from orchestrator.graph.builder import MODEL_NODE
 from orchestrator.graph.prompts import CANCELLED_CALL, CANCELLED_TURN, FOLLOW_UP_LIMIT
 from orchestrator.held_text import HeldText
 from orchestrator.settings import Settings
+from orchestrator.store.checkpoints import PooledPostgresSaver
 from orchestrator.store.sessions import claim_session
 from orchestrator.store.storage import Storage
 from orchestrator.store.text import storable_text
@@ -52,6 +53,18 @@ from orchestrator.turns import (
     turn_start,
 )
 from orchestrator.usage.meter import UsageMeter
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """Where a run of the graph left the conversation: its messages, the questions it waits on."""
+
+    messages: list[BaseMessage]
+    waiting: list[PendingQuestion]
+
+    @classmethod
+    def of(cls, state: StateSnapshot) -> Outcome:
+        return cls(messages_of(state), questions_of(state))
 
 
 FOLLOW_UP = (
@@ -158,17 +171,17 @@ class Session:
         async with self._holding():
             lookup = self._look_up(message)
             try:
-                waiting = questions_of(await self.graph.aget_state(self.config))
+                waiting = await self._waiting()
                 if waiting:
                     raise QuestionsWaitingError(self.session_id, len(waiting))
                 kept, self._kept = self._kept, []
                 self._answered = []
                 self.usage.start_turn(message.id)
                 turn_input = {"messages": [*kept, message], "iterations": 0}
-                state = await self._stream(turn_input, on_event, lookup=lookup)
+                outcome = await self._stream(turn_input, on_event, lookup=lookup)
             finally:
                 _let_go(lookup)
-        return self._result(state, start=message.id)
+        return self._result(outcome, start=message.id)
 
     def _look_up(self, message: BaseMessage) -> asyncio.Task[str] | None:
         """Start looking up RAG context for `message`, beside the checkpoint work before the model."""
@@ -195,6 +208,15 @@ class Session:
         """The questions the session's turn waits on, in the order of its calls (empty: none)."""
         return questions_of(await self.graph.aget_state(self.config))
 
+    async def _waiting(self) -> list[PendingQuestion]:
+        """`pending`, without loading the conversation when the checkpointer can tell none wait."""
+        checkpointer = self.graph.checkpointer
+        if isinstance(checkpointer, PooledPostgresSaver) and not await checkpointer.may_wait(
+            self.session_id
+        ):
+            return []
+        return await self.pending()
+
     async def answer(
         self, decisions: Mapping[str, Decision], *, on_event: EventHandler | None = None
     ) -> TurnResult:
@@ -215,8 +237,8 @@ class Session:
                 )
             if decisions:
                 self._answered += [AnsweredQuestion(asked[i], d) for i, d in decisions.items()]
-                state = await self._stream(Command(resume=dict(decisions)), on_event)
-        return self._result(state)
+                return self._result(await self._stream(Command(resume=dict(decisions)), on_event))
+        return self._result(Outcome.of(state))
 
     async def _close_cancelled_turn(self) -> None:
         """Leave a valid history after a cancelled turn: every call answered, the turn ended.
@@ -266,11 +288,11 @@ class Session:
             state = await self.graph.aget_state(self.config)
             if not state.next:
                 return TurnResult(answer="", answer_id=None, iterations=0, tool_calls=[])
-            if not state.interrupts:
-                self._answered = []
-                self.usage.start_turn(turn_start(messages_of(state)))
-                state = await self._stream(None, on_event)
-        return self._result(state)
+            if state.interrupts:
+                return self._result(Outcome.of(state))
+            self._answered = []
+            self.usage.start_turn(turn_start(messages_of(state)))
+            return self._result(await self._stream(None, on_event))
 
     async def history(self) -> list[BaseMessage]:
         """Every message of the conversation so far."""
@@ -282,21 +304,28 @@ class Session:
         on_event: EventHandler | None,
         *,
         lookup: asyncio.Future[str] | None = None,
-    ) -> StateSnapshot:
-        """Run the graph, forwarding its events; the state after the turn, its history archived."""
+    ) -> Outcome:
+        """Run the graph, forwarding its events; where it left the turn, its history archived."""
         held = HeldText() if self.settings.text_tool_calls else None
+        last: StreamPart | None = None  # the run's last top-level state
+        interrupted = False
         try:
-            async for namespace, mode, chunk in self.graph.astream(
+            async for part in self.graph.astream(
                 turn_input,
                 self.config,
                 context=replace(self.context, lookup=lookup),
-                stream_mode=["custom", "messages"],
+                stream_mode=["custom", "messages", "values"],
                 subgraphs=True,
                 # With storage, each step is saved before the next starts: a killed
                 # process resumes from the last one.
                 durability="sync" if self.storage is not None else "async",
+                version="v2",
             ):
-                event = _to_event(namespace, mode, chunk)
+                if part["type"] == "values":
+                    if not part["ns"]:  # as LangGraph's `ainvoke` reads a run
+                        last, interrupted = part, interrupted or bool(part["interrupts"])
+                    continue
+                event = _to_event(part)
                 if event is not None and on_event is not None:
                     for shown in held.filter(event) if held is not None else [event]:
                         on_event(shown)
@@ -317,7 +346,12 @@ class Session:
             if explained is None:
                 raise
             raise explained from error
-        return await self._archive()
+        messages = list(last["data"].get("messages", [])) if last is not None else []
+        if last is None or interrupted or _unanswered_calls(messages):
+            # Paused, or ended unlike a finished turn: the state as the checkpoint has it.
+            return Outcome.of(await self._archive())
+        await self._store(messages)
+        return Outcome(messages, [])
 
     async def _after_cancel(self) -> None:
         try:
@@ -346,19 +380,21 @@ class Session:
     async def _archive(self) -> StateSnapshot:
         """Store what the history gained since the last archive; the state it is part of."""
         state = await self.graph.aget_state(self.config)
-        history = messages_of(state)
+        await self._store(messages_of(state))
+        return state
+
+    async def _store(self, history: list[BaseMessage]) -> None:
+        """Archive what `history` gained since the last archive."""
         if self.storage is not None:
             await self.storage.messages.save(
                 history[self._archived :], session_id=self.session_id, user_id=self.user_id
             )
             self._archived = len(history)
-        return state
 
-    def _result(self, state: StateSnapshot, *, start: str | None = None) -> TurnResult:
+    def _result(self, outcome: Outcome, *, start: str | None = None) -> TurnResult:
         """The turn that began with message `start` (default: the last one a turn begins with)."""
-        messages = messages_of(state)
-        start = start or turn_start(messages)
-        turn = collect_turn(messages, after=start, waiting=questions_of(state))
+        start = start or turn_start(outcome.messages)
+        turn = collect_turn(outcome.messages, after=start, waiting=outcome.waiting)
         return replace(
             turn, answered=list(self._answered), usage=self.usage.turn, budget_stop=self.usage.stop
         )
@@ -373,15 +409,16 @@ def _let_go(lookup: asyncio.Future[str] | None) -> None:
     lookup.cancel()
 
 
-def _to_event(namespace: tuple[str, ...], mode: str, chunk: object) -> TurnEvent | None:
+def _to_event(part: StreamPart) -> TurnEvent | None:
     # Sub-agents run as subgraphs (a non-empty namespace): their tool progress is
     # shown one level deeper per graph, while their stages and replies are theirs.
-    if mode == "custom":
-        event: StatusEvent | ToolEvent = chunk  # type: ignore[assignment]  # only our nodes write it
+    namespace = part["ns"]
+    if part["type"] == "custom":
+        event: StatusEvent | ToolEvent = part["data"]  # only our nodes write it
         if event["kind"] == "tool":
             return {**event, "depth": len(namespace)}
         return None if namespace else event
-    message, metadata = chunk  # type: ignore[misc]
+    message, metadata = part["data"]  # type: ignore[misc]  # the messages mode's pair
     is_reply = isinstance(message, AIMessageChunk | AIMessage)
     if namespace or not is_reply or metadata.get("langgraph_node") != MODEL_NODE:
         return None

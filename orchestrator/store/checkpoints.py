@@ -18,8 +18,34 @@ from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool
 
 
+# An interrupt LangGraph wrote for a task of the thread's latest top-level checkpoint.
+MAY_WAIT = """
+SELECT EXISTS (
+    SELECT 1 FROM checkpoint_writes
+    WHERE thread_id = %(thread)s AND checkpoint_ns = '' AND channel = '__interrupt__'
+      AND checkpoint_id = (
+          SELECT checkpoint_id FROM checkpoints
+          WHERE thread_id = %(thread)s AND checkpoint_ns = ''
+          ORDER BY checkpoint_id DESC LIMIT 1
+      )
+) AS may_wait
+"""
+
+
 class PooledPostgresSaver(AsyncPostgresSaver):
     """`AsyncPostgresSaver` whose operations over a pool run side by side, each on its own connection."""
+
+    async def may_wait(self, thread_id: str) -> bool:
+        """Whether the thread's state may hold interrupts (questions), without loading it.
+
+        False is certain: LangGraph writes an interrupt for the task that raised
+        it (a nested agent's too, through the tool that ran it) under the latest
+        checkpoint. True is for `aget_state` to confirm.
+        """
+        async with self._cursor() as cursor:
+            await cursor.execute(MAY_WAIT, {"thread": thread_id})
+            row = await cursor.fetchone()
+        return bool(row and row["may_wait"])
 
     @asynccontextmanager
     async def _cursor(self, *, pipeline: bool = False) -> AsyncIterator[AsyncCursor[DictRow]]:

@@ -6,10 +6,11 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 from datetime import datetime
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
-from sqlalchemy import ColumnElement, func, select, text
+from sqlalchemy import BindParameter, ColumnElement, bindparam, func, select, text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.sql import Select
 
@@ -18,6 +19,8 @@ from orchestrator.store.engine import Database
 from orchestrator.store.models import messages
 from orchestrator.store.text import storable_json, storable_text
 
+# Messages stored already (a resumed turn's, or archived by another process) are skipped.
+SAVE = insert(messages).on_conflict_do_nothing(index_elements=["message_id"]).returning(messages.c.id)
 ROLES = {"human": "user", "ai": "assistant", "tool": "tool", "system": "system"}
 # Up to this many messages of a user, nearest-neighbour search is exact: the
 # (user_id, ...) index finds their rows and PostgreSQL sorts them by distance.
@@ -62,9 +65,9 @@ class MessageStore:
         rows = [_row(m, session_id=session_id, user_id=user_id) for m in batch if m.id]
         if not rows:
             return 0
-        statement = insert(messages).values(rows).on_conflict_do_nothing(index_elements=["message_id"])
         async with self.database.user_transaction(user_id) as connection:
-            stored = (await connection.execute(statement.returning(messages.c.id))).all()
+            # executemany: compiled once, sent by SQLAlchemy as one multi-row INSERT
+            stored = (await connection.execute(SAVE, rows)).all()
         if stored and self.worker is not None:
             self.worker.notify()
         return len(stored)
@@ -79,12 +82,16 @@ class MessageStore:
         exclude_session_id: str | None = None,
     ) -> list[FoundMessage]:
         """Full-text search (web-search syntax: words, "quoted phrases", or, -not), best first."""
-        tsquery = func.websearch_to_tsquery("english", storable_text(query))
-        score = func.ts_rank(messages.c.search, tsquery)
-        statement = _select(score, user_id=user_id, session_id=session_id, exclude=exclude_session_id)
-        statement = statement.where(messages.c.search.op("@@")(tsquery))
+        statement = _text_search(in_session=session_id is not None, excluding=exclude_session_id is not None)
+        values = {
+            "query": storable_text(query),
+            "user_id": user_id,
+            "session_id": session_id,
+            "exclude": exclude_session_id,
+            "limit": limit,
+        }
         async with self.database.user_transaction(user_id) as connection:
-            rows = await connection.execute(statement.order_by(score.desc(), messages.c.id.desc()).limit(limit))
+            rows = await connection.execute(statement, values)
             return [FoundMessage(**row._mapping) for row in rows]
 
     async def search_any_words(
@@ -156,12 +163,30 @@ class MessageStore:
         return [m for m in found if m.score >= match_threshold]
 
 
+@cache
+def _text_search(*, in_session: bool, excluding: bool) -> Select:
+    """The full-text search, built once per shape; its values are bound when it runs."""
+    tsquery = func.websearch_to_tsquery("english", bindparam("query"))
+    score = func.ts_rank(messages.c.search, tsquery)
+    statement = _select(
+        score,
+        user_id=bindparam("user_id"),
+        session_id=bindparam("session_id") if in_session else None,
+        exclude=bindparam("exclude") if excluding else None,
+    )
+    return (
+        statement.where(messages.c.search.op("@@")(tsquery))
+        .order_by(score.desc(), messages.c.id.desc())
+        .limit(bindparam("limit"))
+    )
+
+
 def _select(
     score: ColumnElement[float],
     *,
-    user_id: str,
-    session_id: str | None = None,
-    exclude: str | None = None,
+    user_id: str | BindParameter[str],
+    session_id: str | BindParameter[str] | None = None,
+    exclude: str | BindParameter[str] | None = None,
 ) -> Select:
     # Row-level security already limits rows to the user; the WHERE says so too,
     # and lets the planner use the (user_id, ...) index.

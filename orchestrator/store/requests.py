@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import psutil
-from sqlalchemy import case, func, insert, literal, select, text, update
+from sqlalchemy import Update, bindparam, case, func, insert, literal, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -68,26 +68,22 @@ class RequestLog:
         """
         user_id = _user(call)
         statuses = ["created", *(["acknowledged"] if call.background else []), "running"]
+        row = {
+            "request_id": storable_text(call.request_id),
+            "parent_request_id": _text(call.parent_request_id),
+            "session_id": _text(call.session_id),
+            "user_id": user_id,
+            "tool": storable_text(call.tool),
+            "action": _text(call.action),
+            "call_name": storable_text(call.call_name),
+            "parameters": storable_json(call.parameters),
+            "background": call.background,
+            "idempotent": call.idempotent,
+            "owner": OWNER,
+            "status": "running",
+        }
         async with self.database.user_transaction(user_id) as connection:
-            new = await connection.scalar(
-                pg_insert(requests)
-                .values(
-                    request_id=storable_text(call.request_id),
-                    parent_request_id=_text(call.parent_request_id),
-                    session_id=_text(call.session_id),
-                    user_id=user_id,
-                    tool=storable_text(call.tool),
-                    action=_text(call.action),
-                    call_name=storable_text(call.call_name),
-                    parameters=storable_json(call.parameters),
-                    background=call.background,
-                    idempotent=call.idempotent,
-                    owner=OWNER,
-                    status="running",
-                )
-                .on_conflict_do_nothing(index_elements=["request_id"])
-                .returning(requests.c.request_id)
-            )
+            new = await connection.scalar(START, row)
             if new is None:
                 return False
             await _events(connection, [(call.request_id, status, None) for status in statuses], user_id)
@@ -245,29 +241,15 @@ class RequestLog:
         """
         user_id = _user(call)
         request_id = storable_text(call.request_id)
-        children = requests.alias("children")
-        waiting = (
-            select(children.c.request_id)
-            .where(children.c.parent_request_id == request_id, children.c.status != "closed")
-            .exists()
-        )
-        closes = case((waiting, literal(outcome)), else_=literal("closed"))
+        stored = storable_json(body)
+        ended = {
+            "ended_request": request_id,
+            "ended_outcome": outcome,
+            "ended_result": stored if outcome == "completed" else None,
+            "ended_error": None if outcome == "completed" else stored,
+        }
         async with self.database.user_transaction(user_id) as connection:
-            row = (
-                await connection.execute(
-                    update(requests)
-                    .where(requests.c.request_id == request_id)
-                    .values(
-                        status=closes,
-                        outcome=outcome,
-                        result=storable_json(body) if outcome == "completed" else None,
-                        error=None if outcome == "completed" else storable_json(body),
-                        updated_at=func.now(),
-                        closed_at=case((waiting, None), else_=func.now()),
-                    )
-                    .returning(requests.c.status, requests.c.parent_request_id)
-                )
-            ).first()
+            row = (await connection.execute(END, ended)).first()
             events: list[tuple[str, str, str | None]] = [(request_id, outcome, None)]
             parent = row.parent_request_id if row is not None else None
             if row is not None and row.status == "closed":
@@ -277,6 +259,42 @@ class RequestLog:
             await _events(connection, events, user_id)
             if parent is not None and row.status == "closed":
                 await close_if_done(connection, parent, user_id)
+
+
+# Built once: the two statements of every call, compiled once by SQLAlchemy's cache.
+START = (
+    pg_insert(requests)
+    .on_conflict_do_nothing(index_elements=["request_id"])
+    .returning(requests.c.request_id)
+)
+
+
+def _end_statement() -> Update:
+    """Record a call's outcome, and close it unless a request it caused is still open."""
+    children = requests.alias("children")
+    request_id = bindparam("ended_request")
+    outcome = bindparam("ended_outcome", type_=requests.c.outcome.type)
+    waiting = (
+        select(children.c.request_id)
+        .where(children.c.parent_request_id == request_id, children.c.status != "closed")
+        .exists()
+    )
+    return (
+        update(requests)
+        .where(requests.c.request_id == request_id)
+        .values(
+            status=case((waiting, outcome), else_=literal("closed")),
+            outcome=outcome,
+            result=bindparam("ended_result", type_=requests.c.result.type),
+            error=bindparam("ended_error", type_=requests.c.error.type),
+            updated_at=func.now(),
+            closed_at=case((waiting, None), else_=func.now()),
+        )
+        .returning(requests.c.status, requests.c.parent_request_id)
+    )
+
+
+END = _end_statement()
 
 
 async def close_if_done(connection: AsyncConnection, request_id: str, user_id: str) -> None:
@@ -339,19 +357,19 @@ async def _event(
 async def _events(
     connection: AsyncConnection, events: list[tuple[str, str, str | None]], user_id: str
 ) -> None:
-    """Insert (request id, status, detail) events in one statement, in order."""
+    """Insert (request id, status, detail) events in one round trip, in order."""
+    # executemany: one statement SQLAlchemy compiles once, sent as one batch
     await connection.execute(
-        insert(request_events).values(
-            [
-                {
-                    "request_id": storable_text(request_id),
-                    "user_id": storable_text(user_id),
-                    "status": status,
-                    "detail": _text(detail),
-                }
-                for request_id, status, detail in events
-            ]
-        )
+        insert(request_events),
+        [
+            {
+                "request_id": storable_text(request_id),
+                "user_id": storable_text(user_id),
+                "status": status,
+                "detail": _text(detail),
+            }
+            for request_id, status, detail in events
+        ],
     )
 
 
