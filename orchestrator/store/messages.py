@@ -6,8 +6,8 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache
 from datetime import datetime
+from functools import cache
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from sqlalchemy import BindParameter, ColumnElement, bindparam, func, select, text

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import psutil
-from sqlalchemy import Update, bindparam, case, func, insert, literal, select, text, update
+from sqlalchemy import Text, Update, bindparam, case, func, insert, literal, select, text, update
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -269,6 +270,23 @@ START = (
 )
 
 
+# One row per element of the arrays, inserted in their order (ids follow it).
+EVENTS = text(
+    """
+    INSERT INTO request_events (request_id, user_id, status, detail)
+    SELECT event.request_id, :user_id, event.status, event.detail
+    FROM unnest(:request_ids, :statuses, :details) WITH ORDINALITY
+        AS event (request_id, status, detail, position)
+    ORDER BY event.position
+    """
+).bindparams(
+    bindparam("request_ids", type_=ARRAY(Text)),
+    bindparam("statuses", type_=ARRAY(Text)),
+    bindparam("details", type_=ARRAY(Text)),
+    bindparam("user_id", type_=Text),
+)
+
+
 def _end_statement() -> Update:
     """Record a call's outcome, and close it unless a request it caused is still open."""
     children = requests.alias("children")
@@ -357,19 +375,15 @@ async def _event(
 async def _events(
     connection: AsyncConnection, events: list[tuple[str, str, str | None]], user_id: str
 ) -> None:
-    """Insert (request id, status, detail) events in one round trip, in order."""
-    # executemany: one statement SQLAlchemy compiles once, sent as one batch
+    """Insert (request id, status, detail) events in one statement, in order."""
     await connection.execute(
-        insert(request_events),
-        [
-            {
-                "request_id": storable_text(request_id),
-                "user_id": storable_text(user_id),
-                "status": status,
-                "detail": _text(detail),
-            }
-            for request_id, status, detail in events
-        ],
+        EVENTS,
+        {
+            "request_ids": [storable_text(request_id) for request_id, _, _ in events],
+            "user_id": storable_text(user_id),
+            "statuses": [status for _, status, _ in events],
+            "details": [_text(detail) for _, _, detail in events],
+        },
     )
 
 
