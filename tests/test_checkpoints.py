@@ -5,8 +5,12 @@ from __future__ import annotations
 import asyncio
 import uuid
 from pathlib import Path
+from typing import TypedDict
 
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+from langgraph.graph import START, StateGraph
+from langgraph.types import Command, interrupt
+from sqlalchemy import text
 
 from orchestrator.runtime import Runtime
 from orchestrator.settings import load_settings
@@ -51,3 +55,56 @@ async def test_langgraphs_own_saver_reads_the_sessions_checkpoints(
 
     assert stored is not None
     assert [m.text for m in stored.checkpoint["channel_values"]["messages"]] == ["hi", "Hello."]
+
+
+async def test_a_stored_turn_reads_its_checkpoint_once_and_archives_what_it_added(
+    database_url: str, tmp_path: Path, monkeypatch
+):
+    reads: list[str] = []
+    read = PooledPostgresSaver.aget_tuple
+
+    async def counted(self: PooledPostgresSaver, config: dict) -> object:
+        reads.append(config["configurable"]["thread_id"])
+        return await read(self, config)
+
+    monkeypatch.setattr(PooledPostgresSaver, "aget_tuple", counted)
+    async with storage_for(database_url, tmp_path) as storage:
+        model = ScriptedChatModel(steps=["Hello.", "Again."])
+        runtime = Runtime.create(
+            load_settings(), model=model, storage=storage, checkpointer=storage.checkpointer
+        )
+        session = runtime.session(user_id="u-reads")
+        first = await session.run("hi")
+        reads_of_first = len(reads)
+        second = await session.run("once more")
+        async with storage.database.admin_transaction() as connection:
+            archived = await connection.scalars(
+                text("SELECT content FROM messages WHERE session_id = :id"), {"id": session.session_id}
+            )
+            archived = sorted(archived)
+
+    assert (first.answer, second.answer) == ("Hello.", "Again.")
+    assert reads_of_first == 1 and len(reads) == 2, "LangGraph's own read, and no other"
+    assert archived == ["Again.", "Hello.", "hi", "once more"]
+
+
+async def test_may_wait_is_true_only_while_an_interrupt_waits(database_url: str, tmp_path: Path):
+    class State(TypedDict):
+        answer: str
+
+    def ask(state: State) -> State:
+        return {"answer": interrupt("Which colour?")}
+
+    async with storage_for(database_url, tmp_path) as storage:
+        saver = storage.checkpointer
+        graph = StateGraph(State).add_node(ask).add_edge(START, "ask").compile(checkpointer=saver)
+        config = thread("asking")
+        thread_id = config["configurable"]["thread_id"]
+        before = await saver.may_wait(thread_id)
+        await graph.ainvoke({"answer": ""}, config, durability="sync")
+        waiting = await saver.may_wait(thread_id)
+        done = await graph.ainvoke(Command(resume="blue"), config, durability="sync")
+        after = await saver.may_wait(thread_id)
+
+    assert (before, waiting, after) == (False, True, False)
+    assert done["answer"] == "blue"
