@@ -13,6 +13,7 @@ import json
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
@@ -20,9 +21,11 @@ from orchestrator.cli.answers import EditWanted, Unclear, hint, read_arguments, 
 from orchestrator.cli.common import shown
 from orchestrator.cli.prompts import person_terminal
 from orchestrator.cli.signals import Interrupts
-from orchestrator.cli.terminal import LineSource, PipedLines, TerminalLines
 from orchestrator.session import PendingQuestion, TurnResult
 from orchestrator.tools.hitl import Decision, EditDecision, Question, RejectDecision
+
+if TYPE_CHECKING:
+    from orchestrator.cli.terminal import LineSource
 
 PENDING = "/pending"
 ENDED = RejectDecision(type="reject", message="no answer: the person's input ended")
@@ -202,6 +205,9 @@ def question_asker(
     with ExitStack() as stack:
 
         def channel() -> AnswerChannel:
+            # Imported with the first question: the line editor costs a command that asks none.
+            from orchestrator.cli.terminal import PipedLines, TerminalLines
+
             if on_terminal:
                 return AnswerChannel(TerminalLines(history=None), console=err, echo=False)
             terminal = stack.enter_context(person_terminal())

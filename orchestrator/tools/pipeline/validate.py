@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-from jsonschema import validators
-from jsonschema.exceptions import ValidationError as JsonSchemaError
-from jsonschema.protocols import Validator
 from langchain_core.tools import BaseTool
 from pydantic import BaseModel, ValidationError
 
@@ -16,6 +14,10 @@ from orchestrator.events import ToolPhase
 from orchestrator.tools.adapter import ActionTool
 from orchestrator.tools.pipeline.base import Handler, ToolCallRequest
 from orchestrator.tools.results import ToolResult
+
+if TYPE_CHECKING:
+    from jsonschema.exceptions import ValidationError as JsonSchemaError
+    from jsonschema.protocols import Validator
 
 UNKNOWN_TOOL = "There is no tool named {name!r}. Available tools: {available}."
 INVALID_ARGUMENTS = "Invalid arguments for {name}: {problems}."
@@ -110,6 +112,9 @@ _VALIDATORS: dict[int, tuple[dict[str, object], Validator]] = {}
 
 
 def _validator(schema: dict[str, object]) -> Validator:
+    # Imported with the first JSON-schema tool's call: most runs have none.
+    from jsonschema import validators
+
     cached = _VALIDATORS.get(id(schema))
     if cached is None or cached[0] is not schema:
         cached = _VALIDATORS[id(schema)] = (schema, validators.validator_for(schema)(schema))
