@@ -104,7 +104,7 @@ class Session:
         self.usage = UsageMeter.from_settings(settings)
         self._follow_ups = 0  # follow-up turns since the user's last message
         self._claimed = False
-        self._archived = 0  # messages of the history already archived by this process
+        self._archived: set[str] = set()  # ids of the messages this process archived
         self._turn = asyncio.Lock()  # one turn at a time: the user's, a resumed one, a follow-up
         self._answered: list[AnsweredQuestion] = []  # the current turn's questions answered here
         self._kept: list[BaseMessage] = []  # follow-up notices kept while a question waited
@@ -385,11 +385,12 @@ class Session:
 
     async def _store(self, history: list[BaseMessage]) -> None:
         """Archive what `history` gained since the last archive."""
+        # By id, not by count: a resumed turn may add a tool message before older ones
+        # (LangGraph keeps the calls' order, not the order they finished in).
         if self.storage is not None:
-            await self.storage.messages.save(
-                history[self._archived :], session_id=self.session_id, user_id=self.user_id
-            )
-            self._archived = len(history)
+            new = [m for m in history if m.id not in self._archived]
+            await self.storage.messages.save(new, session_id=self.session_id, user_id=self.user_id)
+            self._archived.update(m.id for m in new if m.id)
 
     def _result(self, outcome: Outcome, *, start: str | None = None) -> TurnResult:
         """The turn that began with message `start` (default: the last one a turn begins with)."""

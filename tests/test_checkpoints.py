@@ -7,6 +7,7 @@ import uuid
 from pathlib import Path
 from typing import TypedDict
 
+from langchain_core.tools import tool
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.graph import START, StateGraph
 from langgraph.types import Command, interrupt
@@ -15,7 +16,7 @@ from sqlalchemy import text
 from orchestrator.runtime import Runtime
 from orchestrator.settings import load_settings
 from orchestrator.store.checkpoints import PooledPostgresSaver
-from orchestrator.testing import ScriptedChatModel
+from orchestrator.testing import ScriptedChatModel, call_tools
 from tests.helpers import storage_for
 
 # Only a bound on a failure: with one lock for the process, the read below never ends.
@@ -108,3 +109,44 @@ async def test_may_wait_is_true_only_while_an_interrupt_waits(database_url: str,
 
     assert (before, waiting, after) == (False, True, False)
     assert done["answer"] == "blue"
+
+
+@tool
+async def delete(path: str) -> str:
+    """Delete a file."""
+    return f"deleted {path}"
+
+
+@tool
+async def quick() -> str:
+    """Answer at once."""
+    return "quick done"
+
+
+async def test_every_message_of_a_turn_resumed_twice_is_archived(database_url: str, tmp_path: Path):
+    model = ScriptedChatModel(
+        steps=[
+            call_tools(("delete", {"path": "a.txt"}), ("quick", {}), ("delete", {"path": "b.txt"})),
+            "Done.",
+        ]
+    )
+    async with storage_for(database_url, tmp_path) as storage:
+        settings = load_settings(sensitive_patterns="delete")
+        runtime = Runtime.create(settings, model=model, tools=[delete, quick], storage=storage)
+        session = runtime.session(user_id="u-archive")
+        first = await session.run("clean up")
+        by_path = {q.question["action"]["args"]["path"]: q.id for q in first.questions}
+        second = await session.answer({by_path["b.txt"]: {"type": "approve"}})
+        [again] = second.questions
+        third = await session.answer({again.id: {"type": "approve"}})
+        history = await session.history()
+        async with storage.database.admin_transaction() as connection:
+            archived = set(
+                await connection.scalars(
+                    text("SELECT message_id FROM messages WHERE session_id = :id"),
+                    {"id": session.session_id},
+                )
+            )
+
+    assert third.answer == "Done."
+    assert {m.id for m in history} == archived
