@@ -574,3 +574,13 @@ def test_tools_show_says_which_actions_need_a_decision(tmp_path: Path):
     assert say["needs_decision"] == "its folder's tool_config.yaml lists the action in sensitive_actions"
     shown = run_cli("tools", "show", "files", cwd=tmp_path).stdout
     assert "needs your decision: its folder's tool_config.yaml lists the action" in shown
+
+
+@pytest.mark.parametrize("leave", ["/exit", " /QUIT "])
+async def test_exit_at_a_question_answers_nothing_and_ends_the_questions(leave: str):
+    asker, _ = asker_over(Keys("y", leave, "y"))
+
+    answers = await asker.ask([pending(1, APPROVAL), pending(2, FREE), pending(3, APPROVAL)])
+
+    assert answers.decisions == {"q1": {"type": "approve"}}
+    assert answers.ended

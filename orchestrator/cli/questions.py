@@ -1,7 +1,8 @@
 """Questions a paused turn waits on: shown together, then asked one by one (see `answers`).
 
 `/pending` at a question shows them all again. Ctrl-C at a question rejects
-that one, and the next is asked. End of input ends the questions: the caller
+that one, and the next is asked. End of input, or `/exit` (`/quit`), ends the
+questions, never answers one: the caller
 says what becomes of those left (`ask` rejects them, `chat` leaves them open
 for the next time). Nothing is approved unless the person typed it.
 """
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from orchestrator.cli.terminal import LineSource
 
 PENDING = "/pending"
+EXIT = ("/exit", "/quit")
 ENDED = RejectDecision(type="reject", message="no answer: the person's input ended")
 LEFT_OPEN = (
     "input ended: {count} question(s) left open; "
@@ -128,7 +130,7 @@ class QuestionAsker:
         return RejectDecision(type="reject")
 
     async def _read(self, prompt: str, *, default: str = "") -> str | None | _CtrlC:
-        """One line; Ctrl-C (a key at a line editor, SIGINT at a pipe) is CTRL_C."""
+        """One line; Ctrl-C (a key at a line editor, SIGINT at a pipe) is CTRL_C, `/exit` None."""
         channel = self.channel
         reading = asyncio.ensure_future(_line(channel.lines, prompt, default))
         with self.interrupts.turn(reading):
@@ -141,6 +143,8 @@ class QuestionAsker:
         if channel.echo:
             shown_line = "" if line is None or isinstance(line, _CtrlC) else line
             channel.console.print(f"{prompt}{shown_line}", markup=False, highlight=False)
+        if isinstance(line, str) and line.strip().lower() in EXIT:
+            return None  # the person leaves: no answer, as at end of input
         return line
 
 
