@@ -505,3 +505,64 @@ async def connections_to(postgres_url: str, name: str) -> int:
                 break
             await asyncio.sleep(0.05)
     return count
+
+
+class CountedEmbeddings(KeywordEmbeddings):
+    """Keyword vectors; every text embedded, as a query or as a document."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embedded: list[str] = []
+
+    def embed_query(self, text: str) -> list[float]:
+        self.embedded.append(text)
+        return KEYWORDS.embeddings.embed_query(text)
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        self.embedded += texts
+        return KEYWORDS.embeddings.embed_documents(texts)
+
+
+@pytest.mark.parametrize(("symmetric", "embedded_again"), [(True, False), (False, True)])
+async def test_a_message_embedded_as_its_turns_query_is_not_embedded_again(
+    scripted, tmp_path: Path, database_url: str, database: Database, symmetric: bool, embedded_again: bool
+):
+    counted = CountedEmbeddings()
+    embedder = Embedder(counted, "counted", symmetric=symmetric)  # not symmetric: a query's vector may differ
+    storage = await Storage.open(
+        storage_settings(database_url, tmp_path), embedder=embedder, embed_in_background=False
+    )
+    user = unique("quinn")
+    question, answer = f"My favourite colour is teal, says {user}", f"Teal it is, {user}."
+    try:
+        session = Runtime.create(load_settings(), model=scripted(answer), storage=storage).session(
+            user_id=user
+        )
+        await session.run(question)
+        await storage.worker.run_once()
+    finally:
+        await storage.close()
+
+    # the worker embeds every row left without a vector: other tests' rows too
+    mine = [text for text in counted.embedded if user in text]
+    assert mine == ([question, question, answer] if embedded_again else [question, answer])
+    assert await stored_vectors(database, user, session.session_id) == {question: True, answer: True}
+
+
+async def test_queries_asked_at_once_are_embedded_in_one_batch():
+    counted = CountedEmbeddings()
+    embedder = Embedder(counted, "counted")
+    batches: list[list[str]] = []
+    embed = counted.embed_documents
+
+    def recorded(texts: list[str]) -> list[list[float]]:
+        batches.append(texts)
+        return embed(texts)
+
+    counted.embed_documents = recorded  # type: ignore[method-assign]
+    texts = [f"query {n}" for n in range(5)]
+
+    vectors = await asyncio.gather(*(embedder.embed_query(text) for text in texts))
+
+    assert vectors == KEYWORDS.embeddings.embed_documents(texts)
+    assert batches == [texts], "one pass of the model for all five"

@@ -14,7 +14,7 @@ import os
 import threading
 from collections.abc import Callable
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import TypeVar
 
@@ -23,6 +23,7 @@ from sqlalchemy import ColumnElement, bindparam, func, select, text, update
 
 from orchestrator.errors import ConfigError
 from orchestrator.settings import Settings, env_name
+from orchestrator.store.batching import Batched
 from orchestrator.store.engine import Database
 from orchestrator.store.models import messages
 
@@ -86,17 +87,58 @@ class LocalMiniLMEmbeddings(Embeddings):
         return self.embed_documents([text])[0]
 
 
+# Queries embedded lately, kept for the worker: a turn's RAG query is the text of
+# the user's message, which the worker embeds once the turn has stored it.
+REMEMBERED_QUERIES = 256
+
+
 @dataclass(frozen=True)
 class Embedder:
-    """An embedding model and the name stored next to each vector it made."""
+    """An embedding model and the name stored next to each vector it made.
+
+    `symmetric`: a query and a document of the same text get the same vector
+    (true of all-MiniLM-L6-v2 and OpenAI's models, not of models that prefix
+    queries). Then queries asked at once are embedded together, in one batch,
+    and a text embedded as a query is not embedded again when it is stored.
+    """
 
     embeddings: Embeddings
     model_name: str
+    symmetric: bool = True
+    _queries: dict[str, list[float]] = field(default_factory=dict, compare=False, repr=False)
+    _query_batch: Batched[str, list[float]] = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_query_batch", Batched(self._embed))  # frozen, yet built here
 
     @property
     def ready(self) -> bool:
         """False while a local model is still loading: callers then use text search."""
         return not isinstance(self.embeddings, LocalMiniLMEmbeddings) or self.embeddings.loaded
+
+    async def embed_query(self, text: str) -> list[float]:
+        """The vector of a search query, remembered a while for the message it came from."""
+        if not self.symmetric:
+            return await self.embeddings.aembed_query(text)
+        vector = await self._query_batch(text)
+        if len(self._queries) >= REMEMBERED_QUERIES:
+            del self._queries[next(iter(self._queries))]  # the oldest
+        self._queries[text] = vector
+        return vector
+
+    async def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        """The vectors of stored texts; those embedded as queries lately are not embedded again."""
+        known = {text: self._queries.pop(text) for text in texts if text in self._queries}
+        missing = [text for text in dict.fromkeys(texts) if text not in known]
+        if missing:
+            known |= dict(zip(missing, await self._embed(missing), strict=True))
+        return [known[text] for text in texts]
+
+    async def _embed(self, texts: list[str]) -> list[list[float]]:
+        if isinstance(self.embeddings, LocalMiniLMEmbeddings):
+            # A daemon thread: a process that is exiting never waits for the model.
+            return await in_daemon_thread(self.embeddings.embed_documents, texts)
+        return await self.embeddings.aembed_documents(texts)
 
 
 def build_embedder(settings: Settings) -> Embedder | None:
@@ -199,13 +241,6 @@ class EmbeddingWorker:
             if not self._wake.is_set():  # else messages came in meanwhile: another pass first
                 self._idle.set()
 
-    async def _embed(self, texts: list[str]) -> list[list[float]]:
-        embeddings = self.embedder.embeddings
-        if isinstance(embeddings, LocalMiniLMEmbeddings):
-            # A daemon thread: a process that is exiting never waits for the model.
-            return await in_daemon_thread(embeddings.embed_documents, texts)
-        return await embeddings.aembed_documents(texts)
-
     async def _embed_batch(self) -> int:
         async with self.database.admin_transaction() as connection:
             rows = (
@@ -218,7 +253,7 @@ class EmbeddingWorker:
             ).all()
         if not rows:
             return 0
-        vectors = await self._embed([row.content for row in rows])
+        vectors = await self.embedder.embed_documents([row.content for row in rows])
         async with self.database.admin_transaction() as connection:
             await connection.execute(
                 update(messages)

@@ -120,7 +120,7 @@ class MessageStore:
         """
         if self.embedder is None:
             raise LookupError("semantic search is off: no embedder is configured")
-        vector = await self.embedder.embeddings.aembed_query(query_text)
+        vector = await self.embedder.embed_query(query_text)
         return await self.nearest(
             vector, user_id, match_count=match_count, exclude_session_id=exclude_session_id,
             match_threshold=match_threshold,

@@ -1,0 +1,59 @@
+"""Requests that arrive while one is served are served together, in one call."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Generic, TypeVar
+
+Item = TypeVar("Item")
+Result = TypeVar("Result")
+
+
+class Batched(Generic[Item, Result]):
+    """Calls `serve` with every item waiting, one call at a time.
+
+    Concurrent sessions each embedding a query would otherwise each run the
+    model at once, and on a few cores each pass only slows the others down;
+    one pass over a batch costs about what one pass over one text does.
+    """
+
+    def __init__(self, serve: Callable[[list[Item]], Awaitable[Sequence[Result]]]) -> None:
+        self._serve = serve
+        self._waiting: list[tuple[Item, asyncio.Future[Result]]] = []
+        self._server: asyncio.Task[None] | None = None
+
+    async def __call__(self, item: Item) -> Result:
+        """`serve`'s result for `item`, served with whatever else waits meanwhile."""
+        loop = asyncio.get_running_loop()
+        result: asyncio.Future[Result] = loop.create_future()
+        self._waiting.append((item, result))
+        server = self._server
+        if server is None or server.done() or server.get_loop() is not loop:
+            self._server = loop.create_task(self._serve_waiting())
+        return await result
+
+    async def _serve_waiting(self) -> None:
+        batch: list[tuple[Item, asyncio.Future[Result]]] = []
+        try:
+            while self._waiting:
+                # A caller that was cancelled is not waited for: its item is skipped.
+                batch = [(item, result) for item, result in self._waiting if not result.done()]
+                self._waiting = []
+                if batch:
+                    await self._serve_batch(batch)
+        finally:  # stopped itself (the loop is closing): nobody is left waiting for ever
+            for _, result in [*batch, *self._waiting]:
+                result.cancel()
+
+    async def _serve_batch(self, batch: list[tuple[Item, asyncio.Future[Result]]]) -> None:
+        try:
+            results = await self._serve([item for item, _ in batch])
+        except Exception as error:  # every caller of the batch hears it
+            for _, result in batch:
+                if not result.done():
+                    result.set_exception(error)
+            return
+        for (_, result), value in zip(batch, results, strict=True):
+            if not result.done():
+                result.set_result(value)
