@@ -27,9 +27,9 @@ from orchestrator.store.messages import message_counts
 from orchestrator.store.migrations import MIGRATIONS, USER_TABLES, schema_status, upgrade
 from orchestrator.store.rag import HEADER, Retriever
 from orchestrator.store.search_tool import search_messages_tool
-from orchestrator.tools.context import RunContext, running_in
 from orchestrator.store.sessions import claim_session
 from orchestrator.testing import KeywordEmbeddings
+from orchestrator.tools.context import RunContext, running_in
 
 KEYWORDS = Embedder(KeywordEmbeddings(), "keywords")
 

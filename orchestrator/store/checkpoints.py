@@ -17,7 +17,6 @@ from psycopg import AsyncCursor
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool
 
-
 # An interrupt LangGraph wrote for a task of the thread's latest top-level checkpoint.
 MAY_WAIT = """
 SELECT EXISTS (
