@@ -42,6 +42,8 @@ def test_chat_slash_commands_and_exit(cli, tmp_path: Path):
     assert "Unknown command /bogus" in done.stderr
     assert "built-in offline model" in done.stderr
     assert "never read" not in done.stdout
+    [session] = [line.split()[1] for line in done.stderr.splitlines() if "/help for commands" in line]
+    assert f"session {session} kept · orchestrator chat --session {session}" in done.stderr, "how to come back"
 
 
 def test_chat_keeps_going_after_a_failed_turn(cli, tmp_path: Path):

@@ -125,6 +125,9 @@ class ChatRepl:
                     break
                 continue
             await self.turn(line)
+        if self.session.storage is not None and not self._ended:  # ended: the questions' line said it
+            session_id = self.session.session_id
+            self.err.print(f"[dim]session {session_id} kept · orchestrator chat --session {session_id}[/dim]")
         return 1 if self.failed_turns else 0
 
     async def turn(self, text: str) -> None:
