@@ -584,3 +584,18 @@ async def test_exit_at_a_question_answers_nothing_and_ends_the_questions(leave: 
 
     assert answers.decisions == {"q1": {"type": "approve"}}
     assert answers.ended
+
+
+def test_an_authorization_says_its_tool_and_reason_once():
+    from orchestrator.cli.answers import describe
+
+    args = {"tool_name": "payments", "reason": "Pay the invoice of 12 EUR."}
+    question = Question(
+        kind="authorization", request_id="r1", agent_path=[],
+        action={"name": "request_authorization", "args": args, "description": args["reason"]},
+        allowed=["approve", "reject"],
+    )
+    text = describe(PendingQuestion("i1", question), 1, 1)
+
+    assert "    to use: payments\n    because: Pay the invoice of 12 EUR." in text
+    assert text.count("Pay the invoice") == 1

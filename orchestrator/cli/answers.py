@@ -111,6 +111,10 @@ def describe(pending: PendingQuestion, number: int, total: int) -> str:
         lines.append(f"    asks: {shown(args['question'])}")
         if args.get("context"):
             lines.append(f"    context: {shown(str(args['context']))}")
+    elif question["kind"] == "authorization" and set(args) == {"tool_name", "reason"}:
+        # request_authorization: its description is the reason, said once here
+        lines.append(f"    to use: {shown(str(args['tool_name']))}")
+        lines.append(f"    because: {shown(str(args['reason']))}")
     else:
         lines.append(f"    arguments: {shown(json.dumps(args, ensure_ascii=False, default=str))}")
         # The tool's description, a line at a time (its newlines are not shown as `\n`).
