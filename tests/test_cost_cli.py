@@ -59,6 +59,17 @@ def filled_meter() -> UsageMeter:
 # --- /cost and the turn line, rendered from totals --------------------------------------------
 
 
+def test_tool_calls_without_a_cost_are_named_a_few_at_most():
+    meter = filled_meter()
+    meter.add_tool("calculator", None)
+    for number in range(5):
+        meter.add_tool(f"tool_{number}", None)
+
+    text = rendered(meter)
+
+    assert "7 other tool calls (calculator ×2, tool_0, tool_1, tool_2, tool_3, …): no cost reported" in text
+
+
 def test_cost_shows_tokens_by_model_tool_costs_and_the_total():
     text = rendered(filled_meter())
 
@@ -74,7 +85,7 @@ def test_cost_shows_tokens_by_model_tool_costs_and_the_total():
     unknown = ["my-local-llm", "1", "50", "0", "5", "0", "price", "unknown"]
     assert row(text, "my-local-llm") == unknown
     assert row(text, "search_web") == ["search_web", "2", "$0.03", "3"], "calls, cost, credits"
-    assert "1 other tool call: no cost reported" in text
+    assert "1 other tool call (calculator): no cost reported" in text
     [total] = [line for line in text.splitlines() if line.startswith("total")]
     assert total == (
         "total  $0.032 (models $0.002, tools $0.03, 3 credits), and price unknown for my-local-llm"

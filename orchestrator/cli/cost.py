@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 PRICE_UNKNOWN = "price unknown"
 NOTHING_YET = "No model or tool calls in this session yet."
+UNBILLED_NAMES = 5  # tools named in the line of calls without a cost
 
 
 def cost_table(meter: UsageMeter) -> RenderableType:
@@ -33,9 +34,9 @@ def cost_table(meter: UsageMeter) -> RenderableType:
     billed = {name: tool for name, tool in totals.tools.items() if tool.cost_usd or tool.credits}
     if billed:
         parts.append(_tools_table(billed))
-    unbilled = sum(t.calls for name, t in totals.tools.items() if name not in billed)
+    unbilled = {name: tool.calls for name, tool in totals.tools.items() if name not in billed}
     if unbilled:
-        parts.append(Text(f"{_count(unbilled, 'other tool call')}: no cost reported", style="dim"))
+        parts.append(Text(_unbilled(unbilled), style="dim"))
     if not totals.models and not totals.tools:
         parts.append(Text(NOTHING_YET))
     else:
@@ -151,6 +152,16 @@ def _duration(seconds: float) -> str:
         return f"{minutes}m {second:02d}s"
     hours, minute = divmod(minutes, 60)
     return f"{hours}h {minute:02d}m"
+
+
+def _unbilled(calls: dict[str, int]) -> str:
+    """`3 other tool calls (calculator ×2, current_time): no cost reported`, a few names at most."""
+    named = [
+        shown_name(name) + (f" ×{count}" if count > 1 else "")
+        for name, count in list(calls.items())[:UNBILLED_NAMES]
+    ]
+    more = ", …" if len(calls) > UNBILLED_NAMES else ""
+    return f"{_count(sum(calls.values()), 'other tool call')} ({', '.join(named)}{more}): no cost reported"
 
 
 def _count(number: int, noun: str) -> str:
