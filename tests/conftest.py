@@ -12,6 +12,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from orchestrator import redact
 from orchestrator.store.embedded import embedded_admin_url, embedded_logins
 from orchestrator.store.engine import Database
 from orchestrator.store.logins import Logins
@@ -33,6 +34,8 @@ def no_real_models(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[
     # Loading a tool folder points Python's bytecode cache at the user's data directory.
     monkeypatch.setattr(sys, "pycache_prefix", sys.pycache_prefix)
     monkeypatch.delenv("PYTHONPYCACHEPREFIX", raising=False)
+    # Secrets an earlier test's settings made the process redact (as short as "boom") are not this test's.
+    monkeypatch.setattr(redact, "_remembered", set())
     monkeypatch.chdir(tmp_path)
     with block_remote_connections():
         yield
