@@ -599,3 +599,13 @@ def test_an_authorization_says_its_tool_and_reason_once():
 
     assert "    to use: payments\n    because: Pay the invoice of 12 EUR." in text
     assert text.count("Pay the invoice") == 1
+
+
+async def test_after_exit_no_later_question_is_asked():
+    asker, _ = asker_over(Keys("/exit", "y"))
+    first = await asker.ask([pending(1, APPROVAL)])
+
+    later = await asker.ask([pending(2, APPROVAL)])  # the turn asked again, after rejections
+
+    assert first.ended and later.ended
+    assert later.decisions == {}, "the 'y' after /exit approves nothing"

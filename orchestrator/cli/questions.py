@@ -69,6 +69,7 @@ class QuestionAsker:
         self._open_channel = channel
         self._channel: AnswerChannel | None = None
         self.interrupts = interrupts
+        self._left = False  # the person typed /exit: nothing more is read, as after end of input
 
     @property
     def channel(self) -> AnswerChannel:
@@ -131,6 +132,8 @@ class QuestionAsker:
 
     async def _read(self, prompt: str, *, default: str = "") -> str | None | _CtrlC:
         """One line; Ctrl-C (a key at a line editor, SIGINT at a pipe) is CTRL_C, `/exit` None."""
+        if self._left:
+            return None
         channel = self.channel
         reading = asyncio.ensure_future(_line(channel.lines, prompt, default))
         with self.interrupts.turn(reading):
@@ -144,7 +147,8 @@ class QuestionAsker:
             shown_line = "" if line is None or isinstance(line, _CtrlC) else line
             channel.console.print(f"{prompt}{shown_line}", markup=False, highlight=False)
         if isinstance(line, str) and line.strip().lower() in EXIT:
-            return None  # the person leaves: no answer, as at end of input
+            self._left = True  # the person leaves: no answer, now or to a later question
+            return None
         return line
 
 
