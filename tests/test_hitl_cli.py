@@ -609,3 +609,25 @@ async def test_after_exit_no_later_question_is_asked():
 
     assert first.ended and later.ended
     assert later.decisions == {}, "the 'y' after /exit approves nothing"
+
+
+async def test_answers_given_before_exit_in_chat_are_kept_and_the_rest_left_open():
+    from orchestrator.cli.questions import answer_until_done
+    from orchestrator.session import TurnResult
+
+    asker, console = asker_over(Keys("y", "/exit"))
+    resumed: list[dict[str, object]] = []
+    second = pending(2, APPROVAL)
+
+    async def resume(decisions: dict[str, object]) -> TurnResult:
+        resumed.append(decisions)
+        return TurnResult(answer="", answer_id=None, iterations=1, questions=[second])
+
+    result, ended = await answer_until_done(
+        [pending(1, APPROVAL), second], asker=asker, resume=resume, session_id="s1",
+        reject_at_end=False,
+    )
+
+    assert resumed == [{"q1": {"type": "approve"}}], "the 'y' is not lost"
+    assert (result, ended) == (None, True)
+    assert "1 question(s) left open; `orchestrator chat --session s1` asks them again" in console.export_text()

@@ -172,7 +172,8 @@ async def answer_until_done(
 
     The turn's result (None if a resumed turn failed, or questions were left
     open) and whether the input ended. At end of input the questions left are
-    rejected (`reject_at_end`, so the turn still ends) or left open, unanswered.
+    rejected (`reject_at_end`, so the turn still ends) or left open, unanswered;
+    the turn goes on with the answers given before the end either way.
     """
     result: TurnResult | None = None
     ended = False
@@ -182,8 +183,12 @@ async def answer_until_done(
         if answers.ended:
             ended = True
             if not reject_at_end:
-                left_open = LEFT_OPEN.format(count=len(questions), session=session_id)
-                asker.channel.console.print(left_open, markup=False, highlight=False)
+                if decisions:  # the answers given before the end are kept: the turn goes on with them
+                    result = await resume(decisions)
+                    questions = result.questions if result is not None else []
+                if questions:
+                    left_open = LEFT_OPEN.format(count=len(questions), session=session_id)
+                    asker.channel.console.print(left_open, markup=False, highlight=False)
                 return None, True
             left = [q for q in questions if q.id not in decisions]
             rejected = f"end of input: {len(left)} question(s) rejected"
