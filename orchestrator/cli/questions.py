@@ -2,9 +2,9 @@
 
 `/pending` at a question shows them all again. Ctrl-C at a question rejects
 that one, and the next is asked. End of input, or `/exit` (`/quit`), ends the
-questions, never answers one: the caller
-says what becomes of those left (`ask` rejects them, `chat` leaves them open
-for the next time). Nothing is approved unless the person typed it.
+questions and never answers one: the caller says what becomes of those left
+(`ask` rejects them, `chat` leaves them open for the next time). Nothing is
+approved unless the person typed it.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ PENDING = "/pending"
 EXIT = ("/exit", "/quit")
 ENDED = RejectDecision(type="reject", message="no answer: the person's input ended")
 LEFT_OPEN = (
-    "input ended: {count} question(s) left open; "
+    "{count} question(s) left open; "
     "`orchestrator chat --session {session}` asks them again"
 )
 Resume = Callable[[dict[str, Decision]], Awaitable[TurnResult | None]]
