@@ -40,6 +40,7 @@ QUIET_OFFLINE = {
     "TQDM_DISABLE": "1",
 }
 LOCAL_MODEL = "all-MiniLM-L6-v2"
+SMALL_BATCH = 8  # fewer texts than this are embedded on one core
 # Semantic search looks for what was said; tool output and system notes are
 # found by text search only.
 EMBEDDED_ROLES = ("user", "assistant")
@@ -79,6 +80,12 @@ class LocalMiniLMEmbeddings(Embeddings):
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         self.load()
+        import torch
+
+        # A few sentences take as long on one core as on all of them, and spinning
+        # threads would take the other cores from the turn running meanwhile; a
+        # batch of many is faster on all. (Set per call: a thread sees the last one set.)
+        torch.set_num_threads(1 if len(texts) < SMALL_BATCH else os.cpu_count() or 1)
         vectors = self._model.encode(  # type: ignore[attr-defined]
             texts, batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True
         )

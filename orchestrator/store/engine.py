@@ -47,7 +47,8 @@ TOKEN_SETTING = "app.user_token"  # migration 4's; no longer set
 # What `orchestrator_auth.enter` leaves for the transaction: bound to it, useless in any other.
 TRANSACTION_TOKEN_SETTING = "app.transaction_token"
 # One statement per transaction: the role, and the user with its token.
-ENTER = text(f"SELECT set_config('role', '{APP_ROLE}', true), orchestrator_auth.enter(:user_id, :token)")
+ENTER_SQL = f"SELECT set_config('role', '{APP_ROLE}', true), orchestrator_auth.enter(%s, %s)"
+ENTER = text(ENTER_SQL.replace("%s, %s", ":user_id, :token"))
 UNAVAILABLE = "The database{at} is unavailable: {detail}"
 
 
@@ -97,6 +98,38 @@ class Database:
         async with self._begin(self.app_engine) as connection:
             await connection.execute(ENTER, {"user_id": user_id, "token": token})
             yield connection
+
+    @asynccontextmanager
+    async def user_pipeline(self, user_id: str) -> AsyncIterator[psycopg.AsyncConnection]:
+        """`user_transaction` in one round trip, for statements whose results can wait.
+
+        The statements are sent in psycopg's pipeline mode and run, with the
+        entry as the user, in one implicit transaction that commits when the
+        block ends (an error in any rolls back them all). A result read inside
+        the block costs a round trip of its own; read after it, none: cursors
+        hold their results once the block has ended.
+        """
+        token = await self.user_token(user_id)
+        connection = self.app_engine.connect()
+        try:
+            await connection.start()
+            # Autocommit for the block only: SQLAlchemy restores it on release.
+            await connection.execution_options(isolation_level="AUTOCOMMIT")
+            driver = (await connection.get_raw_connection()).driver_connection
+        except (DBAPIError, OSError) as error:
+            await connection.close()
+            raise self.unavailable(error) from None
+        try:
+            async with driver.pipeline():
+                await driver.execute(ENTER_SQL, (user_id, token))
+                yield driver
+        except psycopg.OperationalError as error:
+            if driver.broken or driver.closed:  # the server went away mid-transaction
+                await connection.invalidate()
+                raise self.unavailable(error) from None
+            raise
+        finally:
+            await connection.close()
 
     @asynccontextmanager
     async def admin_transaction(self) -> AsyncIterator[AsyncConnection]:

@@ -11,7 +11,6 @@ from functools import cache
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from sqlalchemy import BindParameter, ColumnElement, bindparam, func, select, text
-from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.sql import Select
 
 from orchestrator.store.embeddings import Embedder, EmbeddingWorker, embeddable
@@ -19,8 +18,19 @@ from orchestrator.store.engine import Database
 from orchestrator.store.models import messages
 from orchestrator.store.text import storable_json, storable_text
 
-# Messages stored already (a resumed turn's, or archived by another process) are skipped.
-SAVE = insert(messages).on_conflict_do_nothing(index_elements=["message_id"]).returning(messages.c.id)
+# Messages stored already (a resumed turn's, or archived by another process) are skipped;
+# the others get ids in their order. One statement, one round trip.
+SAVE = """
+    INSERT INTO messages (message_id, session_id, user_id, role, content, tool_name, request_id)
+    SELECT row.message_id, %(session_id)s, %(user_id)s, row.role, row.content, row.tool_name,
+        row.request_id
+    FROM unnest(
+        %(message_ids)s::text[], %(roles)s::text[], %(contents)s::text[], %(tool_names)s::text[],
+        %(request_ids)s::text[]
+    ) WITH ORDINALITY AS row (message_id, role, content, tool_name, request_id, position)
+    ORDER BY row.position
+    ON CONFLICT (message_id) DO NOTHING
+"""
 ROLES = {"human": "user", "ai": "assistant", "tool": "tool", "system": "system"}
 # Up to this many messages of a user, nearest-neighbour search is exact: the
 # (user_id, ...) index finds their rows and PostgreSQL sorts them by distance.
@@ -62,15 +72,17 @@ class MessageStore:
 
     async def save(self, batch: Sequence[BaseMessage], *, session_id: str, user_id: str) -> int:
         """Store the messages not stored yet (by message id); how many were new."""
-        rows = [_row(m, session_id=session_id, user_id=user_id) for m in batch if m.id]
+        rows = [_row(m) for m in batch if m.id]
         if not rows:
             return 0
-        async with self.database.user_transaction(user_id) as connection:
-            # executemany: compiled once, sent by SQLAlchemy as one multi-row INSERT
-            stored = (await connection.execute(SAVE, rows)).all()
-        if stored and self.worker is not None:
+        columns = {name: [row[name] for row in rows] for name in rows[0]}
+        async with self.database.user_pipeline(user_id) as connection:
+            cursor = await connection.execute(
+                SAVE, {"session_id": session_id, "user_id": user_id, **columns}
+            )
+        if cursor.rowcount and self.worker is not None:
             self.worker.notify()
-        return len(stored)
+        return cursor.rowcount
 
     async def search_messages(
         self,
@@ -206,20 +218,18 @@ def _select(
     return statement
 
 
-def _row(message: BaseMessage, *, session_id: str, user_id: str) -> dict[str, object]:
-    """The message as a row PostgreSQL takes: without NUL, which a user, model or tool may send."""
+def _row(message: BaseMessage) -> dict[str, str | None]:
+    """The message as SAVE's columns: without NUL, which a user, model or tool may send."""
     request_id = None
     if isinstance(message, ToolMessage) and isinstance(message.artifact, dict):
         request_id = message.artifact.get("request_id")
     tool_name = message.name if isinstance(message, ToolMessage) else None
     return {
-        "message_id": storable_text(str(message.id)),
-        "session_id": session_id,
-        "user_id": user_id,
-        "role": ROLES.get(message.type, "system"),
-        "content": storable_text(_content(message)),
-        "tool_name": storable_text(tool_name) if tool_name is not None else None,
-        "request_id": storable_text(str(request_id)) if request_id is not None else None,
+        "message_ids": storable_text(str(message.id)),
+        "roles": ROLES.get(message.type, "system"),
+        "contents": storable_text(_content(message)),
+        "tool_names": storable_text(tool_name) if tool_name is not None else None,
+        "request_ids": storable_text(str(request_id)) if request_id is not None else None,
     }
 
 

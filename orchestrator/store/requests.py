@@ -18,9 +18,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import psutil
-from sqlalchemy import Text, Update, bindparam, case, func, insert, literal, select, text, update
-from sqlalchemy.dialects.postgresql import ARRAY
-from sqlalchemy.dialects.postgresql import insert as pg_insert
+from psycopg.types.json import Jsonb
+from sqlalchemy import func, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from orchestrator.store.engine import Database
@@ -62,7 +61,7 @@ class RequestLog:
         self.database = database
 
     async def started(self, call: CallRecord) -> bool:
-        """The call is created and runs: one row, and its events in one statement.
+        """The call is created and runs: its row and its events in one statement.
 
         False, with nothing written, when the log holds the request already (a
         resumed or recovered call, for `replay.decide` to judge).
@@ -77,18 +76,15 @@ class RequestLog:
             "tool": storable_text(call.tool),
             "action": _text(call.action),
             "call_name": storable_text(call.call_name),
-            "parameters": storable_json(call.parameters),
+            "parameters": Jsonb(storable_json(call.parameters)),
             "background": call.background,
             "idempotent": call.idempotent,
             "owner": OWNER,
             "status": "running",
         }
-        async with self.database.user_transaction(user_id) as connection:
-            new = await connection.scalar(START, row)
-            if new is None:
-                return False
-            await _events(connection, [(call.request_id, status, None) for status in statuses], user_id)
-        return True
+        async with self.database.user_pipeline(user_id) as connection:
+            cursor = await connection.execute(START_SQL, row | {"statuses": statuses})
+        return cursor.rowcount > 0  # none: the log held the request already
 
     async def acknowledged(self, call: CallRecord, *, detail: str) -> None:
         """An inline call outlived its budget and goes on in the background."""
@@ -237,82 +233,86 @@ class RequestLog:
     async def _end(self, call: CallRecord, outcome: str, body: dict[str, object]) -> None:
         """The call ended: it closes at once unless a request it caused is still open.
 
-        One UPDATE records the outcome and closes it; the events go in one
-        statement; only a parent it closed is looked at further.
+        One statement records the outcome, closes it and logs the events; only
+        a parent it closed is looked at further, in the same transaction.
         """
         user_id = _user(call)
         request_id = storable_text(call.request_id)
         stored = storable_json(body)
         ended = {
-            "ended_request": request_id,
-            "ended_outcome": outcome,
-            "ended_result": stored if outcome == "completed" else None,
-            "ended_error": None if outcome == "completed" else stored,
+            "request_id": request_id,
+            "user_id": user_id,
+            "outcome": outcome,
+            "result": Jsonb(stored) if outcome == "completed" else None,
+            "error": None if outcome == "completed" else Jsonb(stored),
         }
+        if call.parent_request_id is None:  # nothing to close above it: one round trip
+            async with self.database.user_pipeline(user_id) as connection:
+                await connection.execute(END_SQL, ended)
+            return
         async with self.database.user_transaction(user_id) as connection:
-            row = (await connection.execute(END, ended)).first()
-            events: list[tuple[str, str, str | None]] = [(request_id, outcome, None)]
-            parent = row.parent_request_id if row is not None else None
-            if row is not None and row.status == "closed":
-                events.append((request_id, "closed", None))
-                if parent is not None:
-                    events.append((parent, "notified", f"{request_id} closed"))
-            await _events(connection, events, user_id)
-            if parent is not None and row.status == "closed":
-                await close_if_done(connection, parent, user_id)
+            row = (await connection.exec_driver_sql(END_SQL, ended)).first()
+            if row is not None and row.status == "closed" and row.parent_request_id is not None:
+                await close_if_done(connection, row.parent_request_id, user_id)
 
 
-# Built once: the two statements of every call, compiled once by SQLAlchemy's cache.
-START = (
-    pg_insert(requests)
-    .on_conflict_do_nothing(index_elements=["request_id"])
-    .returning(requests.c.request_id)
-)
-
-
-# One row per element of the arrays, inserted in their order (ids follow it).
-EVENTS = text(
-    """
-    INSERT INTO request_events (request_id, user_id, status, detail)
-    SELECT event.request_id, :user_id, event.status, event.detail
-    FROM unnest(:request_ids, :statuses, :details) WITH ORDINALITY
-        AS event (request_id, status, detail, position)
-    ORDER BY event.position
-    """
-).bindparams(
-    bindparam("request_ids", type_=ARRAY(Text)),
-    bindparam("statuses", type_=ARRAY(Text)),
-    bindparam("details", type_=ARRAY(Text)),
-    bindparam("user_id", type_=Text),
-)
-
-
-def _end_statement() -> Update:
-    """Record a call's outcome, and close it unless a request it caused is still open."""
-    children = requests.alias("children")
-    request_id = bindparam("ended_request")
-    outcome = bindparam("ended_outcome", type_=requests.c.outcome.type)
-    waiting = (
-        select(children.c.request_id)
-        .where(children.c.parent_request_id == request_id, children.c.status != "closed")
-        .exists()
-    )
-    return (
-        update(requests)
-        .where(requests.c.request_id == request_id)
-        .values(
-            status=case((waiting, outcome), else_=literal("closed")),
-            outcome=outcome,
-            result=bindparam("ended_result", type_=requests.c.result.type),
-            error=bindparam("ended_error", type_=requests.c.error.type),
-            updated_at=func.now(),
-            closed_at=case((waiting, None), else_=func.now()),
+# The two statements of every call, each one round trip (see `Database.user_pipeline`).
+# A new call: its row, and its events in their order (ids follow it); nothing when
+# the log holds the request already (a resumed or recovered call).
+START_SQL = """
+    WITH new AS (
+        INSERT INTO requests (
+            request_id, parent_request_id, session_id, user_id, tool, action, call_name,
+            parameters, background, idempotent, owner, status
+        ) VALUES (
+            %(request_id)s, %(parent_request_id)s, %(session_id)s, %(user_id)s, %(tool)s,
+            %(action)s, %(call_name)s, %(parameters)s, %(background)s, %(idempotent)s,
+            %(owner)s, %(status)s
         )
-        .returning(requests.c.status, requests.c.parent_request_id)
+        ON CONFLICT (request_id) DO NOTHING
+        RETURNING request_id
+    ), logged AS (
+        INSERT INTO request_events (request_id, user_id, status)
+        SELECT new.request_id, %(user_id)s, event.status
+        FROM new, unnest(%(statuses)s::text[]) WITH ORDINALITY AS event (status, position)
+        ORDER BY event.position
     )
-
-
-END = _end_statement()
+    SELECT request_id FROM new
+"""
+# A call ended: its outcome, and closed unless a request it caused is still open;
+# the events of both, and the parent told of the closing. Returns (status, parent).
+END_SQL = """
+    WITH ended AS (
+        UPDATE requests SET
+            status = CASE WHEN waiting.open THEN %(outcome)s ELSE 'closed' END,
+            outcome = %(outcome)s,
+            result = %(result)s,
+            error = %(error)s,
+            updated_at = now(),
+            closed_at = CASE WHEN waiting.open THEN NULL ELSE now() END
+        FROM (
+            SELECT EXISTS (
+                SELECT 1 FROM requests AS children
+                WHERE children.parent_request_id = %(request_id)s AND children.status <> 'closed'
+            ) AS open
+        ) AS waiting
+        WHERE requests.request_id = %(request_id)s
+        RETURNING requests.status, requests.parent_request_id
+    ), logged AS (
+        INSERT INTO request_events (request_id, user_id, status, detail)
+        SELECT event.request_id, %(user_id)s, event.status, event.detail
+        FROM (
+            SELECT %(request_id)s AS request_id, %(outcome)s AS status, NULL AS detail, 1 AS position
+            UNION ALL
+            SELECT %(request_id)s, 'closed', NULL, 2 FROM ended WHERE ended.status = 'closed'
+            UNION ALL
+            SELECT ended.parent_request_id, 'notified', %(request_id)s || ' closed', 3
+            FROM ended WHERE ended.status = 'closed' AND ended.parent_request_id IS NOT NULL
+        ) AS event
+        ORDER BY event.position
+    )
+    SELECT status, parent_request_id FROM ended
+"""
 
 
 async def close_if_done(connection: AsyncConnection, request_id: str, user_id: str) -> None:
@@ -369,21 +369,6 @@ async def _event(
             status=status,
             detail=_text(detail),
         )
-    )
-
-
-async def _events(
-    connection: AsyncConnection, events: list[tuple[str, str, str | None]], user_id: str
-) -> None:
-    """Insert (request id, status, detail) events in one statement, in order."""
-    await connection.execute(
-        EVENTS,
-        {
-            "request_ids": [storable_text(request_id) for request_id, _, _ in events],
-            "user_id": storable_text(user_id),
-            "statuses": [status for _, status, _ in events],
-            "details": [_text(detail) for _, _, detail in events],
-        },
     )
 
 

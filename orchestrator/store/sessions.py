@@ -61,6 +61,7 @@ class SessionLeases:
         self._statement = asyncio.Lock()  # one statement at a time on the shared connection
         self._local: dict[str, asyncio.Lock] = {}
         self._held: set[int] = set()
+        self._releasing: set[asyncio.Task[None]] = set()
 
     @asynccontextmanager
     async def hold(
@@ -86,11 +87,19 @@ class SessionLeases:
             finally:
                 self._held.discard(key)
                 if self._connection is not None:  # else closed: the lease went with it
-                    with suppress(DBAPIError, OSError):  # lost: gone with its connection
-                        await asyncio.shield(self._execute(UNLOCK, key))
+                    # Released after the turn, not before its result: the lock is
+                    # re-entrant, so a next turn locking first still holds it after.
+                    release = asyncio.create_task(self._release(key))
+                    self._releasing.add(release)
+                    release.add_done_callback(self._releasing.discard)
+
+    async def _release(self, key: int) -> None:
+        with suppress(DBAPIError, OSError):  # lost: gone with its connection
+            await self._execute(UNLOCK, key)
 
     async def close(self) -> None:
         """Release every lease of this process."""
+        await asyncio.gather(*self._releasing, return_exceptions=True)
         if self._connection is not None:
             with suppress(DBAPIError, OSError):
                 # Invalidated, not returned to the pool, where its locks would live on.
