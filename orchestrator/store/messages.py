@@ -10,7 +10,10 @@ from datetime import datetime
 from functools import cache
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
-from sqlalchemy import BindParameter, ColumnElement, bindparam, func, select, text
+from pgvector import Vector as PgVector
+from pgvector.sqlalchemy import Vector
+from sqlalchemy import BindParameter, ColumnElement, bindparam, cast, func, literal_column, select
+from sqlalchemy.dialects.postgresql import psycopg
 from sqlalchemy.sql import Select
 
 from orchestrator.store.embeddings import Embedder, EmbeddingWorker, embeddable
@@ -69,6 +72,7 @@ class MessageStore:
         self.database = database
         self.embedder = embedder
         self.worker = worker
+        self._large: set[tuple[str, int]] = set()  # (user, limit): seen owning more messages
 
     async def save(self, batch: Sequence[BaseMessage], *, session_id: str, user_id: str) -> int:
         """Store the messages not stored yet (by message id); how many were new."""
@@ -95,16 +99,16 @@ class MessageStore:
     ) -> list[FoundMessage]:
         """Full-text search (web-search syntax: words, "quoted phrases", or, -not), best first."""
         statement = _text_search(in_session=session_id is not None, excluding=exclude_session_id is not None)
-        values = {
+        values: dict[str, object] = {
             "query": storable_text(query),
             "user_id": user_id,
             "session_id": session_id,
             "exclude": exclude_session_id,
             "limit": limit,
         }
-        async with self.database.user_transaction(user_id) as connection:
-            rows = await connection.execute(statement, values)
-            return [FoundMessage(**row._mapping) for row in rows]
+        async with self.database.user_pipeline(user_id) as connection:
+            cursor = await connection.execute(statement, values)
+        return _found(await cursor.fetchall())
 
     async def search_any_words(
         self, query: str, user_id: str, *, limit: int = 10, exclude_session_id: str | None = None
@@ -153,32 +157,65 @@ class MessageStore:
         Exact for a user with up to `exact_limit` messages; past that through
         the HNSW index, scanning on until this user's rows are found.
         """
-        distance = messages.c.embedding.cosine_distance(list(vector))
-        statement = _select(1 - distance, user_id=user_id, exclude=exclude_session_id).where(
-            messages.c.embedding.is_not(None)
-        )
-        async with self.database.user_transaction(user_id) as connection:
-            owned = await connection.scalar(
-                select(func.count()).select_from(messages).where(messages.c.user_id == user_id)
-            )
-            if owned is not None and owned <= exact_limit:
-                order = distance + 0  # an expression the HNSW index cannot serve: an exact sort
-            else:
-                order = distance
-                await connection.execute(text("SET LOCAL hnsw.iterative_scan = relaxed_order"))
-                await connection.execute(text(f"SET LOCAL hnsw.ef_search = {max(EF_SEARCH, match_count)}"))
-                await connection.execute(text(f"SET LOCAL hnsw.max_scan_tuples = {MAX_SCAN_TUPLES}"))
-            rows = await connection.execute(statement.order_by(order).limit(match_count))
-            found = [FoundMessage(**row._mapping) for row in rows]
-        # the index's relaxed order may return neighbours slightly out of order
-        found.sort(key=lambda m: m.score, reverse=True)
-        return [m for m in found if m.score >= match_threshold]
+        values = {
+            "vector": PgVector._to_db(list(vector)),  # pgvector's text form
+            "user_id": user_id,
+            "exclude": exclude_session_id,
+            "limit": match_count,
+        }
+        excluding = exclude_session_id is not None
+        if (user_id, exact_limit) not in self._large:
+            # Most users own few messages: the count and the exact search go together,
+            # in one round trip; past `exact_limit`, the index is asked instead.
+            async with self.database.user_pipeline(user_id) as connection:
+                owned = await connection.execute(OWNED, values)
+                exact = await connection.execute(_nearest(excluding=excluding, exact=True), values)
+            row = await owned.fetchone()
+            if row is not None and row[0] <= exact_limit:
+                return _ranked(_found(await exact.fetchall()), match_threshold)
+            self._large.add((user_id, exact_limit))  # messages are seldom deleted: it stays so
+        async with self.database.user_pipeline(user_id) as connection:
+            for setting in _index_settings(match_count):
+                await connection.execute(setting)
+            cursor = await connection.execute(_nearest(excluding=excluding, exact=False), values)
+        return _ranked(_found(await cursor.fetchall()), match_threshold)
+
+
+def _ranked(found: list[FoundMessage], threshold: float) -> list[FoundMessage]:
+    """Best first, those below `threshold` left out."""
+    # the index's relaxed order may return neighbours slightly out of order
+    found.sort(key=lambda m: m.score, reverse=True)
+    return [m for m in found if m.score >= threshold]
+
+
+OWNED = "SELECT count(*) FROM messages WHERE user_id = %(user_id)s"
+
+
+def _index_settings(match_count: int) -> tuple[str, ...]:
+    """pgvector's iterative scan, to find this user's rows among every user's in the index."""
+    return (
+        "SET LOCAL hnsw.iterative_scan = relaxed_order",
+        f"SET LOCAL hnsw.ef_search = {max(EF_SEARCH, int(match_count))}",
+        f"SET LOCAL hnsw.max_scan_tuples = {MAX_SCAN_TUPLES}",
+    )
 
 
 @cache
-def _text_search(*, in_session: bool, excluding: bool) -> Select:
-    """The full-text search, built once per shape; its values are bound when it runs."""
-    tsquery = func.websearch_to_tsquery("english", bindparam("query"))
+def _nearest(*, excluding: bool, exact: bool) -> str:
+    """The nearest-neighbour search as SQL for psycopg, built once per shape."""
+    distance = messages.c.embedding.cosine_distance(cast(bindparam("vector"), Vector()))
+    statement = _select(
+        literal_column("1") - distance, user_id=bindparam("user_id"), exclude=bindparam("exclude") if excluding else None
+    ).where(messages.c.embedding.is_not(None))
+    # An expression the HNSW index cannot serve sorts exactly.
+    order = distance + literal_column("0") if exact else distance
+    return _driver_sql(statement.order_by(order).limit(bindparam("limit")))
+
+
+@cache
+def _text_search(*, in_session: bool, excluding: bool) -> str:
+    """The full-text search as SQL for psycopg, built once per shape."""
+    tsquery = func.websearch_to_tsquery(literal_column("'english'::regconfig"), bindparam("query"))
     score = func.ts_rank(messages.c.search, tsquery)
     statement = _select(
         score,
@@ -186,11 +223,20 @@ def _text_search(*, in_session: bool, excluding: bool) -> Select:
         session_id=bindparam("session_id") if in_session else None,
         exclude=bindparam("exclude") if excluding else None,
     )
-    return (
+    return _driver_sql(
         statement.where(messages.c.search.op("@@")(tsquery))
         .order_by(score.desc(), messages.c.id.desc())
         .limit(bindparam("limit"))
     )
+
+
+def _driver_sql(statement: Select) -> str:
+    """`statement` as psycopg takes it: SQL with `%(name)s` for each value."""
+    return str(statement.compile(dialect=psycopg.dialect()))
+
+
+def _found(rows: Sequence[tuple[object, ...]]) -> list[FoundMessage]:
+    return [FoundMessage(*row) for row in rows]  # type: ignore[arg-type]  # _select's columns
 
 
 def _select(
