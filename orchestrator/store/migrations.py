@@ -322,6 +322,8 @@ class SchemaStatus:
 
 async def upgrade(database: Database) -> list[Migration]:
     """Apply every pending migration, each in its own transaction; the ones applied."""
+    if not (await schema_status(database)).pending:  # every start: one short transaction
+        return []
     applied = []
     for migration in MIGRATIONS:
         async with database.admin_transaction() as connection:
