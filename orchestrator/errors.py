@@ -123,6 +123,10 @@ class DatabaseUnavailableError(UserError):
     """The database cannot be reached or refused us."""
 
 
+class EmbeddingModelError(UserError):
+    """The local embedding model did not load, failed a batch, or its process stopped."""
+
+
 class SessionOwnedError(UserError):
     """The session id is taken by another user."""
 
@@ -209,6 +213,7 @@ __all__ = [
     "ConfigError",
     "DatabaseUnavailableError",
     "DeveloperError",
+    "EmbeddingModelError",
     "FileTooLargeError",
     "FolderRefusedError",
     "IncompleteReplyError",

