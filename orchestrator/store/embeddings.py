@@ -19,7 +19,8 @@ from functools import partial
 from typing import TYPE_CHECKING, TypeVar
 
 from langchain_core.embeddings import Embeddings
-from sqlalchemy import ColumnElement, and_, bindparam, func, select, text, update
+from pgvector import Vector
+from sqlalchemy import ColumnElement, and_, func, select, text, update
 
 from orchestrator.errors import ConfigError
 from orchestrator.settings import Settings, env_name
@@ -180,6 +181,16 @@ def embeddable() -> ColumnElement[bool]:
     return and_(messages.c.role.in_(EMBEDDED_ROLES), text(EMBEDDED))
 
 
+# A batch's vectors in one statement (pgvector's text form, one per id).
+STORE_VECTORS = text(
+    """
+    UPDATE messages SET embedding = batch.vector::vector, embedding_model = :model
+    FROM unnest(CAST(:ids AS bigint[]), CAST(:vectors AS text[])) AS batch (id, vector)
+    WHERE messages.id = batch.id
+    """
+)
+
+
 class EmbeddingWorker:
     """Embeds stored messages that have no vector yet, in batches, in the background."""
 
@@ -268,10 +279,12 @@ class EmbeddingWorker:
         vectors = await self.embedder.embed_documents([row.content for row in rows])
         async with self.database.admin_transaction() as connection:
             await connection.execute(
-                update(messages)
-                .where(messages.c.id == bindparam("row_id"))
-                .values(embedding=bindparam("vector"), embedding_model=self.embedder.model_name),
-                [{"row_id": row.id, "vector": vector} for row, vector in zip(rows, vectors, strict=True)],
+                STORE_VECTORS,
+                {
+                    "ids": [row.id for row in rows],
+                    "vectors": [Vector._to_db(vector) for vector in vectors],
+                    "model": self.embedder.model_name,
+                },
             )
         return len(rows)
 
