@@ -180,6 +180,7 @@ class Session:
                 turn_input = {"messages": [*kept, message], "iterations": 0}
                 outcome = await self._stream(turn_input, on_event, lookup=lookup)
             finally:
+                self._forget_peek()
                 _let_go(lookup)
         return self._result(outcome, start=message.id)
 
@@ -209,13 +210,18 @@ class Session:
         return questions_of(await self.graph.aget_state(self.config))
 
     async def _waiting(self) -> list[PendingQuestion]:
-        """`pending`, without loading the conversation when the checkpointer can tell none wait."""
+        """`pending`, from the checkpoint the run that follows reads too when none wait."""
         checkpointer = self.graph.checkpointer
         if isinstance(checkpointer, PooledPostgresSaver) and not await checkpointer.may_wait(
             self.session_id
         ):
             return []
         return await self.pending()
+
+    def _forget_peek(self) -> None:
+        checkpointer = self.graph.checkpointer
+        if isinstance(checkpointer, PooledPostgresSaver):
+            checkpointer.forget(self.session_id)
 
     async def answer(
         self, decisions: Mapping[str, Decision], *, on_event: EventHandler | None = None

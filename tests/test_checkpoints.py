@@ -11,6 +11,7 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.graph import START, StateGraph
 from langgraph.types import Command, interrupt
+from psycopg import AsyncCursor
 from sqlalchemy import text
 
 from orchestrator.runtime import Runtime
@@ -61,20 +62,23 @@ async def test_langgraphs_own_saver_reads_the_sessions_checkpoints(
 async def test_a_stored_turn_reads_its_checkpoint_once_and_archives_what_it_added(
     database_url: str, tmp_path: Path, monkeypatch
 ):
-    reads: list[str] = []
-    read = PooledPostgresSaver.aget_tuple
+    reads: list[str] = []  # queries that read the checkpoint tables
+    execute = AsyncCursor.execute
 
-    async def counted(self: PooledPostgresSaver, config: dict) -> object:
-        reads.append(config["configurable"]["thread_id"])
-        return await read(self, config)
+    async def counted(self: AsyncCursor, query: object, *args: object, **kwargs: object) -> object:
+        sql = " ".join(str(query).split()).lower()
+        if sql.startswith("select") and "checkpoint" in sql:
+            reads.append(sql)
+        return await execute(self, query, *args, **kwargs)
 
-    monkeypatch.setattr(PooledPostgresSaver, "aget_tuple", counted)
+    monkeypatch.setattr(AsyncCursor, "execute", counted)
     async with storage_for(database_url, tmp_path) as storage:
         model = ScriptedChatModel(steps=["Hello.", "Again."])
         runtime = Runtime.create(
             load_settings(), model=model, storage=storage, checkpointer=storage.checkpointer
         )
         session = runtime.session(user_id="u-reads")
+        reads.clear()  # the checkpointer's setup
         first = await session.run("hi")
         reads_of_first = len(reads)
         second = await session.run("once more")
@@ -85,7 +89,8 @@ async def test_a_stored_turn_reads_its_checkpoint_once_and_archives_what_it_adde
             archived = sorted(archived)
 
     assert (first.answer, second.answer) == ("Hello.", "Again.")
-    assert reads_of_first == 1 and len(reads) == 2, "LangGraph's own read, and no other"
+    # the look for waiting questions reads the checkpoint the run then starts from
+    assert reads_of_first == 1 and len(reads) == 2, "one read a turn"
     assert archived == ["Again.", "Hello.", "hi", "once more"]
 
 
@@ -109,6 +114,38 @@ async def test_may_wait_is_true_only_while_an_interrupt_waits(database_url: str,
 
     assert (before, waiting, after) == (False, True, False)
     assert done["answer"] == "blue"
+
+
+async def test_a_checkpoint_may_wait_read_serves_the_next_read_of_its_task_only(
+    database_url: str, tmp_path: Path
+):
+    class State(TypedDict):
+        count: int
+
+    def add(state: State) -> State:
+        return {"count": state["count"] + 1}
+
+    async with storage_for(database_url, tmp_path) as storage:
+        saver = storage.checkpointer
+        graph = StateGraph(State).add_node(add).add_edge(START, "add").compile(checkpointer=saver)
+        config = thread("peeked")
+        thread_id = config["configurable"]["thread_id"]
+        await graph.ainvoke({"count": 0}, config, durability="sync")
+
+        assert not await saver.may_wait(thread_id)
+        # another task runs meanwhile: it reads the database, not this task's read
+        await asyncio.create_task(graph.ainvoke({"count": 10}, config, durability="sync"))
+        kept = await saver.aget_tuple(config)  # this task's next read: the one may_wait made
+        again = await saver.aget_tuple(config)  # served once only
+        await saver.may_wait(thread_id)
+        await asyncio.create_task(graph.ainvoke({"count": 20}, config, durability="sync"))
+        saver.forget(thread_id)  # no run followed: dropped
+        fresh = await saver.aget_tuple(config)
+
+    assert kept.checkpoint["channel_values"]["count"] == 1
+    assert again.checkpoint["channel_values"]["count"] == 11
+    assert fresh.checkpoint["channel_values"]["count"] == 21
+    assert saver._peeked == {}
 
 
 @tool
