@@ -258,6 +258,7 @@ async def _open_and_run(startup: Startup, command: Command) -> int:
 
 
 async def _with_runtime(startup: Startup, command: Command) -> int:
+    from orchestrator.launch import resume_collection
     from orchestrator.runtime import Runtime
     from orchestrator.store.embeddings import NO_EMBEDDER
     from orchestrator.store.storage import Storage
@@ -286,6 +287,7 @@ async def _with_runtime(startup: Startup, command: Command) -> int:
             middleware=startup.middleware,
         )
         _idle_agent_notes(runtime)
+        resume_collection()  # started: what the command does from here is collected as usual
         return await command(startup, runtime)
     finally:
         await asyncio.shield(_close(runtime, storage, servers))
