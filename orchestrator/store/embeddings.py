@@ -74,11 +74,19 @@ class LocalMiniLMEmbeddings(Embeddings):
         return self.embed_documents([text])[0]
 
     def close(self) -> None:
-        """Stop the model's process, if it runs."""
-        with self._lock:
+        """Stop the model's process, if it runs.
+
+        One still loading is left to end with this process (it reads the end of
+        its pipe then): closing never waits for a load.
+        """
+        if not self._lock.acquire(blocking=False):
+            return
+        try:
             if self._model is not None:
                 self._model.close()
                 self._model = None
+        finally:
+            self._lock.release()
 
     def _running(self) -> ModelProcess:
         with self._lock:
@@ -282,7 +290,7 @@ class EmbeddingWorker:
                 STORE_VECTORS,
                 {
                     "ids": [row.id for row in rows],
-                    "vectors": [Vector._to_db(vector) for vector in vectors],
+                    "vectors": [Vector(vector).to_text() for vector in vectors],
                     "model": self.embedder.model_name,
                 },
             )

@@ -46,9 +46,11 @@ USER_SETTING = "app.user_id"
 TOKEN_SETTING = "app.user_token"  # migration 4's; no longer set
 # What `orchestrator_auth.enter` leaves for the transaction: bound to it, useless in any other.
 TRANSACTION_TOKEN_SETTING = "app.transaction_token"
-# One statement per transaction: the role, and the user with its token.
-ENTER_SQL = f"SELECT set_config('role', '{APP_ROLE}', true), orchestrator_auth.enter(%s, %s)"
-ENTER = text(ENTER_SQL.replace("%s, %s", ":user_id, :token"))
+# One statement per transaction: the role, and the user with its token (for SQLAlchemy, and
+# for psycopg itself in `user_pipeline`).
+_ENTER = "SELECT set_config('role', '{role}', true), orchestrator_auth.enter({user}, {token})"
+ENTER = text(_ENTER.format(role=APP_ROLE, user=":user_id", token=":token"))
+ENTER_SQL = _ENTER.format(role=APP_ROLE, user="%s", token="%s")
 UNAVAILABLE = "The database{at} is unavailable: {detail}"
 
 

@@ -158,7 +158,7 @@ class MessageStore:
         the HNSW index, scanning on until this user's rows are found.
         """
         values = {
-            "vector": PgVector._to_db(list(vector)),  # pgvector's text form
+            "vector": PgVector(list(vector)).to_text(),
             "user_id": user_id,
             "exclude": exclude_session_id,
             "limit": match_count,

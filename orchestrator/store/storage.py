@@ -14,7 +14,12 @@ from psycopg_pool import AsyncConnectionPool
 
 from orchestrator.settings import Settings
 from orchestrator.store.checkpoints import PooledPostgresSaver
-from orchestrator.store.embeddings import Embedder, EmbeddingWorker, build_embedder
+from orchestrator.store.embeddings import (
+    Embedder,
+    EmbeddingWorker,
+    LocalMiniLMEmbeddings,
+    build_embedder,
+)
 from orchestrator.store.engine import CONNECT_ARGS, Database, dropped
 from orchestrator.store.messages import MessageStore
 from orchestrator.store.migrations import upgrade
@@ -183,6 +188,9 @@ class Storage:
             await self.worker.flush(timeout=flush_timeout)
             # a batch cut short may wait on the database to cancel its query
             await _within(self.worker.stop(), what="the embedding worker")
+        if self.embedder is not None and isinstance(self.embedder.embeddings, LocalMiniLMEmbeddings):
+            # its process ends with this one anyway; here it ends in order
+            await _within(asyncio.to_thread(self.embedder.embeddings.close), what="the local model")
         await _within(self.leases.close(), what="the session leases")
         await _close_connections(self._pool, self.database)
 
