@@ -93,12 +93,10 @@ class ModelProcess:
 
 def _stop(process: subprocess.Popen[bytes], *connections: Connection) -> None:
     for connection in connections:
-        connection.close()  # the child reads the end of its input and exits
-    try:
-        process.wait(timeout=2)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
+        connection.close()
+    # Nothing it holds outlives this process's need of it: not even a load is waited for.
+    process.kill()
+    process.wait()
 
 
 def serve(receive: Connection, send: Connection, *, batch_size: int) -> None:
