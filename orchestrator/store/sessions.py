@@ -8,7 +8,8 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 
-from sqlalchemy import select, text
+import psycopg
+from sqlalchemy import select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -21,8 +22,10 @@ logger = logging.getLogger(__name__)
 
 LEASE_NAMESPACE = "orchestrator.session:"
 LEASE_POLL_SECONDS = 0.2
-TRY_LOCK = "SELECT pg_try_advisory_lock(:key)"
-UNLOCK = "SELECT pg_advisory_unlock(:key)"
+TRY_LOCK = "SELECT pg_try_advisory_lock(%s)"
+UNLOCK = "SELECT pg_advisory_unlock(%s)"
+# The connection is gone (a restart): its locks went with it.
+LOST = (DBAPIError, psycopg.Error, OSError)
 
 
 async def claim_session(database: Database, session_id: str, *, user_id: str) -> None:
@@ -94,7 +97,7 @@ class SessionLeases:
                     release.add_done_callback(self._releasing.discard)
 
     async def _release(self, key: int) -> None:
-        with suppress(DBAPIError, OSError):  # lost: gone with its connection
+        with suppress(*LOST):  # lost: gone with its connection
             await self._execute(UNLOCK, key)
 
     async def close(self) -> None:
@@ -111,7 +114,7 @@ class SessionLeases:
         async with self._statement:
             try:
                 return await self._scalar(await self._connect(), statement, key)
-            except (DBAPIError, OSError) as error:
+            except LOST as error:
                 if not _connection_lost(error):
                     raise
             # The server restarted: the locks went with the old connection.
@@ -130,11 +133,16 @@ class SessionLeases:
 
     @staticmethod
     async def _scalar(connection: AsyncConnection, statement: str, key: int) -> bool:
-        return bool(await connection.scalar(text(statement), {"key": key}))
+        # psycopg itself, as the statement is tiny: SQLAlchemy would cost more than it
+        driver = (await connection.get_raw_connection()).driver_connection
+        row = await (await driver.execute(statement, (key,))).fetchone()
+        return bool(row and row[0])
 
 
 def _connection_lost(error: BaseException) -> bool:
-    return isinstance(error, OSError) or getattr(error, "connection_invalidated", False)
+    if isinstance(error, psycopg.OperationalError | OSError):
+        return True
+    return getattr(error, "connection_invalidated", False)
 
 
 def lease_key(session_id: str) -> int:
