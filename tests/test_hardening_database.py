@@ -474,3 +474,42 @@ async def test_a_connection_the_server_dropped_is_replaced(database: Database, p
             assert connection.info.backend_pid != pid
     finally:
         await pool.close()
+
+
+async def test_a_pipeline_runs_as_its_user_all_or_nothing(database: Database):
+    alice, bob = f"alice-{uuid.uuid4().hex[:8]}", f"bob-{uuid.uuid4().hex[:8]}"
+    session = f"s-{uuid.uuid4().hex[:8]}"
+    await claim_session(database, session, user_id=alice)
+    insert = "INSERT INTO sessions (session_id, user_id) VALUES (%s, %s)"
+    mine = "SELECT session_id FROM sessions WHERE session_id = %s"
+
+    async with database.user_pipeline(bob) as connection:
+        seen = await connection.execute(mine, (session,))
+        settings = await connection.execute(
+            "SELECT current_user, current_setting('synchronous_commit')"
+        )
+    with pytest.raises(psycopg.errors.InsufficientPrivilege):  # row-level security
+        async with database.user_pipeline(bob) as connection:
+            await connection.execute(insert, (f"{session}-bob", bob))
+            await connection.execute(insert, (f"{session}-alice", alice))  # not bob's row
+    async with database.user_pipeline(bob, durable=False) as connection:
+        lax = await connection.execute("SELECT current_setting('synchronous_commit')")
+    async with database.admin_transaction() as connection:
+        kept = await connection.scalar(
+            text("SELECT count(*) FROM sessions WHERE session_id LIKE :s"), {"s": f"{session}-%"}
+        )
+
+    assert await seen.fetchall() == [], "alice's session is not bob's to see"
+    assert await settings.fetchone() == ("orchestrator_app", "on")
+    assert kept == 0, "the statement before the failing one was rolled back with it"
+    assert await lax.fetchone() == ("off",)
+
+
+async def test_a_pipeline_connection_the_server_dropped_is_replaced(database: Database, postgres_url: str):
+    async with database.user_pipeline("ike") as connection:
+        pid = connection.info.backend_pid
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        assert admin.execute("SELECT pg_terminate_backend(%s, 60000)", (pid,)).fetchone() == (True,)
+    async with database.user_pipeline("ike") as connection:
+        answer = await connection.execute("SELECT pg_backend_pid()")
+    assert (await answer.fetchone())[0] != pid

@@ -189,11 +189,13 @@ def embeddable() -> ColumnElement[bool]:
     return and_(messages.c.role.in_(EMBEDDED_ROLES), text(EMBEDDED))
 
 
-# A batch's vectors in one statement (pgvector's text form, one per id).
+# A batch's vectors in one statement (pgvector's text form, one per id). Its commit does
+# not wait for the disk: a vector lost with the server is made again on the next run.
 STORE_VECTORS = text(
     """
     UPDATE messages SET embedding = batch.vector::vector, embedding_model = :model
-    FROM unnest(CAST(:ids AS bigint[]), CAST(:vectors AS text[])) AS batch (id, vector)
+    FROM unnest(CAST(:ids AS bigint[]), CAST(:vectors AS text[])) AS batch (id, vector),
+        (SELECT set_config('synchronous_commit', 'off', true)) AS not_durable
     WHERE messages.id = batch.id
     """
 )

@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
-import select
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from functools import partial
@@ -39,9 +38,8 @@ from orchestrator.errors import ConfigError, DatabaseUnavailableError
 from orchestrator.settings import Settings, hide_passwords
 from orchestrator.store.embedded import embedded_logins, first_line, revive_embedded_server
 from orchestrator.store.logins import APP_ROLE
+from orchestrator.store.pool import CONNECT_ARGS, ServerPool, dropped
 
-# libpq waits 130 s by default for a server that does not answer: say so sooner.
-CONNECT_ARGS = {"connect_timeout": 5}
 USER_SETTING = "app.user_id"
 TOKEN_SETTING = "app.user_token"  # migration 4's; no longer set
 # What `orchestrator_auth.enter` leaves for the transaction: bound to it, useless in any other.
@@ -51,6 +49,8 @@ TRANSACTION_TOKEN_SETTING = "app.transaction_token"
 _ENTER = "SELECT set_config('role', '{role}', true), orchestrator_auth.enter({user}, {token})"
 ENTER = text(_ENTER.format(role=APP_ROLE, user=":user_id", token=":token"))
 ENTER_SQL = _ENTER.format(role=APP_ROLE, user="%s", token="%s")
+# The same, for a transaction whose commit need not wait for the WAL to reach the disk.
+ENTER_NOT_DURABLE_SQL = ENTER_SQL + ", set_config('synchronous_commit', 'off', true)"
 UNAVAILABLE = "The database{at} is unavailable: {detail}"
 
 
@@ -72,6 +72,8 @@ class Database:
         )
         self._revive = revive
         self._key: bytes | None = None
+        self._pipelines: ServerPool | None = None  # opened on first use
+        self._opening = asyncio.Lock()
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Database:
@@ -102,36 +104,39 @@ class Database:
             yield connection
 
     @asynccontextmanager
-    async def user_pipeline(self, user_id: str) -> AsyncIterator[psycopg.AsyncConnection]:
+    async def user_pipeline(
+        self, user_id: str, *, durable: bool = True
+    ) -> AsyncIterator[psycopg.AsyncConnection]:
         """`user_transaction` in one round trip, for statements whose results can wait.
 
         The statements are sent in psycopg's pipeline mode and run, with the
         entry as the user, in one implicit transaction that commits when the
         block ends (an error in any rolls back them all). A result read inside
         the block costs a round trip of its own; read after it, none: cursors
-        hold their results once the block has ended.
+        hold their results once the block has ended. psycopg's own pool of the
+        application's connections serves it: SQLAlchemy's would cost more than
+        the round trip.
+
+        `durable=False`: the commit does not wait for the WAL to reach the disk,
+        for what can be written again from elsewhere. A crash of the server or
+        the machine may lose it; one of this process (kill -9) never does.
         """
         token = await self.user_token(user_id)
-        connection = self.app_engine.connect()
+        pool = await self._pipeline_pool()
         try:
-            await connection.start()
-            # Autocommit for the block only: SQLAlchemy restores it on release.
-            await connection.execution_options(isolation_level="AUTOCOMMIT")
-            driver = (await connection.get_raw_connection()).driver_connection
-        except (DBAPIError, OSError) as error:
-            await connection.close()
+            connection = await pool.getconn()
+        except (psycopg.OperationalError, PoolTimeout) as error:
             raise self.unavailable(error) from None
         try:
-            async with driver.pipeline():
-                await driver.execute(ENTER_SQL, (user_id, token))
-                yield driver
+            async with connection.pipeline():
+                await connection.execute(ENTER_SQL if durable else ENTER_NOT_DURABLE_SQL, (user_id, token))
+                yield connection
         except psycopg.OperationalError as error:
-            if driver.broken or driver.closed:  # the server went away mid-transaction
-                await connection.invalidate()
+            if connection.broken or connection.closed:  # the server went away mid-transaction
                 raise self.unavailable(error) from None
             raise
         finally:
-            await connection.close()
+            await pool.putconn(connection)
 
     @asynccontextmanager
     async def admin_transaction(self) -> AsyncIterator[AsyncConnection]:
@@ -158,9 +163,20 @@ class Database:
         return DatabaseUnavailableError(UNAVAILABLE.format(at=f" at {self.where}", detail=detail))
 
     async def close(self) -> None:
+        if self._pipelines is not None:
+            await self._pipelines.close()
         await self.engine.dispose()
         if self.app_engine is not self.engine:
             await self.app_engine.dispose()
+
+    async def _pipeline_pool(self) -> ServerPool:
+        async with self._opening:
+            if self._pipelines is None:
+                app_url = self.app_engine.url.set(drivername="postgresql")
+                pool = ServerPool.autocommit(app_url.render_as_string(hide_password=False))
+                await pool.open()
+                self._pipelines = pool
+        return self._pipelines
 
     @asynccontextmanager
     async def _begin(self, engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
@@ -211,19 +227,6 @@ def _refuse_dropped(dbapi_connection: object, record: object, proxy: object) -> 
     driver = getattr(dbapi_connection, "driver_connection", None)
     if isinstance(driver, psycopg.AsyncConnection) and dropped(driver):
         raise DisconnectionError("the server closed this connection")
-
-
-def dropped(connection: psycopg.AsyncConnection) -> bool:
-    """Whether the server dropped the idle `connection`, known without asking it.
-
-    An idle connection's server sends nothing unprompted (no LISTEN here) but
-    its last words before closing, or the end of the stream when it died.
-    """
-    if connection.closed or connection.broken:
-        return True
-    poll = select.poll()
-    poll.register(connection.fileno(), select.POLLIN)
-    return bool(poll.poll(0))
 
 
 def _psycopg_url(url: str) -> URL:

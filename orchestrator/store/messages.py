@@ -80,7 +80,9 @@ class MessageStore:
         if not rows:
             return 0
         columns = {name: [row[name] for row in rows] for name in rows[0]}
-        async with self.database.user_pipeline(user_id) as connection:
+        # Not durable: the archive copies the checkpoints, from which a session archives
+        # again on opening what it lacks.
+        async with self.database.user_pipeline(user_id, durable=False) as connection:
             cursor = await connection.execute(
                 SAVE, {"session_id": session_id, "user_id": user_id, **columns}
             )

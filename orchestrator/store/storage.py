@@ -8,9 +8,7 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-from psycopg import AsyncConnection
 from psycopg.rows import dict_row
-from psycopg_pool import AsyncConnectionPool
 
 from orchestrator.settings import Settings
 from orchestrator.store.checkpoints import PooledPostgresSaver
@@ -20,9 +18,10 @@ from orchestrator.store.embeddings import (
     LocalMiniLMEmbeddings,
     build_embedder,
 )
-from orchestrator.store.engine import CONNECT_ARGS, Database, dropped
+from orchestrator.store.engine import Database
 from orchestrator.store.messages import MessageStore
 from orchestrator.store.migrations import upgrade
+from orchestrator.store.pool import ServerPool
 from orchestrator.store.rag import Retriever
 from orchestrator.store.requests import RequestLog
 from orchestrator.store.sessions import SessionLeases
@@ -38,80 +37,6 @@ FLUSH_SECONDS = 3.0
 # answers must not hold up the exit (one psycopg connection attempt alone may
 # last over two minutes).
 CLOSE_SECONDS = 2.0
-# How long the checkpoint pool keeps trying to replace a lost connection in the
-# background (psycopg's default is five minutes of retries).
-RECONNECT_SECONDS = 30.0
-
-
-# What the pool logs as warnings while the server is away: a lost connection and
-# each failed reconnection attempt, in bursts of multi-line libpq text. What failed
-# for the user already says so in one line.
-RECONNECTING_MESSAGES = (
-    "discarding broken connection",
-    "discarding closed connection",
-    "error connecting in",
-    "reconnection attempt in pool",
-)
-
-
-class _QuietReconnecting(logging.Filter):
-    """Lower the pool's reconnection warnings to DEBUG; its other warnings stay as they are."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        reconnecting = str(record.msg).startswith(RECONNECTING_MESSAGES)
-        if record.levelno != logging.WARNING or not reconnecting:
-            return True
-        record.levelno, record.levelname = logging.DEBUG, logging.getLevelName(logging.DEBUG)
-        # handlers without a level of their own pass any record: ask the logger
-        return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
-
-
-logging.getLogger("psycopg.pool").addFilter(_QuietReconnecting())
-
-
-class CheckpointPool(AsyncConnectionPool):
-    """psycopg's pool, failing at once when the server cannot be reached.
-
-    Left to itself the pool hands out a connection the server dropped, or,
-    with none at hand, waits out its whole timeout (30 s) while it retries
-    connecting in the background. Here a connection the server dropped is
-    noticed without a round trip and replaced, and after a connection was
-    lost, a checkout that would wait for a new one tries the server first, in
-    the caller, whose error then says what is wrong.
-    """
-
-    _lost = False  # a connection was lost and the server has not answered since
-
-    async def getconn(self, timeout: float | None = None) -> AsyncConnection:
-        """A pooled connection the server has not dropped, or the error of connecting to it.
-
-        No round trip: a connection is taken for dropped when its socket has
-        something to read while it is idle (the server's goodbye, or its end).
-        """
-        for _ in range(self.max_size + 1):
-            if self._lost and not self.get_stats().get("pool_available"):
-                await self._reachable()
-            connection = await super().getconn(timeout)
-            if not dropped(connection):
-                return connection
-            self._lost = True
-            await connection.close()  # so that the pool discards it
-            await self.putconn(connection)
-        await self._reachable()  # every pooled one was dead: if the server is gone, say so
-        return await super().getconn(timeout)
-
-    async def putconn(self, connection: AsyncConnection) -> None:
-        """Return `connection`; one that broke in use means the server may be gone."""
-        if connection.broken:
-            self._lost = True
-        await super().putconn(connection)
-
-    async def _reachable(self) -> None:
-        kwargs = {"connect_timeout": CONNECT_ARGS["connect_timeout"]}
-        probe = await AsyncConnection.connect(str(self.conninfo), **kwargs)
-        await probe.close()
-        self._lost = False
-
 
 @dataclass
 class Storage:
@@ -125,7 +50,7 @@ class Storage:
     embedder: Embedder | None
     worker: EmbeddingWorker | None
     leases: SessionLeases
-    _pool: CheckpointPool
+    _pool: ServerPool
 
     @classmethod
     async def open(
@@ -195,25 +120,13 @@ class Storage:
         await _close_connections(self._pool, self.database)
 
 
-def _checkpoint_pool(database: Database) -> CheckpointPool:
+def _checkpoint_pool(database: Database) -> ServerPool:
     """The psycopg pool LangGraph's checkpointer uses (not opened yet), as the owner login."""
-    return CheckpointPool(
-        database.libpq_url,
-        min_size=1,
-        max_size=5,
-        open=False,
-        reconnect_timeout=RECONNECT_SECONDS,
-        # what AsyncPostgresSaver requires of its connections
-        kwargs={
-            "autocommit": True,
-            "prepare_threshold": 0,
-            "row_factory": dict_row,
-            **CONNECT_ARGS,
-        },
-    )
+    # what AsyncPostgresSaver requires of its connections
+    return ServerPool.autocommit(database.libpq_url, prepare_threshold=0, row_factory=dict_row)
 
 
-async def _close_connections(pool: CheckpointPool, database: Database) -> None:
+async def _close_connections(pool: ServerPool, database: Database) -> None:
     """Close the checkpoint pool and the database's engines, each within CLOSE_SECONDS."""
     # The pool's own timeout is for its workers; ours also covers closing its connections.
     await _within(pool.close(timeout=CLOSE_SECONDS / 2), what="the checkpoint pool")
