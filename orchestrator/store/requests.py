@@ -82,7 +82,9 @@ class RequestLog:
             "owner": OWNER,
             "status": "running",
         }
-        async with self.database.user_pipeline(user_id) as connection:
+        # An idempotent call may run again: its start need not reach the disk before it
+        # runs (its end, which does, takes the start along: the WAL is written in order).
+        async with self.database.user_pipeline(user_id, durable=not call.idempotent) as connection:
             cursor = await connection.execute(START_SQL, row | {"statuses": statuses})
         return cursor.rowcount > 0  # none: the log held the request already
 
