@@ -114,8 +114,8 @@ class Database:
         block ends (an error in any rolls back them all). A result read inside
         the block costs a round trip of its own; read after it, none: cursors
         hold their results once the block has ended. psycopg's own pool of the
-        application's connections serves it: SQLAlchemy's would cost more than
-        the round trip.
+        application's connections serves it: a checkout of SQLAlchemy's costs
+        about what the round trip does.
 
         `durable=False`: the commit does not wait for the WAL to reach the disk,
         for what can be written again from elsewhere. A crash of the server or
