@@ -549,3 +549,13 @@ async def test_a_message_embedded_as_its_turns_query_is_not_embedded_again(
     mine = [text for text in counted.embedded if user in text]
     assert mine == ([question, question, answer] if embedded_again else [question, answer])
     assert await stored_vectors(database, user, session.session_id) == {question: True, answer: True}
+
+
+def test_sql_for_psycopg_names_every_value():
+    from sqlalchemy import bindparam, literal, select
+
+    from orchestrator.store.engine import driver_sql
+
+    assert driver_sql(select(bindparam("x"))) == "SELECT %(x)s AS anon_1"
+    with pytest.raises(TypeError, match="param_1"):
+        driver_sql(select(literal(1)))  # SQLAlchemy would bind the 1: psycopg would not get it

@@ -29,7 +29,8 @@ from functools import partial
 import psycopg
 from psycopg.errors import QueryCanceled
 from psycopg_pool import PoolTimeout
-from sqlalchemy import event, text
+from sqlalchemy import Executable, event, text
+from sqlalchemy.dialects.postgresql import psycopg as psycopg_dialect
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
@@ -227,6 +228,19 @@ def _refuse_dropped(dbapi_connection: object, record: object, proxy: object) -> 
     driver = getattr(dbapi_connection, "driver_connection", None)
     if isinstance(driver, psycopg.AsyncConnection) and dropped(driver):
         raise DisconnectionError("the server closed this connection")
+
+
+def driver_sql(statement: Executable) -> str:
+    """A SQLAlchemy statement as SQL for psycopg itself (`user_pipeline`), built once by callers.
+
+    Every value must be a named `bindparam` (passed as `%(name)s`); a constant
+    the compiler would bind needs `literal_column` instead.
+    """
+    compiled = statement.compile(dialect=psycopg_dialect.dialect())
+    constants = [name for name, value in compiled.params.items() if value is not None]
+    if constants:
+        raise TypeError(f"values bound by SQLAlchemy, not named: {', '.join(constants)}")
+    return str(compiled)
 
 
 def _psycopg_url(url: str) -> URL:

@@ -13,11 +13,10 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from pgvector import Vector as PgVector
 from pgvector.sqlalchemy import Vector
 from sqlalchemy import BindParameter, ColumnElement, bindparam, cast, func, literal_column, select
-from sqlalchemy.dialects.postgresql import psycopg
 from sqlalchemy.sql import Select
 
 from orchestrator.store.embeddings import CALLS_PREFIX, Embedder, EmbeddingWorker, embeddable
-from orchestrator.store.engine import Database
+from orchestrator.store.engine import Database, driver_sql
 from orchestrator.store.models import messages
 from orchestrator.store.text import storable_json, storable_text
 
@@ -211,7 +210,7 @@ def _nearest(*, excluding: bool, exact: bool) -> str:
     ).where(messages.c.embedding.is_not(None))
     # An expression the HNSW index cannot serve sorts exactly.
     order = distance + literal_column("0") if exact else distance
-    return _driver_sql(statement.order_by(order).limit(bindparam("limit")))
+    return driver_sql(statement.order_by(order).limit(bindparam("limit")))
 
 
 @cache
@@ -225,16 +224,11 @@ def _text_search(*, in_session: bool, excluding: bool) -> str:
         session_id=bindparam("session_id") if in_session else None,
         exclude=bindparam("exclude") if excluding else None,
     )
-    return _driver_sql(
+    return driver_sql(
         statement.where(messages.c.search.op("@@")(tsquery))
         .order_by(score.desc(), messages.c.id.desc())
         .limit(bindparam("limit"))
     )
-
-
-def _driver_sql(statement: Select) -> str:
-    """`statement` as psycopg takes it: SQL with `%(name)s` for each value."""
-    return str(statement.compile(dialect=psycopg.dialect()))
 
 
 def _found(rows: Sequence[tuple[object, ...]]) -> list[FoundMessage]:

@@ -9,14 +9,11 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 
 import psycopg
-from sqlalchemy import select
-from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from orchestrator.errors import SessionOwnedError
 from orchestrator.store.engine import Database
-from orchestrator.store.models import sessions
 
 logger = logging.getLogger(__name__)
 
@@ -29,20 +26,22 @@ LOST = (DBAPIError, psycopg.Error, OSError)
 
 
 async def claim_session(database: Database, session_id: str, *, user_id: str) -> None:
-    """Record `session_id` as `user_id`'s, or fail if it is someone else's."""
-    async with database.user_transaction(user_id) as connection:
-        await connection.execute(
-            insert(sessions)
-            .values(session_id=session_id, user_id=user_id)
-            .on_conflict_do_nothing(index_elements=["session_id"])
-        )
+    """Record `session_id` as `user_id`'s, or fail if it is someone else's.
+
+    One round trip; not waiting for the disk, as the session's first durable
+    checkpoint, written after it, takes it along.
+    """
+    async with database.user_pipeline(user_id, durable=False) as connection:
+        await connection.execute(CLAIM, (session_id, user_id))
         # Row-level security hides another user's row: if the id is taken but
         # invisible, it is not ours.
-        mine = await connection.scalar(
-            select(sessions.c.session_id).where(sessions.c.session_id == session_id)
-        )
-    if mine is None:
+        mine = await connection.execute(MINE, (session_id,))
+    if await mine.fetchone() is None:
         raise SessionOwnedError(f"Session {session_id} belongs to another user; start a new one.")
+
+
+CLAIM = "INSERT INTO sessions (session_id, user_id) VALUES (%s, %s) ON CONFLICT (session_id) DO NOTHING"
+MINE = "SELECT 1 FROM sessions WHERE session_id = %s"
 
 
 class SessionLeases:

@@ -9,11 +9,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timezone
+from functools import cache
 
-from sqlalchemy import Row, func, select
+from psycopg.rows import namedtuple_row
+from sqlalchemy import Row, bindparam, func, literal_column, select
 from sqlalchemy.sql.elements import ColumnElement
 
-from orchestrator.store.engine import Database
+from orchestrator.store.engine import Database, driver_sql
 from orchestrator.store.models import request_usage
 from orchestrator.usage.meter import ModelTotals, ToolTotals, Totals
 from orchestrator.usage.tokens import TokenCount
@@ -33,28 +35,33 @@ def _sums() -> list[ColumnElement[object]]:
     return [
         func.count().label("calls"),
         *(
-            func.coalesce(func.sum(column), 0).label(name)
+            func.coalesce(func.sum(column), literal_column("0")).label(name)
             for name, column in _TOKEN_COLUMNS.items()
         ),
-        func.coalesce(func.sum(_U.cost_usd), 0.0).label("cost_usd"),
+        func.coalesce(func.sum(_U.cost_usd), literal_column("0.0")).label("cost_usd"),
         func.count().filter(_U.cost_usd.is_(None)).label("unpriced_calls"),
-        func.coalesce(func.sum(_U.credits), 0.0).label("credits"),
-        func.coalesce(func.sum(_U.seconds), 0.0).label("seconds"),
+        func.coalesce(func.sum(_U.credits), literal_column("0.0")).label("credits"),
+        func.coalesce(func.sum(_U.seconds), literal_column("0.0")).label("seconds"),
     ]
 
 
 async def session_totals(database: Database, session_id: str, *, user_id: str) -> Totals:
     """What the session has spent so far, by model and by billed tool."""
-    query = (
+    async with database.user_pipeline(user_id, durable=False) as connection:  # reads only
+        cursor = connection.cursor(row_factory=namedtuple_row)
+        await cursor.execute(_session_totals(), {"session_id": session_id})
+    totals = Totals()
+    _add_rows(totals, await cursor.fetchall())
+    return totals
+
+
+@cache
+def _session_totals() -> str:
+    return driver_sql(
         select(_U.kind, _U.name, *_sums())
-        .where(_U.session_id == session_id)
+        .where(_U.session_id == bindparam("session_id"))
         .group_by(_U.kind, _U.name)
     )
-    async with database.user_transaction(user_id) as connection:
-        rows = (await connection.execute(query)).all()
-    totals = Totals()
-    _add_rows(totals, rows)
-    return totals
 
 
 @dataclass
@@ -100,7 +107,7 @@ async def usage_report(
     return report
 
 
-def _add_rows(totals: Totals, rows: Iterable[Row[tuple[object, ...]]]) -> None:
+def _add_rows(totals: Totals, rows: Iterable[Row[tuple[object, ...]] | tuple[object, ...]]) -> None:
     for row in rows:
         if row.kind == "model":
             tokens = TokenCount(**{name: int(getattr(row, name)) for name in _TOKEN_COLUMNS})
