@@ -56,6 +56,10 @@ class ModelProcess:
                 env=os.environ | QUIET_OFFLINE,
                 start_new_session=True,  # a Ctrl-C at the terminal is the parent's to handle
             )
+        except BaseException:
+            os.close(parent_reads)
+            os.close(parent_writes)
+            raise
         finally:
             os.close(child_reads)
             os.close(child_writes)
