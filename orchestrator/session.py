@@ -167,25 +167,29 @@ class Session:
             return None
 
     async def _turn_with(self, message: BaseMessage, on_event: EventHandler | None) -> TurnResult:
-        await self._claim()
-        async with self._holding():
-            lookup = self._look_up(message)
-            try:
-                waiting = await self._waiting()
-                if waiting:
-                    raise QuestionsWaitingError(self.session_id, len(waiting))
-                kept, self._kept = self._kept, []
-                self._answered = []
-                self.usage.start_turn(message.id)
-                turn_input = {"messages": [*kept, message], "iterations": 0}
-                outcome = await self._stream(turn_input, on_event, lookup=lookup)
-            finally:
-                self._forget_peek()
-                _let_go(lookup)
+        # First of all: it reads the user's other sessions only, so neither the claim
+        # nor this session's lease need come before it.
+        lookup = self._look_up(message)
+        try:
+            await self._claim()
+            async with self._holding():
+                try:
+                    waiting = await self._waiting()
+                    if waiting:
+                        raise QuestionsWaitingError(self.session_id, len(waiting))
+                    kept, self._kept = self._kept, []
+                    self._answered = []
+                    self.usage.start_turn(message.id)
+                    turn_input = {"messages": [*kept, message], "iterations": 0}
+                    outcome = await self._stream(turn_input, on_event, lookup=lookup)
+                finally:
+                    self._forget_peek()
+        finally:
+            _let_go(lookup)
         return self._result(outcome, start=message.id)
 
     def _look_up(self, message: BaseMessage) -> asyncio.Task[str] | None:
-        """Start looking up RAG context for `message`, beside the checkpoint work before the model."""
+        """Start looking up RAG context for `message`, beside the work before the model."""
         if self.storage is None or not isinstance(message, HumanMessage):
             return None
         query = storable_text(message.text)  # PostgreSQL takes no NUL, not even in a query
