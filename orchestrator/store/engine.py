@@ -171,6 +171,8 @@ class Database:
             await self.app_engine.dispose()
 
     async def _pipeline_pool(self) -> ServerPool:
+        if self._pipelines is not None:  # every pipeline: no lock once it is open
+            return self._pipelines
         async with self._opening:
             if self._pipelines is None:
                 app_url = self.app_engine.url.set(drivername="postgresql")

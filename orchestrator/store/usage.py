@@ -47,7 +47,7 @@ def _sums() -> list[ColumnElement[object]]:
 
 async def session_totals(database: Database, session_id: str, *, user_id: str) -> Totals:
     """What the session has spent so far, by model and by billed tool."""
-    async with database.user_pipeline(user_id, durable=False) as connection:  # reads only
+    async with database.user_pipeline(user_id) as connection:
         cursor = connection.cursor(row_factory=namedtuple_row)
         await cursor.execute(_session_totals(), {"session_id": session_id})
     totals = Totals()
