@@ -290,3 +290,50 @@ async def test_the_run_context_carries_the_users_database_and_meters_tool_billin
     billed_calls = session.usage.session.tools["billed"]
     assert (billed_calls.calls, billed_calls.cost_usd) == (2, 0.5)
     assert session.usage.session.tool_cost_usd == 0.5
+
+
+async def test_an_inline_calls_end_is_flushed_by_the_checkpoint_write_after_it(
+    scripted, database_url: str, database: Database, tmp_path: Path, monkeypatch
+):
+    """Its end commits without a WAL flush of its own: the durable write of the call's result follows."""
+    from contextlib import asynccontextmanager
+
+    from orchestrator.store.checkpoints import PooledPostgresSaver
+
+    commits: list[str] = []
+    pipeline, put_writes = Database.user_pipeline, PooledPostgresSaver.aput_writes
+    started, finished = RequestLog.started, RequestLog.finished
+    writing: list[str] = []  # which request-log write the next pipeline is
+
+    @asynccontextmanager
+    async def recorded(self: Database, user_id: str, *, durable: bool = True):
+        async with pipeline(self, user_id, durable=durable) as connection:
+            yield connection
+        if writing:
+            commits.append(f"{writing.pop()}{', durable' if durable else ''}")
+
+    async def start(self: RequestLog, *args: object, **kwargs: object) -> bool:
+        writing.append("start")
+        return await started(self, *args, **kwargs)
+
+    async def end(self: RequestLog, *args: object, **kwargs: object) -> None:
+        writing.append("end")
+        await finished(self, *args, **kwargs)
+
+    async def writes(self: PooledPostgresSaver, *args: object, **kwargs: object) -> None:
+        await put_writes(self, *args, **kwargs)
+        commits.append("checkpoint writes")
+
+    monkeypatch.setattr(Database, "user_pipeline", recorded)
+    monkeypatch.setattr(RequestLog, "started", start)
+    monkeypatch.setattr(RequestLog, "finished", end)
+    monkeypatch.setattr(PooledPostgresSaver, "aput_writes", writes)
+    async with storage_for(database_url, tmp_path) as storage:
+        runtime = Runtime.create(
+            load_settings(), model=scripted(call_tools(("quick", {})), "Done."), tools=[quick], storage=storage
+        )
+        await runtime.session(user_id="u1").run("go")
+
+    assert "start, durable" in commits, "a call that may not run twice is on disk before it runs"
+    end = commits.index("end")  # no flush of its own
+    assert "checkpoint writes" in commits[end + 1 :], "a durable commit takes the end along"

@@ -93,9 +93,10 @@ class RequestLog:
         async with self.database.user_transaction(_user(call)) as connection:
             await _event(connection, call.request_id, _user(call), "acknowledged", detail)
 
-    async def finished(self, call: CallRecord, result: ToolResult) -> None:
+    async def finished(self, call: CallRecord, result: ToolResult, *, durable: bool = True) -> None:
+        """It ended with `result`; `durable=False` when a durable commit follows that takes it along."""
         outcome = "failed" if result.status == "failure" else "completed"
-        await self._end(call, outcome, result.model_dump(mode="json", exclude_none=True))
+        await self._end(call, outcome, result.model_dump(mode="json", exclude_none=True), durable=durable)
 
     async def cancelled(self, call: CallRecord) -> None:
         await self._end(call, "cancelled", {"message": "cancelled by the user"})
@@ -232,7 +233,9 @@ class RequestLog:
                 )
             )
 
-    async def _end(self, call: CallRecord, outcome: str, body: dict[str, object]) -> None:
+    async def _end(
+        self, call: CallRecord, outcome: str, body: dict[str, object], *, durable: bool = True
+    ) -> None:
         """The call ended: it closes at once unless a request it caused is still open.
 
         One statement records the outcome, closes it and logs the events; only
@@ -249,7 +252,7 @@ class RequestLog:
             "error": None if outcome == "completed" else Jsonb(stored),
         }
         if call.parent_request_id is None:  # nothing to close above it: one round trip
-            async with self.database.user_pipeline(user_id) as connection:
+            async with self.database.user_pipeline(user_id, durable=durable) as connection:
                 await connection.execute(END_SQL, ended)
             return
         async with self.database.user_transaction(user_id) as connection:

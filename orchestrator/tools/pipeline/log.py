@@ -47,7 +47,10 @@ class RequestLogMiddleware:
             await asyncio.shield(safely(observer.cancelled(record)))
             raise
         if not is_acknowledgement(result):  # a background call is recorded when it ends
-            await safely(observer.finished(record, result))
+            # Its result goes into this step's checkpoint, whose durable commit flushes
+            # the WAL this end was written to before it: a crash that loses the end loses
+            # the result too, and the call is then known only as started (as mid-call).
+            await safely(observer.finished(record, result, durable=False))
         return result
 
 
