@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from langchain_core.embeddings import Embeddings
-from pgvector import Vector
 from sqlalchemy import ColumnElement, func, select, text, update
 
 from orchestrator.errors import ConfigError
@@ -201,12 +200,15 @@ class Unembedded:
     content: str
 
 
-# A batch's vectors in one statement (pgvector's text form, one per id), as the owner
-# or as their user. Its commit does not wait for the disk: a vector lost with the
-# server is made again on the next run.
+# A batch's vectors in one statement, as the owner or as their user: one array of all
+# their numbers, sent in binary (formatting them as text cost four times as long), and
+# cut into one vector per id. Its commit does not wait for the disk: a vector lost
+# with the server is made again on the next run.
 STORE_VECTORS = """
-    UPDATE messages SET embedding = batch.vector::vector, embedding_model = %(model)s
-    FROM unnest(%(ids)s::bigint[], %(vectors)s::text[]) AS batch (id, vector),
+    UPDATE messages SET
+        embedding = (%(numbers)b::float8[])[(batch.n - 1) * %(size)s + 1 : batch.n * %(size)s]::vector,
+        embedding_model = %(model)s
+    FROM unnest(%(ids)s::bigint[]) WITH ORDINALITY AS batch (id, n),
         (SELECT set_config('synchronous_commit', 'off', true)) AS not_durable
     WHERE messages.id = batch.id
 """
@@ -334,7 +336,8 @@ class EmbeddingWorker:
     def _values(self, stored: Sequence[tuple[int, list[float]]]) -> dict[str, object]:
         return {
             "ids": [row_id for row_id, _ in stored],
-            "vectors": [Vector(vector).to_text() for _, vector in stored],
+            "numbers": [number for _, vector in stored for number in vector],
+            "size": len(stored[0][1]),
             "model": self.embedder.model_name,
         }
 

@@ -10,7 +10,6 @@ from datetime import datetime
 from functools import cache
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
-from pgvector import Vector as PgVector
 from pgvector.sqlalchemy import Vector
 from sqlalchemy import BindParameter, ColumnElement, bindparam, cast, func, literal_column, select
 from sqlalchemy.sql import Select
@@ -174,7 +173,7 @@ class MessageStore:
         the HNSW index, scanning on until this user's rows are found.
         """
         values = {
-            "vector": PgVector(list(vector)).to_text(),
+            "vector": list(vector),
             "user_id": user_id,
             "exclude": exclude_session_id,
             "limit": match_count,
@@ -225,7 +224,8 @@ def _nearest(*, excluding: bool, exact: bool) -> str:
     ).where(messages.c.embedding.is_not(None))
     # An expression the HNSW index cannot serve sorts exactly.
     order = distance + literal_column("0") if exact else distance
-    return driver_sql(statement.order_by(order).limit(bindparam("limit")))
+    # The vector goes in binary, as an array of numbers: as text it took 0.15 ms to format.
+    return driver_sql(statement.order_by(order).limit(bindparam("limit"))).replace("%(vector)s", "%(vector)b")
 
 
 @cache
