@@ -324,7 +324,8 @@ class Session:
                 turn_input,
                 self.config,
                 context=replace(self.context, lookup=lookup),
-                stream_mode=["custom", "messages", "values"],
+                # Without a handler nothing shows tokens or progress: only states are read.
+                stream_mode=["custom", "messages", "values"] if on_event is not None else ["values"],
                 subgraphs=True,
                 # With storage, each step is saved before the next starts: a killed
                 # process resumes from the last one.

@@ -8,11 +8,19 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections.abc import Sequence
-from typing import Protocol, TypedDict
+from typing import Protocol, TypedDict, TypeVar
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolCall, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+)
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -49,6 +57,7 @@ TOOLS_NODE = "tools"
 STOPPED = "stopped"
 
 logger = logging.getLogger(__name__)
+Message = TypeVar("Message", bound=BaseMessage)
 
 StateUpdate = dict[str, object]
 
@@ -102,7 +111,7 @@ class ModelNode:
         if stop is not None:  # a budget ends the turn: its stop is the answer
             emit_status(Stage.COMPLETE, STOPPED)
             answer = AIMessage(stop.message)
-            return {"messages": [answer], "iterations": iterations + 1, **_rejections({}, state)}
+            return {"messages": [identified(answer)], "iterations": iterations + 1, **_rejections({}, state)}
         update: StateUpdate = {"context": found} if iterations == 0 and self.retriever else {}
         emit_status(Stage.STREAMING)
         try:
@@ -125,7 +134,7 @@ class ModelNode:
         return {
             **update,
             **_rejections(rejected, state),
-            "messages": [response],
+            "messages": [identified(response)],
             "iterations": iterations + 1,
         }
 
@@ -203,7 +212,7 @@ class ToolTaskNode:
         call = task["call"]
         rejection = task["rejection"]
         if rejection is not None:
-            return {"messages": [self._refused(call, rejection, task)]}
+            return {"messages": [identified(self._refused(call, rejection, task))]}
         request = self.dispatcher.request(
             call,
             run_context(runtime, config),
@@ -224,7 +233,7 @@ class ToolTaskNode:
                 "parent_request_id": result.parent_request_id,
             },
         )
-        return {"messages": [self.dispatcher.message(call, result)]}
+        return {"messages": [identified(self.dispatcher.message(call, result))]}
 
     def _refused(self, call: ToolCall, rejection: Rejection, task: ToolTask) -> ToolMessage:
         message = refusal(call, rejection, max_chars=self.dispatcher.limits.max_result_chars)
@@ -305,6 +314,18 @@ def build_agent_graph(
     compiled = graph.compile(checkpointer=checkpointer, name=name)
     # Two steps per round, and the final answer: the tool-round limit ends first.
     return compiled.with_config(recursion_limit=2 * limits.max_iterations + 5)
+
+
+def identified(message: Message) -> Message:
+    """`message`, with an id if it had none: given as the node returns it, kept by its saved write.
+
+    LangGraph's reducer would give it one each time the write is applied, and a
+    resumed turn applies a saved write again: the archive would take it for a
+    new message. (Streaming messages stamps them too; a run without it must.)
+    """
+    if message.id is None:
+        message.id = str(uuid.uuid4())
+    return message
 
 
 def _rejections(rejected: dict[str, Rejection], state: AgentState) -> StateUpdate:
