@@ -110,3 +110,62 @@ async def test_a_lease_ends_with_its_connection(database: Database):
 async def _take(leases: SessionLeases, session_id: str, *, on_wait: object) -> None:
     async with leases.hold(session_id, on_wait=on_wait):  # type: ignore[arg-type]
         pass
+
+
+async def test_leases_asked_for_together_go_in_one_round_trip(database: Database, monkeypatch):
+    from orchestrator.store import sessions
+
+    sent: list[int] = []
+    send = sessions._send
+
+    async def counted(driver: object, asked: list[sessions.Statement]) -> list[bool]:
+        sent.append(len(asked))
+        return await send(driver, asked)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(sessions, "_send", counted)
+    leases, other = SessionLeases(database), SessionLeases(database)
+    names = [f"together-{n}" for n in range(20)]
+    inside = asyncio.Barrier(len(names) + 1)
+
+    async def turn(name: str) -> None:
+        async with leases.hold(name):
+            await inside.wait()
+
+    turns = [asyncio.create_task(turn(name)) for name in names]
+    await inside.wait()  # every lease is held at once
+    assert sum(sent) == 20 and len(sent) < 20, sent
+    await asyncio.gather(*turns)
+    await leases.close()  # its releases sent first
+
+    taken = asyncio.Event()
+    for name in names:  # all released: another process takes each at once
+        await _take(other, name, on_wait=taken.set)
+    await other.close()
+    assert not taken.is_set()
+
+
+async def test_a_lock_whose_turn_was_cancelled_is_not_kept(database: Database, monkeypatch):
+    from orchestrator.store import sessions
+
+    asked, gate = asyncio.Event(), asyncio.Event()
+    send = sessions._send
+
+    async def held_up(driver: object, statements: list[sessions.Statement]) -> list[bool]:
+        answers = await send(driver, statements)  # type: ignore[arg-type]
+        asked.set()
+        await gate.wait()  # the server locked it; the answer is on its way
+        return answers
+
+    leases, other = SessionLeases(database), SessionLeases(database)
+    monkeypatch.setattr(sessions, "_send", held_up)
+    taking = asyncio.create_task(_take(leases, "cancelled-1", on_wait=lambda: None))
+    await asked.wait()
+    taking.cancel()
+    gate.set()
+    await asyncio.gather(taking, return_exceptions=True)
+    monkeypatch.setattr(sessions, "_send", send)
+    await asyncio.gather(*leases._releasing)
+
+    free = await other._lock(lease_key("cancelled-1"))  # one try: is it taken?
+    await asyncio.gather(leases.close(), other.close())
+    assert free, "the lease was released, not left held by a turn that never ran"

@@ -13,7 +13,9 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from orchestrator.errors import SessionOwnedError
+from orchestrator.store.batching import Batched
 from orchestrator.store.engine import Database
+from orchestrator.store.pool import dropped
 
 logger = logging.getLogger(__name__)
 
@@ -53,14 +55,16 @@ class SessionLeases:
     again. The locks live on one connection per process: PostgreSQL releases
     them when that connection ends, so a killed process leaves no lease behind.
     Within the process, a lock per session keeps two `Session` objects apart
-    (advisory locks are re-entrant on one connection).
+    (advisory locks are re-entrant on one connection). Locks and unlocks asked
+    for while others are on their way go together, in one round trip.
     """
 
     def __init__(self, database: Database, *, poll_seconds: float = LEASE_POLL_SECONDS) -> None:
         self._database = database
         self._poll_seconds = poll_seconds
         self._connection: AsyncConnection | None = None
-        self._statement = asyncio.Lock()  # one statement at a time on the shared connection
+        self._driver: psycopg.AsyncConnection | None = None  # the connection's own psycopg one
+        self._statements: Batched[Statement, bool] = Batched(self._run)
         self._local: dict[str, asyncio.Lock] = {}
         self._held: set[int] = set()
         self._releasing: set[asyncio.Task[None]] = set()
@@ -77,7 +81,7 @@ class SessionLeases:
         async with local:
             key = lease_key(session_id)
             waited = False
-            while not await self._execute(TRY_LOCK, key):
+            while not await self._lock(key):
                 if not waited and on_wait is not None:
                     on_wait()
                 waited = True
@@ -88,54 +92,80 @@ class SessionLeases:
                 yield
             finally:
                 self._held.discard(key)
-                if self._connection is not None:  # else closed: the lease went with it
-                    # Released after the turn, not before its result: the lock is
-                    # re-entrant, so a next turn locking first still holds it after.
-                    release = asyncio.create_task(self._release(key))
-                    self._releasing.add(release)
-                    release.add_done_callback(self._releasing.discard)
-
-    async def _release(self, key: int) -> None:
-        with suppress(*LOST):  # lost: gone with its connection
-            await self._execute(UNLOCK, key)
+                # Released after the turn, not before its result: the lock is
+                # re-entrant, so a next turn locking first still holds it after.
+                self._release_later(key)
 
     async def close(self) -> None:
         """Release every lease of this process."""
         await asyncio.gather(*self._releasing, return_exceptions=True)
-        if self._connection is not None:
-            with suppress(DBAPIError, OSError):
-                # Invalidated, not returned to the pool, where its locks would live on.
-                await self._connection.invalidate()
-                await self._connection.close()
-            self._connection = None
+        await self._disconnect()
 
-    async def _execute(self, statement: str, key: int) -> bool:
-        async with self._statement:
-            try:
-                return await self._scalar(await self._connect(), statement, key)
-            except LOST as error:
-                if not _connection_lost(error):
-                    raise
-            # The server restarted: the locks went with the old connection.
-            await self.close()
-            return await self._scalar(await self._connect(), statement, key)
+    async def _lock(self, key: int) -> bool:
+        locking = asyncio.ensure_future(self._statements((TRY_LOCK, key)))
+        try:
+            return await asyncio.shield(locking)
+        except asyncio.CancelledError:
+            # A lock the server gave after all is not kept: nobody would release it.
+            locking.add_done_callback(
+                lambda done: done.cancelled() or done.exception() or not done.result() or self._release_later(key)
+            )
+            raise
 
-    async def _connect(self) -> AsyncConnection:
-        if self._connection is None or self._connection.closed:
+    def _release_later(self, key: int) -> None:
+        if self._connection is None:  # closed: the lease went with it
+            return
+        release = asyncio.create_task(self._release(key))
+        self._releasing.add(release)
+        release.add_done_callback(self._releasing.discard)
+
+    async def _release(self, key: int) -> None:
+        with suppress(*LOST):  # lost: gone with its connection
+            await self._statements((UNLOCK, key))
+
+    async def _run(self, asked: list[Statement]) -> list[bool]:
+        try:
+            return await _send(await self._connect(), asked)
+        except LOST as error:
+            if not _connection_lost(error):
+                raise
+        # The server restarted: the locks went with the old connection.
+        await self._disconnect()
+        return await _send(await self._connect(), asked)
+
+    async def _connect(self) -> psycopg.AsyncConnection:
+        if self._driver is not None and dropped(self._driver):  # the server restarted
+            await self._disconnect()
+        if self._driver is None:
             connection = await self._database.app_engine.connect()
             connection = await connection.execution_options(isolation_level="AUTOCOMMIT")
-            for key in self._held:  # the running turns take their leases back
-                if not await self._scalar(connection, TRY_LOCK, key):
-                    logger.warning("a session's lease was taken by another process during a restart")
-            self._connection = connection
-        return self._connection
+            # psycopg itself, as the statements are tiny: SQLAlchemy would cost more than they do
+            driver = (await connection.get_raw_connection()).driver_connection
+            held = sorted(self._held)  # the running turns take their leases back
+            if not all(await _send(driver, [(TRY_LOCK, key) for key in held])):
+                logger.warning("a session's lease was taken by another process during a restart")
+            self._connection, self._driver = connection, driver
+        return self._driver
 
-    @staticmethod
-    async def _scalar(connection: AsyncConnection, statement: str, key: int) -> bool:
-        # psycopg itself, as the statement is tiny: SQLAlchemy would cost more than it
-        driver = (await connection.get_raw_connection()).driver_connection
-        row = await (await driver.execute(statement, (key,))).fetchone()
-        return bool(row and row[0])
+    async def _disconnect(self) -> None:
+        connection, self._connection, self._driver = self._connection, None, None
+        if connection is not None:
+            with suppress(DBAPIError, OSError):
+                # Invalidated, not returned to the pool, where its locks would live on.
+                await connection.invalidate()
+                await connection.close()
+
+
+Statement = tuple[str, int]  # a lease statement and its key
+
+
+async def _send(driver: psycopg.AsyncConnection, asked: list[Statement]) -> list[bool]:
+    """Each statement's answer, all sent in one round trip."""
+    if not asked:
+        return []
+    async with driver.pipeline():
+        cursors = [await driver.execute(statement, (key,)) for statement, key in asked]
+    return [bool(row and row[0]) for row in [await cursor.fetchone() for cursor in cursors]]
 
 
 def _connection_lost(error: BaseException) -> bool:
