@@ -11,6 +11,7 @@ import asyncio
 import hashlib
 import importlib.util
 import logging
+import queue
 import threading
 from collections.abc import Callable, Sequence
 from contextlib import suppress
@@ -343,7 +344,14 @@ class EmbeddingWorker:
 
 
 async def in_daemon_thread(function: Callable[[list[str]], Result], texts: list[str]) -> Result:
-    """Run `function(texts)` on a daemon thread and wait for it without blocking the loop."""
+    """Run `function(texts)` on the embedding thread and wait for it without blocking the loop.
+
+    One daemon thread runs these calls in turn (the model takes one batch at a
+    time anyway): a thread started per call held the event loop up to a
+    millisecond each time, as `Thread.start` waits for the new thread to run.
+    Not asyncio's executor: its threads are joined at exit, and a process that
+    is exiting must not wait for the model to load.
+    """
     loop = asyncio.get_running_loop()
     future: asyncio.Future[Result] = loop.create_future()
 
@@ -361,8 +369,32 @@ async def in_daemon_thread(function: Callable[[list[str]], Result], texts: list[
         with suppress(RuntimeError):  # the loop closed: nobody waits any more
             loop.call_soon_threadsafe(reply)
 
-    threading.Thread(target=work, name="embed", daemon=True).start()
+    _EMBEDDING_THREAD.submit(work)
     return await future
+
+
+class _DaemonThread:
+    """One daemon thread running the calls it is given in order, started when first needed."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._calls: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._starting = threading.Lock()
+
+    def submit(self, call: Callable[[], None]) -> None:
+        with self._starting:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._serve, name=self._name, daemon=True)
+                self._thread.start()
+        self._calls.put(call)
+
+    def _serve(self) -> None:
+        while True:
+            self._calls.get()()  # each call settles its own outcome: none raises here
+
+
+_EMBEDDING_THREAD = _DaemonThread("embed")
 
 
 async def reembed(
