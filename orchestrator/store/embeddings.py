@@ -201,7 +201,7 @@ class Unembedded:
     content: str
 
 
-# A batch's vectors in one statement, as the owner or as their user: one array of all
+# A batch's vectors in one statement, as the owner (every user's at once): one array of all
 # their numbers, sent in binary (formatting them as text cost four times as long), and
 # cut into one vector per id. Its commit does not wait for the disk: a vector lost
 # with the server is made again on the next run.
@@ -309,12 +309,7 @@ class EmbeddingWorker:
         while self._handed:
             batch, self._handed = self._handed[: self.batch_size], self._handed[self.batch_size :]
             vectors = await self.embedder.embed_documents([row.content for row in batch])
-            by_user: dict[str, list[tuple[int, list[float]]]] = {}
-            for row, vector in zip(batch, vectors, strict=True):
-                by_user.setdefault(row.user_id, []).append((row.id, vector))
-            for user_id, stored in by_user.items():  # one round trip each, as their user
-                async with self.database.user_pipeline(user_id, durable=False) as connection:
-                    await connection.execute(STORE_VECTORS, self._values(stored))
+            await self._store([(row.id, vector) for row, vector in zip(batch, vectors, strict=True)])
 
     async def _embed_batch(self) -> int:
         async with self.database.admin_transaction() as connection:
@@ -329,18 +324,19 @@ class EmbeddingWorker:
         if not rows:
             return 0
         vectors = await self.embedder.embed_documents([row.content for row in rows])
-        async with self.database.admin_transaction() as connection:
-            stored = [(row.id, vector) for row, vector in zip(rows, vectors, strict=True)]
-            await connection.exec_driver_sql(STORE_VECTORS, self._values(stored))
+        await self._store([(row.id, vector) for row, vector in zip(rows, vectors, strict=True)])
         return len(rows)
 
-    def _values(self, stored: Sequence[tuple[int, list[float]]]) -> dict[str, object]:
-        return {
+    async def _store(self, stored: Sequence[tuple[int, list[float]]]) -> None:
+        """Each (row id, vector) stored, every user's at once: one round trip as the owner."""
+        values = {
             "ids": [row_id for row_id, _ in stored],
             "numbers": [number for _, vector in stored for number in vector],
             "size": len(stored[0][1]),
             "model": self.embedder.model_name,
         }
+        async with self.database.admin_pipeline() as connection:
+            await connection.execute(STORE_VECTORS, values)
 
 
 async def in_daemon_thread(function: Callable[[list[str]], Result], texts: list[str]) -> Result:

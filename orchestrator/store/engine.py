@@ -73,7 +73,7 @@ class Database:
         )
         self._revive = revive
         self._key: bytes | None = None
-        self._pipelines: ServerPool | None = None  # opened on first use
+        self._pipelines: dict[AsyncEngine, ServerPool] = {}  # psycopg's, per login: opened on first use
         self._opening = asyncio.Lock()
 
     @classmethod
@@ -123,21 +123,15 @@ class Database:
         the machine may lose it; one of this process (kill -9) never does.
         """
         token = await self.user_token(user_id)
-        pool = await self._pipeline_pool()
-        try:
-            connection = await pool.getconn()
-        except (psycopg.OperationalError, PoolTimeout) as error:
-            raise self.unavailable(error) from None
-        try:
-            async with connection.pipeline():
-                await connection.execute(ENTER_SQL if durable else ENTER_NOT_DURABLE_SQL, (user_id, token))
-                yield connection
-        except psycopg.OperationalError as error:
-            if connection.broken or connection.closed:  # the server went away mid-transaction
-                raise self.unavailable(error) from None
-            raise
-        finally:
-            await pool.putconn(connection)
+        entry = ENTER_SQL if durable else ENTER_NOT_DURABLE_SQL
+        async with self._pipelined(self.app_engine, entry=(entry, (user_id, token))) as connection:
+            yield connection
+
+    @asynccontextmanager
+    async def admin_pipeline(self) -> AsyncIterator[psycopg.AsyncConnection]:
+        """`admin_transaction` in one round trip, as `user_pipeline` is `user_transaction`'s."""
+        async with self._pipelined(self.engine) as connection:
+            yield connection
 
     @asynccontextmanager
     async def admin_transaction(self) -> AsyncIterator[AsyncConnection]:
@@ -164,22 +158,42 @@ class Database:
         return DatabaseUnavailableError(UNAVAILABLE.format(at=f" at {self.where}", detail=detail))
 
     async def close(self) -> None:
-        if self._pipelines is not None:
-            await self._pipelines.close()
+        for pool in self._pipelines.values():
+            await pool.close()
         await self.engine.dispose()
         if self.app_engine is not self.engine:
             await self.app_engine.dispose()
 
-    async def _pipeline_pool(self) -> ServerPool:
-        if self._pipelines is not None:  # every pipeline: no lock once it is open
-            return self._pipelines
+    @asynccontextmanager
+    async def _pipelined(
+        self, engine: AsyncEngine, *, entry: tuple[str, tuple[str, ...]] | None = None
+    ) -> AsyncIterator[psycopg.AsyncConnection]:
+        """A pipeline on a connection of `engine`'s login, opened by `entry` (a statement, its values)."""
+        pool = self._pipelines.get(engine) or await self._pipeline_pool(engine)
+        try:
+            connection = await pool.getconn()
+        except (psycopg.OperationalError, PoolTimeout) as error:
+            raise self.unavailable(error) from None
+        try:
+            async with connection.pipeline():
+                if entry is not None:
+                    await connection.execute(*entry)
+                yield connection
+        except psycopg.OperationalError as error:
+            if connection.broken or connection.closed:  # the server went away mid-transaction
+                raise self.unavailable(error) from None
+            raise
+        finally:
+            await pool.putconn(connection)
+
+    async def _pipeline_pool(self, engine: AsyncEngine) -> ServerPool:
         async with self._opening:
-            if self._pipelines is None:
-                app_url = self.app_engine.url.set(drivername="postgresql")
-                pool = ServerPool.autocommit(app_url.render_as_string(hide_password=False))
+            if engine not in self._pipelines:
+                url = engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
+                pool = ServerPool.autocommit(url)
                 await pool.open()
-                self._pipelines = pool
-        return self._pipelines
+                self._pipelines[engine] = pool
+        return self._pipelines[engine]
 
     @asynccontextmanager
     async def _begin(self, engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
