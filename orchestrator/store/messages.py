@@ -98,7 +98,7 @@ class MessageStore:
             )
         new = await cursor.fetchall()
         if self.worker is not None:
-            unembedded = [Unembedded(row_id, user_id, text) for row_id, text in new if text is not None]
+            unembedded = [Unembedded(row_id, text) for row_id, text in new if text is not None]
             if unembedded:
                 self.worker.notify(unembedded)
         return len(new)

@@ -107,9 +107,11 @@ class SessionLeases:
             return await asyncio.shield(locking)
         except asyncio.CancelledError:
             # A lock the server gave after all is not kept: nobody would release it.
-            locking.add_done_callback(
-                lambda done: done.cancelled() or done.exception() or not done.result() or self._release_later(key)
-            )
+            def release_if_locked(done: asyncio.Future[bool]) -> None:
+                if not done.cancelled() and done.exception() is None and done.result():
+                    self._release_later(key)
+
+            locking.add_done_callback(release_if_locked)
             raise
 
     def _release_later(self, key: int) -> None:
