@@ -494,6 +494,10 @@ async def test_a_pipeline_runs_as_its_user_all_or_nothing(database: Database):
             await connection.execute(insert, (f"{session}-alice", alice))  # not bob's row
     async with database.user_pipeline(bob, durable=False) as connection:
         lax = await connection.execute("SELECT current_setting('synchronous_commit')")
+    async with database.admin_pipeline() as connection:
+        owner = await connection.execute("SELECT current_setting('synchronous_commit')")
+    async with database.admin_pipeline(durable=False) as connection:
+        owner_lax = await connection.execute("SELECT current_setting('synchronous_commit')")
     async with database.admin_transaction() as connection:
         kept = await connection.scalar(
             text("SELECT count(*) FROM sessions WHERE session_id LIKE :s"), {"s": f"{session}-%"}
@@ -503,6 +507,7 @@ async def test_a_pipeline_runs_as_its_user_all_or_nothing(database: Database):
     assert await settings.fetchone() == ("orchestrator_app", "on")
     assert kept == 0, "the statement before the failing one was rolled back with it"
     assert await lax.fetchone() == ("off",)
+    assert (await owner.fetchone(), await owner_lax.fetchone()) == (("on",), ("off",))
 
 
 async def test_a_pipeline_connection_the_server_dropped_is_replaced(database: Database, postgres_url: str):

@@ -204,14 +204,12 @@ class Unembedded:
 
 # A batch's vectors in one statement, as the owner (every user's at once): one array of all
 # their numbers, sent in binary (formatting them as text cost four times as long), and
-# cut into one vector per id. Its commit does not wait for the disk: a vector lost
-# with the server is made again on the next run.
+# cut into one vector per id.
 STORE_VECTORS = """
     UPDATE messages SET
         embedding = (%(numbers)b::float8[])[(batch.n - 1) * %(size)s + 1 : batch.n * %(size)s]::vector,
         embedding_model = %(model)s
-    FROM unnest(%(ids)s::bigint[]) WITH ORDINALITY AS batch (id, n),
-        (SELECT set_config('synchronous_commit', 'off', true)) AS not_durable
+    FROM unnest(%(ids)s::bigint[]) WITH ORDINALITY AS batch (id, n)
     WHERE messages.id = batch.id
 """
 # Rows handed over by the archive and still waiting, at most: past it, or when a
@@ -336,7 +334,8 @@ class EmbeddingWorker:
             "size": len(stored[0][1]),
             "model": self.embedder.model_name,
         }
-        async with self.database.admin_pipeline() as connection:
+        # Not waiting for the disk: a vector lost with the server is made again on the next run.
+        async with self.database.admin_pipeline(durable=False) as connection:
             await connection.execute(STORE_VECTORS, values)
 
 

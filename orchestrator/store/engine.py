@@ -50,8 +50,9 @@ TRANSACTION_TOKEN_SETTING = "app.transaction_token"
 _ENTER = "SELECT set_config('role', '{role}', true), orchestrator_auth.enter({user}, {token})"
 ENTER = text(_ENTER.format(role=APP_ROLE, user=":user_id", token=":token"))
 ENTER_SQL = _ENTER.format(role=APP_ROLE, user="%s", token="%s")
-# The same, for a transaction whose commit need not wait for the WAL to reach the disk.
-ENTER_NOT_DURABLE_SQL = ENTER_SQL + ", set_config('synchronous_commit', 'off', true)"
+# For a transaction whose commit need not wait for the WAL to reach the disk.
+NOT_DURABLE = "set_config('synchronous_commit', 'off', true)"
+ENTER_NOT_DURABLE_SQL = f"{ENTER_SQL}, {NOT_DURABLE}"
 UNAVAILABLE = "The database{at} is unavailable: {detail}"
 
 
@@ -128,9 +129,10 @@ class Database:
             yield connection
 
     @asynccontextmanager
-    async def admin_pipeline(self) -> AsyncIterator[psycopg.AsyncConnection]:
+    async def admin_pipeline(self, *, durable: bool = True) -> AsyncIterator[psycopg.AsyncConnection]:
         """`admin_transaction` in one round trip, as `user_pipeline` is `user_transaction`'s."""
-        async with self._pipelined(self.engine) as connection:
+        entry = None if durable else (f"SELECT {NOT_DURABLE}", ())
+        async with self._pipelined(self.engine, entry=entry) as connection:
             yield connection
 
     @asynccontextmanager
