@@ -16,7 +16,7 @@ from sqlalchemy import text
 
 from orchestrator.runtime import Runtime
 from orchestrator.settings import load_settings
-from orchestrator.store.checkpoints import PooledPostgresSaver
+from orchestrator.store.checkpoints import INTERRUPT, PooledPostgresSaver
 from orchestrator.testing import ScriptedChatModel, call_tools
 from tests.helpers import storage_for
 
@@ -187,3 +187,33 @@ async def test_every_message_of_a_turn_resumed_twice_is_archived(database_url: s
 
     assert third.answer == "Done."
     assert {m.id for m in history} == archived
+
+
+async def test_langgraphs_own_saver_reads_the_writes_and_blobs_ours_serializes_in_the_loop(
+    database_url: str, tmp_path: Path
+):
+    from langchain_core.messages import AIMessage
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    async with storage_for(database_url, tmp_path) as storage:
+        ours = storage.checkpointer
+        thread = f"inline-{uuid.uuid4().hex[:8]}"
+        checkpoint = empty_checkpoint()
+        checkpoint["channel_values"] = {"messages": [AIMessage("kept", id="m1")], "iterations": 2}
+        checkpoint["channel_versions"] = versions = {"messages": "1", "iterations": "1"}
+        config = await ours.aput(
+            {"configurable": {"thread_id": thread, "checkpoint_ns": ""}},
+            checkpoint,
+            {"source": "loop", "step": 1},
+            versions,
+        )
+        await ours.aput_writes(config, [("messages", [AIMessage("pending", id="m2")])], task_id="t1")
+        await ours.aput_writes(config, [(INTERRUPT, {"question": "go?"})], task_id="t2")
+        stock = await AsyncPostgresSaver(ours.conn).aget_tuple(config)
+
+    assert stock is not None
+    assert [m.text for m in stock.checkpoint["channel_values"]["messages"]] == ["kept"]
+    assert stock.checkpoint["channel_values"]["iterations"] == 2
+    assert stock.metadata["step"] == 1
+    assert [(task, channel) for task, channel, _ in stock.pending_writes] == [("t1", "messages"), ("t2", INTERRUPT)]
+    assert stock.pending_writes[1][2] == {"question": "go?"}
