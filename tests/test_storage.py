@@ -623,3 +623,17 @@ def test_sql_for_psycopg_names_every_value():
     assert driver_sql(select(bindparam("x"))) == "SELECT %(x)s AS anon_1"
     with pytest.raises(TypeError, match="param_1"):
         driver_sql(select(literal(1)))  # SQLAlchemy would bind the 1: psycopg would not get it
+
+
+async def test_numbers_go_to_postgresql_as_psycopgs_own_binary_array(database: Database):
+    import psycopg
+    from psycopg.adapt import PyFormat
+
+    from orchestrator.store.numbers import Numbers, NumbersDumper
+
+    values = [0.1, -2.5, 3.0e-8, 1e300, 0.0]
+    own = psycopg.adapt.Transformer().get_dumper(values, PyFormat.BINARY)
+    assert NumbersDumper(Numbers).dump(Numbers(values)) == bytes(own.dump(values))
+    async with database.admin_pipeline() as connection:
+        echoed = await connection.execute("SELECT %b::float8[], %b::vector", (Numbers(values), Numbers([1.0, 2.0])))
+    assert await echoed.fetchone() == (values, "[1,2]")

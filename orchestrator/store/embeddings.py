@@ -28,6 +28,7 @@ from orchestrator.settings import Settings, env_name
 from orchestrator.store.batching import Batched
 from orchestrator.store.engine import Database
 from orchestrator.store.models import messages
+from orchestrator.store.numbers import Numbers
 
 if TYPE_CHECKING:
     from orchestrator.store.model_process import ModelProcess
@@ -330,7 +331,7 @@ class EmbeddingWorker:
         """Each (row id, vector) stored, every user's at once: one round trip as the owner."""
         values = {
             "ids": [row_id for row_id, _ in stored],
-            "numbers": [number for _, vector in stored for number in vector],
+            "numbers": Numbers(number for _, vector in stored for number in vector),
             "size": len(stored[0][1]),
             "model": self.embedder.model_name,
         }

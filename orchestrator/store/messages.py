@@ -24,6 +24,7 @@ from orchestrator.store.embeddings import (
 )
 from orchestrator.store.engine import Database, driver_sql
 from orchestrator.store.models import messages
+from orchestrator.store.numbers import Numbers
 from orchestrator.store.text import storable_json, storable_text
 
 # Messages stored already (a resumed turn's, or archived by another process) are skipped;
@@ -173,7 +174,7 @@ class MessageStore:
         the HNSW index, scanning on until this user's rows are found.
         """
         values = {
-            "vector": list(vector),
+            "vector": Numbers(vector),
             "user_id": user_id,
             "exclude": exclude_session_id,
             "limit": match_count,
