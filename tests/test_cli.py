@@ -151,6 +151,20 @@ def test_help_version_and_tools_list_load_no_langchain(tmp_path: Path):
     assert run_cli("--version", cwd=tmp_path).stdout == "orchestrator 0.1.0\n"
 
 
+def test_storage_loads_no_numerical_library(tmp_path: Path):
+    """numpy, torch and ONNX Runtime wait for the first vector: `ask` without one never pays for them."""
+    probe = (
+        "import sys\n"
+        "import orchestrator.store.storage\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('numpy', 'torch', 'onnxruntime')))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path, env=cli_env(tmp_path), timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
 @pytest.mark.parametrize(
     "option", [["-u", ""], ["-u", "   "], ["-u", "a\x1b[2Jb"], ["-s", ""], ["-s", "x" * 201]],
     ids=["empty-user", "blank-user", "escape-user", "empty-session", "long-session"],

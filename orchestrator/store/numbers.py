@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import struct
 
-import numpy as np
 import psycopg
 from psycopg.adapt import Dumper
 from psycopg.pq import Format
@@ -17,7 +16,7 @@ from psycopg.pq import Format
 FLOAT8 = psycopg.postgres.types["float8"]
 # One dimension, no NULLs, of float8, its length and its first index (1).
 HEADER = struct.Struct(">iiiii")
-CELL = np.dtype([("size", ">i4"), ("value", ">f8")])
+CELL = [("size", ">i4"), ("value", ">f8")]  # each number: its size in bytes (8), then itself
 
 
 class Numbers(list[float]):
@@ -31,8 +30,10 @@ class NumbersDumper(Dumper):
     oid = FLOAT8.array_oid
 
     def dump(self, obj: Numbers) -> bytes:
+        import numpy as np  # when a vector is first sent: a command that sends none never pays for it
+
         cells = np.empty(len(obj), dtype=CELL)
-        cells["size"] = CELL["value"].itemsize
+        cells["size"] = 8
         cells["value"] = obj
         return HEADER.pack(1, 0, FLOAT8.oid, len(obj), 1) + cells.tobytes()
 
