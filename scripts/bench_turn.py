@@ -458,7 +458,7 @@ async def measure_in_process(
     use_tool_threads()
     ours, storage = await our_side(logins["ours"], home, options.embeddings)
     peer, pool = await peer_side(logins["peer"])
-    embedder = "none" if storage.embedder is None else storage.embedder.model_name
+    embedder = "none" if storage.embedder is None else storage.embedder.vectors_name
     print(f"embeddings: {options.embeddings} ({embedder})")
     figures: dict[str, float] = {}
     try:
