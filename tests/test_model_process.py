@@ -68,9 +68,10 @@ def test_the_8_bit_export_gives_vectors_close_to_what_encode_gives():
     assert len(found) == 5 and agree(found, expected)
     assert found[0] == found[3] == encode(["a puppy"])[0]  # whatever runs beside it
     # quantized: not the float model's numbers
-    assert max(abs(a - b) for got, want in zip(found, expected) for a, b in zip(got, want)) > TOLERANCE
+    differences = [abs(a - b) for got, want in zip(found, expected) for a, b in zip(got, want)]
+    assert max(differences) > TOLERANCE
     dog, invoice = encode(["my new dog", "the bill is due"])
-    similarity = [sum(a * b for a, b in zip(query, text)) for query in (dog, invoice) for text in found[:2]]
+    similarity = [sum(a * b for a, b in zip(q, text)) for q in (dog, invoice) for text in found[:2]]
     assert similarity[0] > similarity[1] and similarity[3] > similarity[2]  # still by meaning
 
 
@@ -89,7 +90,8 @@ def test_the_export_is_kept_and_read_again_without_torch(tmp_path: Path):
     finally:
         first.close()
     (kept_in,) = tmp_path.iterdir()  # the older export is gone
-    assert first.engine == ONNX and first.quantized and sorted(p.name for p in kept_in.iterdir()) == sorted(FILES)
+    assert first.engine == ONNX and first.quantized
+    assert sorted(p.name for p in kept_in.iterdir()) == sorted(FILES)
 
     again = ModelProcess(keep_in=tmp_path)  # reads the export: torch is never imported
     try:

@@ -41,7 +41,10 @@ QUIET_OFFLINE = {
 }
 EXPORT_PREFIX = "all-MiniLM-L6-v2-onnx-"
 EXPORT_FORMAT = 2  # the export's shape (onnx_model): a new one is made when it changes
-ONNX, KEPT_ONNX, TORCH = "onnxruntime, 8-bit weights", "onnxruntime, 8-bit weights, kept export", "sentence-transformers"
+# What serves (`ModelProcess.engine`): a new export, a kept one, or the model itself.
+ONNX = "onnxruntime, 8-bit weights"
+KEPT_ONNX = f"{ONNX}, kept export"
+TORCH = "sentence-transformers"
 STOPPED = "the local embedding model stopped"
 
 

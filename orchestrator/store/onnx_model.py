@@ -84,7 +84,7 @@ class OnnxEncoder:
         ids = np.array([encoded.ids], dtype=np.int64)
         mask = np.array([encoded.attention_mask], dtype=np.int64)
         (hidden,) = self._session.run(None, {"input_ids": ids, "attention_mask": mask})
-        weights = mask[0, :, None].astype(hidden.dtype)  # the mean of the text's tokens, not padding's
+        weights = mask[0, :, None].astype(hidden.dtype)  # the text's tokens, not padding
         vector = (hidden[0] * weights).sum(axis=0) / max(float(weights.sum()), 1.0)
         return (vector / max(float(np.linalg.norm(vector)), 1e-12)).tolist()
 
@@ -109,7 +109,7 @@ def kept(directory: Path) -> OnnxEncoder | None:
 
 
 def exported(model: object, *, keep_in: Path | None = None) -> OnnxEncoder | None:
-    """`model` (a SentenceTransformer) exported to ONNX and quantized, or None where it cannot stand in.
+    """`model` (a SentenceTransformer) exported to ONNX and quantized, or None if it cannot be.
 
     When the float export gives the vectors `model.encode` gives and the
     quantized one agrees with them, the quantized one is kept in `keep_in` (if
