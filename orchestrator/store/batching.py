@@ -19,9 +19,8 @@ class Batched(Generic[Item, Result]):
     """Calls `serve` with every item waiting, one call at a time (per event loop).
 
     Concurrent sessions each embedding a query on the local model would
-    otherwise each run it at once, and on a few cores each pass only slows
-    the others down; one pass over a batch costs about what one pass over one
-    text does.
+    otherwise each wait their turn for its process, one round trip each; the
+    session leases' locks go to the server together the same way.
     """
 
     def __init__(self, serve: Callable[[list[Item]], Awaitable[Sequence[Result]]]) -> None:

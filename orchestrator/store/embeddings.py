@@ -154,7 +154,7 @@ class Embedder:
         if not self.symmetric:
             return await self.embeddings.aembed_query(text)
         if isinstance(self.embeddings, LocalMiniLMEmbeddings):
-            # One model on the CPU: queries asked at once share one pass over them all.
+            # One model process: queries asked at once go to it together, in one round trip.
             vector = await self._query_batch(text)
         else:  # a remote model answers each request on its own: none waits for another
             vector = await self.embeddings.aembed_query(text)
