@@ -131,3 +131,10 @@ def test_without_onnx_runtime_the_float_model_serves_and_its_vectors_say_so(
     finally:
         local.close()
     assert not (tmp_path / "models").exists() or not any((tmp_path / "models").iterdir())
+
+
+def test_agreement_needs_every_vector_to_point_the_same_way():
+    same, turned = [[1.0, 0.0], [0.0, 1.0]], [[1.0, 0.0], [1.0, 0.0]]
+    assert agree(same, same)
+    assert not agree(turned, same)  # one of two points elsewhere
+    assert not agree(same[:1], same) and not agree([[1.0]], [[1.0, 0.0]])  # a vector missing, cut

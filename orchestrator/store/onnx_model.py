@@ -135,9 +135,12 @@ def exported(model: object, *, keep_in: Path | None = None) -> OnnxEncoder | Non
 
 def agree(found: Sequence[Sequence[float]], expected: Sequence[Sequence[float]]) -> bool:
     """Whether each of a quantized model's unit vectors points where the float model's does."""
+    if len(found) != len(expected):
+        return False
     pairs = zip(found, expected, strict=True)
-    return len(found) == len(expected) and all(
-        sum(a * b for a, b in zip(got, want, strict=True)) >= AGREEMENT for got, want in pairs
+    return all(
+        len(got) == len(want) and sum(a * b for a, b in zip(got, want, strict=True)) >= AGREEMENT
+        for got, want in pairs
     )
 
 
