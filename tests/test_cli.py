@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
+import uuid
 from http import HTTPStatus
 from pathlib import Path
 
 import pytest
+from langchain_core.messages import HumanMessage
 
+from orchestrator.store import Database, MessageStore
+from orchestrator.store.embeddings import Embedder, EmbeddingWorker
 from orchestrator.store.migrations import MIGRATIONS
-from orchestrator.testing import ErrorReply, OpenAICompatibleServer
+from orchestrator.store.sessions import claim_session
+from orchestrator.testing import ErrorReply, KeywordEmbeddings, OpenAICompatibleServer
 from tests.helpers import cli_env, run_cli, server_env
 
 
@@ -73,6 +79,23 @@ def test_the_embedded_database_needs_no_setup(tmp_path: Path):
     assert f"schema version: {MIGRATIONS[-1].version} (pending: 0)" in status.stdout
     # the question and the answer; the call and the tool's output are never embedded
     assert "messages to embed (yours and the assistant's): 2 (0 embedded)" in status.stdout
+
+
+async def test_db_status_says_which_models_made_the_vectors(cli, database: Database, tmp_path: Path):
+    user, session = f"mixed-{uuid.uuid4().hex[:8]}", f"s-{uuid.uuid4().hex[:8]}"
+    await claim_session(database, session, user_id=user)
+    for model in ("model-a", "model-b"):  # the model changed between two runs
+        embedder = Embedder(KeywordEmbeddings(), model)
+        store = MessageStore(database, embedder=embedder, worker=EmbeddingWorker(database, embedder))
+        said = HumanMessage(f"words for {model}", id=uuid.uuid4().hex)
+        await store.save([said], session_id=session, user_id=user)
+        await store.worker.run_once()
+
+    status = cli("db", "status", cwd=tmp_path)
+
+    assert status.returncode == 0, status.stderr
+    made = r"embedded: \d+ by model-a, \d+ by model-b; `orchestrator db reembed` makes them all"
+    assert re.search(made, status.stdout), status.stdout
 
 
 def test_ask_json_prints_one_object(cli, tmp_path: Path):

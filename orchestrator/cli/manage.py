@@ -149,10 +149,22 @@ def db_status() -> None:
         out.print(f"database: {database.where}", highlight=False)
         out.print(f"schema version: {status.version} (pending: {len(status.pending)})")
         if not status.pending:
-            total, embedded = await message_counts(database)
-            out.print(f"messages to embed (yours and the assistant's): {total} ({embedded} embedded)")
+            counts = await message_counts(database)
+            out.print(
+                f"messages to embed (yours and the assistant's): {counts.total} "
+                f"({counts.embedded} embedded{_by_model(counts.by_model)})",
+                highlight=False,
+            )
 
     with_database(run)
+
+
+def _by_model(by_model: dict[str, int]) -> str:
+    """Which models made the vectors, when more than one did (after a change of model)."""
+    if len(by_model) < 2:
+        return ""
+    made = ", ".join(f"{count} by {model}" for model, count in sorted(by_model.items()))
+    return f": {made}; `orchestrator db reembed` makes them all with the configured model"
 
 
 @db_app.command("reembed")

@@ -298,13 +298,31 @@ def _content(message: BaseMessage) -> str:
     return message.text
 
 
-async def message_counts(database: Database) -> tuple[int, int]:
-    """The stored messages meant to be embedded, and how many of them are (every user's).
+@dataclass(frozen=True)
+class EmbeddingCounts:
+    """The stored messages meant to be embedded, and the vectors they have, by model."""
+
+    total: int
+    by_model: dict[str, int]
+
+    @property
+    def embedded(self) -> int:
+        return sum(self.by_model.values())
+
+
+async def message_counts(database: Database) -> EmbeddingCounts:
+    """The stored messages meant to be embedded, and how many of them are, by which model.
 
     Only what the worker embeds is counted (tool output and system notes never
-    get a vector), so the two are equal once it has caught up. A maintenance view.
+    get a vector), so `total` and `embedded` are equal once it has caught up.
+    Every user's rows: a maintenance view.
     """
-    statement = select(func.count(), func.count(messages.c.embedding)).where(embeddable())
+    statement = (
+        select(messages.c.embedding_model, func.count(), func.count(messages.c.embedding))
+        .where(embeddable())
+        .group_by(messages.c.embedding_model)
+    )
     async with database.admin_transaction() as connection:
-        row = (await connection.execute(statement)).one()
-    return row[0], row[1]
+        rows = (await connection.execute(statement)).all()
+    by_model = {model: embedded for model, _, embedded in rows if model is not None and embedded}
+    return EmbeddingCounts(sum(count for _, count, _ in rows), by_model)
