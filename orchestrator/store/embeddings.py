@@ -325,8 +325,7 @@ class EmbeddingWorker:
     async def _embed_handed(self) -> None:
         while self._handed:
             batch, self._handed = self._handed[: self.batch_size], self._handed[self.batch_size :]
-            vectors = await self.embedder.embed_documents([row.content for row in batch])
-            await self._store([(row.id, vector) for row, vector in zip(batch, vectors, strict=True)])
+            await self._embed_rows(batch)
 
     async def _embed_batch(self) -> int:
         async with self.database.admin_transaction() as connection:
@@ -338,18 +337,18 @@ class EmbeddingWorker:
                     .limit(self.batch_size)
                 )
             ).all()
-        if not rows:
-            return 0
-        vectors = await self.embedder.embed_documents([row.content for row in rows])
-        await self._store([(row.id, vector) for row, vector in zip(rows, vectors, strict=True)])
+        await self._embed_rows([Unembedded(row.id, row.content) for row in rows])
         return len(rows)
 
-    async def _store(self, stored: Sequence[tuple[int, list[float]]]) -> None:
-        """Each (row id, vector) stored, every user's at once: one round trip as the owner."""
+    async def _embed_rows(self, rows: Sequence[Unembedded]) -> None:
+        """Each row's vector stored, every user's at once: one round trip as the owner."""
+        if not rows:
+            return
+        vectors = await self.embedder.embed_documents([row.content for row in rows])
         values = {
-            "ids": [row_id for row_id, _ in stored],
-            "numbers": Numbers(number for _, vector in stored for number in vector),
-            "size": len(stored[0][1]),
+            "ids": [row.id for row in rows],
+            "numbers": Numbers(number for vector in vectors for number in vector),
+            "size": len(vectors[0]),
             "model": self.embedder.vectors_name,
         }
         # Not waiting for the disk: a vector lost with the server is made again on the next run.
