@@ -357,12 +357,20 @@ class Session:
             if explained is None:
                 raise
             raise explained from error
+        finally:
+            await asyncio.shield(self._drop_off())
         messages = list(last["data"].get("messages", [])) if last is not None else []
         if last is None or interrupted or _unanswered_calls(messages):
             # Paused, or ended unlike a finished turn: the state as the checkpoint has it.
             return Outcome.of(await self._archive())
         await self._store(messages)
         return Outcome(messages, [])
+
+    async def _drop_off(self) -> None:
+        """Calls' ends that waited for their task's checkpoint writes, which never came."""
+        checkpointer = self.graph.checkpointer
+        if isinstance(checkpointer, PooledPostgresSaver):
+            await checkpointer.drop_off(self.session_id)
 
     async def _after_cancel(self) -> None:
         try:

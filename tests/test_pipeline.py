@@ -13,6 +13,7 @@ import uuid
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, tool
@@ -28,6 +29,7 @@ from orchestrator.runtime import Runtime
 from orchestrator.session import Session
 from orchestrator.settings import load_settings
 from orchestrator.store import Database
+from orchestrator.store.checkpoints import PooledPostgresSaver
 from orchestrator.store.requests import RequestLog, request_history
 from orchestrator.testing import ScriptedChatModel, call_tools
 from orchestrator.tools import ToolCallRequest, ToolResult
@@ -292,48 +294,109 @@ async def test_the_run_context_carries_the_users_database_and_meters_tool_billin
     assert session.usage.session.tool_cost_usd == 0.5
 
 
-async def test_an_inline_calls_end_is_flushed_by_the_checkpoint_write_after_it(
-    scripted, database_url: str, database: Database, tmp_path: Path, monkeypatch
+async def test_an_inline_calls_end_commits_with_the_checkpoint_writes_of_its_result(
+    scripted, database_url: str, tmp_path: Path
 ):
-    """Its end commits without a WAL flush of its own: the durable write of the call's result follows."""
-    from contextlib import asynccontextmanager
+    """No transaction of its own: the end and the result it records are saved together or not at all.
 
-    from orchestrator.store.checkpoints import PooledPostgresSaver
-
-    commits: list[str] = []
-    pipeline, put_writes = Database.user_pipeline, PooledPostgresSaver.aput_writes
-    started, finished = RequestLog.started, RequestLog.finished
-    writing: list[str] = []  # which request-log write the next pipeline is
-
-    @asynccontextmanager
-    async def recorded(self: Database, user_id: str, *, durable: bool = True):
-        async with pipeline(self, user_id, durable=durable) as connection:
-            yield connection
-        if writing:
-            commits.append(f"{writing.pop()}{', durable' if durable else ''}")
-
-    async def start(self: RequestLog, *args: object, **kwargs: object) -> bool:
-        writing.append("start")
-        return await started(self, *args, **kwargs)
-
-    async def end(self: RequestLog, *args: object, **kwargs: object) -> None:
-        writing.append("end")
-        await finished(self, *args, **kwargs)
-
-    async def writes(self: PooledPostgresSaver, *args: object, **kwargs: object) -> None:
-        await put_writes(self, *args, **kwargs)
-        commits.append("checkpoint writes")
-
-    monkeypatch.setattr(Database, "user_pipeline", recorded)
-    monkeypatch.setattr(RequestLog, "started", start)
-    monkeypatch.setattr(RequestLog, "finished", end)
-    monkeypatch.setattr(PooledPostgresSaver, "aput_writes", writes)
+    Its start commits before it runs, on its own (a call that may not run
+    twice is known to have started whatever happens next).
+    """
     async with storage_for(database_url, tmp_path) as storage:
         runtime = Runtime.create(
             load_settings(), model=scripted(call_tools(("quick", {})), "Done."), tools=[quick], storage=storage
         )
-        await runtime.session(user_id="u1").run("go")
+        session = runtime.session(user_id="u1")
+        await session.run("go")
+        async with storage.database.admin_transaction() as connection:
+            ended, running = (
+                await connection.execute(
+                    text(
+                        "SELECT requests.xmin::text, events.xmin::text FROM requests "
+                        "JOIN request_events AS events USING (request_id) "
+                        "WHERE requests.session_id = :session AND events.status = 'running'"
+                    ),
+                    {"session": session.session_id},
+                )
+            ).one()
+            result_writes = (
+                await connection.execute(
+                    text(
+                        "SELECT DISTINCT xmin::text FROM checkpoint_writes "
+                        "WHERE thread_id = :session AND position('ToolMessage'::bytea in blob) > 0"
+                    ),
+                    {"session": session.session_id},
+                )
+            ).scalars().all()
 
-    assert "start, durable" in commits, "a call that may not run twice is on disk before it runs"
-    end = commits.index("end")  # no flush of its own
-    assert "checkpoint writes" in commits[end + 1 :], "a durable commit takes the end along"
+    assert result_writes == [ended], "the end commits in the transaction of the task's writes"
+    assert running != ended, "the start committed before, on its own"
+
+
+async def test_a_calls_end_whose_result_was_never_saved_is_written_alone(
+    scripted, database_url: str, tmp_path: Path, monkeypatch
+):
+    """The call ended but its task's writes failed (and the turn with them): the log still says how it ended."""
+    import psycopg
+
+    put_writes = PooledPostgresSaver._put_writes
+    failing: set[str] = set()
+
+    async def failed(self: PooledPostgresSaver, statement: str, rows: list, riders: list) -> None:
+        if riders:  # the call's task
+            failing.add(rows[0][3])
+        if rows[0][3] in failing:
+            raise psycopg.OperationalError("the server went away")
+        await put_writes(self, statement, rows, riders)
+
+    monkeypatch.setattr(PooledPostgresSaver, "_put_writes", failed)
+    async with storage_for(database_url, tmp_path) as storage:
+        runtime = Runtime.create(
+            load_settings(), model=scripted(call_tools(("quick", {})), "Done."), tools=[quick], storage=storage
+        )
+        session = runtime.session(user_id="u1")
+        with pytest.raises(psycopg.OperationalError):
+            await session.run("go")
+        async with storage.database.admin_transaction() as connection:
+            status, outcome = (
+                await connection.execute(
+                    text("SELECT status, outcome FROM requests WHERE session_id = :session"),
+                    {"session": session.session_id},
+                )
+            ).one()
+
+    assert failing, "the call's task was found"
+    assert (status, outcome) == ("closed", "completed")
+
+
+async def test_statements_riding_along_commit_with_the_writes_or_are_written_alone(
+    database_url: str, tmp_path: Path
+):
+    """A rider whose task never writes, or whose statement fails, is written on its own when the run ends."""
+    from orchestrator.store.checkpoints import Rider
+
+    async with storage_for(database_url, tmp_path) as storage:
+        saver = storage.checkpointer
+        assert isinstance(saver, PooledPostgresSaver)
+        alone: list[str] = []
+
+        def rider(name: str, sql: str, thread: str = "t1") -> Rider:
+            async def write_alone() -> None:
+                alone.append(name)
+
+            return Rider(thread, ((sql, ()),), write_alone)
+
+        config: RunnableConfig = {"configurable": {"thread_id": "t1", "checkpoint_ns": "", "checkpoint_id": "c1"}}
+        saver.ride_along("task-ok", rider("ok", "SELECT 1"))
+        saver.ride_along("task-bad", rider("bad", "SELECT 1 / 0"))
+        saver.ride_along("task-never", rider("never", "SELECT 1"))
+        saver.ride_along("task-other", rider("other", "SELECT 1", thread="t2"))
+        await saver.aput_writes(config, [("messages", "ok")], "task-ok")
+        await saver.aput_writes(config, [("messages", "bad")], "task-bad")  # its writes are kept all the same
+        await saver.drop_off("t1")
+        async with storage.database.admin_transaction() as connection:
+            query = text("SELECT task_id FROM checkpoint_writes WHERE thread_id = 't1' ORDER BY 1")
+            written = (await connection.execute(query)).scalars().all()
+
+    assert written == ["task-bad", "task-ok"]
+    assert sorted(alone) == ["bad", "never"], "the failed one and the one whose task never wrote; not t2's"

@@ -5,18 +5,21 @@ operation, which a single shared connection needs. Over a connection pool each
 operation gets a connection of its own, so the lock only makes the sessions of a
 process queue behind one another: here it is not taken then. A turn's look at
 whether questions wait reads the checkpoint its run reads next (see
-`may_wait`), and a step's values are serialized in the loop rather than in a
-worker thread (see `aput_writes`). The checkpoint format and the queries stay
-LangGraph's own.
+`may_wait`), a step's values are serialized in the loop rather than in a
+worker thread (see `aput_writes`), and statements of ours that belong with a
+task's writes commit in their transaction (see `ride_along`). The checkpoint
+format and the queries stay LangGraph's own.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any
 
+import psycopg
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
@@ -30,6 +33,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from psycopg import AsyncCursor
+from psycopg.abc import Params
 from psycopg.rows import DictRow, dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
@@ -38,12 +42,42 @@ from psycopg_pool import AsyncConnectionPool
 INTERRUPT = "__interrupt__"
 
 
+@dataclass(frozen=True)
+class Rider:
+    """Statements that commit in the transaction of a task's checkpoint writes.
+
+    For what must not outlive the writes, nor cost a transaction of its own:
+    a tool call's end in the request log, beside the result it records.
+    `alone` writes them on their own when no write takes them along (the run
+    stopped before the task's writes were saved, or they failed with them).
+    """
+
+    thread_id: str
+    statements: tuple[tuple[str, Params], ...]
+    alone: Callable[[], Awaitable[None]]
+
+
 class PooledPostgresSaver(AsyncPostgresSaver):
     """`AsyncPostgresSaver` whose operations over a pool run side by side, each on its own connection."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._peeked: dict[tuple[str, asyncio.Task[object] | None], CheckpointTuple | None] = {}
+        self._riders: dict[str, list[Rider]] = {}  # by the id of the task they wait for
+
+    def ride_along(self, task_id: str, rider: Rider) -> None:
+        """Commit `rider` with the next checkpoint writes of task `task_id`.
+
+        The run's owner calls `drop_off` when the run ends, for riders whose
+        task's writes never came.
+        """
+        self._riders.setdefault(task_id, []).append(rider)
+
+    async def drop_off(self, thread_id: str) -> None:
+        """Write on their own the riders of `thread_id` that no checkpoint write took along."""
+        for task_id in [t for t, riders in self._riders.items() if riders[0].thread_id == thread_id]:
+            for rider in self._riders.pop(task_id, []):
+                await rider.alone()
 
     async def may_wait(self, thread_id: str) -> bool:
         """Whether interrupts (questions) wait in the thread's latest checkpoint.
@@ -132,10 +166,24 @@ class PooledPostgresSaver(AsyncPostgresSaver):
             task_path,
             writes,
         )
+        statement = self.UPSERT_CHECKPOINT_WRITES_SQL if known else self.INSERT_CHECKPOINT_WRITES_SQL
+        riders = self._riders.pop(task_id, [])
+        try:
+            await self._put_writes(statement, rows, riders)
+        except BaseException as error:
+            if riders:  # written on their own when the run ends (`drop_off`)
+                self._riders.setdefault(task_id, []).extend(riders)
+            if not riders or not isinstance(error, psycopg.Error):
+                raise
+            await self._put_writes(statement, rows, [])  # a rider's failure must not cost the writes
+
+    async def _put_writes(self, statement: str, rows: list[tuple[object, ...]], riders: list[Rider]) -> None:
+        """The writes, then the riders' statements, in one transaction: one pipeline."""
         async with self._cursor(pipeline=True) as cursor:
-            await cursor.executemany(
-                self.UPSERT_CHECKPOINT_WRITES_SQL if known else self.INSERT_CHECKPOINT_WRITES_SQL, rows
-            )
+            await cursor.executemany(statement, rows)
+            for rider in riders:
+                for sql, values in rider.statements:
+                    await cursor.execute(sql, values)
 
     @asynccontextmanager
     async def _cursor(self, *, pipeline: bool = False) -> AsyncIterator[AsyncCursor[DictRow]]:

@@ -16,16 +16,19 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 
 import psutil
+from psycopg.abc import Params
 from psycopg.types.json import Jsonb
 from sqlalchemy import func, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from orchestrator.store.engine import Database
+from orchestrator.store.checkpoints import PooledPostgresSaver, Rider
+from orchestrator.store.engine import ENTER_SQL, Database
 from orchestrator.store.models import request_events, request_usage, requests
 from orchestrator.store.text import storable_json, storable_text
-from orchestrator.tools.pipeline.records import DECISIONS, Asked, CallRecord
+from orchestrator.tools.pipeline.records import DECISIONS, Asked, CallRecord, CallTask, safely
 from orchestrator.tools.replay import ENDED, INTERRUPTED, PAUSED, PriorCall
 from orchestrator.tools.results import ToolResult
 from orchestrator.usage.records import UsageRecord
@@ -55,10 +58,15 @@ def is_alive(owner: str | None) -> bool:
 
 
 class RequestLog:
-    """Records tool calls as the executor and the task manager report them."""
+    """Records tool calls as the executor and the task manager report them.
 
-    def __init__(self, database: Database) -> None:
+    With `checkpoints`, a call that ran in a graph's task ends in the
+    transaction of that task's checkpoint writes, which hold its result.
+    """
+
+    def __init__(self, database: Database, *, checkpoints: PooledPostgresSaver | None = None) -> None:
         self.database = database
+        self.checkpoints = checkpoints
 
     async def started(self, call: CallRecord) -> bool:
         """The call is created and runs: its row and its events in one statement.
@@ -93,10 +101,10 @@ class RequestLog:
         async with self.database.user_transaction(_user(call)) as connection:
             await _event(connection, call.request_id, _user(call), "acknowledged", detail)
 
-    async def finished(self, call: CallRecord, result: ToolResult, *, durable: bool = True) -> None:
-        """It ended with `result`; `durable=False` when a durable commit follows that takes it along."""
+    async def finished(self, call: CallRecord, result: ToolResult, *, task: CallTask | None = None) -> None:
+        """It ended with `result`, which `task`'s checkpoint writes hold (when it ran in one)."""
         outcome = "failed" if result.status == "failure" else "completed"
-        await self._end(call, outcome, result.model_dump(mode="json", exclude_none=True), durable=durable)
+        await self._end(call, outcome, result.model_dump(mode="json", exclude_none=True), task=task)
 
     async def cancelled(self, call: CallRecord) -> None:
         await self._end(call, "cancelled", {"message": "cancelled by the user"})
@@ -234,12 +242,13 @@ class RequestLog:
             )
 
     async def _end(
-        self, call: CallRecord, outcome: str, body: dict[str, object], *, durable: bool = True
+        self, call: CallRecord, outcome: str, body: dict[str, object], *, task: CallTask | None = None
     ) -> None:
         """The call ended: it closes at once unless a request it caused is still open.
 
         One statement records the outcome, closes it and logs the events; only
-        a parent it closed is looked at further, in the same transaction.
+        a parent it closed is looked at further, in the same transaction. A
+        call of the top level that ran in `task` ends with the task's writes.
         """
         user_id = _user(call)
         request_id = storable_text(call.request_id)
@@ -251,14 +260,28 @@ class RequestLog:
             "result": Jsonb(stored) if outcome == "completed" else None,
             "error": None if outcome == "completed" else Jsonb(stored),
         }
-        if call.parent_request_id is None:  # nothing to close above it: one round trip
-            async with self.database.user_pipeline(user_id, durable=durable) as connection:
-                await connection.execute(END_SQL, ended)
+        if call.parent_request_id is None:  # nothing to close above it: one statement
+            if task is not None and self.checkpoints is not None:
+                entry = (user_id, await self.database.user_token(user_id))
+                alone = partial(self._end_left, user_id, ended)
+                rider = Rider(task.thread_id, ((ENTER_SQL, entry), (END_SQL, ended)), alone)
+                self.checkpoints.ride_along(task.task_id, rider)
+                return
+            # A call that ran in a task is saved by the task's durable writes, which follow.
+            await self._end_alone(user_id, ended, durable=task is None)
             return
         async with self.database.user_transaction(user_id) as connection:
             row = (await connection.exec_driver_sql(END_SQL, ended)).first()
             if row is not None and row.status == "closed" and row.parent_request_id is not None:
                 await close_if_done(connection, row.parent_request_id, user_id)
+
+    async def _end_alone(self, user_id: str, ended: Params, *, durable: bool) -> None:
+        async with self.database.user_pipeline(user_id, durable=durable) as connection:
+            await connection.execute(END_SQL, ended)
+
+    async def _end_left(self, user_id: str, ended: Params) -> None:
+        """An end whose task's writes never took it along: on its own, a failure only logged."""
+        await safely(self._end_alone(user_id, ended, durable=False))
 
 
 # The two statements of every call, each one round trip (see `Database.user_pipeline`).

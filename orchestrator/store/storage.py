@@ -91,7 +91,7 @@ class Storage:
             database=database,
             checkpointer=checkpointer,
             messages=messages,
-            requests=RequestLog(database),
+            requests=RequestLog(database, checkpoints=checkpointer),
             retriever=retriever,
             embedder=embedder,
             worker=worker,

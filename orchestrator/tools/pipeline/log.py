@@ -10,7 +10,7 @@ from langgraph.errors import GraphBubbleUp, GraphInterrupt
 
 from orchestrator.tools.pipeline.background import acknowledgement, is_acknowledgement
 from orchestrator.tools.pipeline.base import Handler, ToolCallRequest
-from orchestrator.tools.pipeline.records import Asked, CallRecord, RequestObserver, safely
+from orchestrator.tools.pipeline.records import Asked, CallRecord, CallTask, RequestObserver, safely
 from orchestrator.tools.replay import decide
 from orchestrator.tools.results import ToolResult
 
@@ -47,10 +47,10 @@ class RequestLogMiddleware:
             await asyncio.shield(safely(observer.cancelled(record)))
             raise
         if not is_acknowledgement(result):  # a background call is recorded when it ends
-            # Its result goes into this step's checkpoint, whose durable commit flushes
-            # the WAL this end was written to before it: a crash that loses the end loses
-            # the result too, and the call is then known only as started (as mid-call).
-            await safely(observer.finished(record, result, durable=False))
+            # Its result goes into the task's checkpoint writes, which the end commits
+            # with: a crash that loses the end loses the result too, and the call is
+            # then known only as started (as mid-call).
+            await safely(observer.finished(record, result, task=CallTask.of(request.config)))
         return result
 
 

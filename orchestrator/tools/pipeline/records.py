@@ -6,13 +6,20 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol, TypedDict
+from typing import TYPE_CHECKING, Protocol, TypedDict
 
 from orchestrator.tools.replay import PriorCall
 from orchestrator.tools.results import ToolResult
 from orchestrator.usage.records import UsageRecord
 
+if TYPE_CHECKING:
+    from langchain_core.runnables import RunnableConfig
+
 logger = logging.getLogger(__name__)
+
+# Where LangGraph keeps a task's id in the task's config (its own constant is private):
+# should it move, calls end as they did before tasks were known (see `CallTask`).
+TASK_ID_KEY = "__pregel_task_id"
 
 
 # What the person's answer did, as the request log records it (`RequestObserver.decided`).
@@ -44,6 +51,23 @@ class CallRecord:
     idempotent: bool = False
 
 
+@dataclass(frozen=True)
+class CallTask:
+    """The LangGraph task a call ran in: its checkpoint writes, which follow, hold the result."""
+
+    thread_id: str
+    task_id: str
+
+    @classmethod
+    def of(cls, config: RunnableConfig | None) -> CallTask | None:
+        """The task of a graph run's `config`; None outside one."""
+        configurable = (config or {}).get("configurable", {})
+        thread_id, task_id = configurable.get("thread_id"), configurable.get(TASK_ID_KEY)
+        if isinstance(thread_id, str) and isinstance(task_id, str):
+            return cls(thread_id, task_id)
+        return None
+
+
 class RequestObserver(Protocol):
     """Told how each tool call goes (the request log)."""
 
@@ -53,8 +77,8 @@ class RequestObserver(Protocol):
 
     async def acknowledged(self, call: CallRecord, *, detail: str) -> None: ...
 
-    async def finished(self, call: CallRecord, result: ToolResult, *, durable: bool = True) -> None:
-        """It ended with `result`. `durable=False`: a durable write follows that takes it along."""
+    async def finished(self, call: CallRecord, result: ToolResult, *, task: CallTask | None = None) -> None:
+        """It ended with `result`, which `task`'s checkpoint writes hold (when it ran in one)."""
         ...
 
     async def cancelled(self, call: CallRecord) -> None: ...
