@@ -180,7 +180,7 @@ class Session:
                     kept, self._kept = self._kept, []
                     self._answered = []
                     self.usage.start_turn(message.id)
-                    turn_input = {"messages": [*kept, message], "iterations": 0}
+                    turn_input = {"messages": [*kept, message]}
                     outcome = await self._stream(turn_input, on_event, lookup=lookup)
                 finally:
                     self._forget_peek()

@@ -114,7 +114,7 @@ async def timed(work: Callable[[], Awaitable[object]]) -> float:
 
 async def round_trips(graph: Runnable, count: int) -> None:
     for _ in range(count):
-        await graph.ainvoke({"messages": [HumanMessage("go")], "iterations": 0})
+        await graph.ainvoke({"messages": [HumanMessage("go")]})
 
 
 async def overhead_ratio(round_trip_count: int, repeats: int) -> float:

@@ -254,7 +254,7 @@ async def test_nested_agent_calls_carry_the_parent_request_id(scripted):
         context = current_context()
         seen["delegate_id"] = context.request_id
         state = await inner.ainvoke(
-            {"messages": [("user", request)], "iterations": 0}, config, context=context
+            {"messages": [("user", request)]}, config, context=context
         )
         answer = next(m for m in state["messages"] if isinstance(m, ToolMessage))
         seen["leaf_parent"] = answer.artifact["parent_request_id"]
@@ -277,3 +277,19 @@ def test_graph_shape_matches_snapshot(scripted):
     if os.environ.get("UPDATE_SNAPSHOTS"):
         SNAPSHOT.write_text(drawing)
     assert drawing == SNAPSHOT.read_text(), "graph changed: rerun with UPDATE_SNAPSHOTS=1, review"
+
+
+def test_a_turns_model_calls_are_counted_from_its_first_message():
+    """The user's message or a follow-up notice begins a turn; tool results are not model calls."""
+    from langchain_core.messages import HumanMessage, SystemMessage
+
+    from orchestrator.graph.state import model_calls_this_turn
+
+    call = AIMessage("", tool_calls=[{"name": "add", "args": {}, "id": "c1"}])
+    done = ToolMessage("5", tool_call_id="c1")
+    earlier = [HumanMessage("1+1"), call, done, AIMessage("two")]
+
+    assert model_calls_this_turn([]) == 0
+    assert model_calls_this_turn([*earlier, HumanMessage("again")]) == 0
+    assert model_calls_this_turn([*earlier, HumanMessage("again"), call, done]) == 1
+    assert model_calls_this_turn([*earlier, SystemMessage("task t1 ended"), call, done, call]) == 2

@@ -35,7 +35,7 @@ async def test_tool_call_then_text_through_the_graph_alone():
     with OpenAICompatibleServer(SCRIPT) as server:
         runtime = runtime_for(server.base_url)
         state = await runtime.graph.ainvoke(
-            {"messages": [("user", "what is 6*7?")], "iterations": 0},
+            {"messages": [("user", "what is 6*7?")]},
             {"configurable": {"thread_id": "t1"}},
         )
 

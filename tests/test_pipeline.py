@@ -63,7 +63,7 @@ def delegating_to(inner: CompiledStateGraph) -> BaseTool:
     async def delegate(request: str, config: RunnableConfig) -> str:
         """Hand the request to the inner agent."""
         state = await inner.ainvoke(
-            {"messages": [("user", request)], "iterations": 0}, config, context=current_context()
+            {"messages": [("user", request)]}, config, context=current_context()
         )
         return state["messages"][-1].text
 

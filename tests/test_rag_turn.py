@@ -47,7 +47,7 @@ async def run(retriever: CountingRetriever, *, context: RunContext | None = None
     model = ScriptedChatModel(steps=[call_tools(("noop", {})), "Teal it is."])
     graph = build_agent_graph(model=model, tools=[noop], limits=LIMITS, retriever=retriever)
     state = await graph.ainvoke(
-        {"messages": [("user", "what colour?")], "iterations": 0},
+        {"messages": [("user", "what colour?")]},
         context=context or RunContext(user_id="u"),
     )
     return graph, model, state

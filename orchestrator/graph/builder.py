@@ -39,7 +39,7 @@ from orchestrator.graph.prompts import (
     ORCHESTRATOR_PROMPT,
     REPLY_CUT_OFF,
 )
-from orchestrator.graph.state import AgentState
+from orchestrator.graph.state import AgentState, model_calls_this_turn
 from orchestrator.graph.usage import count_model_call, least_cost
 from orchestrator.levels import Limits
 from orchestrator.llm.providers import reports_finish_reason
@@ -100,7 +100,7 @@ class ModelNode:
     async def __call__(
         self, state: AgentState, config: RunnableConfig, runtime: Runtime[RunContext]
     ) -> StateUpdate:
-        iterations = state.get("iterations", 0)
+        iterations = model_calls_this_turn(state["messages"])
         emit_status(Stage.SUBMITTED if iterations == 0 else Stage.PROCESSING)
         run = run_context(runtime, config)
         found = await self._look_up(state, run) if iterations == 0 else state.get("context")
@@ -111,7 +111,7 @@ class ModelNode:
         if stop is not None:  # a budget ends the turn: its stop is the answer
             emit_status(Stage.COMPLETE, STOPPED)
             answer = AIMessage(stop.message)
-            return {"messages": [identified(answer)], "iterations": iterations + 1, **_rejections({}, state)}
+            return {"messages": [identified(answer)], **_rejections({}, state)}
         update: StateUpdate = {"context": found} if iterations == 0 and self.retriever else {}
         emit_status(Stage.STREAMING)
         try:
@@ -135,7 +135,6 @@ class ModelNode:
             **update,
             **_rejections(rejected, state),
             "messages": [identified(response)],
-            "iterations": iterations + 1,
         }
 
     async def _look_up(self, state: AgentState, run: RunContext) -> str:

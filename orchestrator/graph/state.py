@@ -2,23 +2,35 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, NotRequired, TypedDict
 
-from langchain_core.messages import AnyMessage
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, SystemMessage
 from langgraph.graph.message import add_messages
 
 from orchestrator.graph.calls import Rejection
 
 
 class AgentState(TypedDict):
-    """Conversation so far, how many model calls the current turn has made, and its context.
+    """Conversation so far, and the current turn's context.
 
-    The session sets `iterations` to 0 with each user message, so the limit
-    applies per turn while `messages` accumulate across turns.
+    How many model calls the turn has made is read from `messages` (see
+    `model_calls_this_turn`), not kept beside them: a channel for it cost every
+    step a checkpoint write. Checkpoints of earlier versions hold an
+    `iterations` channel, which LangGraph ignores.
     """
 
     messages: Annotated[list[AnyMessage], add_messages]
-    iterations: int
     context: NotRequired[str]  # RAG context for this turn, shown to the model, not stored as a message
     # Calls of the last model message that must not run (by call id), answered with these errors.
     rejected_calls: NotRequired[dict[str, Rejection]]
+
+
+def model_calls_this_turn(messages: Sequence[BaseMessage]) -> int:
+    """The model's messages since the turn began (with the user's message or a follow-up notice)."""
+    calls = 0
+    for message in reversed(messages):
+        if isinstance(message, HumanMessage | SystemMessage):
+            break
+        calls += isinstance(message, AIMessage)
+    return calls

@@ -86,7 +86,7 @@ class AgentTool(Tool):
             raise OrchestratorError(f"agent {self.name} has no graph: the host never attached it")
         try:
             state = await self._graph.ainvoke(
-                {"messages": [HumanMessage(params.request)], "iterations": 0},
+                {"messages": [HumanMessage(params.request)]},
                 _nested_config(request),
                 context=self._nested_context(request),
             )
