@@ -2,7 +2,8 @@
 
     .venv/bin/python scripts/bench_turn.py [--pairs 50] [--count-turns 20]
         [--sessions 50] [--turns 10] [--rounds 2] [--startup-rounds 7]
-        [--embeddings auto] [--only stored,counts,throughput,startup] [--detail]
+        [--embeddings auto] [--peer agent] [--only stored,counts,throughput,startup]
+        [--detail]
 
 A quick look: `--pairs 20 --count-turns 10 --sessions 10 --turns 5
 --startup-rounds 3` (about a minute and a half on two cores).
@@ -25,7 +26,14 @@ answer) and the same no-op tool, durability `sync` for both:
   do not wait.
 - the peer: `langgraph.prebuilt.create_react_agent` compiled with LangGraph's
   stock `AsyncPostgresSaver` over a psycopg pool of the size ours uses,
-  `ainvoke(..., durability="sync")`.
+  `ainvoke(..., durability="sync")`. With `--peer rag` it has what ours adds
+  for RAG, built the way LangGraph documents it: a `pre_model_hook` that
+  searches LangGraph's `AsyncPostgresStore` (same database, indexed with our
+  embedding model, the same instance) for the user's five nearest messages of
+  other sessions and shows them to the model, and after each turn the user's
+  message and the answer put into the store (not awaited by the turn, like our
+  background embedding; settled untimed as ours). Not the issue's figure: it
+  compares like with like, for the decision the default figure leaves open.
 
 Five warm-up turns each first. Timed and counted turns run in sessions of 10
 turns (a session's first turn claims it), the same on both sides. Figures
@@ -85,13 +93,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
-from langchain_core.runnables import Runnable
+from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.tools import tool
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.store.base import PutOp
+from langgraph.store.postgres import AsyncPostgresStore
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 from sqlalchemy import text
@@ -106,6 +117,7 @@ from orchestrator.store.embedded import (
 )
 from orchestrator.store.embeddings import LocalMiniLMEmbeddings
 from orchestrator.store.logins import Logins
+from orchestrator.store.rag import HEADER
 from orchestrator.store.storage import Storage
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -197,8 +209,7 @@ async def our_side(logins: Logins, home: Path, embeddings: str) -> tuple[Side, S
 
     def session(session_id: str) -> Session:
         if session_id not in sessions:
-            user = f"user-{zlib.crc32(session_id.encode()) % 10}"
-            sessions[session_id] = runtime.session(user_id=user, session_id=session_id)
+            sessions[session_id] = runtime.session(user_id=user_of(session_id), session_id=session_id)
         return sessions[session_id]
 
     async def turn(session_id: str, message: str) -> object:
@@ -227,8 +238,13 @@ async def our_side(logins: Logins, home: Path, embeddings: str) -> tuple[Side, S
     return side, storage
 
 
-async def peer_side(logins: Logins) -> tuple[Side, AsyncConnectionPool]:
-    """`create_react_agent` with the stock `AsyncPostgresSaver`, pooled, on `logins`' database."""
+async def peer_side(
+    logins: Logins, *, rag_with: Embeddings | None = None
+) -> tuple[Side, AsyncConnectionPool]:
+    """`create_react_agent` with the stock `AsyncPostgresSaver`, pooled, on `logins`' database.
+
+    With `rag_with`, also RAG through LangGraph's store, embedded with it (see `--peer rag`).
+    """
     from langgraph.prebuilt import create_react_agent
 
     pool = AsyncConnectionPool(
@@ -241,23 +257,79 @@ async def peer_side(logins: Logins) -> tuple[Side, AsyncConnectionPool]:
     await pool.open()
     saver = AsyncPostgresSaver(pool)  # type: ignore[arg-type]
     await saver.setup()
+    rag = await StoreRag.open(pool, rag_with) if rag_with is not None else None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # create_react_agent is deprecated in favour of langchain's
-        graph: CompiledStateGraph = create_react_agent(ToolThenAnswer(), [noop], checkpointer=saver)
+        graph: CompiledStateGraph = create_react_agent(
+            ToolThenAnswer(), [noop], checkpointer=saver, pre_model_hook=rag.hook if rag else None
+        )
 
     def config(session_id: str) -> dict[str, Any]:
         return {"configurable": {"thread_id": session_id}}
 
     async def turn(session_id: str, message: str) -> object:
-        return await graph.ainvoke(
+        state = await graph.ainvoke(
             {"messages": [HumanMessage(message)]}, config(session_id), durability="sync"
         )
+        if rag is not None:
+            rag.archive(session_id, [HumanMessage(message), state["messages"][-1]])
+        return state
 
     async def history(session_id: str) -> list[BaseMessage]:
         state = await graph.aget_state(config(session_id))
         return list(state.values.get("messages", []))
 
-    return Side("peer", DATABASES["peer"], turn, history), pool
+    settle = rag.settle if rag is not None else None
+    return Side("peer", DATABASES["peer"], turn, history, settle=settle), pool
+
+
+@dataclass
+class StoreRag:
+    """The peer's RAG: LangGraph's `AsyncPostgresStore`, searched before the model, fed after."""
+
+    store: AsyncPostgresStore
+    pending: set[asyncio.Task[None]]
+
+    @classmethod
+    async def open(cls, pool: AsyncConnectionPool, embeddings: Embeddings) -> StoreRag:
+        dims = len(await embeddings.aembed_query("dimension probe"))
+        store = AsyncPostgresStore(pool, index={"dims": dims, "embed": embeddings, "fields": ["text"]})  # type: ignore[arg-type]
+        await store.setup()
+        return cls(store, set())
+
+    async def hook(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        """The user's nearest messages of other sessions, before the model's first call of a turn."""
+        messages = state["messages"]
+        context: list[BaseMessage] = []
+        if isinstance(messages[-1], HumanMessage):
+            session_id = config["configurable"]["thread_id"]
+            found = await self.store.asearch(
+                ("messages", user_of(session_id)),
+                query=messages[-1].text,
+                limit=5,
+                filter={"session": {"$ne": session_id}},
+            )
+            if found:
+                context = [SystemMessage("\n".join([HEADER, *(f"- {i.value['text']}" for i in found)]))]
+        return {"llm_input_messages": [*context, *messages]}
+
+    def archive(self, session_id: str, messages: list[BaseMessage]) -> None:
+        """Put the turn's question and answer into the store, beside the next turn."""
+        puts = [
+            PutOp(("messages", user_of(session_id)), uuid.uuid4().hex, {"text": m.text, "session": session_id})
+            for m in messages
+        ]
+        task = asyncio.ensure_future(self.store.abatch(puts))
+        self.pending.add(task)
+        task.add_done_callback(self.pending.discard)
+
+    async def settle(self) -> None:
+        await asyncio.gather(*self.pending)
+
+
+def user_of(session_id: str) -> str:
+    """The user a session belongs to: ten users on both sides."""
+    return f"user-{zlib.crc32(session_id.encode()) % 10}"
 
 
 # --- the figures -------------------------------------------------------------------------------
@@ -457,9 +529,14 @@ async def measure_in_process(
     """The figures of the two systems running in this process: turn, counts, throughput."""
     use_tool_threads()
     ours, storage = await our_side(logins["ours"], home, options.embeddings)
-    peer, pool = await peer_side(logins["peer"])
-    embedder = "none" if storage.embedder is None else storage.embedder.vectors_name
-    print(f"embeddings: {options.embeddings} ({embedder})")
+    embedder = storage.embedder
+    if options.peer == "rag" and embedder is None:
+        await storage.close()
+        raise SystemExit("--peer rag needs embeddings on both sides: not --embeddings none")
+    rag_with = embedder.embeddings if options.peer == "rag" and embedder is not None else None
+    peer, pool = await peer_side(logins["peer"], rag_with=rag_with)
+    print(f"embeddings: {options.embeddings} ({'none' if embedder is None else embedder.vectors_name})")
+    print(f"peer: create_react_agent{' with RAG through AsyncPostgresStore' if rag_with else ''}")
     figures: dict[str, float] = {}
     try:
         for side in (ours, peer):  # pools filled, caches warm, code paths taken once
@@ -488,6 +565,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2, help="throughput rounds, alternating")
     parser.add_argument("--startup-rounds", type=int, default=7)
     parser.add_argument("--embeddings", default=default_embeddings, help="ours: auto, local, none")
+    parser.add_argument(
+        "--peer", choices=("agent", "rag"), default="agent", help="rag: the peer retrieves context too"
+    )
     parser.add_argument("--only", default=",".join(PHASES), help="some of: " + ",".join(PHASES))
     parser.add_argument("--detail", action="store_true", help="statements per turn by kind")
     options = parser.parse_args()
@@ -501,7 +581,7 @@ def main() -> None:
             figures = measure(options, home)
         finally:
             leave_embedded_server(home / "server")  # stopped before its directory goes
-    print(json.dumps(figures))
+    print(json.dumps(figures if options.peer == "agent" else {"peer": options.peer, **figures}))
 
 
 def measure(options: argparse.Namespace, home: Path) -> dict[str, float | None]:
