@@ -48,8 +48,9 @@ class Rider:
 
     For what must not outlive the writes, nor cost a transaction of its own:
     a tool call's end in the request log, beside the result it records.
-    `alone` writes them on their own when no write takes them along (the run
-    stopped before the task's writes were saved, or they failed with them).
+    `alone` writes them on their own (and reports its own failure) when no
+    write takes them along: the writes failed with them, or the run stopped
+    before the task's writes were saved.
     """
 
     thread_id: str
@@ -170,12 +171,17 @@ class PooledPostgresSaver(AsyncPostgresSaver):
         riders = self._riders.pop(task_id, [])
         try:
             await self._put_writes(statement, rows, riders)
-        except BaseException as error:
-            if riders:  # written on their own when the run ends (`drop_off`)
-                self._riders.setdefault(task_id, []).extend(riders)
-            if not riders or not isinstance(error, psycopg.Error):
+        except psycopg.Error:
+            if not riders:
                 raise
-            await self._put_writes(statement, rows, [])  # a rider's failure must not cost the writes
+            # A rider's failure must not cost the writes: the riders go first, on their
+            # own (as before they rode), then the writes without them.
+            for rider in riders:
+                await rider.alone()
+            await self._put_writes(statement, rows, [])
+        except BaseException:  # cancelled: the riders are written when the run ends
+            self._riders.setdefault(task_id, []).extend(riders)
+            raise
 
     async def _put_writes(self, statement: str, rows: list[tuple[object, ...]], riders: list[Rider]) -> None:
         """The writes, then the riders' statements, in one transaction: one pipeline."""

@@ -60,8 +60,9 @@ def is_alive(owner: str | None) -> bool:
 class RequestLog:
     """Records tool calls as the executor and the task manager report them.
 
-    With `checkpoints`, a call that ran in a graph's task ends in the
-    transaction of that task's checkpoint writes, which hold its result.
+    With `checkpoints`, a call that ran in a task of a graph saving with
+    them ends in the transaction of that task's checkpoint writes, which hold
+    its result.
     """
 
     def __init__(self, database: Database, *, checkpoints: PooledPostgresSaver | None = None) -> None:
@@ -261,7 +262,7 @@ class RequestLog:
             "error": None if outcome == "completed" else Jsonb(stored),
         }
         if call.parent_request_id is None:  # nothing to close above it: one statement
-            if task is not None and self.checkpoints is not None:
+            if task is not None and self.checkpoints is not None and task.checkpointer is self.checkpoints:
                 entry = (user_id, await self.database.user_token(user_id))
                 alone = partial(self._end_left, user_id, ended)
                 rider = Rider(task.thread_id, ((ENTER_SQL, entry), (END_SQL, ended)), alone)

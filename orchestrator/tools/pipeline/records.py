@@ -17,9 +17,10 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-# Where LangGraph keeps a task's id in the task's config (its own constant is private):
-# should it move, calls end as they did before tasks were known (see `CallTask`).
-TASK_ID_KEY = "__pregel_task_id"
+# Where LangGraph keeps a task's id and its graph's checkpointer in the task's config (its
+# own constants are private): should they move, calls end as they did before tasks were
+# known (see `CallTask`).
+TASK_ID_KEY, CHECKPOINTER_KEY = "__pregel_task_id", "__pregel_checkpointer"
 
 
 # What the person's answer did, as the request log records it (`RequestObserver.decided`).
@@ -53,10 +54,14 @@ class CallRecord:
 
 @dataclass(frozen=True)
 class CallTask:
-    """The LangGraph task a call ran in: its checkpoint writes, which follow, hold the result."""
+    """The LangGraph task a call ran in: its checkpoint writes, which follow, hold the result.
+
+    `checkpointer` is the one its graph saves them with (None when not known).
+    """
 
     thread_id: str
     task_id: str
+    checkpointer: object = None
 
     @classmethod
     def of(cls, config: RunnableConfig | None) -> CallTask | None:
@@ -64,7 +69,7 @@ class CallTask:
         configurable = (config or {}).get("configurable", {})
         thread_id, task_id = configurable.get("thread_id"), configurable.get(TASK_ID_KEY)
         if isinstance(thread_id, str) and isinstance(task_id, str):
-            return cls(thread_id, task_id)
+            return cls(thread_id, task_id, configurable.get(CHECKPOINTER_KEY))
         return None
 
 
