@@ -213,19 +213,22 @@ class Session:
         """The questions the session's turn waits on, in the order of its calls (empty: none)."""
         return questions_of(await self.graph.aget_state(self.config))
 
+    @property
+    def _pooled(self) -> PooledPostgresSaver | None:
+        """The graph's checkpointer when it is ours (peeks, riders); None for any other."""
+        checkpointer = self.graph.checkpointer
+        return checkpointer if isinstance(checkpointer, PooledPostgresSaver) else None
+
     async def _waiting(self) -> list[PendingQuestion]:
         """`pending`, from the checkpoint the run that follows reads too when none wait."""
-        checkpointer = self.graph.checkpointer
-        if isinstance(checkpointer, PooledPostgresSaver) and not await checkpointer.may_wait(
-            self.session_id
-        ):
+        pooled = self._pooled
+        if pooled is not None and not await pooled.may_wait(self.session_id):
             return []
         return await self.pending()
 
     def _forget_peek(self) -> None:
-        checkpointer = self.graph.checkpointer
-        if isinstance(checkpointer, PooledPostgresSaver):
-            checkpointer.forget(self.session_id)
+        if (pooled := self._pooled) is not None:
+            pooled.forget(self.session_id)
 
     async def answer(
         self, decisions: Mapping[str, Decision], *, on_event: EventHandler | None = None
@@ -368,9 +371,8 @@ class Session:
 
     async def _drop_off(self) -> None:
         """Calls' ends that waited for their task's checkpoint writes, which never came."""
-        checkpointer = self.graph.checkpointer
-        if isinstance(checkpointer, PooledPostgresSaver):
-            await checkpointer.drop_off(self.session_id)
+        if (pooled := self._pooled) is not None:
+            await pooled.drop_off(self.session_id)
 
     async def _after_cancel(self) -> None:
         try:
