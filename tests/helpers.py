@@ -178,7 +178,8 @@ def logged_context(database: Database, session: str) -> RunContext:
     return RunContext(user_id="u1", session_id=session, observer=RequestLog(database))
 
 
-PLACE = {"configurable": {"checkpoint_ns": "tools:6a1f"}}  # the call's place in the graph
+# The call's place in the graph: the LangGraph task running it.
+PLACE = {"configurable": {"checkpoint_ns": "tools:6a1f", "__pregel_task_id": "6a1f"}}
 
 
 def dispatcher(tools: Sequence[BaseTool], *, max_result_chars: int = 4000) -> Dispatcher:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+import uuid
 from dataclasses import dataclass
 from collections.abc import Sequence
 from typing import Any
@@ -113,8 +114,9 @@ class OfflineChatModel(BaseChatModel):
             return AIMessage(
                 content=MISSING_ARGUMENT.format(tool=best.name, names=", ".join(best.missing))
             )
+        call_id = f"call_{uuid.uuid4().hex[:24]}"  # never an earlier call's
         return AIMessage(
-            content="", tool_calls=[{"name": best.name, "args": best.args, "id": "offline_1"}]
+            content="", tool_calls=[{"name": best.name, "args": best.args, "id": call_id}]
         )
 
 

@@ -178,7 +178,8 @@ class RequestLog:
                 await connection.execute(
                     select(
                         requests.c.status, requests.c.outcome, requests.c.result,
-                        requests.c.error, requests.c.owner,
+                        requests.c.error, requests.c.owner, requests.c.tool,
+                        requests.c.call_name, requests.c.parameters,
                     ).where(requests.c.request_id == storable_text(call.request_id))
                 )
             ).first()
@@ -190,6 +191,7 @@ class RequestLog:
             body=row.result if row.outcome == "completed" else row.error,
             owner_alive=is_alive(row.owner),
             ours=row.owner == OWNER,
+            same_call=_same_call(call, tool=row.tool, name=row.call_name, parameters=row.parameters),
         )
 
     async def orphaned(self, *, user_id: str) -> list[CallRecord]:
@@ -403,6 +405,12 @@ async def _event(
 
 def _json(value: Mapping[str, object]) -> str:
     return json.dumps(storable_json(dict(value)), ensure_ascii=False, default=str)
+
+
+def _same_call(call: CallRecord, *, tool: str, name: str | None, parameters: object) -> bool:
+    """Whether a logged request is `call`: the same tool, name and arguments, as stored."""
+    logged = (storable_text(call.tool), storable_text(call.call_name), json.loads(_json(call.parameters)))
+    return (tool, name or tool, parameters) == logged
 
 
 def _text(value: str | None) -> str | None:

@@ -4,6 +4,8 @@ A turn that a killed process left in its tools node resumes from its last
 checkpoint, which re-enters the node with the same calls, and so the same
 request ids (see `request_id`). What the log says of each decides:
 
+- it is another call (another tool or other arguments under the same id):
+  the call runs under a new id; another call's result is never its answer;
 - it ended (completed, failed, cancelled): its recorded outcome is the answer;
 - it paused (a LangGraph interrupt inside it): it runs again, now resumed;
 - it runs again in this process's background (recovery requeued it, being
@@ -35,14 +37,15 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-# A call's request id follows from its session, its place in the graph and the
-# model's tool_call_id: a resumed turn re-running the same call finds its record.
+# A call's request id follows from its session, its parent request and its LangGraph
+# task: a resumed turn re-running the same call finds its record.
 REQUEST_ID_NAMESPACE = uuid.UUID("5d0f4c1e-6a3b-4f8e-9a57-1b2c3d4e5f60")
 INTERRUPTED = "interrupted: the process running it stopped"
 ELSEWHERE = "{name} is already running in another process; it is not started twice"
 ENDED = ("completed", "failed", "cancelled")
 PAUSED = "paused"
-NS_SEP = "|"  # between the levels of a LangGraph checkpoint namespace
+# Where LangGraph keeps a task's id in the task's config (its own constant is private).
+TASK_ID_KEY = "__pregel_task_id"
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,7 @@ class PriorCall:
     body: dict[str, object] | None  # the result, or the error
     owner_alive: bool
     ours: bool  # owned by this process
+    same_call: bool = True  # the record is of this tool with these arguments
 
     @property
     def ended(self) -> bool:
@@ -80,12 +84,16 @@ class RunningCheck(Protocol):
 
 @dataclass(frozen=True)
 class Decision:
-    """Run the call (`rerun`: its record exists), answer with `answer`, or `in_background`."""
+    """Run the call (`rerun`: its record exists), answer with `answer`, or `in_background`.
+
+    `taken`: the request id is another call's, so this one runs under a new id.
+    """
 
     run: bool = True
     rerun: bool = False
     answer: ToolResult | None = None
     in_background: bool = False
+    taken: bool = False
 
 
 FRESH = Decision()
@@ -104,6 +112,9 @@ async def decide(
         return FRESH
     if prior is None:
         return FRESH
+    if not prior.same_call:
+        logger.warning("request %s belongs to another call; %s runs anew", call.request_id, call.call_name)
+        return Decision(taken=True)
     if prior.ended:
         return Decision(run=False, answer=recorded_outcome(prior))
     if prior.status == PAUSED:  # it asked for something (an interrupt): the answer is here now
@@ -152,16 +163,16 @@ def _failure(message: str, code: str) -> ToolResult:
 def request_id(
     call: ToolCall, *, context: RunContext, config: RunnableConfig | None = None
 ) -> str:
-    """The same for the same call of the same session at the same place in the tree.
+    """The same for the same call every time its model step runs, and no other call's.
 
-    The place is the graph's checkpoint namespace and the request the graph
-    runs for. Random when the call has no session or no tool_call_id to tell
-    it by.
+    A call is known by the LangGraph task that runs it: the task's id follows
+    from the checkpoint of the model step that asked for the call, the graph's
+    namespace and the call's place among the step's calls, so a resumed step
+    gets the same ids, and a later step, in any turn, others (model servers
+    reuse tool-call ids). Random outside a session's graph task.
     """
-    session, call_id = context.session_id, call.get("id")
-    if not session or not call_id:
+    task = (config or {}).get("configurable", {}).get(TASK_ID_KEY)
+    if not context.session_id or not isinstance(task, str):
         return uuid.uuid4().hex
-    task_ns = str((config or {}).get("configurable", {}).get("checkpoint_ns", ""))
-    graph_ns = task_ns.rpartition(NS_SEP)[0]  # without the tool task's own segment
-    key = "\x1f".join((session, graph_ns, context.request_id or "", str(call_id)))
+    key = "\x1f".join((context.session_id, context.request_id or "", task))
     return uuid.uuid5(REQUEST_ID_NAMESPACE, key).hex

@@ -130,10 +130,11 @@ class Dispatcher:
     async def dispatch(self, request: ToolCallRequest) -> ToolResult:
         """Run `request` through the pipeline; the result carries the call's ids."""
         result = await self._handler(request)
-        ids = request.ids
-        if (result.request_id, result.parent_request_id) == tuple(ids.values()):
-            return result  # stamped inside already (the usual case): no copy
-        return result.model_copy(update=ids)
+        if result.request_id is not None:
+            # Stamped inside (the usual case), with the ids the call ran under: the request
+            # log gives a call a new one when its own is another call's.
+            return result
+        return result.model_copy(update=request.ids)
 
     def message(self, call: ToolCall, result: ToolResult) -> ToolMessage:
         """The answer to `call` in the conversation, cut to the level's result size."""

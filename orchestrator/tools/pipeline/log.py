@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections.abc import Mapping
+from dataclasses import replace
 
 from langgraph.errors import GraphBubbleUp, GraphInterrupt
 
@@ -34,9 +36,13 @@ class RequestLogMiddleware:
         # A new call is recorded at once; only one the log knew is judged by what it holds.
         if not await _started(observer, record):
             decision = await decide(record, log=observer, runner=request.context.background)
-            if decision.in_background:
+            if decision.taken:  # the id is another call's: this one is new, under an id of its own
+                record = replace(record, request_id=uuid.uuid4().hex)
+                request = request.override(record=record)
+                await _started(observer, record)
+            elif decision.in_background:
                 return acknowledgement(request)
-            if decision.answer is not None:
+            elif decision.answer is not None:
                 return decision.answer.model_copy(update=request.ids)
         try:
             result = await handler(request)

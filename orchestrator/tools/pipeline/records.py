@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypedDict
 
-from orchestrator.tools.replay import PriorCall
+from orchestrator.tools.replay import TASK_ID_KEY, PriorCall
 from orchestrator.tools.results import ToolResult
 from orchestrator.usage.records import UsageRecord
 
@@ -17,10 +17,10 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-# Where LangGraph keeps a task's id and its graph's checkpointer in the task's config (its
-# own constants are private): should they move, calls end as they did before tasks were
-# known (see `CallTask`).
-TASK_ID_KEY, CHECKPOINTER_KEY = "__pregel_task_id", "__pregel_checkpointer"
+# Where LangGraph keeps a task's graph's checkpointer in the task's config (its own
+# constant is private): should it move, calls end as they did before tasks were known
+# (see `CallTask`).
+CHECKPOINTER_KEY = "__pregel_checkpointer"
 
 
 # What the person's answer did, as the request log records it (`RequestObserver.decided`).
