@@ -39,13 +39,16 @@ AS_CALLS = {
     "fenced": "```json\n"
     + json.dumps({"name": "echo_say", "parameters": {"text": "hi"}})
     + "\n```",
-    "tagged": f"I will repeat it.\n<tool_call>\n{json.dumps(CALL)}\n</tool_call>",
+    "tagged": f"<tool_call>\n{json.dumps(CALL)}\n</tool_call>\n",
     "two-calls": f"<tool_call>{json.dumps(CALL)}</tool_call>\n<tool_call>{json.dumps(OTHER)}</tool_call>",
 }
 ECHOED = {"bare": ["hi"], "fenced": ["hi"], "tagged": ["hi"], "two-calls": ["hi", "ho"]}
 AS_TEXT = {
     "not-offered": json.dumps({"name": "send_email", "arguments": {"to": "ann"}}),
     "near-miss": '{"name": "echo_say", "arguments": {"text": "hi"}',
+    # A call the model only shows, with words beside it, is not one it makes.
+    "quoted-tag": f"For reference, do not run:\n<tool_call>{json.dumps(CALL)}</tool_call>",
+    "quoted-fence": f"{PROSE}```json\n{json.dumps(CALL)}\n```\nThat is how it would look.",
 }
 
 
@@ -126,7 +129,7 @@ async def test_a_call_written_as_text_runs_at_the_top(tmp_path: Path, form: str,
     assert all(SAFE_ID.fullmatch(i) and i.startswith("call_") for i in call_ids)
     shown = shown_per_reply(events)
     assert shown.pop(result.answer_id) == "Done.", "the answer shown once, whole"
-    assert list(shown.values()) == ([PROSE] if form == "tagged" else [])
+    assert list(shown.values()) == []
 
 
 @pytest.mark.parametrize("streaming", STREAMING)
@@ -184,10 +187,11 @@ def rendered(events: list[TurnEvent], result: TurnResult) -> str:
     return out.getvalue()
 
 
-async def test_the_terminal_shows_the_prose_before_a_call_and_the_answer_once(tmp_path: Path):
-    result, _, events = await run_top(tmp_path, [AS_CALLS["tagged"], "Done."], streaming=True)
+async def test_the_terminal_shows_a_quoted_call_as_the_answer_once(tmp_path: Path):
+    result, server, events = await run_top(tmp_path, [AS_TEXT["quoted-tag"]], streaming=True)
 
-    assert rendered(events, result) == "I will repeat it.\nDone.\n"
+    assert rendered(events, result) == AS_TEXT["quoted-tag"] + "\n"
+    assert len(server.requests) == 1, "nothing ran"
 
 
 ANSWER_WITH_CODE = (
@@ -254,8 +258,8 @@ NAMES = frozenset({"echo_say", "calculator"})
 def test_more_forms_read_as_calls(text: str):
     found = read_text_calls(text, tool_names=NAMES)
 
-    assert found is not None and {c.name for c in found.calls} <= NAMES
-    assert all(c.id.startswith("call_") for c in found.calls)
+    assert found is not None and {c.name for c in found} <= NAMES
+    assert all(c.id.startswith("call_") for c in found)
 
 
 @pytest.mark.parametrize(
@@ -272,22 +276,24 @@ def test_more_forms_read_as_calls(text: str):
         '{"name": "echo_say", "type": "object"}',  # a schema, not a call
         '```python\nprint(1)\n```\n```json\n{"name": "echo_say", "arguments": {}}\n```',
         '<tool_call>{"name": "echo_say", "arguments": {}}</tool_call><tool_call>{"name": "x"}',
+        # words beside a call: the model shows it, it does not make it
+        'For reference, do not run:\n<tool_call>{"name": "echo_say", "arguments": {}}</tool_call>',
+        '<tool_call>{"name": "echo_say", "arguments": {}}</tool_call>\nThat is the call.',
+        'Like this:\n```json\n{"name": "calculator", "arguments": {}}\n```',
     ],
 )
 def test_text_that_is_no_call_stays_text(text: str):
     assert read_text_calls(text, tool_names=NAMES) is None
 
 
-def test_a_converted_reply_keeps_its_id_and_the_prose_around_its_calls(
-    caplog: pytest.LogCaptureFixture,
-):
-    text = f"First.\n```json\n{json.dumps(CALL)}\n```\nThen.\n```\n{json.dumps(OTHER)}\n```\n"
+def test_a_converted_reply_keeps_its_id_and_no_text(caplog: pytest.LogCaptureFixture):
+    text = f"\n```json\n{json.dumps(CALL)}\n```\n  \n```\n{json.dumps(OTHER)}\n```\n"
     reply = ModelReply(AIMessage(text, id="run-1"), [], "stop")
 
     with caplog.at_level(logging.DEBUG, logger="orchestrator.llm.text_calls"):
         converted = with_text_calls(reply, tool_names=NAMES)
 
-    assert converted.message.id == "run-1" and converted.message.content == "First.\n\nThen."
+    assert converted.message.id == "run-1" and converted.message.content == ""
     assert [(c.name, c.args) for c in converted.calls] == [
         ("echo_say", {"text": "hi"}),
         ("echo_say", {"text": "ho"}),

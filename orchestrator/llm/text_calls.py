@@ -10,10 +10,11 @@ reply's text:
     ```
     <tool_call>{"name": "current_time", "arguments": {"timezone": "Asia/Tokyo"}}</tool_call>
 
-A reply is read as calls only when every call found names a tool offered at
-its level: anything else stays text. A bare object counts only as the whole
-reply (several one after another, or a JSON list, too); fences and tags count
-anywhere, with prose around them (a last tag left open, a fence inside a tag).
+A reply is read as calls only when it is nothing but calls and whitespace, and
+every call names a tool offered at its level: anything else stays text. A
+model that quotes a call among its words ("for reference, do not run it") is
+not taken to make it. The calls may be bare objects (several one after another,
+or a JSON list), fences or tags (a last tag left open, a fence inside a tag).
 """
 
 from __future__ import annotations
@@ -47,29 +48,21 @@ class TextCall:
     id: str
 
 
-@dataclass(frozen=True)
-class TextCalls:
-    """The calls a reply's text holds, and the prose left around them."""
-
-    calls: list[TextCall]
-    prose: str
-
-
 def with_text_calls(reply: Reply, *, tool_names: frozenset[str]) -> Reply:
-    """`reply` with the calls its text holds as real calls (its text then the prose around them)."""
+    """`reply` with the calls its text is as real calls (and no text left)."""
     if reply.calls:
         return reply
     found = read_text_calls(reply.message.text, tool_names=tool_names)
     if found is None:
         return reply
-    logger.debug("read %d tool call(s) from the reply's text", len(found.calls))
-    message = reply.message.model_copy(update={"content": found.prose})
-    calls = [RawCall(name=call.name, id=call.id, args=call.args) for call in found.calls]
+    logger.debug("read %d tool call(s) from the reply's text", len(found))
+    message = reply.message.model_copy(update={"content": ""})
+    calls = [RawCall(name=call.name, id=call.id, args=call.args) for call in found]
     return Reply(message, calls, reply.finish_reason)
 
 
-def read_text_calls(text: str, *, tool_names: frozenset[str]) -> TextCalls | None:
-    """The calls `text` holds, if it holds any and all name offered tools; else None."""
+def read_text_calls(text: str, *, tool_names: frozenset[str]) -> list[TextCall] | None:
+    """The calls `text` is, if it is nothing else and they all name offered tools; else None."""
     stripped = text.strip()
     if not stripped or not tool_names:
         return None
@@ -77,13 +70,14 @@ def read_text_calls(text: str, *, tool_names: frozenset[str]) -> TextCalls | Non
         blocks = list(pattern.finditer(stripped))
         if blocks:
             return _from_blocks(stripped, blocks, pattern, tool_names)
-    calls = _calls_in(stripped)
-    return _offered(calls, "", tool_names)
+    return _offered(_calls_in(stripped), tool_names)
 
 
 def _from_blocks(
     text: str, blocks: list[re.Match[str]], pattern: re.Pattern[str], tool_names: frozenset[str]
-) -> TextCalls | None:
+) -> list[TextCall] | None:
+    if pattern.sub("", text).strip():
+        return None  # words beside the blocks: the model shows a call, it does not make one
     calls: list[TextCall] = []
     for block in blocks:
         fenced = FENCED.fullmatch(block.group(1))  # a fence inside a tag
@@ -91,15 +85,13 @@ def _from_blocks(
         if found is None:
             return None  # a fence of other JSON or code: the reply is text
         calls += found
-    return _offered(calls, pattern.sub("", text).strip(), tool_names)
+    return _offered(calls, tool_names)
 
 
-def _offered(
-    calls: list[TextCall] | None, prose: str, tool_names: frozenset[str]
-) -> TextCalls | None:
+def _offered(calls: list[TextCall] | None, tool_names: frozenset[str]) -> list[TextCall] | None:
     if not calls or any(call.name not in tool_names for call in calls):
         return None
-    return TextCalls(calls, prose)
+    return calls
 
 
 def _calls_in(text: str) -> list[TextCall] | None:
