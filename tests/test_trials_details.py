@@ -6,16 +6,20 @@ import asyncio
 import io
 import json
 import re
+import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
-from langchain_core.messages import HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from mcp.types import CallToolResult, TextContent
 from rich.console import Console
+from sqlalchemy import text
 
 from orchestrator.cli.render import TurnRenderer
 from orchestrator.cli.scaffold import create_agent_folder
-from orchestrator.notes import is_note
+from orchestrator.notes import is_note, note
+from orchestrator.store import MessageStore
+from orchestrator.store.sessions import claim_session
 from orchestrator.testing import call_tools
 from orchestrator.tools import ToolRequest, ToolResult, action
 from orchestrator.tools.adapter import langchain_tools
@@ -169,3 +173,25 @@ async def test_a_handed_over_calls_task_started_when_the_call_did_and_its_line_s
 
     assert task.started_at <= tool.began[0], "its start is the call's, not the handover's"
     assert f"tool slow_work (1/1): moved to the background as task {task.task_id}" in err.getvalue()
+
+
+async def test_a_background_note_is_stored_as_no_words_of_the_person(database):
+    user, session = f"u-{uuid.uuid4().hex}", f"s-{uuid.uuid4().hex}"
+    await claim_session(database, session, user_id=user)
+    turn = [
+        HumanMessage("brew coffee", id=uuid.uuid4().hex),
+        note("Background task t1 (brewer_brew) has completed.", kind="background_task"),
+        AIMessage("Your coffee is ready.", id=uuid.uuid4().hex),
+    ]
+    await MessageStore(database).save(turn, session_id=session, user_id=user)
+
+    async with database.user_transaction(user) as connection:
+        rows = (
+            await connection.execute(
+                text("SELECT role, content FROM messages WHERE session_id = :s ORDER BY id"),
+                {"s": session},
+            )
+        ).all()
+    roles = {content: role for role, content in rows}
+    assert roles["brew coffee"] == "user"
+    assert [role for content, role in roles.items() if "Background task t1" in content] == ["system"]
