@@ -33,6 +33,10 @@ class ToolPhase(StrEnum):
     COMPLETED = "completed"
 
 
+# The status of a call's `completed` event when the call goes on in the background.
+BACKGROUND = "background"
+
+
 class StatusEvent(TypedDict):
     """A change of stage of the whole turn."""
 

@@ -16,7 +16,6 @@ from langchain_core.messages import (
     AIMessageChunk,
     BaseMessage,
     HumanMessage,
-    SystemMessage,
     ToolCall,
     ToolMessage,
 )
@@ -29,6 +28,7 @@ from orchestrator.events import StatusEvent, ToolEvent
 from orchestrator.graph.builder import MODEL_NODE
 from orchestrator.graph.prompts import CANCELLED_CALL, CANCELLED_TURN, FOLLOW_UP_LIMIT
 from orchestrator.held_text import HeldText
+from orchestrator.notes import is_persons, note
 from orchestrator.settings import Settings
 from orchestrator.store.checkpoints import PooledPostgresSaver
 from orchestrator.store.sessions import claim_session
@@ -71,6 +71,7 @@ FOLLOW_UP = (
     "Background task {task_id} ({tool}) has {status}. Its result: {result}\n"
     "Tell the user what came of it."
 )
+BACKGROUND_NOTE = "background_task"
 FollowUpHandler = Callable[["BackgroundTask", "TurnResult | None"], None]
 
 
@@ -154,10 +155,10 @@ class Session:
         """
         body = task.result.to_model_text(max_chars=self.settings.max_tool_result_chars) if task.result else "{}"
         notice = FOLLOW_UP.format(task_id=task.task_id, tool=task.tool, status=task.status, result=body)
-        message = SystemMessage(content=notice, id=uuid.uuid4().hex)
         if self._follow_ups >= self.settings.max_follow_ups:
-            await self._end_turn_with([message, SystemMessage(FOLLOW_UP_LIMIT)])
+            await self._end_turn_with([note(f"{notice}\n{FOLLOW_UP_LIMIT}", kind=BACKGROUND_NOTE)])
             return None
+        message = note(notice, kind=BACKGROUND_NOTE)
         self._follow_ups += 1
         try:
             return await self._turn_with(message, on_event)
@@ -190,7 +191,7 @@ class Session:
 
     def _look_up(self, message: BaseMessage) -> asyncio.Task[str] | None:
         """Start looking up RAG context for `message`, beside the work before the model."""
-        if self.storage is None or not isinstance(message, HumanMessage):
+        if self.storage is None or not is_persons(message):
             return None
         query = storable_text(message.text)  # PostgreSQL takes no NUL, not even in a query
         retrieve = self.storage.retriever(query, user_id=self.user_id, session_id=self.session_id)

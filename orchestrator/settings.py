@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+import os
 import re
 from pathlib import Path
 from typing import Literal
@@ -17,7 +19,7 @@ from pydantic import (
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from orchestrator.errors import ConfigError
-from orchestrator.paths import home
+from orchestrator.paths import HOME_VARIABLE, home
 from orchestrator.usage.prices import ModelPrice
 
 ENV_PREFIX = "ORCHESTRATOR_"
@@ -240,7 +242,62 @@ def load_settings(**overrides: object) -> Settings:
         shown = error.get("input")
         if name in {env_name(f) for f in URL_SETTINGS} and isinstance(shown, str):
             shown = hide_passwords(shown)
-        raise ConfigError(f"Invalid setting {name}={shown!r}: {message}") from None
+        source = value_source(name)
+        where = f" ({source})" if source else ""
+        raise ConfigError(f"Invalid setting {name}={shown!r}: {message}{where}") from None
+
+
+def value_source(name: str) -> str | None:
+    """Where the variable `name` is set: `set in the environment` (it wins), `set in <.env>`, or None."""
+    wanted = name.upper()  # the settings read variables case-insensitively
+    if any(key.upper() == wanted for key in os.environ):
+        return "set in the environment"
+    if any(key.upper() == wanted for key in _dotenv_keys(env_file())):
+        return f"set in {env_file()}"
+    return None
+
+
+def misspelled_settings(path: Path | None = None) -> list[str]:
+    """One line per variable of `.env` that no setting reads but looks like one that does.
+
+    Every unknown `ORCHESTRATOR_` variable is named; another variable only when
+    it is spelled almost like a setting (`OPENAI_BASEURL`): `.env` holds tools'
+    variables too (`EMAIL_AGENT_SMTP_HOST`), which are no typos.
+    """
+    path = path or env_file()
+    known = [env_name(field) for field in Settings.model_fields] + [HOME_VARIABLE]
+    lines = []
+    for key in _dotenv_keys(path):
+        upper = key.upper()
+        if upper in known:
+            continue
+        prefixed = upper.startswith(ENV_PREFIX)
+        if prefixed:  # the prefix alone would make every name look alike: compare the rest
+            rest = [k.removeprefix(ENV_PREFIX) for k in known if k.startswith(ENV_PREFIX)]
+            close = difflib.get_close_matches(upper.removeprefix(ENV_PREFIX), rest, n=1, cutoff=0.6)
+            match = [ENV_PREFIX + name for name in close]
+        else:
+            plain = [k for k in known if not k.startswith(ENV_PREFIX)]
+            match = difflib.get_close_matches(upper, plain, n=1, cutoff=0.85)
+            if match and match[0] in upper:
+                continue  # OPENAI_API_KEY_2: a name of its own built on a setting's, not a typo
+        if match:
+            lines.append(f"{path} sets {key}, which no setting reads: did you mean {match[0]}?")
+        elif prefixed:
+            lines.append(f"{path} sets {key}, which no setting reads (.env.example lists them)")
+    return lines
+
+
+def _dotenv_keys(path: Path) -> list[str]:
+    """The variables a `.env` file sets (none when there is no such file)."""
+    if not path.is_file():
+        return []
+    from dotenv import dotenv_values
+
+    try:
+        return list(dotenv_values(path))
+    except (OSError, UnicodeDecodeError):  # an unreadable file: the settings say so themselves
+        return []
 
 
 def hide_passwords(text: str, *urls: object) -> str:

@@ -61,10 +61,17 @@ class TaskManager:
         self._reports: set[asyncio.Task[None]] = set()
 
     def adopt(
-        self, work: asyncio.Task[ToolResult], call: CallRecord, *, observer: RequestObserver | None
+        self,
+        work: asyncio.Task[ToolResult],
+        call: CallRecord,
+        *,
+        observer: RequestObserver | None,
+        started_at: datetime | None = None,
     ) -> BackgroundTask:
-        """Take over a running call; it is reported when it ends."""
+        """Take over a running call (begun at `started_at`, else now); it is reported when it ends."""
         task = BackgroundTask(call=call, work=work, observer=observer)
+        if started_at is not None:
+            task.started_at = started_at
         self.tasks[task.task_id] = task
         # A fresh context: the call was adopted inside a graph run, whose LangGraph
         # context would otherwise make the follow-up turn run as part of that run.

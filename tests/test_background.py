@@ -12,11 +12,12 @@ import time
 import uuid
 from pathlib import Path
 
-from langchain_core.messages import SystemMessage
+from langchain_core.messages import HumanMessage
 from pydantic import BaseModel
 from rich.console import Console
 
 from orchestrator.cli.repl import ChatRepl
+from orchestrator.notes import is_note
 from orchestrator.cli.signals import Interrupts
 from orchestrator.runtime import Runtime
 from orchestrator.settings import load_settings
@@ -85,12 +86,14 @@ async def test_a_background_task_is_reported_later_in_the_same_session(scripted)
 
     assert follow_ups == [(task.task_id, "Done: slow work done.")]
     assert task.status == "completed"
-    kinds = [type(m).__name__ for m in await session.history()]
+    history = await session.history()
+    kinds = [type(m).__name__ for m in history]
     assert kinds == [
         "HumanMessage", "AIMessage", "ToolMessage", "AIMessage",
         "HumanMessage", "AIMessage",
-        "SystemMessage", "AIMessage",
+        "HumanMessage", "AIMessage",  # the result: a note in the user's role, no system message
     ]
+    assert [is_note(m) for m in history] == [False] * 6 + [True, False]
 
 
 async def test_cancel_stops_a_running_task_without_a_follow_up(scripted):
@@ -122,7 +125,8 @@ async def test_an_inline_call_past_its_budget_moves_to_the_background(scripted):
     gate.set()
     await app.tasks.drain()
     assert task.status == "completed"
-    assert isinstance((await session.history())[-2], SystemMessage)
+    report = (await session.history())[-2]
+    assert isinstance(report, HumanMessage) and is_note(report)
 
 
 BACKGROUND_LEAF = {"name": "leaf", "description": "The leaf.", "version": "1", "background": True}
@@ -182,7 +186,8 @@ async def test_a_tree_with_a_background_leaf_closes_when_the_leaf_does(
     finally:
         await storage.close()
 
-    assert isinstance(history[-2], SystemMessage) and "has completed" in history[-2].text
+    assert isinstance(history[-2], HumanMessage) and is_note(history[-2])
+    assert "has completed" in history[-2].text
     assert history[-1].text == "The leaf said bottom."
 
     assert [(n.tool, n.status) for n in before] == [

@@ -128,7 +128,8 @@ def test_bad_setting_is_one_line_and_non_zero(cli, tmp_path: Path):
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
         "error: Invalid setting ORCHESTRATOR_MAX_TOOL_ITERATIONS='lots': "
-        "Input should be a valid integer, unable to parse string as an integer"
+        "Input should be a valid integer, unable to parse string as an integer "
+        "(set in the environment)"
     ]
 
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 
-from langchain_core.messages import SystemMessage
+from langchain_core.messages import HumanMessage
 
 from orchestrator.graph.prompts import FOLLOW_UP_LIMIT
+from orchestrator.notes import is_note
 from orchestrator.testing import call_tools
 from orchestrator.tools import ToolRequest, ToolResult, action
 from orchestrator.tools.adapter import langchain_tools
@@ -36,8 +37,9 @@ async def test_past_the_limit_a_result_waits_for_the_next_message(scripted):
 
     assert reports == ["Started again.", "And again.", None], "the third result got no turn"
     history = await session.history()
-    assert isinstance(history[-1], SystemMessage) and history[-1].text == FOLLOW_UP_LIMIT
-    assert "slow work done" in history[-2].text, "the result is kept in the conversation"
+    assert isinstance(history[-1], HumanMessage) and is_note(history[-1])
+    assert history[-1].text.endswith(FOLLOW_UP_LIMIT)
+    assert "slow work done" in history[-1].text, "the result is kept in the conversation"
     assert not (await app.graph.aget_state(session.config)).next, "the turn is closed"
 
     answer = await session.run("anything new?")

@@ -266,7 +266,7 @@ async def test_reference_servers_start_after_approval_and_answer_through_chat_op
 
     answers = {name: json.loads(text) for name, text in tool_messages(second).items()}
     assert {a["status"] for a in answers.values()} == {"success"}
-    tokyo = json.loads(answers["time_get_current_time"]["message"])
+    tokyo = answers["time_get_current_time"]["data"]  # its JSON text, as data
     assert tokyo["timezone"] == "Asia/Tokyo" and tokyo["datetime"].endswith("+09:00")
     assert "untracked.txt" in answers["git_git_status"]["message"]
     assert "the first commit" in answers["git_git_log"]["message"]

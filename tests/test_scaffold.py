@@ -37,7 +37,9 @@ def test_the_agent_config_loads_as_an_agent_with_instructions(tmp_path: Path):
     assert config.instructions is not None
     agent = AgentTool(name=config.name, description=config.description)
     prompt = agent.system_prompt(config.instructions)
-    assert prompt.startswith("You are trip_planner, an agent that does trip planner work with")
+    assert prompt.startswith(
+        "You are trip_planner, an agent that handles trip planner requests with its own tools. "
+    )
     assert "{" not in prompt, "the placeholders are filled in"
 
 

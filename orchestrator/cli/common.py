@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from orchestrator.errors import ConfigError, UserError
-from orchestrator.settings import Settings, load_settings
+from orchestrator.settings import Settings, load_settings, misspelled_settings
 from orchestrator.tools.untrusted import printable
 
 if TYPE_CHECKING:
@@ -55,6 +55,8 @@ DESCRIPTION_CHARS = 500
 
 def settings_or_exit() -> Settings:
     """The settings, with logging set up; a bad setting ends the command with one line."""
+    for line in misspelled_settings():  # first: a typo may be why a setting is missing
+        err.print(f"[yellow]note:[/yellow] {escape(printable(line))}", highlight=False)
     with user_errors():
         settings = load_settings()
     handler = logging.StreamHandler(sys.stderr)

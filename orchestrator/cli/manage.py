@@ -23,7 +23,7 @@ from orchestrator.cli.common import (
     user_errors,
     with_database,
 )
-from orchestrator.cli.scaffold import Kind, create_agent_folder
+from orchestrator.cli.scaffold import Kind, children_directory, create_agent_folder
 from orchestrator.errors import ConfigError, UserError
 from orchestrator.tools.approval import ApprovalStore, discover_approved_first
 from orchestrator.tools.discovery import Discovery, ToolFolder, walk
@@ -105,10 +105,23 @@ def new_agent(
             "no Python, over the tools in its src/sub_graphs/."
         ),
     ] = "tool",
+    parent: Annotated[
+        str | None,
+        typer.Option(
+            "--in",
+            metavar="PARENT",
+            help="Put it under the agent PARENT (its src/sub_graphs/): a folder name as "
+            "`tools list` shows it, or a path.",
+        ),
+    ] = None,
 ) -> None:
-    """Create sub_graphs/NAME/ from a template: a tool and its test, or an agent with no Python."""
+    """Create sub_graphs/NAME/ (or PARENT's src/sub_graphs/NAME/) from a template: a tool and
+    its test, or an agent with no Python."""
     with user_errors():
-        folder = create_agent_folder(name, directory=settings_or_exit().sub_graphs_dir, kind=kind)
+        directory = settings_or_exit().sub_graphs_dir
+        if parent is not None:
+            directory = children_directory(parent, sub_graphs=directory)
+        folder = create_agent_folder(name, directory=directory, kind=kind)
     if kind == "agent":
         out.print(
             f"created {shown(display_path(folder))}; put its tool folders in "

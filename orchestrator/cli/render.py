@@ -9,7 +9,7 @@ from rich.markup import escape
 from rich.status import Status
 from rich.text import Text
 
-from orchestrator.events import Stage, ToolPhase
+from orchestrator.events import BACKGROUND, Stage, ToolEvent, ToolPhase
 from orchestrator.session import TurnEvent, TurnResult
 from orchestrator.tools.untrusted import shown_name
 
@@ -30,6 +30,13 @@ STAGE_TEXT = {
 def answer_text(text: str) -> str:
     """A model's answer as it may reach the terminal: control characters but line breaks escaped."""
     return _ANSWER_CONTROL.sub(lambda control: repr(control.group())[1:-1], text)
+
+
+def _ended(event: ToolEvent) -> str:
+    """How a call ended, as its line says: its status, or the task it goes on as."""
+    if event["status"] == BACKGROUND:
+        return f"moved to the background as task {event['request_id']}"
+    return str(event["status"])
 
 
 class TurnRenderer:
@@ -60,7 +67,7 @@ class TurnRenderer:
             if event["phase"] == ToolPhase.COMPLETED:
                 self._end_line()
                 indent = "  " * (event["depth"] + 1)
-                line = f"{indent}[dim]tool {escape(position)}: {escape(str(event['status']))}[/dim]"
+                line = f"{indent}[dim]tool {escape(position)}: {escape(_ended(event))}[/dim]"
                 self.err.print(line, highlight=False)
             self._show(f"{position}: {event['phase']}")
 

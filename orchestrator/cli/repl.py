@@ -6,7 +6,7 @@ import asyncio
 import json
 from collections.abc import Awaitable, Coroutine
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool
 from rich.console import Console
 from rich.markup import escape
@@ -19,6 +19,7 @@ from orchestrator.cli.render import answer_text, shown_name
 from orchestrator.cli.signals import Interrupts
 from orchestrator.cli.terminal import LineSource, quiet_keyboard
 from orchestrator.cli.turns import failure_line, recover_from, rendered_answer, rendered_turn
+from orchestrator.notes import FROM_ORCHESTRATOR, is_note
 from orchestrator.runtime import Runtime
 from orchestrator.session import PendingQuestion, Session, TurnResult
 from orchestrator.tasks import BackgroundTask
@@ -303,10 +304,10 @@ def show_background_results(
 
 def describe_message(message: BaseMessage) -> str:
     """One line of /history for a message (rich markup; untrusted text escaped and cut)."""
+    if is_note(message):
+        return f"  [dim]{_preview(message.text.removeprefix(FROM_ORCHESTRATOR))}[/dim]"
     if isinstance(message, HumanMessage):
         return f"[bold]you[/bold]: {_preview(message.text)}"
-    if isinstance(message, SystemMessage):
-        return f"  [dim]{_preview(message.text)}[/dim]"
     if isinstance(message, ToolMessage):
         return f"  [dim]{escape(shown_name(message.name or 'tool'))} → {_preview(message.text)}[/dim]"
     if isinstance(message, AIMessage) and message.tool_calls:

@@ -1,4 +1,4 @@
-"""`orchestrator new-agent NAME [--kind tool|agent]`: a new drop-in folder from a template."""
+"""`orchestrator new-agent NAME [--kind tool|agent] [--in PARENT]`: a new drop-in folder from a template."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Literal
 
 from orchestrator.errors import UserError
 from orchestrator.tools.config import NAME_PATTERN
+from orchestrator.tools.discovery import CHILDREN_DIR
 
 Kind = Literal["tool", "agent"]
 TEMPLATES = files("orchestrator") / "templates"
@@ -31,6 +32,24 @@ LAYOUTS: dict[Kind, dict[str, str]] = {
 }
 
 
+NO_PARENT = (
+    "--in {parent!r}: no tool folder there (give an agent's folder below {sub_graphs} "
+    "as `orchestrator tools list` shows it, or its path)"
+)
+
+
+def children_directory(parent: str, *, sub_graphs: Path) -> Path:
+    """Where the tool folders of the agent `parent` go: its `src/sub_graphs/`.
+
+    `parent` is a folder below `sub_graphs` (`trip`, `trip/src/sub_graphs/flights`),
+    or a path to one.
+    """
+    for candidate in (sub_graphs / parent, Path(parent)):
+        if (candidate / "tool_config.yaml").is_file():
+            return candidate / CHILDREN_DIR
+    raise UserError(NO_PARENT.format(parent=parent, sub_graphs=sub_graphs))
+
+
 def create_agent_folder(name: str, *, directory: Path, kind: Kind = "tool") -> Path:
     """Write `directory/name/` from the `kind` template; the folder must not exist yet."""
     if not re.match(NAME_PATTERN, name):
@@ -45,6 +64,7 @@ def create_agent_folder(name: str, *, directory: Path, kind: Kind = "tool") -> P
         "name": name,
         "class_name": "".join(part.capitalize() for part in name.split("_")),
         "title": name.replace("_", " ").capitalize(),
+        "words": name.replace("_", " "),
     }
     template = TEMPLATES / kind
     for source, target in LAYOUTS[kind].items():

@@ -16,7 +16,6 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
     AIMessage,
     BaseMessage,
-    HumanMessage,
     SystemMessage,
     ToolCall,
     ToolMessage,
@@ -30,7 +29,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Send
 
 from orchestrator.errors import IncompleteReplyError
-from orchestrator.events import Stage, ToolPhase, emit_status, emit_tool
+from orchestrator.events import BACKGROUND, Stage, ToolPhase, emit_status, emit_tool
 from orchestrator.graph.calls import SAFE_ID, Rejection, check_calls, refusal
 from orchestrator.graph.history import valid_history
 from orchestrator.graph.prompts import (
@@ -45,8 +44,10 @@ from orchestrator.levels import Limits
 from orchestrator.llm.providers import reports_finish_reason
 from orchestrator.llm.reply import Reply, ReplyLimits, read_reply
 from orchestrator.llm.text_calls import with_text_calls
+from orchestrator.notes import is_persons
 from orchestrator.store.text import storable_text
 from orchestrator.tools.context import RunContext
+from orchestrator.tools.pipeline.background import is_acknowledgement
 from orchestrator.tools.pipeline.base import ToolMiddleware
 from orchestrator.tools.pipeline.dispatch import Dispatcher
 from orchestrator.usage.prices import ModelIdentity
@@ -150,7 +151,7 @@ class ModelNode:
             if run.lookup is not None:
                 return await run.lookup
             query = next(
-                (m.text for m in reversed(state["messages"]) if isinstance(m, HumanMessage)), ""
+                (m.text for m in reversed(state["messages"]) if is_persons(m)), ""
             )
             return await self.retriever(
                 storable_text(query),  # PostgreSQL takes no NUL, not even in a query
@@ -221,7 +222,8 @@ class ToolTaskNode:
         )
         request.emit(ToolPhase.STARTING)
         result = await self.dispatcher.dispatch(request)
-        request.emit(ToolPhase.COMPLETED, status=result.status)
+        handed_over = is_acknowledgement(result)
+        request.emit(ToolPhase.COMPLETED, status=BACKGROUND if handed_over else result.status)
         logger.info(
             "tool %s %s request_id=%s parent_request_id=%s",
             call["name"], result.status, result.request_id, result.parent_request_id,

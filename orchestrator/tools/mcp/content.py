@@ -2,7 +2,9 @@
 
 Text becomes the message, `structuredContent` the data (and its `billing`,
 if it has one, the call's billing); images, audio and binary resources
-become a short note, since the model gets text.
+become a short note, since the model gets text. A result whose only content
+is one JSON object or array as text (as servers on older SDKs send their
+structured results) has that JSON as its data, not as a string in the message.
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ def tool_result(result: CallToolResult) -> ToolResult:
     data: JsonValue = result.structuredContent
     if data is not None and _same_json(message, data):
         message = ""  # servers send structured results as text too: once is enough
+    elif data is None and not result.isError and (parsed := _json_text(result.content)) is not None:
+        data, message = parsed, ""
     if result.isError:
         return ToolResult(
             type="error",
@@ -78,6 +82,20 @@ def _same_json(text: str, data: JsonValue) -> bool:
         return bool(text) and json.loads(text) == data
     except ValueError:
         return False
+
+
+def _json_text(content: list[ContentBlock]) -> JsonValue:
+    """The JSON object or array that is all of `content` (one text block), else None."""
+    if len(content) != 1 or not isinstance(content[0], TextContent):
+        return None
+    text = content[0].text.strip()
+    if not text.startswith(("{", "[")):  # a bare number or word is a message, not data
+        return None
+    try:
+        parsed = json.loads(text)
+    except (ValueError, RecursionError):  # nested past what the parser takes: text it stays
+        return None
+    return parsed if isinstance(parsed, dict | list) else None
 
 
 def _billing(structured: dict[str, object] | None) -> Billing | None:

@@ -4,6 +4,7 @@ goes on after its turn and is reported into the session when it ends (see `tasks
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime
 
 from langchain_core.runnables import RunnableConfig
 
@@ -36,6 +37,7 @@ class BackgroundMiddleware:
         background = request.record.background
         if background:
             request = request.override(config=_detached(request.config))  # it outlives the run
+        started = datetime.now(UTC)  # a task started when its call did, not when handed over
         work = asyncio.ensure_future(handler(request))
         try:
             await asyncio.wait({work}, timeout=0.0 if background else request.policy.inline_budget)
@@ -45,7 +47,7 @@ class BackgroundMiddleware:
         if work.done():
             return work.result()
         observer = request.context.observer
-        runner.adopt(work, request.record, observer=observer)
+        runner.adopt(work, request.record, observer=observer, started_at=started)
         if observer is not None and not background:
             await safely(observer.acknowledged(request.record, detail=OUTLIVED))
         return acknowledgement(request)

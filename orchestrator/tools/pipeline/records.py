@@ -14,6 +14,7 @@ from orchestrator.usage.records import UsageRecord
 
 if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig
+    from datetime import datetime
 
 logger = logging.getLogger(__name__)
 
@@ -126,7 +127,12 @@ class BackgroundRunner(Protocol):
     """Takes over calls that run in the background (the task manager)."""
 
     def adopt(
-        self, work: asyncio.Task[ToolResult], call: CallRecord, *, observer: RequestObserver | None
+        self,
+        work: asyncio.Task[ToolResult],
+        call: CallRecord,
+        *,
+        observer: RequestObserver | None,
+        started_at: datetime | None = None,
     ) -> object: ...
 
     def running(self, request_id: str) -> bool: ...
