@@ -112,6 +112,13 @@ class ApprovalStore:
             return Status.CHANGED
         return Status.APPROVED if decision.approved else Status.DENIED
 
+    def decided_at(self, key: str) -> datetime | None:
+        """When the signed decision about the folder `key` was made, if there is one."""
+        decision = self._data.folders.get(key)
+        if decision is None or not self._authentic(key, decision):
+            return None
+        return decision.decided_at
+
     def unsigned(self) -> int:
         """How many stored decisions this installation did not sign (older or copied ones)."""
         return sum(not self._authentic(key, d) for key, d in self._data.folders.items())

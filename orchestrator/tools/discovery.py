@@ -8,11 +8,18 @@ has any, live in its `src/sub_graphs/`; `discover` looks at one level, and
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from orchestrator.tools.config import CONFIG_FILE, ToolConfig, ToolConfigError, load_tool_config
+from orchestrator.tools.config import (
+    CONFIG_FILE,
+    ToolConfig,
+    ToolConfigError,
+    parse_tool_config,
+)
+from orchestrator.tools.files import kind
 from orchestrator.tools.hashing import FolderRefusedError, SourceFile, snapshot
 
 CHILDREN_DIR = Path("src") / "sub_graphs"
@@ -31,6 +38,7 @@ class ToolFolder:
     config: ToolConfig
     digest: str
     sources: Mapping[str, SourceFile] = field(default_factory=dict, repr=False, compare=False)
+    files: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)  # path: sha256
 
     @property
     def name(self) -> str:
@@ -165,8 +173,12 @@ def walk(nodes: list[ToolNode]) -> Iterator[ToolNode]:
 
 def _inspect(path: Path, *, root: Path, found: Discovery) -> ToolFolder | None:
     try:
-        config = load_tool_config(path / CONFIG_FILE)
+        _check_regular(path / CONFIG_FILE)
+        # One read: the configuration used is the one in the bytes the digest covers.
         taken = snapshot(path, exclude=child_folders(path))
+        if taken.config is None:  # swapped for a directory since it was checked
+            raise ToolConfigError(f"{CONFIG_FILE}: not a regular file")
+        config = parse_tool_config(taken.config)
     except (ToolConfigError, FolderRefusedError) as error:
         found.skip(path, str(error))
         return None
@@ -179,11 +191,19 @@ def _inspect(path: Path, *, root: Path, found: Discovery) -> ToolFolder | None:
         config=config,
         digest=taken.digest,
         sources=taken.sources,
+        files=taken.files,
     )
     if folder.entry not in folder.sources and not config.entry_optional:  # YAML-only agents have none
         found.skip(path, f"entry point {config.entry_file} not found")
         return None
     return folder
+
+
+def _check_regular(config: Path) -> None:
+    """A clear reason for a `tool_config.yaml` that is a FIFO, a device, a directory."""
+    mode = os.stat(config).st_mode
+    if not stat.S_ISREG(mode):
+        raise ToolConfigError(f"{CONFIG_FILE} is {kind(mode)}, not a regular file")
 
 
 def child_folders(folder: Path) -> list[Path]:

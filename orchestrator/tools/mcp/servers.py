@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pydantic import JsonValue
+
 from orchestrator.errors import McpServerError, ToolLoadError
 from orchestrator.settings import Settings
 from orchestrator.tools.approval import ApprovalStore, Reviewed, Status
@@ -131,8 +133,23 @@ class McpServers:
                 thread=self.thread,
                 errlog=log,
             )
+            self.servers[key].approved_launch = self._approved_launch(folder)
         starts = (server.started() for server in self.servers.values())
         return await asyncio.gather(*starts, return_exceptions=True)
+
+    def _approved_launch(self, folder: ToolFolder) -> dict[str, JsonValue] | None:
+        """The launch of the approved definition, unless the folder was approved again since.
+
+        A folder approved after its server's definition may have changed its launch: the
+        person saw it in the folder question, and the changed definition is asked about.
+        Otherwise a launch other than the pinned one was never shown: it does not start.
+        """
+        pin = self.store.pin(folder.key)
+        decided = self.store.decided_at(folder.key)
+        if pin is None or not pin.approved or decided is None or decided > pin.decided_at:
+            return None
+        before = approved_definition(self.store, folder.key)
+        return before.launch if before is not None else None
 
     async def _settle(self, key: str, definition: ServerDefinition, ask: AskServer) -> None:
         """Offer the server's tools if its definition is approved, asking if need be."""
