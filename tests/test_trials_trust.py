@@ -13,7 +13,9 @@ import pytest
 import yaml
 
 from orchestrator.errors import McpServerError
+from orchestrator.runtime import Runtime
 from orchestrator.settings import Settings, load_settings
+from orchestrator.testing import ScriptedChatModel
 from orchestrator.tools import discovery
 from orchestrator.tools.approval import ApprovalStore, Status, review_folders
 from orchestrator.tools.discovery import ToolFolder, discover
@@ -21,6 +23,7 @@ from orchestrator.tools.mcp.config import McpServerConfig
 from orchestrator.tools.mcp.definitions import ServerDefinition
 from orchestrator.tools.mcp.server import McpServer
 from orchestrator.tools.mcp.thread import McpThread
+from tests.helpers import run_cli_process
 from tests.tool_folders import write_folder
 
 FIXTURE = Path(__file__).parent / "mcp_servers" / "fixture_server.py"
@@ -97,3 +100,38 @@ async def test_an_mcp_launch_other_than_the_pinned_one_starts_no_process(tmp_pat
         await server.close()
         thread.stop()
     assert not (tmp_path / "other" / "pids").exists(), "no server process was started"
+
+
+# --- item 16 (part): a broken folder is one line; one whose import fails is not approved ------
+
+
+BROKEN_YAML = "name: travel\ndescription: Trips.\nversion: '1'\ncapabilities: [a, b]: c\n"
+
+
+def test_a_broken_folder_is_one_line_naming_the_line_and_column_without_logger_names(
+    database_logins, tmp_path: Path
+):
+    write_folder(tmp_path / "sub_graphs", "travel", config=BROKEN_YAML)
+    env = {
+        "DATABASE_URL": database_logins.owner_url,
+        "DATABASE_APP_URL": database_logins.app_url,
+        "ORCHESTRATOR_EMBEDDINGS": "none",
+        "PYTHONPATH": str(Path(__file__).parents[1]),  # this checkout's code, wherever it is
+    }
+
+    done = run_cli_process("ask", "what is 2+2", cwd=tmp_path, env=env)
+
+    assert done.returncode == 0, done.stderr
+    [line] = [line for line in done.stderr.splitlines() if "travel" in line]
+    assert line.startswith("skipped sub_graphs/travel: tool_config.yaml line 4, column 21: invalid YAML: mapping values"), line
+    assert "orchestrator." not in line and "WARNING" not in line
+
+
+def test_a_folder_whose_import_fails_is_not_recorded_as_approved(settings: Settings):
+    write_folder(settings.sub_graphs_dir, "broken", code="import no_such_module_here\n")
+
+    runtime = Runtime.create(settings, model=ScriptedChatModel(), ask=lambda folder, status: True)
+
+    assert runtime.sub_agents == []
+    [folder] = [node.folder for node in discover(settings.sub_graphs_dir).nodes]
+    assert ApprovalStore.of(settings).status(folder) == Status.NEW, "asked about again next time"

@@ -20,6 +20,7 @@ from rich.markup import escape
 
 from orchestrator.errors import ConfigError, UserError
 from orchestrator.settings import Settings, load_settings
+from orchestrator.tools.skipped import PERSON_LINE
 from orchestrator.tools.untrusted import printable
 
 if TYPE_CHECKING:
@@ -67,6 +68,9 @@ class _PrintableFormatter(logging.Formatter):
     """Log lines with control characters escaped: messages quote folder names and errors."""
 
     def format(self, record: logging.LogRecord) -> str:
+        line = getattr(record, PERSON_LINE, None)
+        if isinstance(line, str):  # a line written for the person: no level, no logger name
+            return printable(line)
         return "\n".join(printable(line) for line in super().format(record).split("\n"))
 
 

@@ -30,6 +30,7 @@ from orchestrator.tools.discovery import (
     content_hash,
     discover_tree,
 )
+from orchestrator.tools.skipped import report_skipped
 from orchestrator.tools.signing import installation_key, sign, verify
 from orchestrator.tools.untrusted import printable
 
@@ -132,6 +133,11 @@ class ApprovalStore:
         self._data.folders[folder.key] = decision
         self._save()
 
+    def forget(self, key: str) -> None:
+        """Drop the decision about the folder `key`: it is asked about as new."""
+        if self._data.folders.pop(key, None) is not None:
+            self._save()
+
     def pin(self, key: str) -> Pin | None:
         """The answer about the MCP server of the folder `key`, if this installation signed it."""
         pin = self._data.servers.get(key)
@@ -228,9 +234,7 @@ def review_folders(settings: Settings, ask: Ask) -> Reviewed:
         logger.warning("changed while you were asked about it, so asked again: %s", keys)
     approved -= changed  # still changing: not loaded; asked again next time
     for problem in tree.problems:
-        logger.warning(
-            "skipping tool folder %s: %s", printable(str(problem.path)), printable(problem.reason)
-        )
+        report_skipped(logger, problem.path, problem.reason, sub_graphs_dir=settings.sub_graphs_dir)
     return Reviewed(tree, approved)
 
 
