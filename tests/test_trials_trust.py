@@ -23,7 +23,7 @@ from orchestrator.tools.mcp.config import McpServerConfig
 from orchestrator.tools.mcp.definitions import ServerDefinition
 from orchestrator.tools.mcp.server import McpServer
 from orchestrator.tools.mcp.thread import McpThread
-from tests.helpers import run_cli_process
+from tests.helpers import run_cli, run_cli_process
 from tests.tool_folders import write_folder
 
 FIXTURE = Path(__file__).parent / "mcp_servers" / "fixture_server.py"
@@ -135,3 +135,62 @@ def test_a_folder_whose_import_fails_is_not_recorded_as_approved(settings: Setti
     assert runtime.sub_agents == []
     [folder] = [node.folder for node in discover(settings.sub_graphs_dir).nodes]
     assert ApprovalStore.of(settings).status(folder) == Status.NEW, "asked about again next time"
+
+
+# --- item 5: a same-named folder beside yours never takes its place ---------------------------
+
+SAME = {"name": "echo", "description": "Echoes.", "version": "1"}
+
+
+def mine_and_an_intruder(settings: Settings) -> tuple[Path, Path]:
+    mine = write_folder(settings.sub_graphs_dir, "mine", config=SAME, entry="echo_tool.py")
+    approve_as_is(settings, "echo")
+    intruder = write_folder(settings.sub_graphs_dir, "a_intruder", config=SAME, entry="echo_tool.py")
+    return mine, intruder
+
+
+def test_an_intruder_does_not_take_the_place_of_your_folder_once_you_edit_it(settings: Settings):
+    mine, _ = mine_and_an_intruder(settings)
+    (mine / "notes.md").write_text("my edit\n")
+    asked: list[tuple[str, Status]] = []
+
+    def answer(folder: ToolFolder, status: Status) -> bool:
+        asked.append((folder.key, status))
+        return True
+
+    reviewed = review_folders(settings, answer)
+
+    assert asked == [("mine", Status.CHANGED)], "only your own folder is asked about"
+    assert reviewed.approved == {"mine"}
+    [problem] = reviewed.tree.problems
+    assert problem.path.name == "a_intruder"
+
+
+def test_same_named_new_folders_are_both_refused_in_one_line_naming_both(settings: Settings):
+    write_folder(settings.sub_graphs_dir, "one", config=SAME, entry="echo_tool.py")
+    write_folder(settings.sub_graphs_dir, "two", config=SAME, entry="echo_tool.py")
+
+    reviewed = review_folders(settings, nobody)
+
+    assert reviewed.tree.nodes == []
+    [problem] = reviewed.tree.problems
+    assert problem.path.name == "one" and "sub_graphs/two" in problem.reason
+
+
+def test_tools_approve_by_name_never_approves_the_intruder_even_after_a_revoke(
+    settings: Settings, tmp_path: Path
+):
+    mine_and_an_intruder(settings)
+    assert run_cli("tools", "revoke", "mine", cwd=tmp_path).returncode == 0
+
+    by_name = run_cli("tools", "approve", "echo", cwd=tmp_path)
+    listed = run_cli("tools", "list", cwd=tmp_path)
+    by_path = run_cli("tools", "approve", "sub_graphs/mine", cwd=tmp_path)
+
+    assert by_name.returncode != 0
+    assert "sub_graphs/a_intruder" in by_name.stderr and "sub_graphs/mine" in by_name.stderr
+    assert "sub_graphs/mine" in listed.stdout, "the path approved is the one the listing prints"
+    assert by_path.returncode == 0, by_path.stderr
+    store = ApprovalStore.of(settings)
+    found = {f.key: store.status(f) for f in discover(settings.sub_graphs_dir, prefer=None).same_named}
+    assert found == {"a_intruder": Status.NEW, "mine": Status.APPROVED}

@@ -56,6 +56,10 @@ class Status(StrEnum):
     CHANGED = "changed"  # decided for other content
 
 
+# How strongly a folder holds its tool name against same-named folders beside it.
+RANKS = {Status.APPROVED: 2, Status.CHANGED: 1, Status.DENIED: 1, Status.NEW: 0}
+
+
 class Decision(BaseModel):
     """The user's answer for one folder's content."""
 
@@ -239,10 +243,12 @@ def review_folders(settings: Settings, ask: Ask) -> Reviewed:
 
 
 def discover_approved_first(settings: Settings, store: ApprovalStore) -> Discovery:
-    """The folder tree; of same-named folders in one directory, an approved one is used."""
-    return discover_tree(
-        settings.sub_graphs_dir, prefer=lambda folder: store.status(folder) == Status.APPROVED
-    )
+    """The folder tree; of same-named folders in one directory, the one decided on at its path.
+
+    A folder dropped beside one you decided on never takes its place, whatever
+    became of that decision since (changed, revoked).
+    """
+    return discover_tree(settings.sub_graphs_dir, prefer=lambda folder: RANKS[store.status(folder)])
 
 
 def _save_unchanged(yes: list[ToolFolder], store: ApprovalStore) -> set[str]:
