@@ -133,10 +133,13 @@ def describe_folder(folder: ToolFolder) -> str:
     if server is not None:  # approving it starts this: it is said before anything else
         what = server.url or " ".join([server.command or "", *server.args])
         capabilities += f"\n  MCP server: {'connects to' if server.url else 'runs'} {shown(what)}"
+    from orchestrator.cli.folder_reach import reach_lines  # it imports `shown` from here
+
+    reach = "".join(f"\n{line}" for line in reach_lines(folder.config))
     return (
         f"[bold]{shown(folder.name)}[/bold] {shown(folder.config.version)}\n"
         f"  {shown(description)}\n"
-        f"  capabilities: {capabilities}\n"
+        f"  capabilities: {capabilities}{reach}\n"
         f"  path: {shown(display_path(folder.path))}"
     )
 
