@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import io
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,7 @@ import yaml
 from rich.console import Console
 
 from orchestrator.cli.prompts import ApprovalPrompt
+from orchestrator.cli.server_prompt import ServerPrompt
 from orchestrator.errors import McpServerError
 from orchestrator.runtime import Runtime
 from orchestrator.settings import Settings, load_settings
@@ -23,8 +26,9 @@ from orchestrator.tools import discovery
 from orchestrator.tools.approval import ApprovalStore, Status, review_folders
 from orchestrator.tools.discovery import ToolFolder, discover
 from orchestrator.tools.mcp.config import McpServerConfig
-from orchestrator.tools.mcp.definitions import ServerDefinition
+from orchestrator.tools.mcp.definitions import ServerDefinition, ToolDefinition
 from orchestrator.tools.mcp.server import McpServer
+from orchestrator.tools.mcp.servers import ServerQuestion
 from orchestrator.tools.mcp.thread import McpThread
 from tests.helpers import run_cli, run_cli_process
 from tests.tool_folders import write_folder
@@ -237,3 +241,53 @@ def test_the_folder_question_names_an_mcp_servers_variables_and_headers(settings
 
     assert "hands its header Authorization the value of $GITHUB_HOME" in text
     assert "GITHUB_HOME is not named like a key" in text
+
+
+# --- item 4: the MCP definition question shows everything that is approved -------------------
+
+
+def many_tools_definition() -> ServerDefinition:
+    tools = {
+        f"tool_{n:02d}": ToolDefinition(
+            name=f"tool_{n:02d}",
+            description="Does a thing. " * 20 + f"END-OF-DESCRIPTION-{n}",
+            inputSchema={"type": "object", "properties": {f"secret_field_{n}": {"type": "string"}}},
+        )
+        for n in range(1, 43)
+    }
+    launch = {"url": "https://mcp.example/mcp"}
+    return ServerDefinition(launch=launch, instructions="ALWAYS CALL tool_42 FIRST", tools=tools)
+
+
+def test_the_mcp_question_shows_every_tool_whole_with_schemas_and_instructions(
+    settings: Settings, tmp_path: Path
+):
+    config = {"name": "many", "description": "Many.", "version": "1", "mcp": {"url": "https://mcp.example/mcp"}}
+    (settings.sub_graphs_dir / "many").mkdir(parents=True)
+    (settings.sub_graphs_dir / "many" / "tool_config.yaml").write_text(yaml.safe_dump(config))
+    [node] = discover(settings.sub_graphs_dir).nodes
+    question = ServerQuestion(node.folder, many_tools_definition(), None)
+    buffer = io.StringIO()
+    review = tmp_path / "review"
+    prompt = ServerPrompt(
+        err=Console(file=buffer, width=100_000), keep_messages=False, leftover=[], review_dir=review
+    )
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("orchestrator.cli.server_prompt.person_terminal", no_terminal)
+        patch.setattr("sys.stdin", io.StringIO("n\n"))
+        assert prompt(question) is False
+
+    text = buffer.getvalue()
+    assert "ALWAYS CALL tool_42 FIRST" in text
+    for n in range(1, 43):
+        assert f"END-OF-DESCRIPTION-{n}" in text and f"secret_field_{n}" in text
+    [saved] = review.iterdir()
+    assert str(saved.name) in text
+    assert ServerDefinition.model_validate_json(saved.read_text()) == question.definition
+    assert saved.stat().st_mode & 0o077 == 0, "private to its user"
+
+
+@contextmanager
+def no_terminal() -> Iterator[None]:
+    yield None

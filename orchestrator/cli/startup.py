@@ -202,7 +202,9 @@ def _prepare(settings: Settings, database: DatabaseStart | None, *, keep_message
         with err.status("[dim]loading…[/dim]"):
             model = _build_model(settings)
     url = database.url if database is not None else None
-    ask_server = ServerPrompt(err=err, keep_messages=keep_messages, leftover=prompt.leftover)
+    ask_server = ServerPrompt(
+        err=err, keep_messages=keep_messages, leftover=prompt.leftover, review_dir=_review_dir(settings)
+    )
     return Startup(
         settings,
         model,
@@ -212,6 +214,13 @@ def _prepare(settings: Settings, database: DatabaseStart | None, *, keep_message
         ask_server=ask_server,
         servers=servers,
     )
+
+
+def _review_dir(settings: Settings) -> Path:
+    """Where each MCP definition asked about is written whole, for the person to read."""
+    from orchestrator.tools.approval import REGISTRY_DIR
+
+    return settings.data_dir / REGISTRY_DIR / "review"
 
 
 def _build_model(settings: Settings) -> BaseChatModel:
