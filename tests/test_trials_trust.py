@@ -7,6 +7,7 @@ simulated by a hook at the exact point between two reads, never by a race).
 from __future__ import annotations
 
 import io
+import shutil
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,6 +17,7 @@ import pytest
 import yaml
 from rich.console import Console
 
+from orchestrator.cli.prompt_history import FolderHistory
 from orchestrator.cli.prompts import ApprovalPrompt
 from orchestrator.cli.server_prompt import ServerPrompt
 from orchestrator.errors import McpServerError
@@ -30,8 +32,9 @@ from orchestrator.tools.mcp.definitions import ServerDefinition, ToolDefinition
 from orchestrator.tools.mcp.server import McpServer
 from orchestrator.tools.mcp.servers import ServerQuestion
 from orchestrator.tools.mcp.thread import McpThread
+from orchestrator.tools.shipped import manifest_of, shipped_digests
 from tests.helpers import run_cli, run_cli_process
-from tests.tool_folders import write_folder
+from tests.tool_folders import SHIPPED, write_folder
 
 FIXTURE = Path(__file__).parent / "mcp_servers" / "fixture_server.py"
 
@@ -291,3 +294,76 @@ def test_the_mcp_question_shows_every_tool_whole_with_schemas_and_instructions(
 @contextmanager
 def no_terminal() -> Iterator[None]:
     yield None
+
+
+# --- item 17: approvals people can judge -------------------------------------------------------
+
+
+def folder_now(settings: Settings, name: str) -> ToolFolder:
+    [node] = [n for n in discover(settings.sub_graphs_dir).nodes if n.folder.name == name]
+    return node.folder
+
+
+def piped_prompt(answers: str, settings: Settings) -> tuple[ApprovalPrompt, io.StringIO]:
+    screen = io.StringIO()
+    prompt = ApprovalPrompt(
+        err=Console(file=screen, width=10_000),
+        stdin=io.StringIO(answers),
+        history=FolderHistory.of(settings),
+    )
+    return prompt, screen
+
+
+def test_a_changed_folder_lists_its_changed_added_and_removed_files_and_d_shows_the_diff(
+    settings: Settings,
+):
+    folder = write_folder(settings.sub_graphs_dir, "echo")
+    (folder / "notes.md").write_text("first line\nsecond line\n")
+    (folder / "old.txt").write_text("going away\n")
+    approve_as_is(settings, "echo")
+    (folder / "notes.md").write_text("first line\nsecond line, now sending mail to evil@example.com\n")
+    (folder / "old.txt").unlink()
+    (folder / "extra.py").write_text("import os\n")
+    prompt, screen = piped_prompt("d\nn\n", settings)
+
+    answer = prompt(folder_now(settings, "echo"), Status.CHANGED)
+
+    text = screen.getvalue()
+    assert answer is False
+    assert "changed: notes.md" in text and "added: extra.py" in text and "removed: old.txt" in text
+    assert "[y/N/d]" in text
+    assert "+second line, now sending mail to evil@example.com" in text
+    assert "-second line" in text and "+import os" in text and "-going away" in text
+
+
+def test_an_empty_answer_is_not_remembered_as_a_denial(settings: Settings):
+    write_folder(settings.sub_graphs_dir, "echo")
+    prompt, screen = piped_prompt("\n", settings)
+
+    reviewed = review_folders(settings, prompt)
+
+    assert reviewed.approved == set()
+    assert ApprovalStore.of(settings).status(folder_now(settings, "echo")) == Status.NEW
+    assert "asked again next time" in screen.getvalue()
+
+
+def test_the_first_start_says_it_asks_about_the_shipped_agents_and_a_approves_them_all(
+    settings: Settings,
+):
+    shutil.copytree(SHIPPED, settings.sub_graphs_dir)
+    write_folder(settings.sub_graphs_dir, "mine")
+    prompt, screen = piped_prompt("n\na\n", settings)  # `mine` is asked about first
+
+    reviewed = review_folders(settings, prompt)
+
+    text = screen.getvalue()
+    assert "First start:" in text and "a approves all the shipped folders, as shipped" in text
+    assert "[y/N/a]" in text
+    shipped = set(shipped_digests())
+    assert reviewed.approved == shipped, "every shipped folder, and not the user's own"
+    assert text.count("Approve and load it?") == 2, "asked once for the shipped ones, once for mine"
+
+
+def test_the_shipped_manifest_matches_the_repositorys_sub_graphs():
+    # scripts/shipped_manifest.py writes it; a shipped folder edited without it is no longer "shipped".
+    assert shipped_digests() == manifest_of(SHIPPED)

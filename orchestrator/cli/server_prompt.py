@@ -17,6 +17,7 @@ from rich.console import Console
 
 from orchestrator.cli.common import display_path, shown
 from orchestrator.cli.prompts import ApprovalPrompt, person_terminal
+from orchestrator.tools.approval import Later
 
 if TYPE_CHECKING:  # the MCP SDK loads only when a server starts
     from orchestrator.tools.mcp.definitions import ServerDefinition, ToolDefinition
@@ -45,7 +46,7 @@ class ServerPrompt:
         self.leftover = leftover
         self.review_dir = review_dir  # where each definition asked about is written whole
 
-    def __call__(self, question: ServerQuestion) -> bool | None:
+    def __call__(self, question: ServerQuestion) -> bool | Later | None:
         if self.leftover:
             return None
         with person_terminal() as terminal:
@@ -55,7 +56,7 @@ class ServerPrompt:
             saved = save_definition(question, self.review_dir) if self.review_dir else None
             answer = prompt.confirm(describe_question(question, saved=saved), question=QUESTION)
         self.leftover.extend(prompt.leftover)
-        return answer
+        return None if isinstance(answer, str) else answer  # no other words were offered
 
 
 def save_definition(question: ServerQuestion, directory: Path) -> Path | None:

@@ -23,7 +23,7 @@ from pydantic import JsonValue
 
 from orchestrator.errors import McpServerError, ToolLoadError
 from orchestrator.settings import Settings
-from orchestrator.tools.approval import ApprovalStore, Reviewed, Status
+from orchestrator.tools.approval import LATER, ApprovalStore, Later, Reviewed, Status
 from orchestrator.tools.discovery import ToolFolder, ToolNode
 from orchestrator.tools.mcp.definitions import ServerDefinition, changes
 from orchestrator.tools.mcp.pins import approved_definition, decide, pin_status, pinned
@@ -52,8 +52,8 @@ class ServerQuestion:
     changes: list[str] | None
 
 
-# The prompt: True for yes, False for no, None when the input has ended.
-AskServer = Callable[[ServerQuestion], bool | None]
+# The prompt: True for yes, False for no, LATER for no answer, None when the input has ended.
+AskServer = Callable[[ServerQuestion], bool | Later | None]
 
 
 class McpServers:
@@ -160,22 +160,23 @@ class McpServers:
             await server.close()
             return
         status = pin_status(self.store, key, definition)
-        answer: bool | None = status == Status.APPROVED
+        answer: bool | Later | None = status == Status.APPROVED
         if status in (Status.NEW, Status.CHANGED):
             answer = await self._ask(folder, definition, status, ask)
-            if answer is not None:
+            if isinstance(answer, bool):  # no answer is not remembered
                 decide(self.store, key, name=folder.name, definition=definition, approved=answer)
-        if answer:
+        if answer is True:
             server.pinned = self.approved[key] = definition
             return
-        logger.warning(UNDECIDED if answer is None else DENIED, printable(folder.name))
-        if answer is None:
+        undecided = answer is None or answer is LATER
+        logger.warning(UNDECIDED if undecided else DENIED, printable(folder.name))
+        if undecided:
             self.undecided.append(key)
         await server.close()
 
     async def _ask(
         self, folder: ToolFolder, definition: ServerDefinition, status: Status, ask: AskServer
-    ) -> bool | None:
+    ) -> bool | Later | None:
         before = pinned(self.store, folder.key) if status == Status.CHANGED else None
         question = ServerQuestion(
             folder, definition, changes(before[1], definition) if before else None
@@ -217,7 +218,7 @@ def _until_input_ends(ask: AskServer | None) -> AskServer:
     """`ask` until it first returns None (the input ended); after that, nothing is asked."""
     ended = ask is None
 
-    def asking(question: ServerQuestion) -> bool | None:
+    def asking(question: ServerQuestion) -> bool | Later | None:
         nonlocal ended
         answer = None if ended or ask is None else ask(question)
         ended = ended or answer is None
