@@ -36,7 +36,7 @@ def _model(llm: ModelOverride) -> list[str]:
         if not KEYISH.search(llm.api_key_env):
             lines.append("  " + NOT_A_KEY.format(variable=shown(llm.api_key_env)))
     elif not llm.base_url:
-        lines.append("  sends as its API key: the provider's usual variable (as the orchestrator's)")
+        lines.append("  sends as its API key: the provider's usual variable (as the orchestrator)")
     return lines
 
 

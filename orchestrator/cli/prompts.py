@@ -76,7 +76,8 @@ class ApprovalPrompt:
     def __call__(self, folder: ToolFolder, status: Status) -> bool | Later | None:
         heading = "Changed since you decided on it" if status == Status.CHANGED else "New tool folder"
         text = f"\n[yellow]{heading}:[/yellow] {describe_folder(folder)}"
-        changes = self.history.changes(folder) if self.history and status == Status.CHANGED else None
+        history = self.history if status == Status.CHANGED else None
+        changes = history.changes(folder) if history is not None else None
         if changes is not None:
             text += "".join(f"\n  {shown(line)}" for line in changes.lines())
         shipped = is_shipped(folder)
@@ -85,18 +86,19 @@ class ApprovalPrompt:
             return True
         if shipped and self.history is not None and self.history.first_use:
             self._first_use()
-        words = (("d",) if changes is not None and self.history else ()) + (("a",) if shipped else ())
+        words = (("d",) if changes is not None else ()) + (("a",) if shipped else ())
         while True:
             answer = self.confirm(text, question=_question(words), words=words)
-            if answer == "d" and self.history is not None and changes is not None:
-                for line in self.history.diff(folder, changes):
-                    self.console.print(shown(line), highlight=False)
-                text = ""
+            if answer == "d" and history is not None and changes is not None:
+                self._show_diff(history.diff(folder, changes))
+                text = ""  # the question again, without the folder once more
                 continue
-            if answer == "a":
-                self.all_shipped = True
-                return True
-            return answer if not isinstance(answer, str) else None
+            self.all_shipped = self.all_shipped or answer == "a"
+            return True if answer == "a" else None if isinstance(answer, str) else answer
+
+    def _show_diff(self, lines: list[str]) -> None:
+        for line in lines:
+            self.console.print(shown(line), highlight=False)
 
     def _first_use(self) -> None:
         if not self._told_first_use:

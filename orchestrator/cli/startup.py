@@ -207,7 +207,10 @@ def _prepare(settings: Settings, database: DatabaseStart | None, *, keep_message
             model = _build_model(settings)
     url = database.url if database is not None else None
     ask_server = ServerPrompt(
-        err=err, keep_messages=keep_messages, leftover=prompt.leftover, review_dir=_review_dir(settings)
+        err=err,
+        keep_messages=keep_messages,
+        leftover=prompt.leftover,
+        review_dir=_review_dir(settings),
     )
     return Startup(
         settings,

@@ -88,7 +88,8 @@ def unified_diff(before: Mapping[str, str], folder: ToolFolder, changes: FileCha
     for rel in [*changes.changed, *changes.added, *changes.removed]:
         old = before.get(rel)
         new = None if rel in changes.removed else _read_text(folder.path / rel)
-        if (old is None and rel not in changes.added) or (new is None and rel not in changes.removed):
+        unknown_before = old is None and rel not in changes.added
+        if unknown_before or (new is None and rel not in changes.removed):
             lines.append(f"{rel}: not text, or not kept: no diff")
             continue
         lines.extend(

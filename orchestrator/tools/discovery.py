@@ -38,7 +38,8 @@ class ToolFolder:
     config: ToolConfig
     digest: str
     sources: Mapping[str, SourceFile] = field(default_factory=dict, repr=False, compare=False)
-    files: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)  # path: sha256
+    # Each file's SHA-256 by its path below the folder: what a later change is listed against.
+    files: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def name(self) -> str:

@@ -16,7 +16,9 @@ SKIPPING = "skipping tool folder %s: %s"
 PERSON_LINE = "person_line"  # the LogRecord attribute a handler may print alone
 
 
-def report_skipped(logger: logging.Logger, path: Path, reason: str, *, sub_graphs_dir: Path) -> None:
+def report_skipped(
+    logger: logging.Logger, path: Path, reason: str, *, sub_graphs_dir: Path
+) -> None:
     """Log that the folder at `path` was skipped; its line names it from the top `sub_graphs`."""
     shown, why = printable(_below(path, sub_graphs_dir)), printable(" ".join(reason.split()))
     line = f"skipped {shown}: {why}"
