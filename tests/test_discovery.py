@@ -77,9 +77,11 @@ def test_missing_entry_point_and_duplicate_name_are_skipped(tmp_path: Path):
 
     found = discover(tmp_path)
 
-    assert [n.folder.key for n in found.nodes] == ["a_echo"]
+    # Neither was decided on: neither is used, and one line names both (issue 27, item 5).
+    assert [n.folder.key for n in found.nodes] == []
     reasons = {p.path.name: p.reason for p in found.problems}
-    assert "already has the tool name 'echo'" in reasons["b_echo"]
+    assert "the tool name 'echo' is also that of" in reasons["a_echo"]
+    assert "/b_echo" in reasons["a_echo"] and "b_echo" not in reasons
     assert reasons["lost"] == "entry point lost_tool.py not found"
 
 

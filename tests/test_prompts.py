@@ -8,7 +8,7 @@ from pathlib import Path
 from rich.console import Console
 
 from orchestrator.cli.prompts import ApprovalPrompt, Terminal
-from orchestrator.tools.approval import Status
+from orchestrator.tools.approval import LATER, Status
 from orchestrator.tools.discovery import ToolFolder, discover
 from tests.tool_folders import write_folder
 
@@ -38,7 +38,8 @@ def test_ctrl_d_on_a_terminal_stops_the_questions(tmp_path: Path):
 def test_piped_answers_and_a_line_that_is_not_one(tmp_path: Path):
     echo = folder(tmp_path)
     prompt = ApprovalPrompt(err=screen(), stdin=io.StringIO("y\nn\n\nwhat is 2+2?\n"), keep_messages=True)
-    assert [prompt(echo, Status.NEW) for _ in range(3)] == [True, False, False]
+    # An empty line is no answer, not a no: nothing is remembered (issue 27, item 17).
+    assert [prompt(echo, Status.NEW) for _ in range(3)] == [True, False, LATER]
     assert prompt(echo, Status.NEW) is None, "not an answer: undecided"
     assert prompt.leftover == ["what is 2+2?"], "and kept for the chat"
     assert prompt(echo, Status.NEW) is None, "end of input"

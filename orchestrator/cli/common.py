@@ -20,6 +20,7 @@ from rich.markup import escape
 
 from orchestrator.errors import ConfigError, UserError
 from orchestrator.settings import Settings, load_settings, misspelled_settings
+from orchestrator.tools.skipped import PERSON_LINE
 from orchestrator.tools.untrusted import printable
 
 if TYPE_CHECKING:
@@ -69,6 +70,9 @@ class _PrintableFormatter(logging.Formatter):
     """Log lines with control characters escaped: messages quote folder names and errors."""
 
     def format(self, record: logging.LogRecord) -> str:
+        line = getattr(record, PERSON_LINE, None)
+        if isinstance(line, str):  # a line written for the person: no level, no logger name
+            return printable(line)
         return "\n".join(printable(line) for line in super().format(record).split("\n"))
 
 
@@ -131,10 +135,13 @@ def describe_folder(folder: ToolFolder) -> str:
     if server is not None:  # approving it starts this: it is said before anything else
         what = server.url or " ".join([server.command or "", *server.args])
         capabilities += f"\n  MCP server: {'connects to' if server.url else 'runs'} {shown(what)}"
+    from orchestrator.cli.folder_reach import reach_lines  # it imports `shown` from here
+
+    reach = "".join(f"\n{line}" for line in reach_lines(folder.config))
     return (
         f"[bold]{shown(folder.name)}[/bold] {shown(folder.config.version)}\n"
         f"  {shown(description)}\n"
-        f"  capabilities: {capabilities}\n"
+        f"  capabilities: {capabilities}{reach}\n"
         f"  path: {shown(display_path(folder.path))}"
     )
 

@@ -4,7 +4,11 @@ With a terminal, the question is written to it and the answer read from it, so
 piped standard input stays the chat's. Without one (a pipe, a cron job, CI),
 answers are read from standard input, one line per question:
 
-- `y`/`yes` approves, `n`/`no` or an empty line denies; both are remembered;
+- `y`/`yes` approves, `n`/`no` denies; both are remembered. An empty line is no
+  answer: the folder is not loaded now and is asked about again next time;
+- `d` (for a changed folder) shows what changed, file by file, then asks again;
+  `a` (for a folder shipped with the orchestrator, as shipped) approves it and
+  every other shipped folder asked about after it;
 - any other line is not an answer. For `chat`, whose messages come from the
   same input, the folder stays undecided (asked again next time), nothing more
   is asked, and the line is the chat's first message. For `ask`, which reads
@@ -26,13 +30,22 @@ from typing import TextIO
 from rich.console import Console
 
 from orchestrator.cli.common import describe_folder, shown
-from orchestrator.tools.approval import Status
+from orchestrator.cli.prompt_history import FolderHistory
+from orchestrator.tools.approval import LATER, Later, Status
 from orchestrator.tools.discovery import ToolFolder
+from orchestrator.tools.shipped import is_shipped
 
 TERMINAL = "/dev/tty"
 YES = ("y", "yes")
-NO = ("", "n", "no")
+NO = ("n", "no")
 QUESTION = "Approve and load it? \\[y/N] "
+NO_ANSWER = "(no answer: not loaded now, asked again next time)"
+FIRST_USE = (
+    "\n[yellow]First start:[/yellow] you are asked about each tool folder before any of its code "
+    "runs, the example agents shipped with the orchestrator among them; at their questions, "
+    "[bold]a[/bold] approves all the shipped folders, as shipped."
+)
+ALL_SHIPPED = "approved: shipped with the orchestrator, as shipped (a)"
 
 
 class ApprovalPrompt:
@@ -49,25 +62,66 @@ class ApprovalPrompt:
         stdin: TextIO | None = None,
         terminal: Terminal | None = None,
         keep_messages: bool = False,
+        history: FolderHistory | None = None,
     ) -> None:
+        self.history = history  # what changed folders held when approved, for `d`
+        self.all_shipped = False  # `a` was answered
+        self._told_first_use = False
         self.terminal = terminal.input if terminal else None
         self.stdin = stdin or sys.stdin
         self.keep_messages = keep_messages
         self.console = Console(file=terminal.output, highlight=False) if terminal else err
         self.leftover: list[str] = []
 
-    def __call__(self, folder: ToolFolder, status: Status) -> bool | None:
+    def __call__(self, folder: ToolFolder, status: Status) -> bool | Later | None:
         heading = "Changed since you decided on it" if status == Status.CHANGED else "New tool folder"
-        return self.confirm(f"\n[yellow]{heading}:[/yellow] {describe_folder(folder)}")
+        text = f"\n[yellow]{heading}:[/yellow] {describe_folder(folder)}"
+        history = self.history if status == Status.CHANGED else None
+        changes = history.changes(folder) if history is not None else None
+        if changes is not None:
+            text += "".join(f"\n  {shown(line)}" for line in changes.lines())
+        shipped = is_shipped(folder)
+        if shipped and self.all_shipped:
+            self.console.print(f"{text}\n{ALL_SHIPPED}")
+            return True
+        if shipped and self.history is not None and self.history.first_use:
+            self._first_use()
+        words = (("d",) if changes is not None else ()) + (("a",) if shipped else ())
+        while True:
+            answer = self.confirm(text, question=_question(words), words=words)
+            if answer == "d" and history is not None and changes is not None:
+                self._show_diff(history.diff(folder, changes))
+                text = ""  # the question again, without the folder once more
+                continue
+            self.all_shipped = self.all_shipped or answer == "a"
+            return True if answer == "a" else None if isinstance(answer, str) else answer
 
-    def confirm(self, text: str, *, question: str = QUESTION) -> bool | None:
-        """Show `text` (rich markup), then ask `question`: True for yes, None when input ended."""
-        self.console.print(text)
+    def _show_diff(self, lines: list[str]) -> None:
+        for line in lines:
+            self.console.print(shown(line), highlight=False)
+
+    def _first_use(self) -> None:
+        if not self._told_first_use:
+            self._told_first_use = True
+            self.console.print(FIRST_USE)
+
+    def confirm(
+        self, text: str, *, question: str = QUESTION, words: tuple[str, ...] = ()
+    ) -> bool | Later | str | None:
+        """Show `text` (rich markup), then ask `question`.
+
+        True for yes, False for no, LATER for an empty line, one of `words` as
+        typed, None when the input ended.
+        """
+        if text:
+            self.console.print(text)
         if self.terminal is not None:
-            return self._ask_terminal(self.terminal, question)
-        return self._ask_piped(question)
+            return self._ask_terminal(self.terminal, question, words)
+        return self._ask_piped(question, words)
 
-    def _ask_terminal(self, terminal: TextIO, question: str) -> bool | None:
+    def _ask_terminal(
+        self, terminal: TextIO, question: str, words: tuple[str, ...]
+    ) -> bool | Later | str | None:
         while True:
             self.console.print(question, end="")
             try:
@@ -77,12 +131,14 @@ class ApprovalPrompt:
             if not line or not line.endswith("\n"):
                 self.console.print("\n(stopped: not approved; asked again next time)")
                 return None
-            answer = line.strip().lower()
-            if answer in YES or answer in NO:
-                return answer in YES
-            self.console.print(f"Please answer y or n, not '{shown(line.strip())}'.")
+            answer = _read(line, words)
+            if answer is not None:
+                if answer is LATER:
+                    self.console.print(NO_ANSWER)
+                return answer
+            self.console.print(f"Please answer {_choices(words)}, not '{shown(line.strip())}'.")
 
-    def _ask_piped(self, question: str) -> bool | None:
+    def _ask_piped(self, question: str, words: tuple[str, ...]) -> bool | Later | str | None:
         while True:
             self.console.print(question, end="")
             line = self.stdin.readline()
@@ -91,8 +147,11 @@ class ApprovalPrompt:
                 return None
             answer = line.strip()
             self.console.print(shown(answer))  # echo piped answers
-            if answer.lower() in YES or answer.lower() in NO:
-                return answer.lower() in YES
+            read = _read(line, words)
+            if read is not None:
+                if read is LATER:
+                    self.console.print(NO_ANSWER)
+                return read
             if self.keep_messages:
                 self.leftover.append(line.rstrip("\n"))
                 self.console.print(
@@ -100,7 +159,25 @@ class ApprovalPrompt:
                     "the line is kept as a message)"
                 )
                 return None
-            self.console.print(f"Please answer y or n, not '{shown(answer)}'.")
+            self.console.print(f"Please answer {_choices(words)}, not '{shown(answer)}'.")
+
+
+def _read(line: str, words: tuple[str, ...]) -> bool | Later | str | None:
+    """The answer a line gives: yes, no, no answer (empty), one of `words`; None if unclear."""
+    answer = line.strip().lower()
+    if not answer:
+        return LATER
+    if answer in YES or answer in NO:
+        return answer in YES
+    return answer if answer in words else None
+
+
+def _choices(words: tuple[str, ...]) -> str:
+    return ", ".join(["y", "n", *words[:-1]]) + f" or {words[-1]}" if words else "y or n"
+
+
+def _question(words: tuple[str, ...]) -> str:
+    return QUESTION if not words else QUESTION.replace("y/N", "/".join(["y", "N", *words]))
 
 
 @dataclass(frozen=True)

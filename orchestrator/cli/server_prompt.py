@@ -2,24 +2,28 @@
 
 Asked once the approved folders' servers have started (their definitions
 come from the servers), the same way as the folder questions (see `prompts`).
+Nothing the model would receive is left out or cut short: every tool, its whole
+description, its input schema, the server's instructions; and the whole
+definition, as it is approved, is written to a file whose path is shown.
 """
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from orchestrator.cli.common import display_path, one_line, shown
+from orchestrator.cli.common import display_path, shown
 from orchestrator.cli.prompts import ApprovalPrompt, person_terminal
+from orchestrator.tools.approval import Later
 
 if TYPE_CHECKING:  # the MCP SDK loads only when a server starts
     from orchestrator.tools.mcp.definitions import ServerDefinition, ToolDefinition
     from orchestrator.tools.mcp.servers import ServerQuestion
 
 QUESTION = "Approve these tools? \\[y/N] "
-MAX_LINES = 30  # tools or changes shown; the rest are counted
-DESCRIPTION_CHARS = 100
 
 
 class ServerPrompt:
@@ -29,25 +33,53 @@ class ServerPrompt:
     message, nothing more is asked.
     """
 
-    def __init__(self, *, err: Console, keep_messages: bool, leftover: list[str]) -> None:
+    def __init__(
+        self,
+        *,
+        err: Console,
+        keep_messages: bool,
+        leftover: list[str],
+        review_dir: Path | None = None,
+    ) -> None:
         self.err = err
         self.keep_messages = keep_messages
         self.leftover = leftover
+        self.review_dir = review_dir  # where each definition asked about is written whole
 
-    def __call__(self, question: ServerQuestion) -> bool | None:
+    def __call__(self, question: ServerQuestion) -> bool | Later | None:
         if self.leftover:
             return None
         with person_terminal() as terminal:
             prompt = ApprovalPrompt(
                 err=self.err, terminal=terminal, keep_messages=self.keep_messages
             )
-            answer = prompt.confirm(describe_question(question), question=QUESTION)
+            saved = save_definition(question, self.review_dir) if self.review_dir else None
+            answer = prompt.confirm(describe_question(question, saved=saved), question=QUESTION)
         self.leftover.extend(prompt.leftover)
-        return answer
+        return None if isinstance(answer, str) else answer  # no other words were offered
 
 
-def describe_question(question: ServerQuestion) -> str:
-    """The server, and its tools (new) or what changed since approval (rich markup)."""
+def save_definition(question: ServerQuestion, directory: Path) -> Path | None:
+    """The whole definition asked about, as JSON in a private file; None if it cannot be written."""
+    from orchestrator.tools.mcp.definitions import canonical
+
+    path = directory / (question.folder.key.replace("/", "__") + ".json")
+    try:
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as file:
+            file.write(canonical(question.definition.model_dump(mode="json")) + "\n")
+    except OSError:
+        return None
+    return path
+
+
+def describe_question(question: ServerQuestion, *, saved: Path | None = None) -> str:
+    """The server, and its tools (new) or what changed since approval (rich markup).
+
+    Everything the model would receive is shown in full; `saved` is where the
+    whole definition was written, if it was.
+    """
     folder, definition = question.folder, question.definition
     heading = (
         "MCP server changed its tools since you approved them"
@@ -63,14 +95,15 @@ def describe_question(question: ServerQuestion) -> str:
         f"  digest: sha256:{definition.digest[:16]}… "
         "(of the launch, serverInfo, instructions, tools)",
     ]
-    if question.changes:
-        lines += [f"  {shown(change)}" for change in _capped(question.changes)]
-    else:
-        tools = list(definition.tools.values())
-        lines.append(f"  tools ({len(tools)}):")
-        lines += [
-            f"    {line}" for line in _capped([_tool_line(tool) for tool in tools], markup=True)
-        ]
+    if saved is not None:
+        lines.append(f"  the whole definition: {shown(display_path(saved))}")
+    if question.changes:  # a summary, then in full what a yes approves
+        lines += [f"  {shown(change)}" for change in question.changes]
+    if definition.instructions:
+        lines.append(f"  instructions: {shown(definition.instructions)}")
+    tools = list(definition.tools.values())
+    lines.append(f"  tools ({len(tools)}):")
+    lines += [line for tool in tools for line in _tool_lines(tool)]
     return "\n".join(lines)
 
 
@@ -84,16 +117,19 @@ def _launch(definition: ServerDefinition) -> str:
     )
 
 
-def _tool_line(tool: ToolDefinition) -> str:
+def _tool_lines(tool: ToolDefinition) -> list[str]:
+    """A tool as the model receives it: name, title, whole description, schemas, annotations."""
+    from orchestrator.tools.mcp.definitions import canonical
     from orchestrator.tools.mcp.marks import hint  # only when a question is shown
 
-    description = one_line(tool.description or tool.title or "", DESCRIPTION_CHARS)
     marks = " [red](destructive)[/red]" if hint(tool, "destructiveHint") else ""
-    return f"[bold]{shown(tool.name)}[/bold]  {shown(description)}{marks}"
-
-
-def _capped(lines: list[str], *, markup: bool = False) -> list[str]:
-    if len(lines) <= MAX_LINES:
-        return lines
-    more = f"… and {len(lines) - MAX_LINES} more"
-    return [*lines[:MAX_LINES], f"[dim]{more}[/dim]" if markup else more]
+    description = shown(tool.description or "")
+    lines = [f"    [bold]{shown(tool.name)}[/bold]  {description}{marks}"]
+    parts = {
+        "title": tool.title,
+        "input": canonical(tool.inputSchema) if tool.inputSchema else None,
+        "output": canonical(tool.outputSchema) if tool.outputSchema else None,
+        "annotations": canonical(tool.annotations) if tool.annotations else None,
+    }
+    lines += [f"      {label}: {shown(text)}" for label, text in parts.items() if text]
+    return lines

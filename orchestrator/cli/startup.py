@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator.cli.common import display_path, err, fail, settings_or_exit, shown, user_errors
+from orchestrator.cli.prompt_history import FolderHistory
 from orchestrator.cli.prompts import ApprovalPrompt, person_terminal
 from orchestrator.cli.server_prompt import ServerPrompt
 from orchestrator.cli.signals import HANDLED, Interrupts, exit_on_signals, ignore_exit_signals
@@ -195,14 +196,22 @@ def _prepare(settings: Settings, database: DatabaseStart | None, *, keep_message
 
     with user_errors():
         with person_terminal() as terminal:
-            prompt = ApprovalPrompt(err=err, terminal=terminal, keep_messages=keep_messages)
+            history = FolderHistory.of(settings)
+            prompt = ApprovalPrompt(
+                err=err, terminal=terminal, keep_messages=keep_messages, history=history
+            )
             reviewed = review_folders(settings, prompt)
         servers = McpServers.of(settings, reviewed)
         servers.start()  # the approved MCP servers boot on their thread while LangChain loads
         with err.status("[dim]loading…[/dim]"):
             model = _build_model(settings)
     url = database.url if database is not None else None
-    ask_server = ServerPrompt(err=err, keep_messages=keep_messages, leftover=prompt.leftover)
+    ask_server = ServerPrompt(
+        err=err,
+        keep_messages=keep_messages,
+        leftover=prompt.leftover,
+        review_dir=_review_dir(settings),
+    )
     return Startup(
         settings,
         model,
@@ -212,6 +221,13 @@ def _prepare(settings: Settings, database: DatabaseStart | None, *, keep_message
         ask_server=ask_server,
         servers=servers,
     )
+
+
+def _review_dir(settings: Settings) -> Path:
+    """Where each MCP definition asked about is written whole, for the person to read."""
+    from orchestrator.tools.approval import REGISTRY_DIR
+
+    return settings.data_dir / REGISTRY_DIR / "review"
 
 
 def _build_model(settings: Settings) -> BaseChatModel:

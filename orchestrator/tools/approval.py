@@ -16,13 +16,14 @@ import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from enum import StrEnum
+from enum import Enum, StrEnum
 from pathlib import Path
 
 from pydantic import BaseModel, Field, JsonValue, ValidationError
 
 from orchestrator.errors import ConfigError
 from orchestrator.settings import Settings
+from orchestrator.tools.approved_files import forget_copy, keep_copy
 from orchestrator.tools.discovery import (
     Discovery,
     ToolFolder,
@@ -30,6 +31,7 @@ from orchestrator.tools.discovery import (
     content_hash,
     discover_tree,
 )
+from orchestrator.tools.skipped import report_skipped
 from orchestrator.tools.signing import installation_key, sign, verify
 from orchestrator.tools.untrusted import printable
 
@@ -55,6 +57,10 @@ class Status(StrEnum):
     CHANGED = "changed"  # decided for other content
 
 
+# How strongly a folder holds its tool name against same-named folders beside it.
+RANKS = {Status.APPROVED: 2, Status.CHANGED: 1, Status.DENIED: 1, Status.NEW: 0}
+
+
 class Decision(BaseModel):
     """The user's answer for one folder's content."""
 
@@ -64,6 +70,8 @@ class Decision(BaseModel):
     approved: bool
     decided_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
     mac: str = ""  # HMAC of the fields above (but the date) and where the folder is
+    # Each file's SHA-256 then, to list what changed since (shown, never trusted: not in the MAC).
+    files: dict[str, str] = Field(default_factory=dict)
 
 
 class Pin(BaseModel):
@@ -112,6 +120,23 @@ class ApprovalStore:
             return Status.CHANGED
         return Status.APPROVED if decision.approved else Status.DENIED
 
+    def decided_at(self, key: str) -> datetime | None:
+        """When the signed decision about the folder `key` was made, if there is one."""
+        decision = self.decision(key)
+        return decision.decided_at if decision is not None else None
+
+    def decision(self, key: str) -> Decision | None:
+        """The signed decision about the folder `key`, if there is one."""
+        decision = self._data.folders.get(key)
+        if decision is None or not self._authentic(key, decision):
+            return None
+        return decision
+
+    @property
+    def first_use(self) -> bool:
+        """True while no folder was ever decided on here."""
+        return not self._data.folders
+
     def unsigned(self) -> int:
         """How many stored decisions this installation did not sign (older or copied ones)."""
         return sum(not self._authentic(key, d) for key, d in self._data.folders.items())
@@ -119,11 +144,25 @@ class ApprovalStore:
     def decide(self, folder: ToolFolder, *, approved: bool) -> None:
         """Record the user's answer for the folder's current content."""
         decision = Decision(
-            name=folder.name, version=folder.config.version, digest=folder.digest, approved=approved
+            name=folder.name,
+            version=folder.config.version,
+            digest=folder.digest,
+            approved=approved,
+            files=dict(folder.files),
         )
         decision.mac = sign(self._installation_key(), self._signed(folder.key, decision))
         self._data.folders[folder.key] = decision
         self._save()
+        if approved:  # what a later change is shown against
+            keep_copy(self.path.parent, folder)
+        else:
+            forget_copy(self.path.parent, folder.key)
+
+    def forget(self, key: str) -> None:
+        """Drop the decision about the folder `key`: it is asked about as new."""
+        if self._data.folders.pop(key, None) is not None:
+            self._save()
+        forget_copy(self.path.parent, key)
 
     def pin(self, key: str) -> Pin | None:
         """The answer about the MCP server of the folder `key`, if this installation signed it."""
@@ -186,8 +225,15 @@ class ApprovalStore:
         os.replace(temporary, self.path)
 
 
-# The prompt: True for yes, False for no, None when the input has ended.
-Ask = Callable[[ToolFolder, Status], bool | None]
+class Later(Enum):
+    """No answer (an empty line): not approved now, nothing remembered, asked again next time."""
+
+    LATER = "later"
+
+
+LATER = Later.LATER
+# The prompt: True for yes, False for no, LATER for no answer, None when the input has ended.
+Ask = Callable[[ToolFolder, Status], bool | Later | None]
 
 
 @dataclass(frozen=True)
@@ -221,17 +267,17 @@ def review_folders(settings: Settings, ask: Ask) -> Reviewed:
         logger.warning("changed while you were asked about it, so asked again: %s", keys)
     approved -= changed  # still changing: not loaded; asked again next time
     for problem in tree.problems:
-        logger.warning(
-            "skipping tool folder %s: %s", printable(str(problem.path)), printable(problem.reason)
-        )
+        report_skipped(logger, problem.path, problem.reason, sub_graphs_dir=settings.sub_graphs_dir)
     return Reviewed(tree, approved)
 
 
 def discover_approved_first(settings: Settings, store: ApprovalStore) -> Discovery:
-    """The folder tree; of same-named folders in one directory, an approved one is used."""
-    return discover_tree(
-        settings.sub_graphs_dir, prefer=lambda folder: store.status(folder) == Status.APPROVED
-    )
+    """The folder tree; of same-named folders in one directory, the one decided on at its path.
+
+    A folder dropped beside one you decided on never takes its place, whatever
+    became of that decision since (changed, revoked).
+    """
+    return discover_tree(settings.sub_graphs_dir, prefer=lambda folder: RANKS[store.status(folder)])
 
 
 def _save_unchanged(yes: list[ToolFolder], store: ApprovalStore) -> set[str]:
@@ -259,7 +305,7 @@ class _UntilInputEnds:
         self.ask = ask
         self.ended = False
 
-    def __call__(self, folder: ToolFolder, status: Status) -> bool | None:
+    def __call__(self, folder: ToolFolder, status: Status) -> bool | Later | None:
         if self.ended:
             return None
         answer = self.ask(folder, status)
@@ -278,12 +324,12 @@ class _Recorded:
         self.asked: set[str] = set()
         self.yes: list[ToolFolder] = []
 
-    def __call__(self, folder: ToolFolder, status: Status) -> bool | None:
+    def __call__(self, folder: ToolFolder, status: Status) -> bool | Later | None:
         if folder.key in self.asked:
             status = Status.CHANGED
         self.asked.add(folder.key)
         answer = self.ask(folder, status)
-        if answer:
+        if answer is True:
             self.yes.append(folder)
         return answer
 
@@ -304,7 +350,7 @@ def review(nodes: list[ToolNode], store: ApprovalStore, ask: Ask) -> set[str]:
             answer = ask(node.folder, status)
             if answer is None:
                 input_ended = True
-            else:
+            elif answer is not LATER:
                 if not answer:  # a no may always be saved: it lets nothing run
                     store.decide(node.folder, approved=False)
                 status = Status.APPROVED if answer else Status.DENIED

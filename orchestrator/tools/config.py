@@ -271,17 +271,42 @@ class ToolConfig(BaseModel):
 def load_tool_config(path: Path) -> ToolConfig:
     """Read and validate one `tool_config.yaml`."""
     try:
-        raw = load_bounded(read_regular(path, limit=MAX_CONFIG_BYTES).decode("utf-8"))
-    except (OSError, UnicodeDecodeError) as error:
+        data = read_regular(path, limit=MAX_CONFIG_BYTES)
+    except OSError as error:
         raise ToolConfigError(f"{path}: cannot read: {error}") from None
+    return parse_tool_config(data, source=str(path))
+
+
+def parse_tool_config(data: bytes, *, source: str = CONFIG_FILE) -> ToolConfig:
+    """Validate a `tool_config.yaml` from its bytes (those that were hashed and approved).
+
+    Problems name `source` and, for YAML, the line and column (counted from 1).
+    """
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ToolConfigError(f"{source}: larger than {MAX_CONFIG_BYTES:,} bytes")
+    try:
+        raw = load_bounded(data.decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise ToolConfigError(f"{source}: cannot read: {error}") from None
     except yaml.YAMLError as error:
-        raise ToolConfigError(f"{path}: invalid YAML: {_one_line(str(error))}") from None
+        raise ToolConfigError(_yaml_problem(error, source=source)) from None
     if not isinstance(raw, dict):
-        raise ToolConfigError(f"{path}: expected a mapping of fields, found {type(raw).__name__}")
+        raise ToolConfigError(f"{source}: expected a mapping of fields, found {type(raw).__name__}")
     try:
         return ToolConfig.model_validate(raw)
     except ValidationError as error:
-        raise ToolConfigError(f"{path}: {validation_problems(error)}") from None
+        raise ToolConfigError(f"{source}: {validation_problems(error)}") from None
+
+
+def _yaml_problem(error: yaml.YAMLError, *, source: str) -> str:
+    """`tool_config.yaml line 3, column 34: invalid YAML: <what>`, on one line."""
+    mark = getattr(error, "problem_mark", None)
+    problem = getattr(error, "problem", None)
+    if mark is None or not problem:
+        return f"{source}: invalid YAML: {_one_line(str(error))}"
+    context = getattr(error, "context", None)
+    what = f"{_one_line(problem)} ({_one_line(context)})" if context else _one_line(problem)
+    return f"{source} line {mark.line + 1}, column {mark.column + 1}: invalid YAML: {what}"
 
 
 def _one_line(text: str) -> str:

@@ -8,11 +8,18 @@ has any, live in its `src/sub_graphs/`; `discover` looks at one level, and
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from orchestrator.tools.config import CONFIG_FILE, ToolConfig, ToolConfigError, load_tool_config
+from orchestrator.tools.config import (
+    CONFIG_FILE,
+    ToolConfig,
+    ToolConfigError,
+    parse_tool_config,
+)
+from orchestrator.tools.files import kind
 from orchestrator.tools.hashing import FolderRefusedError, SourceFile, snapshot
 
 CHILDREN_DIR = Path("src") / "sub_graphs"
@@ -31,6 +38,8 @@ class ToolFolder:
     config: ToolConfig
     digest: str
     sources: Mapping[str, SourceFile] = field(default_factory=dict, repr=False, compare=False)
+    # Each file's SHA-256 by its path below the folder: what a later change is listed against.
+    files: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def name(self) -> str:
@@ -72,28 +81,36 @@ class Discovery:
 
     nodes: list[ToolNode] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
+    same_named: list[ToolFolder] = field(default_factory=list)  # every folder sharing a name
 
     def skip(self, path: Path, reason: str) -> None:
         self.problems.append(Problem(path, reason))
 
 
-# Which of several folders of one level declaring the same tool name is used.
-Prefer = Callable[[ToolFolder], bool]
+# How strong a folder's claim to its tool name is: 2 approved at its exact path,
+# 1 decided on there (changed since, or denied), 0 never decided.
+Rank = Callable[[ToolFolder], int]
+TIE = (
+    "the tool name {name!r} is also that of {others}: none of them is used until "
+    "all but one are renamed or removed (`orchestrator tools approve PATH` picks one)"
+)
 
 
 def discover(
     directory: Path,
     *,
     root: Path | None = None,
-    prefer: Prefer | None = None,
+    prefer: Rank | None = None,
     above: Collection[Path] = (),
 ) -> Discovery:
     """The tool folders directly inside `directory`; keys are relative to `root`.
 
-    Of several folders with the same tool name, the first `prefer`red one is
-    used (the approved one, at startup), else the first by directory name. A
-    folder that is one of those `above` (real paths of the folders containing
-    `directory`), reached through a link, is skipped: it would contain itself.
+    Of several folders with the same tool name, the one `prefer` ranks highest
+    is used (at startup: the one decided on at its exact path, never a newcomer
+    beside it); when several rank highest, none is, and one line names them
+    all. A folder that is one of those `above` (real paths of the folders
+    containing `directory`), reached through a link, is skipped: it would
+    contain itself.
     """
     found = Discovery()
     root = root or directory
@@ -105,22 +122,39 @@ def discover(
         if not _contains_itself(path, above=above, found=found)
         and (folder := _inspect(path, root=root, found=found)) is not None
     ]
-    winners = _one_per_name(folders, prefer=prefer or (lambda folder: False))
+    rank = prefer or (lambda folder: 0)
+    by_name: dict[str, list[ToolFolder]] = {}
     for folder in folders:
-        winner = winners[folder.name]
-        if winner is folder:
-            found.nodes.append(ToolNode(folder))
-        else:
-            taken = f"{folder.name!r} ({winner.path.name})"
-            found.skip(folder.path, f"another folder here already has the tool name {taken}")
+        by_name.setdefault(folder.name, []).append(folder)
+    for folder in folders:
+        _place(folder, by_name[folder.name], rank=rank, root=root, found=found)
     return found
 
 
-def _one_per_name(folders: list[ToolFolder], *, prefer: Prefer) -> dict[str, ToolFolder]:
-    winners: dict[str, ToolFolder] = {}
-    for folder in sorted(folders, key=lambda f: not prefer(f)):  # stable: preferred first
-        winners.setdefault(folder.name, folder)
-    return winners
+def _place(
+    folder: ToolFolder, same: list[ToolFolder], *, rank: Rank, root: Path, found: Discovery
+) -> None:
+    """Use `folder`, or say why not, given the folders of its level with its name."""
+    best = max(rank(other) for other in same)
+    top = [other for other in same if rank(other) == best]
+    if len(same) > 1:
+        found.same_named.append(folder)
+    if top == [folder]:
+        found.nodes.append(ToolNode(folder))
+    elif folder not in top:
+        taken = f"{folder.name!r} ({top[0].path.name})" if len(top) == 1 else repr(folder.name)
+        found.skip(folder.path, f"another folder here already has the tool name {taken}")
+    elif folder is top[0]:  # a tie: one line for them all, at the first
+        others = " and ".join(_shown_path(other.path, root) for other in top[1:])
+        found.skip(folder.path, TIE.format(name=folder.name, others=others))
+
+
+def _shown_path(path: Path, root: Path) -> str:
+    """`sub_graphs/echo` for a folder below the top `sub_graphs` directory `root`."""
+    try:
+        return path.relative_to(root.parent).as_posix()
+    except ValueError:
+        return str(path)
 
 
 def is_tool_folder(path: Path) -> bool:
@@ -132,7 +166,7 @@ def is_tool_folder(path: Path) -> bool:
     return os.path.lexists(path / CONFIG_FILE)
 
 
-def discover_tree(directory: Path, *, prefer: Prefer | None = None) -> Discovery:
+def discover_tree(directory: Path, *, prefer: Rank | None = None) -> Discovery:
     """Every level of tool folders below `directory`, each node with its children."""
     top = discover(directory, prefer=prefer)
     pending = [(node, (_real(node.folder.path),)) for node in top.nodes]
@@ -141,6 +175,7 @@ def discover_tree(directory: Path, *, prefer: Prefer | None = None) -> Discovery
         level = discover(node.folder.children_dir, root=directory, prefer=prefer, above=above)
         node.children = level.nodes
         top.problems.extend(level.problems)
+        top.same_named.extend(level.same_named)
         pending.extend((child, (*above, _real(child.folder.path))) for child in level.nodes)
     return top
 
@@ -165,8 +200,12 @@ def walk(nodes: list[ToolNode]) -> Iterator[ToolNode]:
 
 def _inspect(path: Path, *, root: Path, found: Discovery) -> ToolFolder | None:
     try:
-        config = load_tool_config(path / CONFIG_FILE)
+        _check_regular(path / CONFIG_FILE)
+        # One read: the configuration used is the one in the bytes the digest covers.
         taken = snapshot(path, exclude=child_folders(path))
+        if taken.config is None:  # swapped for a directory since it was checked
+            raise ToolConfigError(f"{CONFIG_FILE}: not a regular file")
+        config = parse_tool_config(taken.config)
     except (ToolConfigError, FolderRefusedError) as error:
         found.skip(path, str(error))
         return None
@@ -179,11 +218,19 @@ def _inspect(path: Path, *, root: Path, found: Discovery) -> ToolFolder | None:
         config=config,
         digest=taken.digest,
         sources=taken.sources,
+        files=taken.files,
     )
     if folder.entry not in folder.sources and not config.entry_optional:  # YAML-only agents have none
         found.skip(path, f"entry point {config.entry_file} not found")
         return None
     return folder
+
+
+def _check_regular(config: Path) -> None:
+    """A clear reason for a `tool_config.yaml` that is a FIFO, a device, a directory."""
+    mode = os.stat(config).st_mode
+    if not stat.S_ISREG(mode):
+        raise ToolConfigError(f"{CONFIG_FILE} is {kind(mode)}, not a regular file")
 
 
 def child_folders(folder: Path) -> list[Path]:

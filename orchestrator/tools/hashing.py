@@ -38,6 +38,7 @@ BYTECODE_SUFFIXES = (".pyc", ".pyo")
 MAX_FILES = 50_000
 MAX_BYTES = 512 * 1024 * 1024
 MAX_DEPTH = 40  # directories below the folder
+CONFIG_FILE = "tool_config.yaml"  # kept as hashed: it is parsed from these very bytes
 
 
 @dataclass(frozen=True)
@@ -50,10 +51,17 @@ class SourceFile:
 
 @dataclass(frozen=True)
 class Snapshot:
-    """A folder's digest, and its `.py` files by their path below it (`pkg/mod.py`)."""
+    """A folder's digest, and its `.py` files by their path below it (`pkg/mod.py`).
+
+    `config` is its `tool_config.yaml` as hashed (None if it has none): what is
+    parsed is what was approved, never a second read. `files` is each file's own
+    SHA-256 by its path, to say which files changed since an approval.
+    """
 
     digest: str
     sources: Mapping[str, SourceFile] = field(repr=False)
+    config: bytes | None = field(default=None, repr=False)
+    files: Mapping[str, str] = field(default_factory=dict, repr=False)
 
 
 def snapshot(folder: Path, *, exclude: Collection[Path] = ()) -> Snapshot:
@@ -68,12 +76,14 @@ class _Scan:
         self.exclude = {Path(os.path.realpath(path)) for path in exclude}
         self.digest = hashlib.sha256()
         self.sources: dict[str, SourceFile] = {}
+        self.config: bytes | None = None
+        self.hashes: dict[str, str] = {}
         self.files = 0
         self.bytes = 0
 
     def run(self) -> Snapshot:
         self._directory(self.root, PurePosixPath(), above=(self.root,))
-        return Snapshot(self.digest.hexdigest(), self.sources)
+        return Snapshot(self.digest.hexdigest(), self.sources, self.config, self.hashes)
 
     def _directory(self, real: Path, rel: PurePosixPath, *, above: tuple[Path, ...]) -> None:
         if len(rel.parts) > MAX_DEPTH:
@@ -127,7 +137,8 @@ class _Scan:
             raise FolderRefusedError(f"more than {MAX_FILES:,} files to hash")
         content = hashlib.sha256()
         kept: list[bytes] = []
-        keep = rel.suffix == ".py"
+        is_config = rel.as_posix() == CONFIG_FILE
+        keep = rel.suffix == ".py" or is_config
         try:
             with open_regular(path, follow_links=False) as fd:
                 for chunk in chunks(fd, limit=MAX_BYTES - self.bytes, name=str(rel)):
@@ -142,5 +153,8 @@ class _Scan:
         # One entry per file, its name then the hash of its content: no two folders
         # with different files can feed the same bytes to the folder's hash.
         self.digest.update(os.fsencode(rel.as_posix()) + b"\0" + content.digest())
-        if keep:
+        self.hashes[rel.as_posix()] = content.hexdigest()
+        if is_config:
+            self.config = b"".join(kept)
+        elif keep:
             self.sources[rel.as_posix()] = SourceFile(self.folder / rel, b"".join(kept))

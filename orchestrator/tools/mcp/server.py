@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
+from pydantic import JsonValue
 from langchain_mcp_adapters.sessions import Connection, create_session
 from mcp import ClientSession, McpError, StdioServerParameters
 from mcp.client.stdio import stdio_client
@@ -43,6 +44,10 @@ REFUSED = "MCP server {name} refused the call: {reason}"
 BLOCKED = (
     "MCP server {name} came back with other tool definitions than those approved: its tools are "
     "blocked until the change is approved (at the next start of the orchestrator)"
+)
+LAUNCH_CHANGED = (
+    "MCP server {name} was not started: its launch ({launch}) is not the one approved; "
+    "approve the folder again if you changed it"
 )
 # What a transport raises once its session is gone: the request never left.
 CLOSED = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)
@@ -84,6 +89,8 @@ class McpServer:
         self.thread = thread
         self.errlog = errlog
         self.pinned: ServerDefinition | None = None
+        # The launch last approved, when no later folder approval may have changed it.
+        self.approved_launch: dict[str, JsonValue] | None = None
         self._open: _Open | None = None
         self._starting = asyncio.Lock()  # used on the thread's loop only
 
@@ -165,7 +172,16 @@ class McpServer:
         logger.warning("MCP server %s stopped; it is started again on its next call", self.name)
         await _end(current)
 
+    def _check_launch(self) -> None:
+        """Refuse, before any process starts, a launch that is not the approved one."""
+        expected = self.pinned.launch if self.pinned is not None else self.approved_launch
+        launch = self.config.launch()
+        if expected is not None and launch != expected:
+            shown = redact(" ".join(str(part) for part in _launch_words(launch)))
+            raise McpServerError(LAUNCH_CHANGED.format(name=self.name, launch=shown))
+
     async def _opened(self) -> _Open:
+        self._check_launch()
         loop = asyncio.get_running_loop()
         ready: asyncio.Future[tuple[ClientSession, ServerDefinition]] = loop.create_future()
         stop = asyncio.Event()
@@ -237,6 +253,11 @@ async def _stdio_session(connection: Connection, errlog: Path) -> AsyncIterator[
         async with stdio_client(parameters, errlog=log) as (read, write):
             async with ClientSession(read, write) as session:
                 yield session
+
+
+def _launch_words(launch: dict[str, JsonValue]) -> list[JsonValue]:
+    args = launch.get("args")
+    return [launch.get("url") or launch.get("command"), *(args if isinstance(args, list) else [])]
 
 
 async def _all_tools(session: ClientSession) -> list[Tool]:

@@ -19,9 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pydantic import JsonValue
+
 from orchestrator.errors import McpServerError, ToolLoadError
 from orchestrator.settings import Settings
-from orchestrator.tools.approval import ApprovalStore, Reviewed, Status
+from orchestrator.tools.approval import LATER, ApprovalStore, Later, Reviewed, Status
 from orchestrator.tools.discovery import ToolFolder, ToolNode
 from orchestrator.tools.mcp.definitions import ServerDefinition, changes
 from orchestrator.tools.mcp.pins import approved_definition, decide, pin_status, pinned
@@ -50,8 +52,8 @@ class ServerQuestion:
     changes: list[str] | None
 
 
-# The prompt: True for yes, False for no, None when the input has ended.
-AskServer = Callable[[ServerQuestion], bool | None]
+# The prompt: True for yes, False for no, LATER for no answer, None when the input has ended.
+AskServer = Callable[[ServerQuestion], bool | Later | None]
 
 
 class McpServers:
@@ -131,8 +133,23 @@ class McpServers:
                 thread=self.thread,
                 errlog=log,
             )
+            self.servers[key].approved_launch = self._approved_launch(folder)
         starts = (server.started() for server in self.servers.values())
         return await asyncio.gather(*starts, return_exceptions=True)
+
+    def _approved_launch(self, folder: ToolFolder) -> dict[str, JsonValue] | None:
+        """The launch of the approved definition, unless the folder was approved again since.
+
+        A folder approved after its server's definition may have changed its launch: the
+        person saw it in the folder question, and the changed definition is asked about.
+        Otherwise a launch other than the pinned one was never shown: it does not start.
+        """
+        pin = self.store.pin(folder.key)
+        decided = self.store.decided_at(folder.key)
+        if pin is None or not pin.approved or decided is None or decided > pin.decided_at:
+            return None
+        before = approved_definition(self.store, folder.key)
+        return before.launch if before is not None else None
 
     async def _settle(self, key: str, definition: ServerDefinition, ask: AskServer) -> None:
         """Offer the server's tools if its definition is approved, asking if need be."""
@@ -143,22 +160,23 @@ class McpServers:
             await server.close()
             return
         status = pin_status(self.store, key, definition)
-        answer: bool | None = status == Status.APPROVED
+        answer: bool | Later | None = status == Status.APPROVED
         if status in (Status.NEW, Status.CHANGED):
             answer = await self._ask(folder, definition, status, ask)
-            if answer is not None:
+            if isinstance(answer, bool):  # no answer is not remembered
                 decide(self.store, key, name=folder.name, definition=definition, approved=answer)
-        if answer:
+        if answer is True:
             server.pinned = self.approved[key] = definition
             return
-        logger.warning(UNDECIDED if answer is None else DENIED, printable(folder.name))
-        if answer is None:
+        undecided = answer is None or answer is LATER
+        logger.warning(UNDECIDED if undecided else DENIED, printable(folder.name))
+        if undecided:
             self.undecided.append(key)
         await server.close()
 
     async def _ask(
         self, folder: ToolFolder, definition: ServerDefinition, status: Status, ask: AskServer
-    ) -> bool | None:
+    ) -> bool | Later | None:
         before = pinned(self.store, folder.key) if status == Status.CHANGED else None
         question = ServerQuestion(
             folder, definition, changes(before[1], definition) if before else None
@@ -200,7 +218,7 @@ def _until_input_ends(ask: AskServer | None) -> AskServer:
     """`ask` until it first returns None (the input ended); after that, nothing is asked."""
     ended = ask is None
 
-    def asking(question: ServerQuestion) -> bool | None:
+    def asking(question: ServerQuestion) -> bool | Later | None:
         nonlocal ended
         answer = None if ended or ask is None else ask(question)
         ended = ended or answer is None

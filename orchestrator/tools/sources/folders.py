@@ -19,13 +19,14 @@ from orchestrator.errors import ConfigError, ToolLoadError
 from orchestrator.levels import LevelConfig, LevelResolver
 from orchestrator.tools.adapter import langchain_tools
 from orchestrator.tools.agent import AgentTool, GraphFactory
-from orchestrator.tools.approval import Ask, Reviewed, review_folders
+from orchestrator.tools.approval import ApprovalStore, Ask, Reviewed, review_folders
 from orchestrator.tools.base import Tool, ToolContext
 from orchestrator.tools.discovery import CHILDREN_DIR, ToolFolder, ToolNode
 from orchestrator.tools.importer import package_name
 from orchestrator.tools.loader import load_tool, visible_sources
 from orchestrator.tools.mcp.servers import AskServer, McpServers
 from orchestrator.tools.scope import resolve_scopes
+from orchestrator.tools.skipped import report_skipped
 from orchestrator.tools.untrusted import printable
 
 if TYPE_CHECKING:
@@ -144,9 +145,15 @@ class FolderSource:
                 else:
                     loaded.append(self._load(node, approved, parent=parent))
             except (ToolLoadError, ConfigError) as error:
-                path, reason = printable(str(node.folder.path)), printable(str(error))
-                logger.warning("skipping tool folder %s: %s", path, reason)
+                self._skipped(node.folder, error)
         return loaded
+
+    def _skipped(self, folder: ToolFolder, error: ToolLoadError | ConfigError) -> None:
+        """Say why; a folder whose code cannot be loaded is not kept as approved."""
+        root = self.settings.sub_graphs_dir
+        report_skipped(logger, folder.path, str(error), sub_graphs_dir=root)
+        if isinstance(error, ToolLoadError):  # asked about again once it may work
+            ApprovalStore.of(self.settings).forget(folder.key)
 
     def _load(self, node: ToolNode, approved: set[str], *, parent: LevelConfig) -> LoadedTool:
         folder = node.folder

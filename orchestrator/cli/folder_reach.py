@@ -1,0 +1,70 @@
+"""What a folder hands out, for its approval question: endpoints and the variables it takes.
+
+A YAML-only agent may name any variable as its model's key and any server as
+its model: approving it sends that variable's value there, with the person's
+requests. So the question shows every endpoint and every variable name (never
+a value), and says so when a variable not named like a key is sent as one.
+"""
+
+from __future__ import annotations
+
+import re
+
+from orchestrator.cli.common import shown
+from orchestrator.tools.config import DatabaseOverride, ModelOverride, ToolConfig
+from orchestrator.tools.mcp.config import McpServerConfig
+
+KEYISH = re.compile(r"KEY|TOKEN|AUTH", re.IGNORECASE)
+NOT_A_KEY = "[red]{variable} is not named like a key, yet its value is sent as one[/red]"
+
+
+def reach_lines(config: ToolConfig) -> list[str]:
+    """Lines (rich markup) naming where the folder connects and which variables it reads."""
+    lines = _model(config.llm) + _database(config.db)
+    if config.mcp is not None:
+        lines += _server(config.mcp)
+    return lines
+
+
+def _model(llm: ModelOverride) -> list[str]:
+    if not llm.local or llm.model is None:
+        return []
+    where = llm.base_url or _default_endpoint(llm.model)
+    lines = [f"  model: {shown(llm.model)} at {shown(where)}"]
+    if llm.api_key_env:
+        lines.append(f"  sends as its API key: ${shown(llm.api_key_env)} (to {shown(where)})")
+        if not KEYISH.search(llm.api_key_env):
+            lines.append("  " + NOT_A_KEY.format(variable=shown(llm.api_key_env)))
+    elif not llm.base_url:
+        lines.append("  sends as its API key: the provider's usual variable (as the orchestrator)")
+    return lines
+
+
+def _default_endpoint(model: str) -> str:
+    provider = model.partition(":")[0] if ":" in model else "openai"
+    if provider == "openai":
+        return "the orchestrator's OpenAI endpoint (OPENAI_BASE_URL, or api.openai.com)"
+    return f"{provider}'s default endpoint"
+
+
+def _database(db: DatabaseOverride) -> list[str]:
+    if not db.local:
+        return []
+    if db.url is not None:  # the host only: the URL may hold a password
+        host = db.url.partition("@")[2].partition("/")[0] or "?"
+        return [f"  database: its own, at {shown(host)}"]
+    names = [name for name in (db.url_env, db.app_url_env) if name]
+    return ["  database: its own, URL from " + ", ".join(f"${shown(n)}" for n in names)]
+
+
+def _server(server: McpServerConfig) -> list[str]:
+    lines = []
+    given = {**server.env, **server.headers}
+    what = "variable" if server.env else "header"
+    for target, variable in given.items():
+        lines.append(f"  hands its {what} {shown(target)} the value of ${shown(variable)}")
+        if KEYISH.search(target) and not KEYISH.search(variable):
+            lines.append("  " + NOT_A_KEY.format(variable=shown(variable)))
+    if server.url is not None:
+        lines.append(f"  connects to: {shown(server.url)}")
+    return lines
