@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from typing import TYPE_CHECKING
 
@@ -22,6 +23,10 @@ PLACEHOLDER_API_KEY = "not-needed"
 NO_PROVIDER = (
     "{setting}={model!r} names no provider LangChain knows: write it as `openai:{model}` for an "
     "OpenAI-compatible server (or `anthropic:NAME`, `ollama:NAME`, ... for another provider)"
+)
+UNKNOWN_PROVIDER = (
+    "{setting}={model!r}: `{provider}` is no provider LangChain knows: write `openai:NAME` for "
+    "an OpenAI-compatible server (or `anthropic:NAME`, `ollama:NAME`, ... for another provider)"
 )
 
 
@@ -105,6 +110,10 @@ def _unusable(model: str, *, setting: str, error: ImportError | ValueError) -> s
     """One line on why LangChain cannot build `model`, with what to do about it."""
     text = str(error).strip()
     if isinstance(error, ValueError) and "infer model provider" in text:
+        provider, colon, _ = model.partition(":")
+        # `nosuch:x` meant a provider; `qwen2.5:7b` is a model's name and tag (Ollama's way).
+        if colon and re.fullmatch(r"[a-z_-]+", provider):
+            return UNKNOWN_PROVIDER.format(setting=setting, model=model, provider=provider)
         return NO_PROVIDER.format(setting=setting, model=model)
     # LangChain's messages run to many lines (every provider it knows): keep the first.
     first = text.splitlines()[0] if text else type(error).__name__
