@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 OPSET = 17  # LayerNormalization, as torch's export used
 INPUTS = ("input_ids", "attention_mask")
 OUTPUT = "hidden"
+MEAN_POOLED = ["sentence_transformers.models.Pooling", "sentence_transformers.models.Normalize"]
 
 
 class UnknownModelError(ValueError):
@@ -58,6 +59,20 @@ class BertShape:
             layers=int(config["num_hidden_layers"]),
             epsilon=float(config["layer_norm_eps"]),
         )
+
+
+def sentence_model(model: Path) -> int:
+    """The longest text in tokens of the Sentence Transformers model in `model`.
+
+    Refused unless it is what `onnx_model.OnnxEncoder` computes: the
+    transformer's tokens averaged over the attention mask, then normalized.
+    """
+    modules = [entry["type"] for entry in json.loads((model / "modules.json").read_text())]
+    pooling = json.loads((model / "1_Pooling" / "config.json").read_text())
+    modes = {key for key, on in pooling.items() if key.startswith("pooling_mode_") and on}
+    if modules[1:] != MEAN_POOLED or modes != {"pooling_mode_mean_tokens"}:
+        raise UnknownModelError(f"not mean pooling, then normalizing: {modules[1:]}, {sorted(modes)}")
+    return int(json.loads((model / "sentence_bert_config.json").read_text())["max_seq_length"])
 
 
 def bert_graph(model: Path) -> bytes:

