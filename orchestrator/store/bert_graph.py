@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from orchestrator.errors import EmbeddingModelError
+
 if TYPE_CHECKING:
     import numpy
     import onnx
@@ -29,7 +31,7 @@ OUTPUT = "hidden"
 MEAN_POOLED = ["sentence_transformers.models.Pooling", "sentence_transformers.models.Normalize"]
 
 
-class UnknownModelError(ValueError):
+class UnknownModelError(EmbeddingModelError):
     """A model this builder does not know how to write (not a mean-pooled BERT)."""
 
 
