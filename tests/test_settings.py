@@ -8,7 +8,8 @@ import pytest
 
 from orchestrator.errors import ConfigError
 from orchestrator.llm import OfflineChatModel, build_chat_model
-from orchestrator.settings import load_settings
+from orchestrator import settings as settings_module
+from orchestrator.settings import env_file, load_settings
 
 
 def test_defaults(tmp_path: Path):
@@ -25,6 +26,9 @@ def test_the_default_home_is_the_checkout_not_the_current_directory(
 ):
     monkeypatch.delenv("ORCHESTRATOR_HOME")
     checkout = Path(__file__).resolve().parents[1]
+    assert env_file() == checkout / ".env"
+    # Not the checkout's own .env: a user's (another data directory, say) is not the default.
+    monkeypatch.setattr(settings_module, "env_file", lambda: tmp_path / "absent.env")
     settings = load_settings()
     assert settings.data_dir == checkout / "data"
     assert settings.sub_graphs_dir == checkout / "sub_graphs"

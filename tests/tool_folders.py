@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
 from pathlib import Path
 
 import yaml
@@ -105,11 +106,29 @@ def marker_code(marker: Path) -> str:
     return f"from pathlib import Path\nPath({str(marker)!r}).write_text('imported')\n" + ECHO_TOOL
 
 
-def copy_shipped(destination: Path) -> Path:
-    """The shipped sub_graphs/ folders, copied (without caches) into `destination`."""
-    target = destination / "sub_graphs"
-    shutil.copytree(SHIPPED, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    return target
+def copy_shipped(destination: Path, *, repo: Path = REPO) -> Path:
+    """The shipped sub_graphs/ folders, copied into `destination`: not folders a user added there."""
+    for name in shipped_files(repo):
+        source = repo / name
+        if source.is_file():  # a shipped file the user deleted is not made up
+            (destination / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, destination / name)
+    return destination / "sub_graphs"
+
+
+def shipped_files(repo: Path = REPO) -> list[Path]:
+    """sub_graphs/'s files that the repository tracks (`git ls-files`), relative to `repo`.
+
+    Outside a git checkout (an unpacked release) every file there came with it.
+    """
+    try:
+        listed = subprocess.run(
+            ["git", "ls-files", "-z", "--", "sub_graphs"], cwd=repo, capture_output=True, check=True
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):
+        files = (path for path in (repo / "sub_graphs").rglob("*") if path.is_file())
+        return [path.relative_to(repo) for path in files if "__pycache__" not in path.parts]
+    return [Path(name) for name in listed.decode().split("\0") if name]
 
 
 # Tool folders of the hardening tests: runs counted, output on every level,

