@@ -148,7 +148,8 @@ def test_usage_prints_tokens_and_cost_per_day_and_model(cli, tmp_path: Path):
     )
     body = json.loads(as_json.stdout)
     assert body["days"][today]["models"]["mystery"]["cost_usd"] is None
-    assert body["total"]["cost_usd"] == pytest.approx(0.002)
+    assert body["total"]["cost_usd"] is None, "a price is unknown: no total, as in ask --json"
+    assert body["total"]["model_cost_usd"] == pytest.approx(0.002), "what is known"
     assert body["total"]["price_unknown"] == ["mystery"]
 
 
