@@ -67,3 +67,82 @@ def test_usage_json_total_is_null_when_a_price_is_unknown_like_ask_json(cli, tmp
     assert body["total"]["cost_usd"] is None
     assert [day["cost_usd"] for day in body["days"].values()] == [None]
     assert body["total"]["price_unknown"] == ["mystery"]
+
+
+# --- item 15: `ask` reads piped input; `--json` keeps its keys; a budget stop fails ------------
+
+
+def local_reply(reply: str) -> RawReply:
+    return RawReply(text=reply, usage=Usage(1_000, 500), model="local-llm")
+
+
+def sent(server: OpenAICompatibleServer) -> str:
+    """The last user message of the server's first request."""
+    return server.requests[0]["messages"][-1]["content"]
+
+
+def test_ask_sends_piped_input_before_the_message(cli, tmp_path: Path):
+    with OpenAICompatibleServer(["Summed up."]) as server:
+        done = cli("ask", "summarize this", cwd=tmp_path, stdin="line one\nline two\n", env_extra=server_env(server))
+
+    assert done.returncode == 0, done.stderr
+    assert sent(server) == "line one\nline two\n\nsummarize this"
+
+
+def test_ask_dash_sends_standard_input_alone_and_refuses_it_empty(cli, tmp_path: Path):
+    with OpenAICompatibleServer(["Read it."]) as server:
+        done = cli("ask", "-", cwd=tmp_path, stdin="what is in here?\n", env_extra=server_env(server))
+        empty = cli("ask", "-", cwd=tmp_path, stdin="  \n", env_extra=server_env(server))
+
+    assert done.returncode == 0, done.stderr
+    assert sent(server) == "what is in here?\n"
+    assert empty.returncode == 1 and len(server.requests) == 1
+    assert empty.stderr.strip() == "error: `ask -` sends standard input, and it was empty"
+
+
+def test_piped_input_is_no_answer_to_a_question(cli, tmp_path: Path):
+    from tests.tool_folders import write_folder
+
+    write_folder(tmp_path / "sub_graphs", "echo")
+    with OpenAICompatibleServer(["Fine."]) as server:
+        done = cli("ask", "look", cwd=tmp_path, stdin="y\n", env_extra=server_env(server))
+
+    assert done.returncode == 0, done.stderr
+    assert "(end of input: not approved)" in done.stderr, "the piped 'y' approved nothing"
+    assert sent(server) == "y\n\nlook"
+    assert "echo_say" not in {t["function"]["name"] for t in server.requests[0].get("tools", [])}
+
+
+def test_ask_json_has_the_same_keys_answered_failed_and_stopped_by_a_budget(cli, tmp_path: Path):
+    from http import HTTPStatus
+
+    from orchestrator.testing import ErrorReply
+
+    prices = {"ORCHESTRATOR_MODEL_PRICES": LOCAL_PRICES}
+    budget = {**prices, "ORCHESTRATOR_MAX_SESSION_COST_USD": "0.002"}  # one turn spends it
+    session = unique("s")
+    ask = ("ask", "--json", "--session", session)
+    with OpenAICompatibleServer([local_reply("One."), ErrorReply(HTTPStatus.BAD_GATEWAY, "down")]) as server:
+        answered = cli(*ask, "first", cwd=tmp_path, env_extra={**server_env(server), **prices})
+        stopped = cli(*ask, "second", cwd=tmp_path, env_extra={**server_env(server), **budget})
+        failed = cli("ask", "--json", "third", cwd=tmp_path, env_extra={**server_env(server), **prices})
+
+    bodies = [json.loads(done.stdout) for done in (answered, stopped, failed)]
+    assert [done.returncode for done in (answered, stopped, failed)] == [0, 3, 1]
+    assert set(bodies[0]) == set(bodies[1]) == set(bodies[2])
+    assert {"answer", "error", "budget_stop", "usage", "cost_usd", "session_id"} <= set(bodies[0])
+    assert bodies[0]["error"] is None and bodies[1]["budget_stop"]["scope"] == "session"
+    assert bodies[2]["answer"] is None and "502" in bodies[2]["error"]
+
+
+def test_plain_ask_stopped_by_a_budget_exits_non_zero(cli, tmp_path: Path):
+    prices = {"ORCHESTRATOR_MODEL_PRICES": LOCAL_PRICES}
+    budget = {**prices, "ORCHESTRATOR_MAX_SESSION_COST_USD": "0.002"}  # one turn spends it
+    ask = ("ask", "--session", unique("s"))
+    with OpenAICompatibleServer([local_reply("One.")]) as server:
+        first = cli(*ask, "first", cwd=tmp_path, env_extra={**server_env(server), **prices})
+        stopped = cli(*ask, "second", cwd=tmp_path, env_extra={**server_env(server), **budget})
+
+    assert first.returncode == 0, first.stderr
+    assert stopped.returncode == 3, stopped.stderr
+    assert stopped.stdout.startswith("Stopped before passing the session budget")

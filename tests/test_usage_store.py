@@ -120,7 +120,7 @@ def test_a_continued_session_counts_what_it_spent_before_against_its_budget(cli,
         second = cli(*ask, "second", cwd=tmp_path, env_extra=priced_env(server, **budget))
 
     assert first.returncode == 0, first.stderr
-    assert second.returncode == 0, second.stderr
+    assert second.returncode == 3, "a budget stop is no success (issue 27, item 15)"
     assert len(server.requests) == 1, "no model call once the session's budget is spent"
     assert second.stdout.startswith("Stopped before passing the session budget of $0.002")
 
