@@ -146,3 +146,112 @@ def test_plain_ask_stopped_by_a_budget_exits_non_zero(cli, tmp_path: Path):
     assert first.returncode == 0, first.stderr
     assert stopped.returncode == 3, stopped.stderr
     assert stopped.stdout.startswith("Stopped before passing the session budget")
+
+
+# --- item 12: sessions listed, continued, resumed; the way back runs as printed ----------------
+
+
+def test_sessions_list_shows_each_session_latest_first(cli, tmp_path: Path):
+    user, older, newer = unique("u"), unique("old"), unique("new")
+    with OpenAICompatibleServer(["One.", "Two.", "Three."]) as server:
+        for session, text in ((older, "plan my trip to Lisbon"), (newer, "what is 2+2"), (newer, "and 3+3")):
+            done = cli("ask", "-u", user, "-s", session, text, cwd=tmp_path, env_extra=server_env(server))
+            assert done.returncode == 0, done.stderr
+    listed = cli("sessions", "list", "-u", user, cwd=tmp_path)
+    as_json = cli("sessions", "list", "-u", user, "--json", cwd=tmp_path)
+    nobody = cli("sessions", "list", "-u", unique("nobody"), cwd=tmp_path)
+
+    assert listed.returncode == 0, listed.stderr
+    rows = [line for line in listed.stdout.splitlines() if older in line or newer in line]
+    assert [newer in rows[0], older in rows[1]] == [True, True], listed.stdout
+    assert "plan my trip to Lisbon" in rows[1] and "what is 2+2" in rows[0]
+    body = json.loads(as_json.stdout)["sessions"]
+    assert [(s["session_id"], s["turns"]) for s in body] == [(newer, 2), (older, 1)]
+    assert body[1]["first_words"] == "plan my trip to Lisbon" and body[0]["last_turn"] >= body[0]["started"]
+    assert nobody.returncode == 0 and "No sessions of" in nobody.stdout
+
+
+def test_chat_continue_goes_on_with_the_latest_session(cli, tmp_path: Path):
+    user, first, latest = unique("u"), unique("a"), unique("b")
+    with OpenAICompatibleServer(["One.", "Two.", "Three."]) as server:
+        for session, text in ((first, "My name is Ada."), (latest, "My name is Bo.")):
+            cli("ask", "-u", user, "-s", session, text, cwd=tmp_path, env_extra=server_env(server))
+        done = cli("chat", "-u", user, "--continue", cwd=tmp_path, stdin="Who am I?\n", env_extra=server_env(server))
+
+    assert done.returncode == 0, done.stderr
+    contents = [m["content"] for m in server.requests[2]["messages"]]
+    assert "My name is Bo." in contents and "My name is Ada." not in contents
+    assert f"session {latest} kept" in done.stderr
+
+
+def test_chat_resume_offers_the_recent_sessions_to_pick_from(cli, tmp_path: Path):
+    user, first, latest = unique("u"), unique("a"), unique("b")
+    with OpenAICompatibleServer(["One.", "Two.", "Three."]) as server:
+        for session, text in ((first, "My name is Ada."), (latest, "My name is Bo.")):
+            cli("ask", "-u", user, "-s", session, text, cwd=tmp_path, env_extra=server_env(server))
+        stdin = "7\n2\nWho am I?\n"  # 7 is no choice: asked again
+        done = cli("chat", "-u", user, "--resume", cwd=tmp_path, stdin=stdin, env_extra=server_env(server))
+
+    assert done.returncode == 0, done.stderr
+    assert first in done.stderr and latest in done.stderr, "both are offered"
+    assert "Please give a number from 1 to 2" in done.stderr
+    contents = [m["content"] for m in server.requests[2]["messages"]]
+    assert "My name is Ada." in contents and "My name is Bo." not in contents
+    assert f"session {first} kept" in done.stderr
+
+
+def test_an_unknown_session_id_says_it_starts_a_new_one(cli, tmp_path: Path):
+    session = unique("fresh")
+    first = cli("chat", "-s", session, cwd=tmp_path, stdin="hello\n")
+    again = cli("chat", "-s", session, cwd=tmp_path, stdin="")
+    both = cli("chat", "-s", session, "--continue", cwd=tmp_path)
+
+    assert f"no session {session} of yours yet: starting a new one" in first.stderr
+    assert "starting a new one" not in again.stderr
+    assert both.returncode == 2 and "one of --session, --continue and --resume" in both.stderr
+
+
+def test_the_way_back_is_the_command_as_run_from_here(monkeypatch, tmp_path: Path):
+    from orchestrator.cli.invocation import command_name
+
+    bin_dir = tmp_path / ".venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    for name in ("orchestrator", "python"):
+        (bin_dir / name).write_text("#!/bin/sh\n")
+        (bin_dir / name).chmod(0o755)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+
+    monkeypatch.setattr("sys.argv", [str(bin_dir / "orchestrator"), "chat"])
+    assert command_name() == ".venv/bin/orchestrator", "not on PATH: the path from here"
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    assert command_name() == "orchestrator", "on PATH: its name"
+
+    monkeypatch.setattr("sys.argv", ["/somewhere/orchestrator/__main__.py", "chat"])
+    monkeypatch.setattr("sys.executable", str(bin_dir / "python"))
+    assert command_name() == "python -m orchestrator"
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    assert command_name() == ".venv/bin/python -m orchestrator"
+
+
+def test_the_exit_line_of_a_real_chat_runs_as_printed(tmp_path: Path, database_url: str):
+    import subprocess
+    import sys
+
+    from tests.helpers import cli_env
+
+    env = {**cli_env(tmp_path), "DATABASE_URL": database_url, "ORCHESTRATOR_EMBEDDINGS": "none"}
+    env["PATH"] = "/usr/bin:/bin"  # orchestrator's environment is not on it
+    chat = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "chat"], input="", capture_output=True, text=True,
+        cwd=tmp_path, env=env, timeout=120, start_new_session=True,
+    )
+    [line] = [line for line in chat.stderr.splitlines() if " kept · " in line]
+    command = line.split(" kept · ")[1]
+    assert command.startswith(f"{sys.executable} -m orchestrator chat --session ")
+
+    again = subprocess.run(
+        command.replace(" chat --session ", " sessions list --json #"), shell=True,
+        capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120,
+    )
+    assert again.returncode == 0, again.stderr

@@ -1,4 +1,4 @@
-"""The `orchestrator` command: chat and ask, plus tools, new-agent, db, requests, mcp and usage."""
+"""The `orchestrator` command: chat and ask, plus tools, new-agent, db, requests, sessions, mcp and usage."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from orchestrator.cli.chat import ask, chat
 from orchestrator.cli.common import err
 from orchestrator.cli.manage import db_app, new_agent, requests_app, tools_app
 from orchestrator.cli.mcp import mcp_app
+from orchestrator.cli.sessions import sessions_app
 from orchestrator.cli.usage import usage
 
 INTERNAL_ERROR = (
@@ -54,6 +55,7 @@ app.add_typer(tools_app, name="tools")
 app.command("new-agent")(new_agent)
 app.add_typer(db_app, name="db")
 app.add_typer(requests_app, name="requests")
+app.add_typer(sessions_app, name="sessions")
 app.add_typer(mcp_app, name="mcp")
 app.command()(usage)
 

@@ -30,19 +30,37 @@ SessionOption = Annotated[
     str | None,
     typer.Option("--session", "-s", help="Continue this session id (default: new).", callback=identifier),
 ]
+ContinueOption = Annotated[
+    bool, typer.Option("--continue", "-c", help="Go on with your latest session.")
+]
+ResumeOption = Annotated[
+    bool, typer.Option("--resume", "-r", help="Choose one of your recent sessions to go on with.")
+]
 HISTORY_FILE = "chat_history"
+ONE_SESSION = "give one of --session, --continue and --resume"
 
 
-def chat(user: UserOption = "local", session: SessionOption = None) -> None:
+def chat(
+    user: UserOption = "local",
+    session: SessionOption = None,
+    latest: ContinueOption = False,
+    pick: ResumeOption = False,
+) -> None:
     """Chat with the assistant; lines may be piped in, end of input ends the session."""
+    if sum((session is not None, latest, pick)) > 1:
+        raise typer.BadParameter(ONE_SESSION)
 
     async def run(startup: Startup, runtime: Runtime) -> int:
         from orchestrator.cli.questions import question_asker
         from orchestrator.cli.repl import ChatRepl
+        from orchestrator.cli.sessions import chosen_session
         from orchestrator.cli.turns import resume_turn
 
-        conversation = _open_session(runtime, user, session)
         lines, on_terminal = _line_source(startup)
+        chosen = await chosen_session(
+            runtime, user, session_id=session, latest=latest, pick=pick, lines=lines
+        )
+        conversation = _open_session(runtime, user, chosen)
         with question_asker(
             interrupts=startup.interrupts, err=err, lines=lines, on_terminal=on_terminal
         ) as asker:
@@ -96,8 +114,12 @@ def ask(
 
     async def run(startup: Startup, runtime: Runtime) -> int:
         from orchestrator.cli.questions import question_asker
+        from orchestrator.cli.sessions import chosen_session
 
-        conversation = _open_session(runtime, user, session)
+        chosen = await chosen_session(
+            runtime, user, session_id=session, latest=False, pick=False, lines=None
+        )
+        conversation = _open_session(runtime, user, chosen)
         with question_asker(interrupts=startup.interrupts, err=err) as asker:
             if as_json:
                 return await _ask_json(runtime, conversation, text, startup.interrupts, asker)

@@ -14,6 +14,7 @@ from rich.markup import escape
 from orchestrator.cli.answers import show_questions
 from orchestrator.cli.common import display_path, shown
 from orchestrator.cli.cost import cost_table, show_turn_cost
+from orchestrator.cli.invocation import command_name
 from orchestrator.cli.questions import AnswerChannel, QuestionAsker, answer_until_done
 from orchestrator.cli.render import answer_text, shown_name
 from orchestrator.cli.signals import Interrupts
@@ -127,7 +128,8 @@ class ChatRepl:
             await self.turn(line)
         if self.session.storage is not None and not self._ended:  # ended: the questions' line said it
             session_id = self.session.session_id
-            self.err.print(f"[dim]session {session_id} kept · orchestrator chat --session {session_id}[/dim]")
+            again = f"{command_name()} chat --session {session_id}"
+            self.err.print(f"[dim]session {session_id} kept · {escape(again)}[/dim]")
         return 1 if self.failed_turns else 0
 
     async def turn(self, text: str) -> None:
