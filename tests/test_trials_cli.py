@@ -255,3 +255,136 @@ def test_the_exit_line_of_a_real_chat_runs_as_printed(tmp_path: Path, database_u
         capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120,
     )
     assert again.returncode == 0, again.stderr
+
+
+# --- item 14: at the terminal ---------------------------------------------------------------------
+
+
+class Keys:
+    """A LineSource of scripted keys: a line, CTRL_C, or None (end of input); each read moves the clock."""
+
+    def __init__(self, keys: list[tuple[float, str | None]], now: list[float]) -> None:
+        self.keys = keys
+        self.now = now
+        self.read = 0
+
+    async def readline(self, *, prompt: str = "", default: str = "") -> str | None:
+        at, key = self.keys[self.read]
+        self.read += 1
+        self.now[0] = at
+        if key == CTRL_C:
+            raise KeyboardInterrupt
+        return key
+
+
+CTRL_C = "\x03"
+
+
+def scripted_repl(lines: object, **options: object) -> tuple[object, io.StringIO, io.StringIO]:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from orchestrator.cli.repl import ChatRepl
+    from orchestrator.cli.signals import Interrupts
+    from orchestrator.runtime import Runtime
+    from orchestrator.settings import load_settings
+    from orchestrator.testing import ScriptedChatModel
+
+    app = Runtime.create(
+        load_settings(), model=ScriptedChatModel(steps=["unused"]), tools=[], checkpointer=InMemorySaver()
+    )
+    out, err = io.StringIO(), io.StringIO()
+    repl = ChatRepl(
+        runtime=app,
+        session=app.session(user_id="u"),
+        lines=lines,  # type: ignore[arg-type]
+        interrupts=Interrupts(),
+        out=Console(file=out, width=200),
+        err=Console(file=err, width=200),
+        **options,  # type: ignore[arg-type]
+    )
+    return repl, out, err
+
+
+async def test_a_ctrl_c_right_after_the_one_that_cancelled_a_turn_does_not_exit():
+    import asyncio
+    import signal
+
+    now = [100.0]
+    keys = Keys([(100.3, CTRL_C), (101.8, CTRL_C), (102.0, "never read")], now)
+    repl, _, err = scripted_repl(keys, clock=lambda: now[0])
+    started = asyncio.Event()
+
+    async def held() -> None:
+        started.set()
+        await asyncio.Event().wait()
+
+    running = asyncio.ensure_future(repl._run(held()))
+    await started.wait()
+    repl.interrupts._received(signal.SIGINT)  # Ctrl-C: what the signal handler does
+    assert await running is None, "the turn was cancelled"
+    assert await repl.run() == 0
+
+    assert keys.read == 2, "the Ctrl-C 0.3 s later was the same keypress; the one after exited"
+
+
+def test_cancel_takes_a_unique_start_of_a_task_id():
+    from types import SimpleNamespace
+
+    repl, out, err = scripted_repl(Keys([], [0.0]))
+    session_id = repl.session.session_id
+    cancelled: list[str] = []
+
+    def task(task_id: str) -> SimpleNamespace:
+        return SimpleNamespace(task_id=task_id, status="running", call=SimpleNamespace(session_id=session_id))
+
+    tasks = [task("3bb5a1"), task("3bc0ff"), task("9e0011")]
+    manager = SimpleNamespace(
+        of_session=lambda _: tasks, cancel=lambda task_id: cancelled.append(task_id) or True
+    )
+    repl.runtime = SimpleNamespace(tasks=manager)  # type: ignore[assignment]
+    repl.cancel(["9e"])
+    repl.cancel(["3b"])
+    repl.cancel(["3bb"])
+
+    assert cancelled == ["9e0011", "3bb5a1"]
+    assert "3b starts several running tasks' ids: 3bb5a1, 3bc0ff" in err.getvalue()
+    assert "cancelling task 9e0011" in out.getvalue()
+
+
+def test_requests_lists_the_sessions_calls_and_help_shows_reason(cli, tmp_path: Path):
+    done = cli("chat", cwd=tmp_path, stdin="what is 2*21\n/requests\n/help\n")
+
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"^\S+  calculator  completed  \d+\.\d\ds$", done.stdout, re.MULTILINE), done.stdout
+    assert "n [reason] rejects" in done.stdout
+
+
+def test_help_shows_no_type_after_a_flag(cli, tmp_path: Path):
+    shown = cli("chat", "--help", cwd=tmp_path)
+
+    assert shown.returncode == 0
+    assert "--continue" in shown.stdout and "<bool>" not in shown.stdout
+
+
+def test_on_a_terminal_answers_are_markdown_and_tab_completes_a_command(tmp_path: Path, database_url: str):
+    from tests.test_signals import Terminal, wait_for_screen
+
+    terminal = Terminal()
+    answer = "Here is **bold** text.\n\n- first item\n- second item"
+    with OpenAICompatibleServer([answer]) as server:
+        chat = terminal.chat(tmp_path, server=server, database_url=database_url)
+        try:
+            wait_for_screen(terminal.shows("you>"), chat, terminal)
+            terminal.type(b"hi\r")
+            wait_for_screen(terminal.shows("second item"), chat, terminal)
+            terminal.type(b"/requ\t\r")  # Tab completes /requests, the only command starting so
+            wait_for_screen(terminal.shows("No tool calls in this session yet."), chat, terminal)
+            terminal.type(b"\x04")
+            assert chat.wait(timeout=120) == 0
+        finally:
+            if chat.poll() is None:
+                chat.kill()
+    screen = bytes(terminal.screen).decode(errors="replace")
+    assert "**bold**" not in screen, "the Markdown was rendered, not shown"
+    assert "\x1b[1mbold" in screen, "bold"
+    assert re.search(r"•\s*(\x1b\[0m)?\s*first item", screen) and "- first item" not in screen, "a list"

@@ -9,6 +9,7 @@ import sys
 import threading
 from typing import Annotated
 
+import click
 import typer
 
 from orchestrator.cli.chat import ask, chat
@@ -22,6 +23,24 @@ INTERNAL_ERROR = (
     "error: internal error ({error}); set ORCHESTRATOR_LOG_LEVEL=DEBUG to see the traceback"
 )
 LEFTOVER_THREADS = "note: not waiting for {count} thread(s) still running ({names}); exiting"
+
+
+
+def _flags_without_a_type() -> None:
+    """Typer writes `<bool>` after every flag in `--help` (`--help` too): a flag takes no value."""
+    from typer.core import TyperOption
+
+    typed = getattr(TyperOption, "display_type_rich", None)
+    if typed is None:  # a typer that never showed types
+        return
+
+    def display_type_rich(self: TyperOption, ctx: click.Context) -> str | None:
+        return None if self.is_flag else typed(self, ctx)
+
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+
+
+_flags_without_a_type()
 
 app = typer.Typer(
     add_completion=False,

@@ -70,3 +70,55 @@ async def session_exists(database: Database, session_id: str, *, user_id: str) -
     """Whether `session_id` is one of the user's sessions."""
     async with database.user_transaction(user_id) as connection:
         return (await connection.execute(ONE, {"session_id": session_id})).first() is not None
+
+
+# A session's calls in the order they started; a call's end is when it closed, or
+# else its last change once it has an outcome (a running call has none).
+CALLS = text(
+    """
+    SELECT request_id, parent_request_id, coalesce(call_name, tool) AS name, status, outcome,
+        created_at AS started,
+        coalesce(closed_at, CASE WHEN outcome IS NOT NULL THEN updated_at END) AS ended
+    FROM requests WHERE session_id = :session_id
+    ORDER BY created_at, request_id
+    LIMIT :limit
+    """
+)
+
+
+@dataclass(frozen=True)
+class SessionCall:
+    """One tool call of a session, as `/requests` shows it."""
+
+    request_id: str
+    nested: bool  # made by another call (an agent's), not by the session's model
+    name: str
+    status: str
+    outcome: str | None
+    started: datetime
+    ended: datetime | None
+
+    @property
+    def seconds(self) -> float | None:
+        """How long it ran (None: it has not ended)."""
+        return None if self.ended is None else (self.ended - self.started).total_seconds()
+
+
+async def session_calls(
+    database: Database, session_id: str, *, user_id: str, limit: int = 200
+) -> list[SessionCall]:
+    """The session's tool calls, oldest first."""
+    async with database.user_transaction(user_id) as connection:
+        rows = (await connection.execute(CALLS, {"session_id": session_id, "limit": limit})).all()
+    return [
+        SessionCall(
+            request_id=row.request_id,
+            nested=row.parent_request_id is not None,
+            name=row.name,
+            status=row.status,
+            outcome=row.outcome,
+            started=row.started,
+            ended=row.ended,
+        )
+        for row in rows
+    ]
