@@ -92,7 +92,7 @@ def folder(root: Path, name: str, mcp: dict[str, object] | None = None, code: st
 
 def until_answer(env: dict[str, str], *, answers: str = "") -> float:
     """Seconds from starting `orchestrator ask` to its answer (`answers`: its standard input)."""
-    args = [sys.executable, "-m", "orchestrator", "ask", "hi", "--json"]
+    args = [sys.executable, "-m", "orchestrator", "ask", "--answers-from-stdin", "hi", "--json"]
     started = time.perf_counter()
     with subprocess.Popen(
         args,

@@ -118,12 +118,15 @@ def run_cli_process(
 
 def cli_env(home: Path) -> dict[str, str]:
     """A clean environment for the command, with `home` as its home directory."""
-    return {
+    env = {
         "PATH": os.environ["PATH"],
         "HOME": str(home),
         "ORCHESTRATOR_HOME": str(home),
         "PYTHONIOENCODING": "utf-8",
     }
+    if "PYTHONPATH" in os.environ:  # the child runs the code under test, as this process does
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    return env
 
 
 def server_env(server: OpenAICompatibleServer) -> dict[str, str]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-import os
 import subprocess
 import sys
 import time
@@ -27,7 +26,7 @@ from orchestrator.testing import OpenAICompatibleServer, call_tools
 from orchestrator.tools import Tool, ToolRequest, ToolResult, action
 from orchestrator.tools.adapter import langchain_tools
 from orchestrator.tools.config import ToolConfig
-from tests.helpers import closing_order, server_env
+from tests.helpers import cli_env, closing_order, server_env
 from tests.tool_folders import WAIT_FOR_GATE, three_levels, write_folder
 
 
@@ -243,13 +242,10 @@ def ask_opening_gate(
     given, errors = cwd / f"ask-{run}.in", cwd / f"ask-{run}.err"
     given.write_text(stdin)
     # run_cli's environment; the orchestrator home is the test's directory, not the checkout
-    base = {
-        "PATH": os.environ["PATH"], "HOME": str(cwd), "PYTHONIOENCODING": "utf-8",
-        "ORCHESTRATOR_HOME": str(cwd),
-    }
+    base = cli_env(cwd)
     with open(given) as source, open(errors, "w") as sink:
         process = subprocess.Popen(
-            [sys.executable, "-m", "orchestrator", "ask", *args],
+            [sys.executable, "-m", "orchestrator", "ask", "--answers-from-stdin", *args],
             stdin=source, stdout=subprocess.PIPE, stderr=sink, cwd=cwd, env={**base, **env}, text=True,
         )
         try:

@@ -59,7 +59,7 @@ def test_piped_chat_keeps_a_line_that_is_not_an_answer(cli, tmp_path: Path):
 
 def test_a_clear_piped_answer_is_remembered(cli, tmp_path: Path):
     write_folder(tmp_path / "sub_graphs", "echo")
-    done = cli("ask", "hi", cwd=tmp_path, stdin="n\n")
+    done = cli("ask", "--answers-from-stdin", "hi", cwd=tmp_path, stdin="n\n")
     assert done.returncode == 0, done.stderr
     listing = json.loads(cli("tools", "list", "--json", cwd=tmp_path).stdout)
     assert listing["tools"][0]["status"] == "denied"
@@ -157,7 +157,7 @@ def test_tools_approve_where_approvals_cannot_be_saved_is_one_line(cli, tmp_path
 
 def test_an_agent_with_no_approved_tools_says_so_at_startup(cli, tmp_path: Path):
     copy_shipped(tmp_path)
-    done = cli("ask", "hi", cwd=tmp_path, stdin="y\nn\nn\n")
+    done = cli("ask", "--answers-from-stdin", "hi", cwd=tmp_path, stdin="y\nn\nn\n")
     assert done.returncode == 0, done.stderr
     assert (
         "note: personal_assistant_agent has no approved tools of its own "

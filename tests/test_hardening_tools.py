@@ -138,7 +138,7 @@ def test_the_settings_secrets_are_redacted_too(tmp_path: Path):
 def test_a_tool_raising_system_exit_leaves_the_ask_process_running(cli, tmp_path: Path):
     write_folder(tmp_path / "sub_graphs", "quitter", code=QUITTER_TOOL)
     with OpenAICompatibleServer([[("quitter_run", {})], "It tried to quit."]) as server:
-        done = cli("ask", "quit", cwd=tmp_path, stdin="y\n", env_extra=server_env(server))
+        done = cli("ask", "--answers-from-stdin", "quit", cwd=tmp_path, stdin="y\n", env_extra=server_env(server))
 
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["It tried to quit."]
@@ -149,7 +149,7 @@ def test_ask_json_prints_one_object_whatever_a_tool_prints(tmp_path: Path, datab
     write_folder(tmp_path / "sub_graphs", "noisy", code=NOISY_TOOL)
     with OpenAICompatibleServer([[("noisy_run", {})], "Printed."]) as server:
         done = run_process(
-            "ask", "--json", "print",
+            "ask", "--answers-from-stdin", "--json", "print",
             home=tmp_path, stdin="y\n", server=server, database_url=database_url,
         )
 
@@ -169,7 +169,7 @@ def test_a_thread_a_tool_leaves_running_does_not_hold_the_exit(tmp_path: Path, d
     )
     with OpenAICompatibleServer([[("lingering_run", {})], "Started."]) as server:
         done = run_process(
-            "ask", "go", home=tmp_path, stdin="y\n", server=server, database_url=database_url
+            "ask", "--answers-from-stdin", "go", home=tmp_path, stdin="y\n", server=server, database_url=database_url
         )
     exited_first = not done_marker.exists()
     gate.write_text("open")

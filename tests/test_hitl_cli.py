@@ -348,7 +348,7 @@ def test_ask_answers_two_questions_from_stdin_and_resumes_once(cli, tmp_path: Pa
     script = [[("files_tidy", {"path": "a"}), ("files_tidy", {"path": "b"})], "Done."]
     with OpenAICompatibleServer(script) as server:
         done = cli(
-            "ask", "--json", "clean up", cwd=tmp_path, stdin='y\ne\n{"path": "z"}\nn nope\n',
+            "ask", "--answers-from-stdin", "--json", "clean up", cwd=tmp_path, stdin='y\ne\n{"path": "z"}\nn nope\n',
             env_extra=server_env(server),
         )
 
@@ -375,7 +375,7 @@ def test_end_of_input_rejects_every_question_in_ask(cli, tmp_path: Path):
     entered, tidied = asking_folder(tmp_path)
     script = [[("files_tidy", {"path": "a"}), ("files_tidy", {"path": "b"})], "Nothing tidied."]
     with OpenAICompatibleServer(script) as server:
-        done = cli("ask", "clean up", cwd=tmp_path, stdin="y\n", env_extra=server_env(server))
+        done = cli("ask", "--answers-from-stdin", "clean up", cwd=tmp_path, stdin="y\n", env_extra=server_env(server))
 
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "Nothing tidied."
@@ -449,7 +449,7 @@ def test_requests_show_prints_each_event_with_its_time(cli, tmp_path: Path):
     asking_folder(tmp_path)
     script = [[("files_tidy", {"path": "a"})], "Tidied a."]
     with OpenAICompatibleServer(script) as server:
-        asked = cli("ask", "--json", "tidy a", cwd=tmp_path, stdin="y\ny\n", env_extra=server_env(server))
+        asked = cli("ask", "--answers-from-stdin", "--json", "tidy a", cwd=tmp_path, stdin="y\ny\n", env_extra=server_env(server))
     [call] = json.loads(asked.stdout)["tool_calls"]
 
     shown = cli("requests", "show", call["request_id"], cwd=tmp_path)
@@ -527,7 +527,7 @@ def test_a_gated_call_three_levels_down_answered_in_ask_and_shown_by_requests_sh
     ]
     stdin = 'y\ny\ny\ne\n{"what": "logs"}\n'  # three folders approved, then the edit
     with OpenAICompatibleServer(script) as server:
-        asked = cli("ask", "--json", "clear the cache", cwd=tmp_path, stdin=stdin, env_extra=server_env(server))
+        asked = cli("ask", "--answers-from-stdin", "--json", "clear the cache", cwd=tmp_path, stdin=stdin, env_extra=server_env(server))
 
     assert asked.returncode == 0, asked.stderr
     assert "[1/1] approval · top › mid · leaf_clear" in asked.stderr

@@ -122,7 +122,7 @@ async def test_a_killed_non_idempotent_call_is_never_run_again(
         gate.write_text("open")  # a second run would finish now: it must not start at all
         after = subprocess.run(
             [sys.executable, "-m", "orchestrator", "ask", "-s", session, "and now?"],
-            capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120,
+            stdin=subprocess.DEVNULL, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120,
         )
 
     assert after.returncode == 0, after.stderr
@@ -255,7 +255,7 @@ async def ask_then_open(
     with open(tmp_path / "after.err", "w") as errors:
         after = subprocess.Popen(
             [sys.executable, "-m", "orchestrator", "ask", "-s", session, "and now?"],
-            stdout=subprocess.PIPE, stderr=errors, text=True, cwd=tmp_path, env=env,
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors, text=True, cwd=tmp_path, env=env,
         )
         try:
             await wait_for(lambda: waiting in (tmp_path / "after.err").read_text(), after)

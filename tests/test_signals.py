@@ -71,7 +71,7 @@ async def test_ctrl_c_cancels_the_turn_and_the_chat_goes_on(
         chat.stdin.write("what now?\n")
         chat.stdin.close()
         assert chat.wait(timeout=120) == 0, (tmp_path / "err.txt").read_text()
-        reopened = start(["ask", "-s", session, "hi"], home=tmp_path, env=env)
+        reopened = start(["ask", "--answers-from-stdin", "-s", session, "hi"], home=tmp_path, env=env)
         assert reopened.wait(timeout=120) == 0, (tmp_path / "err.txt").read_text()
 
     assert (tmp_path / "out.txt").read_text() == "Hello again.\n"
@@ -91,7 +91,7 @@ def test_ask_json_interrupted_still_prints_one_object(tmp_path: Path, database_u
     write_folder(tmp_path / "sub_graphs", "gated", code=GATED_TOOL.format(started=str(started), gate=str(gate)))
     with OpenAICompatibleServer([[("gated_run", {})]]) as server:
         env = {**server_env(server), "DATABASE_URL": database_url, "ORCHESTRATOR_EMBEDDINGS": "none"}
-        ask = start(["ask", "--json", "-s", "interrupted", "run it"], home=tmp_path, env=env)
+        ask = start(["ask", "--answers-from-stdin", "--json", "-s", "interrupted", "run it"], home=tmp_path, env=env)
         ask.stdin.write("y\n")
         ask.stdin.close()
         wait_until(started.exists, ask, tmp_path)
@@ -101,6 +101,9 @@ def test_ask_json_interrupted_still_prints_one_object(tmp_path: Path, database_u
     body = json.loads((tmp_path / "out.txt").read_text())
     assert body["error"] == "interrupted (SIGINT)"
     assert body["session_id"] == "interrupted"
+    # the keys of any other ending (issue 27, item 15): no answer, what was spent so far
+    assert body["answer"] is None and body["budget_stop"] is None and body["follow_ups"] == []
+    assert {"iterations", "tool_calls", "questions", "usage", "cost_usd", "user_id"} <= set(body)
 
 
 def test_sigterm_and_sighup_stop_the_embedded_server(tmp_path: Path):

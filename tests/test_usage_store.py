@@ -120,7 +120,7 @@ def test_a_continued_session_counts_what_it_spent_before_against_its_budget(cli,
         second = cli(*ask, "second", cwd=tmp_path, env_extra=priced_env(server, **budget))
 
     assert first.returncode == 0, first.stderr
-    assert second.returncode == 0, second.stderr
+    assert second.returncode == 3, "a budget stop is no success (issue 27, item 15)"
     assert len(server.requests) == 1, "no model call once the session's budget is spent"
     assert second.stdout.startswith("Stopped before passing the session budget of $0.002")
 
@@ -148,7 +148,8 @@ def test_usage_prints_tokens_and_cost_per_day_and_model(cli, tmp_path: Path):
     )
     body = json.loads(as_json.stdout)
     assert body["days"][today]["models"]["mystery"]["cost_usd"] is None
-    assert body["total"]["cost_usd"] == pytest.approx(0.002)
+    assert body["total"]["cost_usd"] is None, "a price is unknown: no total, as in ask --json"
+    assert body["total"]["model_cost_usd"] == pytest.approx(0.002), "what is known"
     assert body["total"]["price_unknown"] == ["mystery"]
 
 

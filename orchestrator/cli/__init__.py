@@ -1,4 +1,4 @@
-"""The `orchestrator` command: chat and ask, plus tools, new-agent, db, requests, mcp and usage."""
+"""The `orchestrator` command: chat and ask, plus tools, new-agent, db, requests, sessions, mcp and usage."""
 
 from __future__ import annotations
 
@@ -9,18 +9,38 @@ import sys
 import threading
 from typing import Annotated
 
+import click
 import typer
 
 from orchestrator.cli.chat import ask, chat
 from orchestrator.cli.common import err
 from orchestrator.cli.manage import db_app, new_agent, requests_app, tools_app
 from orchestrator.cli.mcp import mcp_app
+from orchestrator.cli.sessions import sessions_app
 from orchestrator.cli.usage import usage
 
 INTERNAL_ERROR = (
     "error: internal error ({error}); set ORCHESTRATOR_LOG_LEVEL=DEBUG to see the traceback"
 )
 LEFTOVER_THREADS = "note: not waiting for {count} thread(s) still running ({names}); exiting"
+
+
+
+def _flags_without_a_type() -> None:
+    """Typer writes `<bool>` after every flag in `--help` (`--help` too): a flag takes no value."""
+    from typer.core import TyperOption
+
+    typed = getattr(TyperOption, "display_type_rich", None)
+    if typed is None:  # a typer that never showed types
+        return
+
+    def display_type_rich(self: TyperOption, ctx: click.Context) -> str | None:
+        return None if self.is_flag else typed(self, ctx)
+
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+
+
+_flags_without_a_type()
 
 app = typer.Typer(
     add_completion=False,
@@ -54,6 +74,7 @@ app.add_typer(tools_app, name="tools")
 app.command("new-agent")(new_agent)
 app.add_typer(db_app, name="db")
 app.add_typer(requests_app, name="requests")
+app.add_typer(sessions_app, name="sessions")
 app.add_typer(mcp_app, name="mcp")
 app.command()(usage)
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.markup import escape
 
-from orchestrator.cli.common import JsonOption, UserOption, err, identifier, out
+from orchestrator.cli.common import JsonOption, UserOption, err, identifier, out, user_errors
 from orchestrator.cli.signals import Interrupts
 from orchestrator.cli.startup import Startup, run_command
 
@@ -30,19 +30,37 @@ SessionOption = Annotated[
     str | None,
     typer.Option("--session", "-s", help="Continue this session id (default: new).", callback=identifier),
 ]
+ContinueOption = Annotated[
+    bool, typer.Option("--continue", "-c", help="Go on with your latest session.")
+]
+ResumeOption = Annotated[
+    bool, typer.Option("--resume", "-r", help="Choose one of your recent sessions to go on with.")
+]
 HISTORY_FILE = "chat_history"
+ONE_SESSION = "give one of --session, --continue and --resume"
 
 
-def chat(user: UserOption = "local", session: SessionOption = None) -> None:
+def chat(
+    user: UserOption = "local",
+    session: SessionOption = None,
+    latest: ContinueOption = False,
+    pick: ResumeOption = False,
+) -> None:
     """Chat with the assistant; lines may be piped in, end of input ends the session."""
+    if sum((session is not None, latest, pick)) > 1:
+        raise typer.BadParameter(ONE_SESSION)
 
     async def run(startup: Startup, runtime: Runtime) -> int:
         from orchestrator.cli.questions import question_asker
         from orchestrator.cli.repl import ChatRepl
+        from orchestrator.cli.sessions import chosen_session
         from orchestrator.cli.turns import resume_turn
 
-        conversation = _open_session(runtime, user, session)
         lines, on_terminal = _line_source(startup)
+        chosen = await chosen_session(
+            runtime, user, session_id=session, latest=latest, pick=pick, lines=lines
+        )
+        conversation = _open_session(runtime, user, chosen)
         with question_asker(
             interrupts=startup.interrupts, err=err, lines=lines, on_terminal=on_terminal
         ) as asker:
@@ -64,22 +82,44 @@ def chat(user: UserOption = "local", session: SessionOption = None) -> None:
     raise typer.Exit(run_command(run, messages_on_stdin=True))
 
 
+AnswersOption = Annotated[
+    bool,
+    typer.Option(
+        "--answers-from-stdin",
+        help="Standard input holds the answers to questions, one a line, not message text.",
+    ),
+]
+
+
 def ask(
-    text: Annotated[str, typer.Argument(help="The message to send.")],
+    text: Annotated[
+        str, typer.Argument(help="The message to send ('-': standard input alone).")
+    ],
     user: UserOption = "local",
     session: SessionOption = None,
     as_json: JsonOption = False,
+    answers_from_stdin: AnswersOption = False,
 ) -> None:
     """Send one message and print the answer (--json: answer, tool_calls, questions, iterations).
 
-    Questions the turn asks are answered from standard input, one line each (or
-    on the terminal when there is one); end of input rejects those left.
+    Piped standard input is sent too, before the message. Questions the turn
+    asks are asked on the terminal; with none, they are rejected, or, with
+    --answers-from-stdin, answered from standard input, one line each. A
+    budget that stops the turn makes the exit status 3.
     """
+    from orchestrator.cli.ask_input import message_to_send
+
+    with user_errors():
+        text = message_to_send(text, answers_from_stdin=answers_from_stdin)
 
     async def run(startup: Startup, runtime: Runtime) -> int:
         from orchestrator.cli.questions import question_asker
+        from orchestrator.cli.sessions import chosen_session
 
-        conversation = _open_session(runtime, user, session)
+        chosen = await chosen_session(
+            runtime, user, session_id=session, latest=False, pick=False, lines=None
+        )
+        conversation = _open_session(runtime, user, chosen)
         with question_asker(interrupts=startup.interrupts, err=err) as asker:
             if as_json:
                 return await _ask_json(runtime, conversation, text, startup.interrupts, asker)
@@ -89,6 +129,7 @@ def ask(
 
 
 async def _ask(runtime: Runtime, session: Session, text: str, asker: QuestionAsker) -> int:
+    from orchestrator.cli.ask_input import exit_status
     from orchestrator.cli.cost import show_turn_cost
     from orchestrator.cli.repl import show_background_results
     from orchestrator.cli.turns import rendered_turn, resume_turn
@@ -109,7 +150,7 @@ async def _ask(runtime: Runtime, session: Session, text: str, asker: QuestionAsk
     left = await session.pending()  # a background task's follow-up turn may ask too
     if left and await _rendered_answers(session, left, asker) is None:
         return 1
-    return 0 if result is not None else 1
+    return exit_status(result)
 
 
 async def _rendered_answers(
@@ -144,6 +185,7 @@ async def _json_turn(
     asker: QuestionAsker,
     print_json: Callable[[dict[str, object]], None],
 ) -> int:
+    from orchestrator.cli.ask_input import exit_status, turn_json
     from orchestrator.cli.turns import failure_line
 
     follow_ups: list[dict[str, object]] = []
@@ -165,15 +207,16 @@ async def _json_turn(
         await _quiet_answers(session, await session.pending(), asker)
     except asyncio.CancelledError:
         name = interrupts.received.name if interrupts.received else "cancelled"
-        print_json({"error": f"interrupted ({name})", "follow_ups": follow_ups, **body})
+        stopped = turn_json(None, session=session, error=f"interrupted ({name})")
+        print_json({**stopped, "follow_ups": follow_ups, **body})
         raise
     except Exception as error:
         line = failure_line(error)
         err.print(f"error: {line}", markup=False, highlight=False)
-        print_json({"error": line, **body})
+        print_json({**turn_json(None, session=session, error=line), "follow_ups": follow_ups, **body})
         return 1
-    print_json({**result.to_json(), "follow_ups": follow_ups, **body})
-    return 0
+    print_json({**turn_json(result, session=session), "follow_ups": follow_ups, **body})
+    return exit_status(result)
 
 
 async def _quiet_answers(

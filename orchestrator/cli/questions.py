@@ -20,6 +20,7 @@ from rich.console import Console
 
 from orchestrator.cli.answers import EditWanted, Unclear, hint, read_arguments, read_choice, show_questions
 from orchestrator.cli.common import shown
+from orchestrator.cli.invocation import command_name
 from orchestrator.cli.prompts import person_terminal
 from orchestrator.cli.signals import Interrupts
 from orchestrator.session import PendingQuestion, TurnResult
@@ -33,7 +34,7 @@ EXIT = ("/exit", "/quit")
 ENDED = RejectDecision(type="reject", message="no answer: the person's input ended")
 LEFT_OPEN = (
     "{count} question(s) left open; "
-    "`orchestrator chat --session {session}` asks them again"
+    "`{command} chat --session {session}` asks them again"
 )
 Resume = Callable[[dict[str, Decision]], Awaitable[TurnResult | None]]
 
@@ -187,7 +188,9 @@ async def answer_until_done(
                     result = await resume(decisions)
                     questions = result.questions if result is not None else []
                 if questions:
-                    left_open = LEFT_OPEN.format(count=len(questions), session=session_id)
+                    left_open = LEFT_OPEN.format(
+                        count=len(questions), session=session_id, command=command_name()
+                    )
                     asker.channel.console.print(left_open, markup=False, highlight=False)
                 return None, True
             left = [q for q in questions if q.id not in decisions]

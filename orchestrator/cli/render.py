@@ -9,6 +9,7 @@ from rich.markup import escape
 from rich.status import Status
 from rich.text import Text
 
+from orchestrator.cli.markdown_out import MarkdownBlocks, print_markdown
 from orchestrator.events import BACKGROUND, Stage, ToolEvent, ToolPhase
 from orchestrator.session import TurnEvent, TurnResult
 from orchestrator.tools.untrusted import shown_name
@@ -44,6 +45,8 @@ class TurnRenderer:
 
     Answers go to `out` (stdout); everything else goes to `err` (stderr). The
     spinner only ever runs on a line of its own: it is stopped while text streams.
+    When `out` is a terminal, answers are rendered as Markdown, a finished block
+    at a time; piped, they are the model's text as it streams.
     """
 
     def __init__(self, *, out: Console, err: Console) -> None:
@@ -51,6 +54,8 @@ class TurnRenderer:
         self.err = err
         self.streamed: dict[str | None, list[str]] = {}  # per reply, the text shown of it
         self._mid_line = False
+        self._blocks = MarkdownBlocks() if out.is_terminal else None
+        self._printed_block = False  # blocks are set apart by a blank line
         self._status: Status | None = err.status("") if err.is_terminal else None
         self._show(STAGE_TEXT[Stage.SUBMITTED])
 
@@ -76,35 +81,56 @@ class TurnRenderer:
         self._stop_status()
         shown = "".join(self.streamed.get(result.answer_id, []))
         if not shown:
+            self._flush()
             self._end_line()
             self._write(result.answer)
         elif result.answer.startswith(shown):  # a consumer that missed the end of the reply
             self._write(result.answer[len(shown) :])
+        self._flush()
         self._end_line()
 
     def fail(self, message: str) -> None:
         """End the turn with a one-line error."""
         self._stop_status()
+        self._flush()
         self._end_line()
         self.err.print(f"[red]error:[/red] {escape(message)}", highlight=False)
 
     def cancelled(self) -> None:
         """End a turn the user cancelled."""
         self._stop_status()
+        self._flush()
         self._end_line()
         self.err.print("[yellow]cancelled[/yellow]")
 
     def _token(self, text: str, message_id: str | None) -> None:
         self._stop_status()
         if self.streamed and message_id not in self.streamed:
+            self._flush()
             self._end_line()  # a new reply after text that came with tool calls
         self.streamed.setdefault(message_id, []).append(text)
         self._write(text)
 
     def _write(self, text: str) -> None:
+        if self._blocks is not None:
+            for block in self._blocks.feed(text):
+                self._block(block)
+            return
         self.out.print(answer_text(text), end="", markup=False, highlight=False, soft_wrap=True)
         if text:
             self._mid_line = not text.endswith("\n")
+
+    def _block(self, block: str) -> None:
+        """One finished Markdown block on the terminal, a blank line after the one before."""
+        if self._printed_block:
+            self.out.print()
+        print_markdown(self.out, answer_text(block))
+        self._printed_block = True
+
+    def _flush(self) -> None:
+        """Print the block still waiting for its end (the reply ended, or was cut short)."""
+        if self._blocks is not None and (rest := self._blocks.rest()):
+            self._block(rest)
 
     def _end_line(self) -> None:
         if self._mid_line:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Coroutine
+import time
+from collections.abc import Awaitable, Callable, Coroutine
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool
@@ -14,6 +15,7 @@ from rich.markup import escape
 from orchestrator.cli.answers import show_questions
 from orchestrator.cli.common import display_path, shown
 from orchestrator.cli.cost import cost_table, show_turn_cost
+from orchestrator.cli.invocation import command_name
 from orchestrator.cli.questions import AnswerChannel, QuestionAsker, answer_until_done
 from orchestrator.cli.render import answer_text, shown_name
 from orchestrator.cli.signals import Interrupts
@@ -32,17 +34,21 @@ HELP = """\
 [bold]/tools[/bold]      the tools the assistant can call
 [bold]/history[/bold]    this session's messages
 [bold]/tasks[/bold]      background tasks of this session, running and finished
-[bold]/cancel ID[/bold]  cancel a running background task
+[bold]/cancel ID[/bold]  cancel a running background task (the start of its id will do)
 [bold]/pending[/bold]    the questions this session's turn waits on
+[bold]/requests[/bold]   this session's tool calls: ids, status and how long each took
 [bold]/cost[/bold]       this session's tokens by model, cost and time
 [bold]/exit[/bold]       end the session (also /quit, Ctrl-D, or Ctrl-C twice)
 Anything else is a message to the assistant. Ctrl-C cancels a running turn.
-A question the assistant asks takes one line: y approves, n [reason] rejects,
+A question the assistant asks takes one line: y approves, n \\[reason] rejects,
 e edits (new arguments as JSON on the next line); an ask_human question takes
 your answer. Ctrl-C at a question rejects it."""
 COMMANDS = (
-    "/help", "/tools", "/history", "/tasks", "/cancel", "/pending", "/cost", "/exit", "/quit"
+    "/help", "/tools", "/history", "/tasks", "/cancel", "/pending", "/requests", "/cost", "/exit",
+    "/quit",
 )
+# A Ctrl-C this soon after the one that cancelled a turn is the same keypress repeated, not "exit".
+REPEATED_CTRL_C_SECONDS = 1.0
 EXIT_HINT = "[dim](Ctrl-C again to exit, or Ctrl-D)[/dim]"
 UNKNOWN_COMMAND = "Unknown command {command}; /help lists the commands."
 PREVIEW_CHARS = 200
@@ -73,6 +79,7 @@ class ChatRepl:
         out: Console,
         err: Console,
         asker: QuestionAsker | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.runtime = runtime
         self.session = session
@@ -86,6 +93,8 @@ class ChatRepl:
         self.costs = out if out.is_terminal else err  # where each turn's cost line goes
         self.failed_turns = 0
         self._exit_armed = False  # the last thing was a Ctrl-C: another one at the prompt exits
+        self._clock = clock
+        self._cancelled_at: float | None = None  # when a Ctrl-C last cancelled a turn
         self._ended = False  # the input ended at a question
         self._questions_left = False  # a follow-up turn paused on questions meanwhile
         show_background_results(runtime, session, out=out, err=err, costs=self.costs)
@@ -110,6 +119,8 @@ class ChatRepl:
             try:
                 line = await self.lines.readline()
             except KeyboardInterrupt:  # Ctrl-C at an empty prompt
+                if self._repeated_ctrl_c():
+                    continue
                 if self._exit_armed:
                     break
                 self._exit_armed = True
@@ -128,7 +139,8 @@ class ChatRepl:
             await self.turn(line)
         if self.session.storage is not None and not self._ended:  # ended: the questions' line said it
             session_id = self.session.session_id
-            self.err.print(f"[dim]session {session_id} kept · orchestrator chat --session {session_id}[/dim]")
+            again = f"{command_name()} chat --session {session_id}"
+            self.err.print(f"[dim]session {session_id} kept · {escape(again)}[/dim]", highlight=False)
         return 1 if self.failed_turns else 0
 
     async def turn(self, text: str) -> None:
@@ -172,12 +184,19 @@ class ChatRepl:
                 if asyncio.current_task().cancelling():  # type: ignore[union-attr]
                     raise  # the command itself is ending
                 self._exit_armed = True
+                self._cancelled_at = self._clock()
                 self.err.print(EXIT_HINT)
                 return None
         if result is None:
             self.failed_turns += 1
         show_turn_cost(result, self.costs)
         return result
+
+    def _repeated_ctrl_c(self) -> bool:
+        """Whether this Ctrl-C came right after the one that cancelled a turn (then it is ignored)."""
+        if self._cancelled_at is None:
+            return False
+        return self._clock() - self._cancelled_at < REPEATED_CTRL_C_SECONDS
 
     async def command(self, line: str) -> bool:
         """Run a slash command; False ends the session."""
@@ -196,6 +215,8 @@ class ChatRepl:
             self.cancel(line.split()[1:])
         elif command == "/pending":
             await self.show_pending()
+        elif command == "/requests":
+            await self.show_requests()
         elif command == "/cost":
             self.out.print(cost_table(self.session.usage), highlight=False)
         else:
@@ -239,12 +260,49 @@ class ChatRepl:
             )
 
     def cancel(self, arguments: list[str]) -> None:
+        """Cancel the running task whose id is, or starts with, the one given."""
         if len(arguments) != 1:
             self.err.print("usage: /cancel ID (/tasks lists the ids)")
-        elif self.runtime.tasks.cancel(arguments[0]):
-            self.out.print(f"cancelling task {escape(arguments[0])}")
+            return
+        given = arguments[0]
+        running = [
+            task.task_id
+            for task in self.runtime.tasks.of_session(self.session.session_id)
+            if task.status == "running" and task.task_id.startswith(given)
+        ]
+        if len(running) > 1 and given not in running:
+            self.err.print(f"{escape(given)} starts several running tasks' ids: {', '.join(running)}")
+            return
+        task_id = given if given in running or not running else running[0]
+        if self.runtime.tasks.cancel(task_id):
+            self.out.print(f"cancelling task {escape(task_id)}")
         else:
-            self.err.print(f"No running task {escape(arguments[0])}; /tasks lists them.")
+            self.err.print(f"No running task {escape(given)}; /tasks lists them.")
+
+    async def show_requests(self) -> None:
+        """The session's tool calls: request id, name, status and how long each took."""
+        from orchestrator.store.session_list import session_calls
+
+        storage = self.session.storage
+        if storage is None:
+            self.out.print("No request log: this session is not stored.")
+            return
+        try:
+            calls = await session_calls(
+                storage.database, self.session.session_id, user_id=self.session.user_id
+            )
+        except Exception as error:  # the chat goes on
+            self.err.print(f"[red]error:[/red] {escape(failure_line(error))}", highlight=False)
+            return
+        if not calls:
+            self.out.print("No tool calls in this session yet.")
+        for call in calls:
+            took = "running" if call.seconds is None else f"{call.seconds:.2f}s"
+            state = call.outcome or call.status
+            self.out.print(
+                f"{'  ' if call.nested else ''}{call.request_id}  {shown(call.name)}  {state}  {took}",
+                highlight=False,
+            )
 
     def show_tools(self) -> None:
         """The tools the model can call, then each sub-agent with the tree below it."""

@@ -124,7 +124,7 @@ class TerminalLines:
             history=remembered,
             completer=_SlashCommands(names) if names else None,
             reserve_space_for_menu=8 if names else 0,  # no menu: no blank lines under the prompt
-            key_bindings=_bindings(),
+            key_bindings=_bindings(names),
             input=create_input(terminal.input) if terminal is not None else None,
             output=create_output(terminal.output) if terminal is not None else None,
         )
@@ -139,8 +139,22 @@ class TerminalLines:
                 return None
 
 
-def _bindings() -> KeyBindings:
+def _bindings(commands: list[str]) -> KeyBindings:
     bindings = KeyBindings()
+
+    @bindings.add("tab")
+    def _complete(event: KeyPressEvent) -> None:
+        # A unique command is completed at once, not by a menu filled in the background:
+        # an Enter typed right after the Tab then sends the whole command.
+        buffer = event.app.current_buffer
+        text = buffer.document.text_before_cursor
+        found = _SlashCommands.matching(commands, text)
+        if len(found) == 1 and not buffer.complete_state:
+            buffer.insert_text(found[0][len(text) :])
+        elif buffer.complete_state:
+            buffer.complete_next()
+        else:
+            buffer.start_completion(insert_common_part=True)
 
     @bindings.add("c-c")
     def _interrupt(event: KeyPressEvent) -> None:
@@ -162,10 +176,15 @@ class _SlashCommands(Completer):
 
     def get_completions(self, document: Document, event: CompleteEvent) -> Iterator[Completion]:
         text = document.text_before_cursor
-        if text.startswith("/") and " " not in text:
-            for command in self.commands:
-                if command.startswith(text):
-                    yield Completion(command, start_position=-len(text))
+        for command in self.matching(self.commands, text):
+            yield Completion(command, start_position=-len(text))
+
+    @staticmethod
+    def matching(commands: list[str], text: str) -> list[str]:
+        """The commands `text` (the line so far) is the start of."""
+        if not text.startswith("/") or " " in text:
+            return []
+        return [command for command in commands if command.startswith(text)]
 
 
 @contextmanager

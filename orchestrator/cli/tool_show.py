@@ -32,6 +32,7 @@ from orchestrator.levels import (
 from orchestrator.settings import env_name, hide_passwords
 from orchestrator.tools.approval import ApprovalStore, Status
 from orchestrator.tools.discovery import Discovery, ToolFolder, ToolNode
+from orchestrator.usage.money import usd
 
 if TYPE_CHECKING:
     from orchestrator.settings import Settings
@@ -332,7 +333,7 @@ def _calls_text(calls: object) -> str:
     assert isinstance(calls, dict)
     flags = [name for name in ("background", "idempotent") if calls[name]]
     if calls.get("max_cost_usd") is not None:
-        flags.append(f"at most ${calls['max_cost_usd']:g} a call")
+        flags.append(f"at most {usd(float(calls['max_cost_usd']))} a call")
     return (
         f"  calls: timeout {_value(calls['timeout_seconds'])} s (from {calls['timeout_from']}), "
         f"max_retries {calls['max_retries']}{''.join(f', {flag}' for flag in flags)}"

@@ -129,4 +129,5 @@ def _one_model(name: str, row: Row[tuple[object, ...]], tokens: TokenCount) -> T
 
 
 def _totals_json(totals: Totals) -> dict[str, object]:
-    return {**totals.to_json(), "cost_usd": totals.cost_usd}
+    # As `ask --json`: no total when a price is unknown (the known part is model_cost_usd's).
+    return {**totals.to_json(), "cost_usd": totals.cost_usd if totals.priced else None}
