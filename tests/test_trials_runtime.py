@@ -3,21 +3,26 @@ tool exits, redaction of the embedded server's passwords, embeddings drained at 
 
 from __future__ import annotations
 
+import json
 import os
 import stat
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from langchain_core.tools import tool
+from langchain_core.tools import StructuredTool, tool
 
 from orchestrator.private import open_private_log, private_data_dir
 
 from orchestrator.runtime import Runtime
 from orchestrator.settings import load_settings
-from orchestrator.testing import OpenAICompatibleServer
+from orchestrator.testing import OpenAICompatibleServer, call_tools
+from orchestrator.tools import json_check
+from orchestrator.tools.adapter import langchain_tools
 from orchestrator.testing.openai_server import RawReply, RawToolCall
 from orchestrator.usage.prices import ModelPrice
+from tests.helpers import make_session
 
 # --- 6. a streamed reply without usage is unknown, and budgets still hold -----------------
 
@@ -116,3 +121,125 @@ def test_a_new_log_is_private_and_so_is_its_folder(tmp_path: Path, open_umask):
     with open_private_log(log, levels=2) as file:
         file.write("key=abc\n")
     assert (mode(log), mode(log.parent), mode(log.parent.parent)) == (0o600, 0o700, 0o700)
+
+
+# --- 8. GeneratorExit from a tool fails its call only ------------------------------------
+
+
+@tool
+async def closer() -> str:
+    """Raise GeneratorExit, as a tool's broken generator code might."""
+    raise GeneratorExit
+
+
+@pytest.mark.parametrize("blocking", [False, True], ids=["async", "sync"])
+async def test_a_tool_raising_generator_exit_fails_only_its_call(scripted, blocking):
+    from tests.test_execution import raiser
+
+    name = "raiser_go"
+    model = scripted(call_tools((name, {})), "It failed.")
+    tools = langchain_tools(raiser(GeneratorExit(), blocking=blocking))
+    result = await make_session(model, tools).run("go")
+
+    assert result.answer == "It failed."
+    assert [c.status for c in result.tool_calls] == ["failure"]
+    assert json.loads(model.received[1][-1].text)["message"] == f"{name} failed: GeneratorExit"
+
+
+async def test_a_langchain_tool_raising_generator_exit_fails_only_its_call(scripted):
+    model = scripted(call_tools(("closer", {})), "It failed.")
+    result = await make_session(model, [closer]).run("go")
+
+    assert result.answer == "It failed."
+    assert [c.status for c in result.tool_calls] == ["failure"]
+    assert json.loads(model.received[1][-1].text)["message"] == "closer failed: GeneratorExit"
+
+
+# --- 8. a schema's pattern is checked off the event loop, within the call's timeout --------
+
+# Backtracks for ever on "aaaa…b" in Python's `re` and in `regex` alike.
+CATASTROPHIC = r"^(a|a)*$"
+
+
+def patterned_tool(ran: list[str], *, timeout: float) -> StructuredTool:
+    async def code(code: str) -> str:
+        ran.append(code)
+        return "accepted"
+
+    schema = {
+        "type": "object",
+        "properties": {"code": {"type": "string", "pattern": CATASTROPHIC}},
+        "required": ["code"],
+    }
+    return StructuredTool.from_function(
+        coroutine=code,
+        name="coded",
+        description="Take a code.",
+        args_schema=schema,
+        metadata={"timeout_seconds": timeout},
+    )
+
+
+async def test_a_pattern_that_never_ends_fails_the_call_at_its_timeout_off_the_loop(
+    scripted, monkeypatch: pytest.MonkeyPatch
+):
+    threads: list[bool] = []
+    search = json_check.regex.search
+
+    def watched(*args: object, **kwargs: object) -> object:
+        threads.append(threading.current_thread() is threading.main_thread())
+        return search(*args, **kwargs)
+
+    monkeypatch.setattr(json_check.regex, "search", watched)
+    ran: list[str] = []
+    model = scripted(
+        call_tools(("coded", {"code": "a" * 40 + "b"}), ("coded", {"code": "aaa"})), "Done."
+    )
+    result = await make_session(model, [patterned_tool(ran, timeout=0.5)]).run("go")
+
+    assert [c.status for c in result.tool_calls] == ["failure", "success"]
+    messages = [json.loads(m.text)["message"] for m in model.received[1][-2:]]
+    assert "could not be checked within 0.5s" in messages[0]
+    assert ran == ["aaa"], "only the call whose arguments were checked ran"
+    assert threads and not any(threads), "patterns are matched off the event loop's thread"
+
+
+# --- 8 and 16: an edit nested too deep is asked again; an unknown key is named -------------
+
+
+@tool
+async def files_delete(path: str) -> str:
+    """Delete a file."""
+    return f"deleted {path}"
+
+
+async def test_an_edit_with_an_unknown_key_is_asked_again_naming_it(scripted):
+    from tests.test_hitl import answer, answer_only, edit_to, questions, session_over
+
+    model = scripted(call_tools(("files_delete", {"path": "a.txt"})), "Deleted.")
+    session = session_over(model, [files_delete])
+    await session.run("delete a.txt")
+
+    await answer_only(session, edit_to("files_delete", {"pth": "b.txt"}))
+    [again] = await questions(session)
+    problem = again.value["problem"]
+    assert "'pth'" in problem and "files_delete does not take" in problem and "path" in problem
+    await answer(session, {again.id: edit_to("files_delete", {"path": "b.txt"})})
+    assert (await session.history())[-1].text == "Deleted."
+
+
+def test_ask_asks_again_for_an_edit_nested_too_deep(cli, tmp_path: Path):
+    from tests.helpers import server_env
+    from tests.test_hitl_cli import asking_folder, lines_of
+
+    _, tidied = asking_folder(tmp_path)
+    deep = "[" * 100_000 + "]" * 100_000
+    stdin = f'y\ne\n{{"path": {deep}}}\n{{"path": "z"}}\n'
+    with OpenAICompatibleServer([[("files_tidy", {"path": "a"})], "Done."]) as server:
+        done = cli("ask", "tidy a", cwd=tmp_path, stdin=stdin, env_extra=server_env(server))
+
+    assert done.returncode == 0, done.stderr
+    assert "Nested more than 64 deep" in done.stderr
+    assert "RecursionError" not in done.stderr + done.stdout
+    assert done.stdout.splitlines() == ["Done."]
+    assert lines_of(tidied) == ["z"]
