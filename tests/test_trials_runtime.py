@@ -17,6 +17,8 @@ from orchestrator.private import open_private_log, private_data_dir
 
 from orchestrator.runtime import Runtime
 from orchestrator.settings import load_settings
+from orchestrator.store.embedded import PGDATA, embedded_logins
+from orchestrator.store.logins import APP_ROLE, SECRETS_DIR, SUPERUSER
 from orchestrator.testing import OpenAICompatibleServer, call_tools
 from orchestrator.tools import json_check
 from orchestrator.tools.adapter import langchain_tools
@@ -243,3 +245,29 @@ def test_ask_asks_again_for_an_edit_nested_too_deep(cli, tmp_path: Path):
     assert "RecursionError" not in done.stderr + done.stdout
     assert done.stdout.splitlines() == ["Done."]
     assert lines_of(tidied) == ["z"]
+
+
+# --- 9. the embedded server's own passwords are redacted ----------------------------------
+
+
+async def test_the_embedded_servers_passwords_never_reach_the_model(
+    scripted, embedded_dir: Path, postgres_url: str
+):
+    secrets = embedded_dir / PGDATA / SECRETS_DIR
+    leaked = {role: (secrets / role).read_text().strip() for role in (SUPERUSER, APP_ROLE)}
+
+    @tool
+    async def connect() -> str:
+        """Connect to the database."""
+        raise RuntimeError(
+            f"connection failed: password={leaked[SUPERUSER]} (app: {leaked[APP_ROLE]})"
+        )
+
+    embedded_logins(embedded_dir)  # as every command that uses the database starts
+    model = scripted(call_tools(("connect", {})), "It failed.")
+    result = await make_session(model, [connect]).run("connect")
+
+    message = json.loads(model.received[1][-1].text)["message"]
+    assert [c.status for c in result.tool_calls] == ["failure"]
+    expected = "connection failed: password=[redacted] (app: [redacted])"
+    assert message == f"connect failed: RuntimeError: {expected}"
