@@ -5,19 +5,28 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from langchain_core.tools import StructuredTool, tool
+from sqlalchemy import text
 
 from orchestrator.private import open_private_log, private_data_dir
 
 from orchestrator.runtime import Runtime
 from orchestrator.settings import load_settings
+from orchestrator.store import embed_later as embed_later_module
+from orchestrator.store import embeddings as embeddings_module
+from orchestrator.store import storage as storage_module
 from orchestrator.store.embedded import PGDATA, embedded_logins
+from orchestrator.store.embeddings import EMBEDDABLE, Embedder
+from orchestrator.store.engine import Database
+from orchestrator.store.storage import Storage
 from orchestrator.store.logins import APP_ROLE, SECRETS_DIR, SUPERUSER
 from orchestrator.testing import OpenAICompatibleServer, call_tools
 from orchestrator.tools import json_check
@@ -271,3 +280,66 @@ async def test_the_embedded_servers_passwords_never_reach_the_model(
     assert [c.status for c in result.tool_calls] == ["failure"]
     expected = "connection failed: password=[redacted] (app: [redacted])"
     assert message == f"connect failed: RuntimeError: {expected}"
+
+
+# --- 11. what a short run stored is embedded after it, and `db status` counts what waits ------
+
+
+async def waiting_rows(database: Database) -> int:
+    async with database.admin_transaction() as connection:
+        return int(
+            await connection.scalar(
+                text(f"SELECT count(*) FROM messages WHERE embedding IS NULL AND {EMBEDDABLE}")
+            )
+        )
+
+
+async def test_closing_while_the_model_loads_says_how_many_messages_wait(
+    tmp_path: Path, database_url: str, database: Database
+):
+    from tests.test_storage import StillLoading, storage_settings, store_one_turn, unique
+
+    gate = threading.Event()
+    loading = Embedder(StillLoading(gate), "loading")
+    storage = await Storage.open(storage_settings(database_url, tmp_path), embedder=loading)
+    try:
+        await store_one_turn(storage, user=unique("wes"), session=unique("s"))
+        waiting = await storage.close(flush_timeout=3600)
+    finally:
+        gate.set()  # let the model's thread end
+
+    assert waiting >= 2 and waiting == await waiting_rows(database)
+
+
+def test_ask_ending_before_the_model_loads_has_the_rest_embedded_in_the_background(
+    cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    from tests.helpers import server_env
+    from tests.test_storage import KEYWORDS, StillLoading
+
+    gate = threading.Event()
+    monkeypatch.setattr(
+        storage_module, "build_embedder", lambda settings: Embedder(StillLoading(gate), "loading")
+    )
+    started: list[list[str]] = []
+    monkeypatch.setattr(
+        embed_later_module, "start_detached", lambda command, log: started.append(command)
+    )
+    try:
+        with OpenAICompatibleServer(["Hello."]) as server:
+            done = cli("ask", "hi there", cwd=tmp_path, env_extra=server_env(server))
+    finally:
+        gate.set()
+    assert done.returncode == 0, done.stderr
+    assert "wait for their embeddings: embedding them in the background" in done.stderr
+    assert started == [[sys.executable, "-m", "orchestrator", "db", "embed", "--quiet"]]
+
+    before = cli("db", "status", cwd=tmp_path)
+    monkeypatch.setattr(embeddings_module, "build_embedder", lambda settings: KEYWORDS)
+    embedded = cli("db", "embed", "--quiet", cwd=tmp_path)
+    after = cli("db", "status", cwd=tmp_path)
+
+    waiting = re.search(r"(\d+) waiting", before.stdout)
+    assert waiting and int(waiting.group(1)) >= 2, before.stdout
+    assert f"embedded {waiting.group(1)} waiting messages with keywords" in embedded.stdout
+    assert "0 waiting" in after.stdout

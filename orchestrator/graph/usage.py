@@ -39,7 +39,7 @@ async def count_model_call(
     model = _served_model(reply) or identity.name
     tokens = tokens_of(reply.usage_metadata)
     if tokens is None and meter.prices.free(identity):
-        tokens = TokenCount()
+        return  # the built-in offline model: nothing to count, nothing spent
     if tokens is None:
         cost = None
         estimate = meter.price(identity, estimated_tokens(sent, reply), model=model)
