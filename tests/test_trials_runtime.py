@@ -343,3 +343,19 @@ def test_ask_ending_before_the_model_loads_has_the_rest_embedded_in_the_backgrou
     assert waiting and int(waiting.group(1)) >= 2, before.stdout
     assert f"embedded {waiting.group(1)} waiting messages with keywords" in embedded.stdout
     assert "0 waiting" in after.stdout
+
+
+async def test_a_call_ended_by_generator_exit_is_closed_in_the_request_log(
+    scripted, database_url: str, database: Database, tmp_path: Path
+):
+    from orchestrator.store.requests import request_history
+    from tests.helpers import storage_for
+
+    model = scripted(call_tools(("closer", {})), "It failed.")
+    async with storage_for(database_url, tmp_path) as storage:
+        runtime = Runtime.create(load_settings(), model=model, tools=[closer], storage=storage)
+        result = await runtime.session(user_id="u1").run("go")
+
+    [call] = result.tool_calls
+    statuses = [s for s, _ in await request_history(database, call.request_id, user_id="u1")]
+    assert statuses[-2:] == ["failed", "closed"], "not left running"
