@@ -339,10 +339,10 @@ def test_ask_ending_before_the_model_loads_has_the_rest_embedded_in_the_backgrou
     embedded = cli("db", "embed", "--quiet", cwd=tmp_path)
     after = cli("db", "status", cwd=tmp_path)
 
-    waiting = re.search(r"(\d+) waiting", before.stdout)
+    waiting = re.search(r"waiting for their vectors: (\d+)", before.stdout)
     assert waiting and int(waiting.group(1)) >= 2, before.stdout
     assert f"embedded {waiting.group(1)} waiting messages with keywords" in embedded.stdout
-    assert "0 waiting" in after.stdout
+    assert "waiting for their vectors: 0\n" in after.stdout
 
 
 async def test_a_call_ended_by_generator_exit_is_closed_in_the_request_log(

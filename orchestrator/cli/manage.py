@@ -151,14 +151,14 @@ def db_status() -> None:
         out.print(f"schema version: {status.version} (pending: {len(status.pending)})")
         if not status.pending:
             counts = await message_counts(database)
-            waiting = counts.total - counts.embedded
             out.print(
                 f"messages to embed (yours and the assistant's): {counts.total} "
-                f"({counts.embedded} embedded, {waiting} waiting{_by_model(counts.by_model)})",
+                f"({counts.embedded} embedded{_by_model(counts.by_model)})",
                 highlight=False,
             )
-            if waiting:
-                out.print(f"the next chat embeds the waiting ones, or now: {EMBED_NOW}")
+            waiting = counts.total - counts.embedded
+            later = f" (the next chat embeds them, or now: {EMBED_NOW})" if waiting else ""
+            out.print(f"waiting for their vectors: {waiting}{later}", highlight=False)
 
     with_database(run)
 
