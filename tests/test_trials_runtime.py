@@ -7,11 +7,13 @@ import json
 import os
 import re
 import stat
+import subprocess
 import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 from langchain_core.tools import StructuredTool, tool
 from sqlalchemy import text
@@ -27,7 +29,7 @@ from orchestrator.store.embedded import PGDATA, embedded_logins
 from orchestrator.store.embeddings import EMBEDDABLE, Embedder
 from orchestrator.store.engine import Database
 from orchestrator.store.storage import Storage
-from orchestrator.store.logins import APP_ROLE, SECRETS_DIR, SUPERUSER
+from orchestrator.store.logins import APP_ROLE, SECRETS_DIR, SUPERUSER, Logins
 from orchestrator.testing import OpenAICompatibleServer, call_tools
 from orchestrator.tools import json_check
 from orchestrator.tools.adapter import langchain_tools
@@ -359,3 +361,38 @@ async def test_a_call_ended_by_generator_exit_is_closed_in_the_request_log(
     [call] = result.tool_calls
     statuses = [s for s, _ in await request_history(database, call.request_id, user_id="u1")]
     assert statuses[-2:] == ["failed", "closed"], "not left running"
+
+
+def test_ask_in_a_process_of_its_own_leaves_what_it_stored_embedded(
+    cli, database_logins: Logins, tmp_path: Path
+):
+    from tests.helpers import cli_env, server_env
+
+    with OpenAICompatibleServer(["Hello."]) as server:
+        env = {
+            **cli_env(tmp_path),
+            **server_env(server),
+            "DATABASE_URL": database_logins.owner_url,
+            "DATABASE_APP_URL": database_logins.app_url,
+            "ORCHESTRATOR_EMBEDDINGS": "local",  # the real local model, loaded by the next process
+            "PYTHONPATH": str(Path(__file__).parent.parent),  # this checkout's code
+        }
+        done = subprocess.run(
+            [sys.executable, "-m", "orchestrator", "ask", "remember the blue kettle"],
+            capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120,
+            start_new_session=True,
+        )
+    assert done.returncode == 0, done.stderr
+    assert "wait for their embeddings: embedding them in the background" in done.stderr
+    embedding = [
+        process
+        for process in psutil.process_iter(["cmdline", "cwd"])
+        if process.info["cmdline"] and process.info["cmdline"][-3:] == ["db", "embed", "--quiet"]
+        and process.info["cwd"] == str(tmp_path)
+    ]
+    _, alive = psutil.wait_procs(embedding, timeout=300)  # it ends once it has embedded them
+    assert alive == []
+
+    log = (tmp_path / "data" / "logs" / "embedding.log").read_text()
+    assert re.search(r"embedded [1-9]\d* waiting messages with all-MiniLM-L6-v2", log), log
+    assert "waiting for their vectors: 0\n" in cli("db", "status", cwd=tmp_path).stdout
