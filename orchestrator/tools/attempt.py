@@ -4,8 +4,8 @@ Whatever a tool raises ends its call, never the turn or the process:
 `SystemExit`, `KeyboardInterrupt`, a bare `BaseException`, a `GeneratorExit`
 and a `CancelledError` of the tool's own become failed calls like any bug.
 Only a real cancellation of the running task (Ctrl-C, a timeout), a coroutine
-really being closed and LangGraph's `GraphBubbleUp` go on up. Failure messages lose their secrets and outside
-paths on the way out (see `redact`).
+really being closed and LangGraph's `GraphBubbleUp` go on up. Failure messages
+lose their secrets and outside paths on the way out (see `redact`).
 """
 
 from __future__ import annotations
@@ -100,8 +100,8 @@ def _containing(
 def _contained(
     error: BaseException, *, name: str, task: asyncio.Task[object] | None
 ) -> BaseException:
-    """The ToolError for SystemExit, KeyboardInterrupt, BaseException, a tool's own CancelledError
-    or GeneratorExit.
+    """The ToolError for what a tool raised: SystemExit, KeyboardInterrupt, BaseException,
+    its own CancelledError or GeneratorExit.
 
     What must go on up is returned as it is: a real cancellation of the running
     task (Ctrl-C, a timeout) and a coroutine being closed (`task`, the one the

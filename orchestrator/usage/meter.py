@@ -114,7 +114,7 @@ class Totals:
 
     @property
     def estimated_usd(self) -> float:
-        """What the calls with unreported usage cost at most, as estimated (not in `cost_usd`)."""
+        """What the calls with unreported usage cost, estimated high (not in `cost_usd`)."""
         return sum(m.estimated_usd for m in self.models.values())
 
     @property
