@@ -396,3 +396,31 @@ def test_ask_in_a_process_of_its_own_leaves_what_it_stored_embedded(
     log = (tmp_path / "data" / "logs" / "embedding.log").read_text()
     assert re.search(r"embedded [1-9]\d* waiting messages with all-MiniLM-L6-v2", log), log
     assert "waiting for their vectors: 0\n" in cli("db", "status", cwd=tmp_path).stdout
+
+
+def test_patterns_are_checked_as_json_schema_says_and_a_bad_one_is_named():
+    async def code(**arguments: object) -> str:
+        return "ok"
+
+    def schema_tool(schema: dict[str, object]) -> StructuredTool:
+        return StructuredTool.from_function(
+            coroutine=code, name="coded", description="Take a code.", args_schema=schema
+        )
+
+    keyed = schema_tool(
+        {
+            "type": "object",
+            "properties": {"code": {"type": "string", "pattern": "^[a-z]+$"}},
+            "patternProperties": {"^x_": {"type": "integer"}},
+            "additionalProperties": False,
+        }
+    )
+    assert json_check.json_problems(keyed, {"code": "abc", "x_a": 1}) is None
+    problems = json_check.json_problems(keyed, {"code": "ABC", "x_a": "s", "other": 1})
+    assert "'ABC' does not match '^[a-z]+$'" in problems
+    assert "x_a: 's' is not of type 'integer'" in problems
+    assert "'other' match none of the patterns" in problems
+    broken = schema_tool({"type": "object", "properties": {"code": {"pattern": "a("}}})
+    assert json_check.json_problems(broken, {"code": "a"}) == (
+        "the tool's schema has a pattern that is no regular expression: 'a('"
+    )

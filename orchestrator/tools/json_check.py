@@ -37,14 +37,6 @@ MIN_SECONDS = 0.001
 _deadline: ContextVar[float | None] = ContextVar("json_check_deadline", default=None)
 
 
-class _TooSlow(Exception):
-    """A pattern did not finish before the deadline."""
-
-
-class _BadPattern(Exception):
-    """A pattern of the schema does not compile."""
-
-
 async def json_problems_within(
     tool: BaseTool, arguments: Mapping[str, object], *, seconds: float
 ) -> str | None:
@@ -55,7 +47,7 @@ async def json_problems_within(
         _deadline.set(time.monotonic() + seconds)
         try:
             return json_problems(tool, copied)
-        except _TooSlow:
+        except TimeoutError:  # a pattern ran into the deadline
             return TOO_SLOW.format(seconds=seconds)
 
     try:
@@ -69,15 +61,15 @@ def json_problems(tool: BaseTool, arguments: Mapping[str, object]) -> str | None
 
     The schema is the tool's whole one (`full_schema`, hidden parameters
     included), else its `args_schema`; a tool with neither checks its own input.
-    Past the deadline of `json_problems_within`, a pattern raises `_TooSlow`.
+    Past the deadline of `json_problems_within`, a pattern raises TimeoutError.
     """
     schema = getattr(tool, "full_schema", None) or tool.args_schema
     if not isinstance(schema, dict):
         return None
     try:
         errors = sorted(_validator(schema).iter_errors(dict(arguments)), key=str)
-    except _BadPattern as error:
-        return BAD_PATTERN.format(pattern=str(error))
+    except regex.error as error:
+        return BAD_PATTERN.format(pattern=error.pattern)
     if not errors:
         return None
     return "; ".join(_json_problem(error) for error in errors[:MAX_PROBLEMS])
@@ -111,15 +103,10 @@ def _with_safe_patterns(base: type[Validator]) -> type[Validator]:
 
 
 def _search(pattern: str, text: str) -> bool:
-    """Whether `pattern` occurs in `text`, given up on at the deadline (`_TooSlow`)."""
+    """Whether `pattern` occurs in `text`; TimeoutError at the deadline, `regex.error` if bad."""
     deadline = _deadline.get()
     timeout = None if deadline is None else max(deadline - time.monotonic(), MIN_SECONDS)
-    try:
-        return regex.search(pattern, text, timeout=timeout, concurrent=True) is not None
-    except TimeoutError:
-        raise _TooSlow from None
-    except regex.error:
-        raise _BadPattern(pattern) from None
+    return regex.search(pattern, text, timeout=timeout, concurrent=True) is not None
 
 
 def _pattern(
