@@ -393,7 +393,9 @@ def test_ask_in_a_process_of_its_own_leaves_what_it_stored_embedded(
     _, alive = psutil.wait_procs(embedding, timeout=300)  # it ends once it has embedded them
     assert alive == []
 
-    log = (tmp_path / "data" / "logs" / "embedding.log").read_text()
+    log_file = tmp_path / "data" / "logs" / "embedding.log"
+    assert mode(log_file) == 0o600 and mode(log_file.parent) == 0o700
+    log = log_file.read_text()
     assert re.search(r"embedded [1-9]\d* waiting messages with all-MiniLM-L6-v2", log), log
     assert "waiting for their vectors: 0\n" in cli("db", "status", cwd=tmp_path).stdout
 
