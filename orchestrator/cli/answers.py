@@ -25,6 +25,10 @@ YES = ("y", "yes")
 NO = ("n", "no")
 EDIT = ("e", "edit")
 _WORD = re.compile(r"(\w+)(?:[\s,;:]+|$)(.*)", re.DOTALL)
+# Edited arguments nest no deeper: parsing, checking and saving them all recurse.
+MAX_NESTING = 64
+# A JSON string (skipped whole, brackets in it are text) or a bracket.
+_BRACKETS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
 
 
 @dataclass(frozen=True)
@@ -70,6 +74,8 @@ def _first_word(text: str) -> tuple[str, str]:
 
 def read_arguments(text: str) -> dict[str, object] | Unclear:
     """Edited arguments from one line of JSON; an object, or what is wrong with it."""
+    if _nesting(text) > MAX_NESTING:  # before parsing: Python's parser recurses
+        return Unclear(f"Nested more than {MAX_NESTING} deep: give the arguments as plain JSON.")
     try:
         arguments = json.loads(text)
     except json.JSONDecodeError as error:
@@ -77,6 +83,19 @@ def read_arguments(text: str) -> dict[str, object] | Unclear:
     if not isinstance(arguments, dict):
         return Unclear("Not a JSON object: give the arguments as one, e.g. {\"path\": \"a.txt\"}.")
     return arguments
+
+
+def _nesting(text: str) -> int:
+    """How deep the brackets of `text` nest at most (outside strings: as JSON reads them)."""
+    deepest = depth = 0
+    for token in _BRACKETS.finditer(text):
+        bracket = token.group()
+        if bracket in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif bracket in "]}":
+            depth -= 1
+    return deepest
 
 
 def hint(question: Question) -> str:

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from orchestrator.session import TurnResult
 
 PRICE_UNKNOWN = "price unknown"
+USAGE_UNREPORTED = "unknown: usage not reported"
 NOTHING_YET = "No model or tool calls in this session yet."
 UNBILLED_NAMES = 5  # tools named in the line of calls without a cost
 
@@ -104,10 +105,11 @@ def model_cost(model: ModelTotals) -> str:
     """A model's cost as shown: in dollars, "price unknown", or what is known and what is not."""
     if model.priced:
         return usd(model.cost_usd)
+    unknown = PRICE_UNKNOWN if not model.unreported_calls else USAGE_UNREPORTED
     if model.unpriced_calls == model.calls:
-        return PRICE_UNKNOWN
+        return unknown
     # Some calls priced (a price set later, say): what is known, and what is not.
-    return f"{usd(model.cost_usd)} + {PRICE_UNKNOWN} ({_count(model.unpriced_calls, 'call')})"
+    return f"{usd(model.cost_usd)} + {unknown} ({_count(model.unpriced_calls, 'call')})"
 
 
 def _tools_table(tools: dict[str, ToolTotals]) -> Table:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -168,6 +169,9 @@ def db_status() -> None:
                 f"({counts.embedded} embedded{_by_model(counts.by_model)})",
                 highlight=False,
             )
+            waiting = counts.total - counts.embedded
+            later = f" (the next chat embeds them, or now: {EMBED_NOW})" if waiting else ""
+            out.print(f"waiting for their vectors: {waiting}{later}", highlight=False)
 
     with_database(run)
 
@@ -178,6 +182,41 @@ def _by_model(by_model: dict[str, int]) -> str:
         return ""
     made = ", ".join(f"{count} by {model}" for model, count in sorted(by_model.items()))
     return f": {made}; `orchestrator db reembed` makes them all with the configured model"
+
+
+EMBED_NOW = "orchestrator db embed"
+
+
+@db_app.command("embed")
+def db_embed(
+    quiet: Annotated[bool, typer.Option("--quiet", help="No progress line.")] = False,
+) -> None:
+    """Embed the stored messages that wait for a vector (a short run starts this when it ends)."""
+    from orchestrator.store.embed_later import embedding_lock
+    from orchestrator.store.embeddings import NO_EMBEDDER, EmbeddingWorker, build_embedder
+    from orchestrator.store.migrations import upgrade
+
+    settings = settings_or_exit()
+
+    async def run(database: Database) -> None:
+        embedder = build_embedder(settings)
+        if embedder is None:
+            raise ConfigError(NO_EMBEDDER)
+        with embedding_lock(settings.data_dir) as mine:
+            if not mine:
+                out.print("another process is embedding the waiting messages")
+                return
+            await upgrade(database)
+            worker = EmbeddingWorker(database, embedder)
+            status = nullcontext() if quiet else err.status("[dim]embedding waiting messages…[/dim]")
+            with status:
+                count = await worker.run_once()
+            close = getattr(embedder.embeddings, "close", None)
+            if callable(close):
+                close()  # the local model's process, in order
+        out.print(f"embedded {count} waiting messages with {embedder.vectors_name}")
+
+    with_database(run)
 
 
 @db_app.command("reembed")

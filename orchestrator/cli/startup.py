@@ -306,10 +306,12 @@ async def _with_runtime(startup: Startup, command: Command) -> int:
         resume_collection()  # started: what the command does from here is collected as usual
         return await command(startup, runtime)
     finally:
-        await asyncio.shield(_close(runtime, storage, servers))
+        await asyncio.shield(_close(runtime, storage, servers, settings=settings))
 
 
-async def _close(runtime: Runtime | None, storage: Storage | None, servers: McpServers) -> None:
+async def _close(
+    runtime: Runtime | None, storage: Storage | None, servers: McpServers, *, settings: Settings
+) -> None:
     if runtime is not None:
         running = [t for t in runtime.tasks.tasks.values() if t.status == "running"]
         if running:
@@ -319,7 +321,24 @@ async def _close(runtime: Runtime | None, storage: Storage | None, servers: McpS
         await runtime.close()
     await servers.close()  # done already by the runtime's close, unless it never started
     if storage is not None:
-        await storage.close()
+        waiting = await storage.close()
+        if waiting:
+            _embed_later(settings, waiting)
+
+
+def _embed_later(settings: Settings, waiting: int) -> None:
+    """Say that stored messages wait for their vectors, and start embedding them after this run."""
+    from orchestrator.store.embed_later import embed_later
+
+    what = f"{waiting} stored message{'s' if waiting != 1 else ''} wait for their embeddings"
+    try:
+        started = embed_later(settings)
+    except OSError as error:
+        line = f"{what}: `orchestrator db embed` embeds them ({error.strerror or error})"
+    else:
+        line = f"{what}: {'embedding them in the background' if started else 'being embedded'}"
+    with suppress(OSError):
+        err.print(f"[dim]{shown(line)}[/dim]", highlight=False)
 
 
 def _idle_agent_notes(runtime: Runtime) -> None:

@@ -119,7 +119,9 @@ class ModelNode:
             started = time.monotonic()
             reply = await read_reply(self.model, messages, config, limits=self.limits)
             seconds = time.monotonic() - started
-            await count_model_call(run, self.identity, reply.message, seconds=seconds)
+            await count_model_call(
+                run, self.identity, reply.message, sent=messages, seconds=seconds
+            )
             response, rejected = self._checked(reply)
         except Exception as error:
             emit_status(Stage.ERROR, type(error).__name__)

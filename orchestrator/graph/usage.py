@@ -15,19 +15,39 @@ from orchestrator.usage.tokens import TokenCount, tokens_of
 
 # Roughly four characters a token in English text: the least a prompt will be billed.
 CHARS_PER_TOKEN = 4
+# For a call whose usage was not reported: three characters a token, more tokens than
+# most text is billed for, so that a budget errs on the side of stopping.
+ESTIMATE_CHARS_PER_TOKEN = 3
 
 
 async def count_model_call(
-    context: RunContext, identity: ModelIdentity, reply: AIMessage, *, seconds: float
+    context: RunContext,
+    identity: ModelIdentity,
+    reply: AIMessage,
+    *,
+    sent: Sequence[BaseMessage],
+    seconds: float,
 ) -> None:
-    """Count `reply`'s tokens and cost once, where the call was made (any level of the tree)."""
+    """Count `reply`'s tokens and cost once, where the call was made (any level of the tree).
+
+    A reply without usage (a server that streams none) costs "unknown", never
+    zero: budgets count an estimate from the text of `sent` and of the reply.
+    """
     meter = context.usage
-    tokens = tokens_of(reply.usage_metadata)
-    if meter is None or tokens is None:
+    if meter is None:
         return
     model = _served_model(reply) or identity.name
-    cost = meter.price(identity, tokens, model=model)
-    meter.add_model(model, tokens, cost, seconds=seconds)
+    tokens = tokens_of(reply.usage_metadata)
+    if tokens is None and meter.prices.free(identity):
+        return  # the built-in offline model: nothing to count, nothing spent
+    if tokens is None:
+        cost = None
+        estimate = meter.price(identity, estimated_tokens(sent, reply), model=model)
+        meter.add_unreported(model, estimate, seconds=seconds)
+        tokens = TokenCount()
+    else:
+        cost = meter.price(identity, tokens, model=model)
+        meter.add_model(model, tokens, cost, seconds=seconds)
     if context.observer is None:
         return
     record = UsageRecord(
@@ -58,6 +78,23 @@ def least_cost(
     characters = sum(len(str(message.content)) for message in messages)
     tokens = TokenCount(input=characters // CHARS_PER_TOKEN)
     return meter.price(identity, tokens) or 0.0
+
+
+def estimated_tokens(sent: Sequence[BaseMessage], reply: AIMessage) -> TokenCount:
+    """The tokens of a call whose usage was not reported, estimated high from its text."""
+    return TokenCount(
+        input=_estimate(sum(_characters(message) for message in sent)),
+        output=_estimate(_characters(reply)),
+    )
+
+
+def _characters(message: BaseMessage) -> int:
+    calls = message.tool_calls if isinstance(message, AIMessage) else []
+    return len(str(message.content)) + sum(len(str(call)) for call in calls)
+
+
+def _estimate(characters: int) -> int:
+    return -(-characters // ESTIMATE_CHARS_PER_TOKEN)
 
 
 def _served_model(reply: AIMessage) -> str | None:

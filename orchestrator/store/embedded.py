@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 import psutil
 
 from orchestrator.errors import ConfigError
+from orchestrator.private import private_data_dir
 from orchestrator.store.logins import (
     APP_ROLE,
     OWNER_ROLE,
@@ -79,7 +80,7 @@ def embedded_logins(data_dir: Path, *, database: str = DATABASE) -> Logins:
     """Start (or join) the embedded server, make sure `database` is ready; its owner's and app's URLs."""
     pgdata = data_dir.resolve() / PGDATA
     try:
-        data_dir.mkdir(parents=True, exist_ok=True)
+        private_data_dir(data_dir)
         server = _join(pgdata)
         return _logins(server, database)
     except ConfigError:

@@ -291,6 +291,21 @@ class EmbeddingWorker:
             return False
         return self._caught_up
 
+    @property
+    def started(self) -> bool:
+        """Whether it runs in the background (`start`)."""
+        return self._task is not None
+
+    async def waiting(self) -> int:
+        """How many stored messages wait for a vector, every user's (the partial index counts)."""
+        async with self.database.admin_transaction() as connection:
+            count = await connection.scalar(
+                select(func.count())
+                .select_from(messages)
+                .where(messages.c.embedding.is_(None), embeddable())
+            )
+        return int(count or 0)
+
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()

@@ -33,6 +33,7 @@ from psycopg import sql
 from sqlalchemy.engine import URL, make_url
 
 from orchestrator.errors import ConfigError
+from orchestrator.redact import remember
 
 SUPERUSER = "postgres"
 OWNER_ROLE = "orchestrator_owner"
@@ -61,11 +62,16 @@ class Logins:
 
 
 def passwords(pgdata: Path) -> dict[str, str]:
-    """Each role's password, generated on first use and kept in a file only this user can read."""
+    """Each role's password, generated on first use and kept in a file only this user can read.
+
+    Each is redacted from then on from what a tool's error or a log shows (see `redact`).
+    """
     folder = pgdata / SECRETS_DIR
     folder.mkdir(mode=0o700, exist_ok=True)
     folder.chmod(0o700)
-    return {role: _password(folder / role) for role in (SUPERUSER, OWNER_ROLE, APP_ROLE)}
+    found = {role: _password(folder / role) for role in (SUPERUSER, OWNER_ROLE, APP_ROLE)}
+    remember(*found.values())
+    return found
 
 
 def _password(path: Path) -> str:

@@ -103,21 +103,38 @@ class Storage:
         """After a failure: start the embedded server again if it died; whether it did."""
         return await self.database.recover()
 
-    async def close(self, *, flush_timeout: float = FLUSH_SECONDS) -> None:
+    async def close(self, *, flush_timeout: float = FLUSH_SECONDS) -> int:
         """Give the worker up to `flush_timeout` seconds to embed what is waiting, then close.
 
-        Bounded even when the database is gone: what does not close in time is
-        left to the process's exit.
+        Returns how many stored messages still wait for a vector when the
+        worker did not catch up (0 when it did, or never ran): the caller says
+        so and has them embedded later (see `embed_later`). Bounded even when
+        the database is gone: what does not close in time is left to the
+        process's exit.
         """
+        waiting = 0
         if self.worker is not None:
-            await self.worker.flush(timeout=flush_timeout)
+            caught_up = await self.worker.flush(timeout=flush_timeout)
             # a batch cut short may wait on the database to cancel its query
             await _within(self.worker.stop(), what="the embedding worker")
+            if not caught_up and self.worker.started:
+                waiting = await _counted(self.worker)
         if self.embedder is not None and isinstance(self.embedder.embeddings, LocalMiniLMEmbeddings):
             # its process ends with this one anyway; here it ends in order
             await _within(asyncio.to_thread(self.embedder.embeddings.close), what="the local model")
         await _within(self.leases.close(), what="the session leases")
         await _close_connections(self._pool, self.database)
+        return waiting
+
+
+async def _counted(worker: EmbeddingWorker) -> int:
+    """How many messages wait for a vector; 0 when the database does not say in time."""
+    try:
+        async with asyncio.timeout(CLOSE_SECONDS):
+            return await worker.waiting()
+    except (TimeoutError, Exception) as error:
+        logger.debug("counting the messages to embed failed: %s", error)
+        return 0
 
 
 def _checkpoint_pool(database: Database) -> ServerPool:

@@ -108,8 +108,8 @@ class RawReply:
     natural one. `no_choices` answers with an empty `choices` list. Streamed
     text and arguments go out in pieces of `piece_chars` characters (0: text by
     words, arguments whole). `usage` is reported (in a stream, when the client
-    asks with `stream_options.include_usage`), as from model `model` (default:
-    the one asked for).
+    asks with `stream_options.include_usage`; None: never, as some servers do),
+    as from model `model` (default: the one asked for).
 
     After the content, instead of the reply's end: `error` is reported in the
     stream (unstreamed: answered as this HTTP error); `drop` drops the
@@ -123,7 +123,7 @@ class RawReply:
     cut: bool = False
     no_choices: bool = False
     piece_chars: int = 0
-    usage: Usage = field(default_factory=Usage)
+    usage: Usage | None = field(default_factory=Usage)
     model: str | None = None
     error: ErrorReply | None = None
     drop: bool = False
@@ -336,7 +336,8 @@ def _completion(reply: RawReply, model: str) -> JsonObject:
         message["tool_calls"] = [_tool_call(c, c.arguments) for c in reply.tool_calls]
     choice = {"index": 0, "message": message, "finish_reason": reply.finish}
     body = _envelope("chat.completion", model, [] if reply.no_choices else [choice])
-    body["usage"] = reply.usage.to_json()
+    if reply.usage is not None:
+        body["usage"] = reply.usage.to_json()
     return body
 
 
@@ -357,7 +358,7 @@ def _chunks(reply: RawReply, model: str, *, usage: bool = False) -> Iterator[Jso
             yield chunk({"tool_calls": [delta]})
     if reply.ends:
         yield chunk({}, reply.finish)
-        if usage:  # as OpenAI sends it: a last chunk without choices
+        if usage and reply.usage is not None:  # as OpenAI sends it: a last chunk without choices
             yield {**_envelope("chat.completion.chunk", model, []), "usage": reply.usage.to_json()}
 
 

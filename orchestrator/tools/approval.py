@@ -22,6 +22,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field, JsonValue, ValidationError
 
 from orchestrator.errors import ConfigError
+from orchestrator.private import private_dir
 from orchestrator.settings import Settings
 from orchestrator.tools.approved_files import forget_copy, keep_copy
 from orchestrator.tools.discovery import (
@@ -217,7 +218,7 @@ class ApprovalStore:
             ) from None
 
     def _write(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(self.path.parent)
         # Write then rename, so a crash or a concurrent reader never sees half a file.
         fd, temporary = tempfile.mkstemp(dir=self.path.parent, prefix=".approvals-")
         with os.fdopen(fd, "w", encoding="utf-8") as file:

@@ -1,11 +1,11 @@
 """One run of one tool: blocking code off the event loop, anything it raises contained.
 
 Whatever a tool raises ends its call, never the turn or the process:
-`SystemExit`, `KeyboardInterrupt`, a bare `BaseException` and a
-`CancelledError` of the tool's own become failed calls like any bug. Only a
-real cancellation of the running task (Ctrl-C, a timeout) and LangGraph's
-`GraphBubbleUp` go on up. Failure messages lose their secrets and outside
-paths on the way out (see `redact`).
+`SystemExit`, `KeyboardInterrupt`, a bare `BaseException`, a `GeneratorExit`
+and a `CancelledError` of the tool's own become failed calls like any bug.
+Only a real cancellation of the running task (Ctrl-C, a timeout), a coroutine
+really being closed and LangGraph's `GraphBubbleUp` go on up. Failure messages
+lose their secrets and outside paths on the way out (see `redact`).
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ T = TypeVar("T")
 
 async def attempt(work: Callable[[], Awaitable[object]], *, name: str) -> ToolResult:
     """One run of a tool; whatever it raises, short of a real cancellation, is a ToolError."""
+    task = _running_task()
     try:
         return result_from_output(await work())
     except (ToolError, GraphBubbleUp):  # GraphBubbleUp: LangGraph's interrupts pass untouched
@@ -43,7 +44,7 @@ async def attempt(work: Callable[[], Awaitable[object]], *, name: str) -> ToolRe
         logger.debug("tool %s raised", name, exc_info=True)
         raise _failure(name, _describe(error)) from None
     except BaseException as error:
-        raise _contained(error, name=name) from None
+        raise _contained(error, name=name, task=task) from None
 
 
 def langchain_work(
@@ -85,23 +86,28 @@ def _containing(
 ) -> Callable[..., Awaitable[T]]:
     @functools.wraps(coroutine)  # the same signature: LangChain passes `config` by it
     async def contained(*args: object, **kwargs: object) -> T:
+        task = _running_task()
         try:
             return await coroutine(*args, **kwargs)
-        except (Exception, GeneratorExit):  # ordinary errors are judged in `attempt`
+        except Exception:  # ordinary errors are judged in `attempt`
             raise
         except BaseException as error:
-            raise _contained(error, name=name) from None
+            raise _contained(error, name=name, task=task) from None
 
     return contained
 
 
-def _contained(error: BaseException, *, name: str) -> BaseException:
-    """The ToolError for SystemExit, KeyboardInterrupt, BaseException, a tool's own CancelledError.
+def _contained(
+    error: BaseException, *, name: str, task: asyncio.Task[object] | None
+) -> BaseException:
+    """The ToolError for what a tool raised: SystemExit, KeyboardInterrupt, BaseException,
+    its own CancelledError or GeneratorExit.
 
     What must go on up is returned as it is: a real cancellation of the running
-    task (Ctrl-C, a timeout) and a coroutine being closed.
+    task (Ctrl-C, a timeout) and a coroutine being closed (`task`, the one the
+    call started in, is not the one running then).
     """
-    if isinstance(error, GeneratorExit):
+    if isinstance(error, GeneratorExit) and (task is None or _running_task() is not task):
         return error
     if isinstance(error, asyncio.CancelledError) and _really_cancelled():
         return error
@@ -114,6 +120,14 @@ def _blocking(tool: BaseTool) -> bool:
     if isinstance(tool, StructuredTool | Tool):
         return tool.coroutine is None and tool.func is not None
     return type(tool)._arun is BaseTool._arun
+
+
+def _running_task() -> asyncio.Task[object] | None:
+    # A coroutine closed by the garbage collector may run where no loop runs.
+    try:
+        return asyncio.current_task()
+    except RuntimeError:
+        return None
 
 
 def _really_cancelled() -> bool:

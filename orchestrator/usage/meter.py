@@ -28,6 +28,9 @@ class ModelTotals:
     cost_usd: float = 0.0
     unpriced_calls: int = 0  # calls no price is known for: their cost is not in `cost_usd`
     seconds: float = 0.0
+    # Calls whose usage the server did not report (unpriced too), and what budgets count for them.
+    unreported_calls: int = 0
+    estimated_usd: float = 0.0
 
     def add(self, tokens: TokenCount, cost_usd: float | None, seconds: float) -> None:
         self.calls += 1
@@ -37,6 +40,12 @@ class ModelTotals:
             self.unpriced_calls += 1
         else:
             self.cost_usd += cost_usd
+
+    def add_unreported(self, estimated_usd: float | None, seconds: float) -> None:
+        """A call whose usage is unknown: its cost is unknown, its estimate held for budgets."""
+        self.add(TokenCount(), None, seconds)
+        self.unreported_calls += 1
+        self.estimated_usd += estimated_usd or 0.0
 
     @property
     def priced(self) -> bool:
@@ -48,6 +57,7 @@ class ModelTotals:
             "calls": self.calls,
             **self.tokens.to_json(),
             "cost_usd": self.cost_usd if self.priced else None,
+            "usage_unreported_calls": self.unreported_calls,
             "seconds": round(self.seconds, 3),
         }
 
@@ -103,6 +113,21 @@ class Totals:
         return self.model_cost_usd + self.tool_cost_usd
 
     @property
+    def estimated_usd(self) -> float:
+        """What the calls with unreported usage cost, estimated high (not in `cost_usd`)."""
+        return sum(m.estimated_usd for m in self.models.values())
+
+    @property
+    def budget_usd(self) -> float:
+        """What budgets count as spent: the known cost and the estimates of unreported calls."""
+        return self.cost_usd + self.estimated_usd
+
+    @property
+    def unreported_models(self) -> list[str]:
+        """The models with calls whose usage the server did not report."""
+        return sorted(name for name, m in self.models.items() if m.unreported_calls)
+
+    @property
     def unpriced_models(self) -> list[str]:
         """The models with calls no price is known for."""
         return sorted(name for name, m in self.models.items() if not m.priced)
@@ -121,6 +146,8 @@ class Totals:
             mine.cost_usd += model.cost_usd
             mine.unpriced_calls += model.unpriced_calls
             mine.seconds += model.seconds
+            mine.unreported_calls += model.unreported_calls
+            mine.estimated_usd += model.estimated_usd
         for name, tool in other.tools.items():
             ours = self.tools[name]
             ours.calls += tool.calls
@@ -137,6 +164,7 @@ class Totals:
             "tool_cost_usd": self.tool_cost_usd,
             "credits": self.credits,
             "price_unknown": self.unpriced_models,
+            "usage_unreported": self.unreported_models,
         }
 
 
@@ -189,6 +217,11 @@ class UsageMeter:
         for totals in (self.turn, self.session):
             totals.models[model].add(tokens, cost_usd, seconds)
 
+    def add_unreported(self, model: str, estimated_usd: float | None, *, seconds: float) -> None:
+        """Count one call of `model` whose usage is unknown; budgets count `estimated_usd`."""
+        for totals in (self.turn, self.session):
+            totals.models[model].add_unreported(estimated_usd, seconds)
+
     def add_tool(self, name: str, billing: Billing | None) -> None:
         """Count one finished call of tool `name`, and what it cost if its tool said."""
         for totals in (self.turn, self.session):
@@ -223,9 +256,11 @@ class UsageMeter:
 
     def _check(self, upcoming: float) -> BudgetStop | None:
         return self.budgets.check(
-            turn=self.turn.cost_usd,
-            session=self.session.cost_usd,
+            turn=self.turn.budget_usd,
+            session=self.session.budget_usd,
             upcoming=upcoming + self._reserved,
+            turn_estimated=self.turn.estimated_usd,
+            session_estimated=self.session.estimated_usd,
         )
 
     @property

@@ -44,6 +44,8 @@ PROVIDER_IDS = {
     "huggingface": "huggingface",
 }
 LOCAL_NAMES = ("localhost", "host.docker.internal")
+# Models that run inside this process and cost nothing, whatever they read or write.
+FREE_MODELS = frozenset({"orchestrator-offline"})
 
 
 class ModelPrice(BaseModel):
@@ -121,6 +123,8 @@ class PriceTable:
         self, identity: ModelIdentity, tokens: TokenCount, *, model: str | None = None
     ) -> float | None:
         """What `tokens` cost on `model` (the reply's name, else the identity's); None: unknown."""
+        if self.free(identity):
+            return 0.0
         names = [n for n in (model, identity.name) if n]
         for name in names:
             custom = self._custom(name)
@@ -133,6 +137,10 @@ class PriceTable:
             if price is not None:
                 return price
         return None
+
+    def free(self, identity: ModelIdentity) -> bool:
+        """Whether the model costs nothing (the built-in offline model), reported usage or not."""
+        return identity.name in FREE_MODELS and identity.base_url is None
 
     def _custom(self, name: str) -> ModelPrice | None:
         bare = name.partition(":")[2] if ":" in name else name

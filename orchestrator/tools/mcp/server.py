@@ -25,6 +25,7 @@ from mcp.client.stdio import stdio_client
 from mcp.types import CONNECTION_CLOSED, CallToolResult, Tool
 
 from orchestrator.errors import McpServerError, ToolError, TransientToolError
+from orchestrator.private import open_private_log
 from orchestrator.redact import redact
 from orchestrator.tools.mcp.config import McpServerConfig
 from orchestrator.tools.mcp.definitions import ServerDefinition
@@ -248,8 +249,8 @@ async def _stdio_session(connection: Connection, errlog: Path) -> AsyncIterator[
         env=connection.get("env"),
         cwd=connection.get("cwd"),
     )
-    errlog.parent.mkdir(parents=True, exist_ok=True)
-    with errlog.open("a", encoding="utf-8") as log:
+    # data/logs/mcp/NAME.log: a server may print a secret to standard error.
+    with open_private_log(errlog, levels=2) as log:
         async with stdio_client(parameters, errlog=log) as (read, write):
             async with ClientSession(read, write) as session:
                 yield session

@@ -30,7 +30,7 @@ from orchestrator.errors import ToolError, validation_problems
 from orchestrator.tools.hitl import ALLOWED, INTERACTIVE, Decision, Question, ask_person, can_ask
 from orchestrator.tools.pipeline.base import Handler, ToolCallRequest
 from orchestrator.tools.pipeline.records import APPROVED, EDITED, INVALID_EDIT, REJECTED, safely
-from orchestrator.tools.pipeline.validate import parameters_model
+from orchestrator.tools.pipeline.validate import declared_parameters, parameters_model
 from orchestrator.tools.results import ToolResult
 from orchestrator.tools.sensitivity import SensitivityRules
 
@@ -49,6 +49,7 @@ UNATTENDED_APPROVAL = "unattended"  # who approved a call no one was asked about
 EDITED_NOTE = "The user changed the arguments before the call ran; it ran with {arguments}. "
 OTHER_TOOL = "an edit may change the arguments, not the tool: {edited!r} is not {name!r}"
 FIXED_SET = "the edit sets {names}, which the tool's configuration fixes: leave them out"
+UNKNOWN_SET = "the edit sets {names}, which {tool} does not take (it takes {known})"
 
 
 class Gate(Protocol):
@@ -226,6 +227,11 @@ def edited_request(
             return FIXED_SET.format(names=", ".join(repr(key) for key in fixed))
         merged.update(scope.fixed)
     assert request.tool is not None
+    unknown = unknown_parameters(request.tool, arguments)
+    if unknown:
+        known = ", ".join(sorted(edit_schema(request.tool).get("properties") or {})) or "nothing"
+        names = ", ".join(repr(key) for key in unknown)
+        return UNKNOWN_SET.format(names=names, tool=request.name, known=known)
     schema = parameters_model(request.tool)
     if schema is None:  # a raw JSON schema: the tool checks its own input
         return request.override(arguments=merged, parsed=None)
@@ -234,6 +240,22 @@ def edited_request(
     except ValidationError as error:
         return validation_problems(error)
     return request.override(arguments=merged, parsed=parsed)
+
+
+def unknown_parameters(tool: BaseTool, arguments: Mapping[str, object]) -> list[str]:
+    """The keys of `arguments` no parameter of `tool` has (none when its schema takes any)."""
+    model = parameters_model(tool)
+    if model is not None:
+        if model.model_config.get("extra") == "allow":
+            return []
+    else:  # a JSON schema, if any: one without properties, or open to more, takes any key
+        schema = getattr(tool, "full_schema", None) or tool.args_schema
+        if not isinstance(schema, dict) or not isinstance(schema.get("properties"), dict):
+            return []
+        if schema.get("additionalProperties") not in (None, False):
+            return []
+    declared = declared_parameters(tool)
+    return [key for key in arguments if key not in declared]
 
 
 def edit_schema(tool: BaseTool) -> dict[str, object]:

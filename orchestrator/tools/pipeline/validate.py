@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 from langchain_core.tools import BaseTool
 from pydantic import BaseModel, ValidationError
@@ -12,16 +11,13 @@ from pydantic import BaseModel, ValidationError
 from orchestrator.errors import InvalidToolArgumentsError, UnknownToolError, validation_problems
 from orchestrator.events import ToolPhase
 from orchestrator.tools.adapter import ActionTool
+from orchestrator.tools.json_check import json_problems as json_problems  # re-exported
+from orchestrator.tools.json_check import json_problems_within
 from orchestrator.tools.pipeline.base import Handler, ToolCallRequest
 from orchestrator.tools.results import ToolResult
 
-if TYPE_CHECKING:
-    from jsonschema.exceptions import ValidationError as JsonSchemaError
-    from jsonschema.protocols import Validator
-
 UNKNOWN_TOOL = "There is no tool named {name!r}. Available tools: {available}."
 INVALID_ARGUMENTS = "Invalid arguments for {name}: {problems}."
-MAX_PROBLEMS = 5  # of a JSON-schema check, in one message
 # Words of a JSON schema that small models write among a call's arguments.
 SCHEMA_WORDS = frozenset({"type", "required", "properties"})
 
@@ -48,19 +44,20 @@ class ValidationMiddleware:
         stray = schema_words(tool, request.arguments)
         if stray:
             cleaned = {k: v for k, v in request.arguments.items() if k not in stray}
-            valid = _checked(request.override(arguments=cleaned), tool)
+            valid = await _checked(request.override(arguments=cleaned), tool)
             if isinstance(valid, ToolCallRequest):
                 logger.debug("%s: dropped schema words %s from the arguments", request.name, stray)
                 return await handler(valid)
-        checked = _checked(request, tool)
+        checked = await _checked(request, tool)
         return await handler(checked) if isinstance(checked, ToolCallRequest) else checked
 
 
-def _checked(request: ToolCallRequest, tool: BaseTool) -> ToolCallRequest | ToolResult:
+async def _checked(request: ToolCallRequest, tool: BaseTool) -> ToolCallRequest | ToolResult:
     """The request with its parsed parameters, or the failure to send the model."""
     schema = parameters_model(tool)
-    if schema is None:  # described by a JSON schema (an MCP tool, say)
-        problems = json_problems(tool, request.arguments)
+    if schema is None:  # described by a JSON schema (an MCP tool, say): checked off the loop
+        seconds = request.policy.timeout_seconds
+        problems = await json_problems_within(tool, request.arguments, seconds=seconds)
         if problems:
             message = INVALID_ARGUMENTS.format(name=request.name, problems=problems)
             return request.failed(InvalidToolArgumentsError(message))
@@ -90,40 +87,6 @@ def declared_parameters(tool: BaseTool) -> set[str]:
     schema = getattr(tool, "full_schema", None) or tool.args_schema
     properties = schema.get("properties") if isinstance(schema, dict) else None
     return set(properties) if isinstance(properties, dict) else set()
-
-
-def json_problems(tool: BaseTool, arguments: Mapping[str, object]) -> str | None:
-    """What is wrong with `arguments` for a tool described by a JSON schema (None: nothing).
-
-    The schema is the tool's whole one (`full_schema`, hidden parameters
-    included), else its `args_schema`; a tool with neither checks its own input.
-    """
-    schema = getattr(tool, "full_schema", None) or tool.args_schema
-    if not isinstance(schema, dict):
-        return None
-    errors = sorted(_validator(schema).iter_errors(dict(arguments)), key=str)
-    if not errors:
-        return None
-    return "; ".join(_json_problem(error) for error in errors[:MAX_PROBLEMS])
-
-
-# Per schema (by id, with the schema itself to tell a reused id): its validator, made once.
-_VALIDATORS: dict[int, tuple[dict[str, object], Validator]] = {}
-
-
-def _validator(schema: dict[str, object]) -> Validator:
-    # Imported with the first JSON-schema tool's call: most runs have none.
-    from jsonschema import validators
-
-    cached = _VALIDATORS.get(id(schema))
-    if cached is None or cached[0] is not schema:
-        cached = _VALIDATORS[id(schema)] = (schema, validators.validator_for(schema)(schema))
-    return cached[1]
-
-
-def _json_problem(error: JsonSchemaError) -> str:
-    where = ".".join(str(part) for part in error.absolute_path)
-    return f"{where}: {error.message}" if where else error.message
 
 
 def parameters_model(tool: BaseTool) -> type[BaseModel] | None:

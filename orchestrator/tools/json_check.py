@@ -1,0 +1,167 @@
+"""Arguments checked against a tool's JSON schema, without a pattern stalling the process.
+
+A schema (an MCP server's, say) may hold a `pattern` that backtracks for ever on
+some argument: Python's `re` would hold the event loop, and every other call and
+the terminal with it. Patterns are matched with the `regex` engine instead, which
+lets go of the interpreter while it matches and gives up at the call's deadline;
+the whole check runs on a thread of its own, and the caller waits no longer than
+that deadline for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator, Mapping
+from contextvars import ContextVar
+from typing import TYPE_CHECKING
+
+import regex
+from langchain_core.tools import BaseTool
+
+from orchestrator.tools.threads import in_thread
+
+if TYPE_CHECKING:
+    from jsonschema.exceptions import ValidationError as JsonSchemaError
+    from jsonschema.protocols import Validator
+
+MAX_PROBLEMS = 5  # of a JSON-schema check, in one message
+TOO_SLOW = (
+    "the arguments could not be checked within {seconds:g}s: "
+    "a pattern of the tool's schema takes too long on them"
+)
+BAD_PATTERN = "the tool's schema has a pattern that is no regular expression: {pattern!r}"
+MIN_SECONDS = 0.001
+
+# When the check of the current call must give up (time.monotonic()); None: never.
+_deadline: ContextVar[float | None] = ContextVar("json_check_deadline", default=None)
+
+
+async def json_problems_within(
+    tool: BaseTool, arguments: Mapping[str, object], *, seconds: float
+) -> str | None:
+    """What is wrong with `arguments` (see `json_problems`), found off the loop within `seconds`."""
+    copied = dict(arguments)
+
+    def check() -> str | None:
+        _deadline.set(time.monotonic() + seconds)
+        try:
+            return json_problems(tool, copied)
+        except TimeoutError:  # a pattern ran into the deadline
+            return TOO_SLOW.format(seconds=seconds)
+
+    try:
+        return await asyncio.wait_for(in_thread(check, name=f"{tool.name} arguments"), seconds)
+    except TimeoutError:  # a check past its deadline anyway (a keyword outside `regex`)
+        return TOO_SLOW.format(seconds=seconds)
+
+
+def json_problems(tool: BaseTool, arguments: Mapping[str, object]) -> str | None:
+    """What is wrong with `arguments` for a tool described by a JSON schema (None: nothing).
+
+    The schema is the tool's whole one (`full_schema`, hidden parameters
+    included), else its `args_schema`; a tool with neither checks its own input.
+    Past the deadline of `json_problems_within`, a pattern raises TimeoutError.
+    """
+    schema = getattr(tool, "full_schema", None) or tool.args_schema
+    if not isinstance(schema, dict):
+        return None
+    try:
+        errors = sorted(_validator(schema).iter_errors(dict(arguments)), key=str)
+    except regex.error as error:
+        return BAD_PATTERN.format(pattern=error.pattern)
+    if not errors:
+        return None
+    return "; ".join(_json_problem(error) for error in errors[:MAX_PROBLEMS])
+
+
+# Per schema (by id, with the schema itself to tell a reused id): its validator, made once.
+_VALIDATORS: dict[int, tuple[dict[str, object], Validator]] = {}
+
+
+def _validator(schema: dict[str, object]) -> Validator:
+    # Imported with the first JSON-schema tool's call: most runs have none.
+    from jsonschema import validators
+
+    cached = _VALIDATORS.get(id(schema))
+    if cached is None or cached[0] is not schema:
+        checker = _with_safe_patterns(validators.validator_for(schema))
+        cached = _VALIDATORS[id(schema)] = (schema, checker(schema))
+    return cached[1]
+
+
+def _with_safe_patterns(base: type[Validator]) -> type[Validator]:
+    """`base` with every keyword that matches a pattern matching it through `_search`."""
+    from jsonschema import validators
+
+    keywords = {"pattern": _pattern, "patternProperties": _pattern_properties}
+    if "additionalProperties" in base.VALIDATORS:
+        keywords["additionalProperties"] = _additional_properties(
+            base.VALIDATORS["additionalProperties"]
+        )
+    return validators.extend(base, keywords)
+
+
+def _search(pattern: str, text: str) -> bool:
+    """Whether `pattern` occurs in `text`; TimeoutError at the deadline, `regex.error` if bad."""
+    deadline = _deadline.get()
+    timeout = None if deadline is None else max(deadline - time.monotonic(), MIN_SECONDS)
+    return regex.search(pattern, text, timeout=timeout, concurrent=True) is not None
+
+
+def _pattern(
+    validator: Validator, pattern: str, instance: object, schema: Mapping[str, object]
+) -> Iterator[JsonSchemaError]:
+    from jsonschema.exceptions import ValidationError
+
+    if validator.is_type(instance, "string") and not _search(pattern, str(instance)):
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+def _pattern_properties(
+    validator: Validator,
+    patterns: Mapping[str, object],
+    instance: object,
+    schema: Mapping[str, object],
+) -> Iterator[JsonSchemaError]:
+    if not validator.is_type(instance, "object"):
+        return
+    assert isinstance(instance, Mapping)
+    for pattern, subschema in patterns.items():
+        for key, value in instance.items():
+            if _search(pattern, key):
+                yield from validator.descend(value, subschema, path=key, schema_path=pattern)
+
+
+def _additional_properties(original: object) -> object:
+    """jsonschema's keyword, whose own pattern matching (with `re`) runs only without patterns."""
+
+    def keyword(
+        validator: Validator, allowed: object, instance: object, schema: Mapping[str, object]
+    ) -> Iterator[JsonSchemaError]:
+        from jsonschema.exceptions import ValidationError
+
+        patterns = schema.get("patternProperties")
+        if not isinstance(patterns, Mapping) or not validator.is_type(instance, "object"):
+            yield from original(validator, allowed, instance, schema)  # type: ignore[operator]
+            return
+        assert isinstance(instance, Mapping)
+        properties = schema.get("properties") or {}
+        extras = sorted(
+            key
+            for key in instance
+            if key not in properties and not any(_search(p, key) for p in patterns)
+        )
+        if validator.is_type(allowed, "object"):
+            for extra in extras:
+                yield from validator.descend(instance[extra], allowed, path=extra)
+        elif not allowed and extras:
+            joined = ", ".join(repr(extra) for extra in extras)
+            yield ValidationError(f"{joined} match none of the patterns {sorted(patterns)!r}")
+
+    return keyword
+
+
+def _json_problem(error: JsonSchemaError) -> str:
+    where = ".".join(str(part) for part in error.absolute_path)
+    return f"{where}: {error.message}" if where else error.message
