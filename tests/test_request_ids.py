@@ -76,7 +76,7 @@ def test_a_nested_agent_reusing_call_ids_runs_each_call(cli, tmp_path: Path):
     ]
     with OpenAICompatibleServer(script) as server:
         env = server_env(server)
-        first = cli("ask", "-s", session, "say one", cwd=tmp_path, stdin="y\ny\n", env_extra=env)
+        first = cli("ask", "--answers-from-stdin", "-s", session, "say one", cwd=tmp_path, stdin="y\ny\n", env_extra=env)
         second = cli("ask", "-s", session, "say two", cwd=tmp_path, env_extra=env)
 
     assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr

@@ -249,7 +249,7 @@ def test_ask_asks_again_for_an_edit_nested_too_deep(cli, tmp_path: Path):
     deep = "[" * 100_000 + "]" * 100_000
     stdin = f'y\ne\n{{"path": {deep}}}\n{{"path": "z"}}\n'
     with OpenAICompatibleServer([[("files_tidy", {"path": "a"})], "Done."]) as server:
-        done = cli("ask", "tidy a", cwd=tmp_path, stdin=stdin, env_extra=server_env(server))
+        done = cli("ask", "--answers-from-stdin", "tidy a", cwd=tmp_path, stdin=stdin, env_extra=server_env(server))
 
     assert done.returncode == 0, done.stderr
     assert "Nested more than 64 deep" in done.stderr
@@ -380,7 +380,7 @@ def test_ask_in_a_process_of_its_own_leaves_what_it_stored_embedded(
         done = subprocess.run(
             [sys.executable, "-m", "orchestrator", "ask", "remember the blue kettle"],
             capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120,
-            start_new_session=True,
+            start_new_session=True, stdin=subprocess.DEVNULL,
         )
     assert done.returncode == 0, done.stderr
     assert "wait for their embeddings: embedding them in the background" in done.stderr
