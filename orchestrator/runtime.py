@@ -6,7 +6,7 @@ import asyncio
 import logging
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TypedDict, Unpack
 
 from langchain_core.language_models import BaseChatModel
@@ -16,7 +16,9 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph.state import CompiledStateGraph
 
 from orchestrator.graph.builder import build_agent_graph
+from orchestrator.graph.model_pipeline.chain import ModelMiddleware
 from orchestrator.graph.prompts import ORCHESTRATOR_PROMPT
+from orchestrator.graph.spec import AgentSpec
 from orchestrator.levels import LevelConfig, Limits
 from orchestrator.llm.providers import build_chat_model
 from orchestrator.redact import remember_settings
@@ -53,6 +55,8 @@ class RuntimeOptions(TypedDict, total=False):
     tools: list[BaseTool] | None
     checkpointer: BaseCheckpointSaver | None
     middleware: Sequence[ToolMiddleware] | None
+    sources: Sequence[ToolSource] | None
+    model_middleware: Sequence[ModelMiddleware] | None
 
 
 @dataclass(frozen=True)
@@ -90,8 +94,13 @@ class Runtime:
         `storage`, sessions are durable and archived, and the model gets RAG
         context; without, they live in memory. `model`, `tools` and
         `checkpointer` replace the defaults; given `tools`, no folder is
-        discovered. `middleware` replaces the dispatch pipeline's (see
-        `tools.pipeline.dispatch.default_middleware`) at every level.
+        discovered. `sources` are opened beside the default ones and add
+        their tools after theirs (a name already taken is not offered again).
+        `middleware` replaces the dispatch pipeline's (see
+        `tools.pipeline.dispatch.default_middleware`) at every level;
+        `model_middleware` runs around every model call at every level,
+        outside the model chain's defaults (see
+        `graph.model_pipeline.defaults`).
         """
         plan = _Plan.of(settings, **options)
         opened = await asyncio.gather(*(s.open() for s in plan.sources), return_exceptions=True)
@@ -147,10 +156,8 @@ class _Plan:
     """What a runtime is built from, before its sources are open and its graph compiled."""
 
     settings: Settings
-    model: BaseChatModel
-    level: LevelConfig
+    spec: AgentSpec  # the orchestrator's, its tools to come from the sources
     sources: list[ToolSource]
-    middleware: list[ToolMiddleware]
     storage: Storage | None
     checkpointer: BaseCheckpointSaver
 
@@ -168,6 +175,8 @@ class _Plan:
         tools: list[BaseTool] | None = None,
         checkpointer: BaseCheckpointSaver | None = None,
         middleware: Sequence[ToolMiddleware] | None = None,
+        sources: Sequence[ToolSource] | None = None,
+        model_middleware: Sequence[ModelMiddleware] | None = None,
     ) -> _Plan:
         remember_settings(settings)  # errors shown to the model or the person hide its secrets
         model = model or build_chat_model(settings)
@@ -183,35 +192,39 @@ class _Plan:
             log_level=settings.log_level,
             system_prompt=ORCHESTRATOR_PROMPT,
         )
+        spec = AgentSpec(
+            model=model,
+            tools=(),
+            limits=level.limits,
+            system_prompt=ORCHESTRATOR_PROMPT,
+            tool_middleware=pipeline,
+            model_middleware=tuple(model_middleware or ()),
+            text_tool_calls=settings.text_tool_calls,
+        )
         if tools is not None:
-            sources: list[ToolSource] = [StaticSource("given", tools)]
+            given: list[ToolSource] = [StaticSource("given", tools)]
         else:
             folders = _FolderOptions(ask or _input_ended, reviewed, ask_server, mcp_servers)
-            sources = _default_sources(
-                settings, level=level, middleware=pipeline, storage=storage, folders=folders
+            given = _default_sources(
+                settings, level=level, spec=spec, storage=storage, folders=folders
             )
         saver = checkpointer or (storage.checkpointer if storage is not None else InMemorySaver())
-        return cls(settings, model, level, sources, pipeline, storage, saver)
+        return cls(settings, spec, [*given, *(sources or ())], storage, saver)
 
     def runtime(self) -> Runtime:
         """The runtime, its graph compiled over the tools its sources offer now."""
         tools = unique_tools(tool for source in self.sources for tool in source.tools())
+        retriever = self.storage.retriever if self.storage is not None else None
         graph = build_agent_graph(
-            model=self.model,
-            tools=tools,
-            limits=self.level.limits,
-            checkpointer=self.checkpointer,
-            retriever=self.storage.retriever if self.storage is not None else None,
-            middleware=self.middleware,
-            text_tool_calls=self.settings.text_tool_calls,
+            replace(self.spec, tools=tools, retriever=retriever), checkpointer=self.checkpointer
         )
         return Runtime(
             settings=self.settings,
-            model=self.model,
+            model=self.spec.model,
             sources=self.sources,
             tools=tools,
             graph=graph,
-            middleware=self.middleware,
+            middleware=list(self.spec.tool_middleware or ()),
             storage=self.storage,
         )
 
@@ -230,7 +243,7 @@ def _default_sources(
     settings: Settings,
     *,
     level: LevelConfig,
-    middleware: list[ToolMiddleware],
+    spec: AgentSpec,
     storage: Storage | None,
     folders: _FolderOptions,
 ) -> list[ToolSource]:
@@ -240,16 +253,16 @@ def _default_sources(
     def build_graph(
         level: LevelConfig, tools: Sequence[BaseTool], *, name: str, system_prompt: str
     ) -> CompiledStateGraph:
-        return build_agent_graph(
+        agent = replace(
+            spec,
             model=level.model,
             # An agent at any level may ask the person.
             tools=unique_tools([*tools, *human_tools()]),
             limits=level.limits,
             system_prompt=system_prompt,
-            middleware=middleware,
-            text_tool_calls=settings.text_tool_calls,
             name=name,
         )
+        return build_agent_graph(agent)
 
     source = FolderSource(
         settings,

@@ -38,7 +38,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool, tool
 
-from orchestrator.graph import build_agent_graph
+from orchestrator.graph import AgentSpec, build_agent_graph
 from orchestrator.levels import Limits
 from orchestrator.runtime import use_tool_threads
 from orchestrator.tools.context import RunContext
@@ -95,7 +95,7 @@ LIMITS = Limits(max_iterations=5, max_result_chars=4000, timeout_seconds=60.0)
 
 
 def ours(model: BaseChatModel, tools: list[BaseTool]) -> Runnable:
-    return build_agent_graph(model=model, tools=tools, limits=LIMITS)
+    return build_agent_graph(AgentSpec(model=model, tools=tools, limits=LIMITS))
 
 
 def prebuilt(model: BaseChatModel, tools: list[BaseTool]) -> Runnable:

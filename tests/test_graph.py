@@ -13,7 +13,7 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
 from orchestrator.errors import ToolError
-from orchestrator.graph import build_agent_graph
+from orchestrator.graph import AgentSpec, build_agent_graph
 from orchestrator.levels import Limits
 from orchestrator.tools.context import current_context
 from orchestrator.testing import call_tools
@@ -242,10 +242,12 @@ async def test_nested_agent_calls_carry_the_parent_request_id(scripted):
         return "leaf done"
 
     inner = build_agent_graph(
-        model=scripted(call_tools(("leaf", {})), "inner done"),
-        tools=[leaf],
-        limits=limits(max_iterations=3, max_result_chars=1000),
-        name="inner",
+        AgentSpec(
+            model=scripted(call_tools(("leaf", {})), "inner done"),
+            tools=[leaf],
+            limits=limits(max_iterations=3, max_result_chars=1000),
+            name="inner",
+        )
     )
 
     @tool
@@ -270,7 +272,9 @@ async def test_nested_agent_calls_carry_the_parent_request_id(scripted):
 
 def test_graph_shape_matches_snapshot(scripted):
     graph = build_agent_graph(
-        model=scripted(), tools=[add], limits=limits(max_iterations=5, max_result_chars=4000),
+        AgentSpec(
+            model=scripted(), tools=[add], limits=limits(max_iterations=5, max_result_chars=4000)
+        ),
         checkpointer=InMemorySaver(),
     )
     drawing = graph.get_graph().draw_mermaid()

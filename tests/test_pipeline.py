@@ -22,7 +22,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, interrupt
 from sqlalchemy import text
 
-from orchestrator.graph import build_agent_graph
+from orchestrator.graph import AgentSpec, build_agent_graph
 from orchestrator.levels import Limits
 from orchestrator.recovery import recover
 from orchestrator.runtime import Runtime
@@ -127,10 +127,12 @@ async def test_an_interrupt_in_a_nested_agents_tool_pauses_the_whole_turn(script
     entered.clear()
     limits = Limits(max_iterations=3, max_result_chars=4000, timeout_seconds=60.0)
     inner = build_agent_graph(
-        model=scripted(call_tools(("confirm", {"question": "delete?"})), "inner done"),
-        tools=[confirm],
-        limits=limits,
-        name="inner",
+        AgentSpec(
+            model=scripted(call_tools(("confirm", {"question": "delete?"})), "inner done"),
+            tools=[confirm],
+            limits=limits,
+            name="inner",
+        )
     )
 
     delegate = delegating_to(inner)
@@ -188,11 +190,13 @@ async def test_middleware_sees_every_call_of_every_level_in_order(scripted):
     limits = Limits(max_iterations=3, max_result_chars=4000, timeout_seconds=60.0)
     middleware = [spy, *default_middleware()]
     inner = build_agent_graph(
-        model=scripted(call_tools(("quick", {})), "inner done"),
-        tools=[quick],
-        limits=limits,
-        middleware=middleware,
-        name="inner",
+        AgentSpec(
+            model=scripted(call_tools(("quick", {})), "inner done"),
+            tools=[quick],
+            limits=limits,
+            tool_middleware=middleware,
+            name="inner",
+        )
     )
 
     delegate = delegating_to(inner)

@@ -8,7 +8,7 @@ import logging
 from langchain_core.messages import SystemMessage
 from langchain_core.tools import tool
 
-from orchestrator.graph import build_agent_graph
+from orchestrator.graph import AgentSpec, build_agent_graph
 from orchestrator.levels import Limits
 from orchestrator.testing import ScriptedChatModel, call_tools
 from orchestrator.tools.context import RunContext
@@ -45,7 +45,9 @@ def contexts(model: ScriptedChatModel) -> list[list[str]]:
 
 async def run(retriever: CountingRetriever, *, context: RunContext | None = None):
     model = ScriptedChatModel(steps=[call_tools(("noop", {})), "Teal it is."])
-    graph = build_agent_graph(model=model, tools=[noop], limits=LIMITS, retriever=retriever)
+    graph = build_agent_graph(
+        AgentSpec(model=model, tools=[noop], limits=LIMITS, retriever=retriever)
+    )
     state = await graph.ainvoke(
         {"messages": [("user", "what colour?")]},
         context=context or RunContext(user_id="u"),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable
 
 from langchain_core.messages import AIMessage, BaseMessage
 
@@ -25,7 +25,7 @@ async def count_model_call(
     identity: ModelIdentity,
     reply: AIMessage,
     *,
-    sent: Sequence[BaseMessage],
+    sent: Iterable[BaseMessage],
     seconds: float,
 ) -> None:
     """Count `reply`'s tokens and cost once, where the call was made (any level of the tree).
@@ -66,7 +66,7 @@ async def count_model_call(
 
 
 def least_cost(
-    context: RunContext, identity: ModelIdentity, messages: Sequence[BaseMessage]
+    context: RunContext, identity: ModelIdentity, messages: Iterable[BaseMessage]
 ) -> float:
     """What sending `messages` will cost at least: their input tokens, roughly, at the model's price.
 
@@ -80,7 +80,7 @@ def least_cost(
     return meter.price(identity, tokens) or 0.0
 
 
-def estimated_tokens(sent: Sequence[BaseMessage], reply: AIMessage) -> TokenCount:
+def estimated_tokens(sent: Iterable[BaseMessage], reply: AIMessage) -> TokenCount:
     """The tokens of a call whose usage was not reported, estimated high from its text."""
     return TokenCount(
         input=_estimate(sum(_characters(message) for message in sent)),

@@ -10,7 +10,7 @@ limit, and argument text is kept as it came, for the caller to judge.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable
 from contextlib import aclosing
 from dataclasses import dataclass
 
@@ -66,7 +66,7 @@ class Reply:
 
 async def read_reply(
     model: Runnable[LanguageModelInput, BaseMessage],
-    messages: Sequence[BaseMessage],
+    messages: Iterable[BaseMessage],
     config: RunnableConfig,
     *,
     limits: ReplyLimits,

@@ -1,0 +1,79 @@
+"""The model chain every agent's model calls go through, and the call of the model at its centre.
+
+    added middleware -> round limit -> RAG context -> budget -> text tool calls
+    -> reply check -> usage -> the model
+
+A new concern of the model side (compaction, planning, tracing, guardrails)
+is a middleware: a file here, and a place in this list.
+"""
+
+from __future__ import annotations
+
+from orchestrator.events import Stage, emit_status
+from orchestrator.graph.model_pipeline.chain import (
+    ModelAnswer,
+    ModelCall,
+    ModelHandler,
+    ModelMiddleware,
+    compose_model_chain,
+)
+from orchestrator.graph.model_pipeline.model_budget import ModelBudgetMiddleware
+from orchestrator.graph.model_pipeline.model_usage import ModelUsageMiddleware
+from orchestrator.graph.model_pipeline.reply_check import ReplyCheckMiddleware
+from orchestrator.graph.model_pipeline.retrieval import RetrievalMiddleware
+from orchestrator.graph.model_pipeline.round_limit import RoundLimitMiddleware
+from orchestrator.graph.model_pipeline.written_calls import TextCallsMiddleware
+from orchestrator.graph.spec import AgentSpec
+from orchestrator.llm.providers import reports_finish_reason
+from orchestrator.llm.reply import ReplyLimits, read_reply
+from orchestrator.usage.prices import ModelIdentity
+
+__all__ = ["ModelReader", "default_model_middleware", "model_chain"]
+
+
+def default_model_middleware(spec: AgentSpec) -> list[ModelMiddleware]:
+    """The defaults for `spec`'s model calls, outermost first.
+
+    RAG only with a retriever, text tool calls only when `spec` reads them.
+    The round limit is outermost, so that it sees every call the model asked
+    for; usage is innermost, so that it times the model alone and counts a
+    reply the check then refuses.
+    """
+    identity = ModelIdentity.of(spec.model)
+    tool_names = frozenset(tool.name for tool in spec.tools)
+    chain: list[ModelMiddleware] = [RoundLimitMiddleware(spec.limits.max_iterations)]
+    if spec.retriever is not None:
+        chain.append(RetrievalMiddleware(spec.retriever))
+    chain.append(ModelBudgetMiddleware(identity))
+    if spec.text_tool_calls:
+        chain.append(TextCallsMiddleware(tool_names))
+    chain.append(
+        ReplyCheckMiddleware(
+            tool_names=tool_names,
+            limits=spec.reply_limits,
+            reports_finish=reports_finish_reason(spec.model),
+        )
+    )
+    chain.append(ModelUsageMiddleware(identity))
+    return chain
+
+
+def model_chain(spec: AgentSpec) -> ModelHandler:
+    """`spec`'s chain, composed once: its own middleware outside the defaults, the model inside."""
+    middleware = [*spec.model_middleware, *default_model_middleware(spec)]
+    return compose_model_chain(middleware, ModelReader(spec.reply_limits))
+
+
+class ModelReader:
+    """The centre of the chain: streams the model's reply to the call's messages."""
+
+    def __init__(self, limits: ReplyLimits) -> None:
+        self.limits = limits
+
+    async def __call__(self, request: ModelCall) -> ModelAnswer:
+        """The reply, its calls not checked yet (they are the answer's `reply.calls`)."""
+        emit_status(Stage.STREAMING)
+        reply = await read_reply(
+            request.model, request.prompt(), request.config, limits=self.limits
+        )
+        return ModelAnswer(reply.message, reply)

@@ -1,0 +1,41 @@
+"""What an agent graph is built from: one value, the same for the orchestrator and every nested agent."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.tools import BaseTool
+
+from orchestrator.graph.model_pipeline.chain import ModelMiddleware
+from orchestrator.graph.model_pipeline.retrieval import Retriever
+from orchestrator.graph.prompts import ORCHESTRATOR_PROMPT
+from orchestrator.levels import Limits
+from orchestrator.llm.reply import ReplyLimits
+from orchestrator.tools.pipeline.base import ToolMiddleware
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    """An agent: its model, tools and limits, and what runs around its model and tool calls.
+
+    `tool_middleware` replaces the dispatch pipeline (its default when None,
+    see `tools.pipeline.dispatch.default_middleware`); `model_middleware` is
+    added to the model chain's defaults, outside them (see
+    `graph.model_pipeline.defaults`). With a `retriever` the model gets RAG
+    context. `reply_limits` bound the tool names and arguments a reply may
+    stream; `text_tool_calls` reads calls a model wrote as text
+    (ORCHESTRATOR_TEXT_TOOL_CALLS). `name` names the compiled graph.
+    """
+
+    model: BaseChatModel
+    tools: Sequence[BaseTool]
+    limits: Limits
+    system_prompt: str = ORCHESTRATOR_PROMPT
+    tool_middleware: Sequence[ToolMiddleware] | None = None
+    model_middleware: Sequence[ModelMiddleware] = ()
+    retriever: Retriever | None = None
+    reply_limits: ReplyLimits = field(default_factory=ReplyLimits)
+    text_tool_calls: bool = True
+    name: str = "orchestrator"
