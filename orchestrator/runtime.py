@@ -74,7 +74,11 @@ class Runtime:
 
     @classmethod
     def create(cls, settings: Settings, **options: Unpack[RuntimeOptions]) -> Runtime:
-        """Build from settings, loading the tool sources on this thread (see `Runtime.start`)."""
+        """Build from settings, loading the tool sources on this thread (see `Runtime.start`).
+
+        A source that cannot load synchronously (no `load`, see `LoadsNow`) is
+        not opened: its tools are those it offers unopened.
+        """
         plan = _Plan.of(settings, **options)
         for source in plan.sources:
             if isinstance(source, LoadsNow):
