@@ -127,6 +127,10 @@ class EmbeddingModelError(UserError):
     """The local embedding model did not load, failed a batch, or its process stopped."""
 
 
+class UnknownModelError(EmbeddingModelError):
+    """A local embedding model the graph builder does not know how to write (not a mean-pooled BERT)."""
+
+
 class SessionOwnedError(UserError):
     """The session id is taken by another user."""
 
@@ -214,6 +218,7 @@ __all__ = [
     "DatabaseUnavailableError",
     "DeveloperError",
     "EmbeddingModelError",
+    "UnknownModelError",
     "FileTooLargeError",
     "FolderRefusedError",
     "IncompleteReplyError",

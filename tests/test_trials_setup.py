@@ -77,7 +77,8 @@ def test_the_model_process_loads_and_embeds_with_no_torch_installed(tmp_path: Pa
 
 def test_weights_of_a_model_the_builder_does_not_know_are_not_built(tmp_path: Path):
     weights = _weights()
-    from orchestrator.store.bert_graph import BertShape, UnknownModelError
+    from orchestrator.errors import UnknownModelError
+    from orchestrator.store.bert_graph import BertShape
 
     other = tmp_path / "model"
     shutil.copytree(weights, other, ignore=shutil.ignore_patterns("model.safetensors"))
