@@ -224,7 +224,9 @@ def test_the_tests_that_read_the_checkout_pass_beside_a_users_folders_and_env(tm
     environment = {k: v for k, v in os.environ.items() if not k.startswith(("ORCHESTRATOR_", "PYTEST_"))}
 
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_settings.py",
+        # Its own temporary folder: pytest prunes older runs' folders, this run's among them.
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--basetemp={tmp_path / 'inner'}",
+         "tests/test_settings.py",
          "tests/test_cli_tools.py", "-k", "default_home or tools_list or shows_the_tree or no_approved"],
         cwd=checkout, env=environment | {"PYTHONPATH": str(checkout)}, capture_output=True, text=True, timeout=300,
     )
