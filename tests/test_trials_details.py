@@ -1,4 +1,4 @@
-"""Issue 27, item 19 (part): MCP results, the README's MCP example, background tasks, new-agent."""
+"""Issue 27, item 19 (part): MCP results, the manual's MCP example, background tasks, new-agent."""
 
 from __future__ import annotations
 
@@ -30,10 +30,10 @@ from tests.helpers import run_cli
 from tests.test_background import Nothing, Slow, runtime, slow_tools
 from tests.test_mcp_folders import Person, call, started
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+MCP_PAGE = Path(__file__).resolve().parents[1] / "docs" / "mcp.md"
 
 
-# --- MCP results and the README's example -----------------------------------------------------
+# --- MCP results and the manual's example -----------------------------------------------------
 
 
 def test_an_mcp_results_json_text_becomes_its_data():
@@ -58,15 +58,15 @@ def test_text_that_is_no_json_object_stays_the_message():
 
 
 def readme_mcp_example() -> str:
-    """The YAML of the README's section "MCP servers as tool folders", as printed."""
-    section = README.read_text().split("### MCP servers as tool folders", 1)[1]
+    """The YAML of the manual's section "MCP servers as tool folders" (docs/mcp.md), as printed."""
+    section = MCP_PAGE.read_text().split("## MCP servers as tool folders", 1)[1]
     found = re.search(r"```yaml\n(.*?)```", section, re.DOTALL)
     assert found is not None, "the section shows a tool_config.yaml"
     return found.group(1)
 
 
 async def test_the_readmes_mcp_example_runs_as_written(tmp_path: Path):
-    folder = tmp_path / "sub_graphs" / "time"  # where the README says to save it
+    folder = tmp_path / "sub_graphs" / "time"  # where the manual says to save it
     folder.mkdir(parents=True)
     (folder / "tool_config.yaml").write_text(readme_mcp_example())
 
