@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
     from orchestrator.settings import Settings
     from orchestrator.store.engine import Database
-    from orchestrator.tools.config import (
+    from orchestrator.folders.tool_config import (
         DatabaseOverride,
         LimitsOverride,
         ModelOverride,

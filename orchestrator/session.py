@@ -34,7 +34,7 @@ from orchestrator.store.checkpoints import PooledPostgresSaver
 from orchestrator.store.sessions import claim_session
 from orchestrator.store.storage import Storage
 from orchestrator.store.text import storable_text
-from orchestrator.store.usage import session_totals
+from orchestrator.store.usage_log import session_totals
 from orchestrator.tasks import BackgroundTask, TaskManager
 from orchestrator.tools.context import RunContext, UserDatabase
 from orchestrator.tools.hitl import Decision

@@ -42,7 +42,7 @@ from orchestrator.graph import build_agent_graph
 from orchestrator.levels import Limits
 from orchestrator.runtime import use_tool_threads
 from orchestrator.tools.context import RunContext
-from orchestrator.tools.pipeline.dispatch import Dispatcher
+from orchestrator.dispatch.dispatcher import Dispatcher
 
 SLEEP_SECONDS = 0.2
 PARALLEL_CALLS = 10

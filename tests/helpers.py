@@ -21,11 +21,11 @@ from langgraph.checkpoint.memory import InMemorySaver
 from sqlalchemy import text
 
 from orchestrator.levels import Limits
-from orchestrator.runtime import Runtime
+from orchestrator.runtime import Orchestrator
 from orchestrator.session import Session, TurnEvent
 from orchestrator.settings import load_settings
 from orchestrator.tools.context import RunContext
-from orchestrator.tools.pipeline.dispatch import Dispatcher
+from orchestrator.dispatch.dispatcher import Dispatcher
 from orchestrator.store import Database
 from orchestrator.store.requests import RequestLog
 from orchestrator.store.storage import Storage
@@ -41,7 +41,7 @@ def make_session(
     **settings: object,
 ) -> Session:
     """A session on a fresh in-memory graph over `model` and `tools`."""
-    runtime = Runtime.create(
+    runtime = Orchestrator.create(
         load_settings(**settings), model=model, tools=list(tools), checkpointer=InMemorySaver()
     )
     return runtime.session(user_id="tester")

@@ -13,7 +13,7 @@ from orchestrator.cli.scaffold import create_agent_folder
 from orchestrator.session import FOLLOW_UP
 from orchestrator.testing import load_tool_folder
 from orchestrator.tools import builtin_tools
-from orchestrator.tools.adapter import langchain_tools
+from orchestrator.sources.adapter import langchain_tools
 from tests.helpers import make_session
 from tests.tool_folders import SHIPPED
 

@@ -15,9 +15,9 @@ from orchestrator.store import Database
 from orchestrator.testing import OpenAICompatibleServer
 from orchestrator.testing.openai_server import RawReply, RawToolCall
 from orchestrator.store.requests import RequestLog
-from orchestrator.tools.builtin import builtin_tools
-from orchestrator.tools.pipeline.records import CallRecord
-from orchestrator.tools.replay import PriorCall, decide
+from orchestrator.sources.builtin import builtin_tools
+from orchestrator.tools.request_log import CallRecord
+from orchestrator.dispatch.replay import PriorCall, decide
 from tests.helpers import server_env, start_and_kill
 from tests.tool_folders import GATED_TOOL, parrot_agent, write_folder
 

@@ -10,7 +10,7 @@ import pytest
 from orchestrator.cli.scaffold import create_agent_folder
 from orchestrator.errors import UserError
 from orchestrator.tools.agent import AgentTool
-from orchestrator.tools.config import load_tool_config
+from orchestrator.folders.tool_config import load_tool_config
 
 
 def files_in(folder: Path) -> list[str]:

@@ -18,8 +18,8 @@ from pytest_benchmark.fixture import BenchmarkFixture
 
 from orchestrator.testing import ScriptedChatModel
 from orchestrator.tools import Tool, ToolRequest, ToolResult, action
-from orchestrator.tools.adapter import langchain_tools
-from orchestrator.tools.builtin import calculator, current_time
+from orchestrator.sources.adapter import langchain_tools
+from orchestrator.sources.builtin import calculator, current_time
 
 class TestScriptedChatModel(ChatModelUnitTests):
     @property

@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 from orchestrator.errors import InvalidToolArgumentsError, ToolError
 from orchestrator.testing import call_tools
 from orchestrator.tools import Tool, ToolRequest, ToolResult, action
-from orchestrator.tools.adapter import langchain_tools
+from orchestrator.sources.adapter import langchain_tools
 from tests.helpers import make_session
 
 

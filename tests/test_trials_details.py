@@ -22,10 +22,10 @@ from orchestrator.store import MessageStore
 from orchestrator.store.sessions import claim_session
 from orchestrator.testing import call_tools
 from orchestrator.tools import ToolRequest, ToolResult, action
-from orchestrator.tools.adapter import langchain_tools
+from orchestrator.sources.adapter import langchain_tools
 from orchestrator.tools.agent import AgentTool
-from orchestrator.tools.config import ToolConfig, load_tool_config
-from orchestrator.tools.mcp.content import tool_result
+from orchestrator.folders.tool_config import ToolConfig, load_tool_config
+from orchestrator.sources.mcp.content import tool_result
 from tests.helpers import run_cli
 from tests.test_background import Nothing, Slow, runtime, slow_tools
 from tests.test_mcp_folders import Person, call, started

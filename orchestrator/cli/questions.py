@@ -21,7 +21,7 @@ from rich.console import Console
 from orchestrator.cli.answers import EditWanted, Unclear, hint, read_arguments, read_choice, show_questions
 from orchestrator.cli.common import shown
 from orchestrator.cli.invocation import command_name
-from orchestrator.cli.prompts import person_terminal
+from orchestrator.cli.tty_questions import person_terminal
 from orchestrator.cli.signals import Interrupts
 from orchestrator.session import PendingQuestion, TurnResult
 from orchestrator.tools.hitl import Decision, EditDecision, Question, RejectDecision
