@@ -102,7 +102,7 @@ class Session:
         # Called with each background task's follow-up turn once it has run, or with
         # None when the follow-up limit kept the result for the next turn instead.
         self.on_follow_up: FollowUpHandler | None = None
-        self.usage = UsageMeter.from_settings(settings)
+        self.usage = UsageMeter(prices=settings.price_table, budgets=settings.budgets)
         self._follow_ups = 0  # follow-up turns since the user's last message
         self._claimed = False
         self._archived: set[str] = set()  # ids of the messages this process archived

@@ -78,13 +78,13 @@ def run_cli(
 def _invoke(
     args: Sequence[str], *, cwd: Path, stdin: str, env: dict[str, str]
 ) -> subprocess.CompletedProcess[str]:
-    from orchestrator.cli import app, prompts
+    from orchestrator.cli import app, tty_questions
 
     # The command handles signals (main thread only): give pytest its own back afterwards.
     in_main = threading.current_thread() is threading.main_thread()
     saved = {number: signal.getsignal(number) for number in SIGNALS} if in_main else {}
-    previous_dir, previous_terminal = Path.cwd(), prompts.TERMINAL
-    prompts.TERMINAL = str(cwd / "no-terminal")  # as in CI: questions are read from stdin
+    previous_dir, previous_terminal = Path.cwd(), tty_questions.TERMINAL
+    tty_questions.TERMINAL = str(cwd / "no-terminal")  # as in CI: questions are read from stdin
     os.chdir(cwd)
     try:
         result = CliRunner().invoke(
@@ -92,7 +92,7 @@ def _invoke(
         )
     finally:
         os.chdir(previous_dir)
-        prompts.TERMINAL = previous_terminal
+        tty_questions.TERMINAL = previous_terminal
         for number, handler in saved.items():
             signal.signal(number, handler)
     if result.exception is not None and not isinstance(result.exception, SystemExit):

@@ -15,7 +15,9 @@ import pytest
 from langchain_core.messages import SystemMessage, ToolMessage
 from sqlalchemy import text
 
-from orchestrator.levels import Limits, describe_level, env_value
+from orchestrator.folders.level_view import describe_level
+from orchestrator.levels import Limits
+from orchestrator.settings import env_value
 from orchestrator.runtime import Orchestrator
 from orchestrator.settings import load_settings
 from orchestrator.store import Database, Storage

@@ -15,7 +15,7 @@ import yaml
 from langgraph.checkpoint.memory import InMemorySaver
 
 from orchestrator.errors import ToolConfigError
-from orchestrator.levels import model_endpoint
+from orchestrator.llm.endpoints import model_endpoint
 from orchestrator.llm.providers import build_chat_model
 from orchestrator.runtime import Orchestrator
 from orchestrator.settings import load_settings

@@ -20,16 +20,10 @@ from orchestrator.cli.common import display_path, one_line, out, shown
 from orchestrator.cli.tool_show_actions import action_lines, folder_actions
 from orchestrator.cli.tool_show_mcp import definitions_line, kind_lines, mcp_report
 from orchestrator.errors import ToolLoadError
-from orchestrator.levels import (
-    LIMIT_NAMES,
-    ORCHESTRATOR,
-    LevelView,
-    Sourced,
-    describe_level,
-    env_value,
-    model_endpoint,
-)
-from orchestrator.settings import env_name, hide_passwords
+from orchestrator.folders.level_view import ORCHESTRATOR, LevelView, Sourced, describe_level
+from orchestrator.levels import LIMIT_NAMES
+from orchestrator.llm.endpoints import model_endpoint
+from orchestrator.settings import env_name, env_value, hide_passwords
 from orchestrator.folders.approvals import ApprovalStore, Status
 from orchestrator.folders.discovery import Discovery, ToolFolder, FolderNode
 from orchestrator.usage.money import usd

@@ -27,53 +27,27 @@ from langchain_core.messages import ToolCall
 from pydantic import ValidationError
 
 from orchestrator.errors import ToolError
+from orchestrator.tools.request_log import (
+    INTERRUPTED,
+    PAUSED,
+    TASK_ID_KEY,
+    CallRecord,
+    PriorCall,
+    PriorLog,
+)
 from orchestrator.tools.results import ToolResult
 
 if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig
 
     from orchestrator.tools.context import RunContext
-    from orchestrator.tools.request_log import CallRecord
 
 logger = logging.getLogger(__name__)
 
 # A call's request id follows from its session, its parent request and its LangGraph
 # task: a resumed turn re-running the same call finds its record.
 REQUEST_ID_NAMESPACE = uuid.UUID("5d0f4c1e-6a3b-4f8e-9a57-1b2c3d4e5f60")
-INTERRUPTED = "interrupted: the process running it stopped"
 ELSEWHERE = "{name} is already running in another process; it is not started twice"
-ENDED = ("completed", "failed", "cancelled")
-PAUSED = "paused"
-# Where LangGraph keeps a task's id in the task's config (its own constant is private).
-TASK_ID_KEY = "__pregel_task_id"
-
-
-@dataclass(frozen=True)
-class PriorCall:
-    """What the request log holds for a call about to run."""
-
-    status: str
-    outcome: str | None
-    body: dict[str, object] | None  # the result, or the error
-    owner_alive: bool
-    ours: bool  # owned by this process
-    same_call: bool = True  # the record is of this tool with these arguments
-
-    @property
-    def ended(self) -> bool:
-        return self.outcome in ENDED or self.status in ENDED
-
-
-class PriorLog(Protocol):
-    """The part of the request log a replay decision needs."""
-
-    async def prior(self, call: CallRecord) -> PriorCall | None: ...
-
-    async def requeued(self, call: CallRecord) -> None: ...
-
-    async def resumed(self, call: CallRecord) -> None: ...
-
-    async def interrupted(self, call: CallRecord) -> None: ...
 
 
 class RunningCheck(Protocol):

@@ -80,7 +80,7 @@ class ServedTools:
         call = ToolCall(name=name, args=dict(arguments), id=f"{SESSION_PREFIX}{uuid.uuid4().hex}")
         # Each call is a turn of its own: an agent's model calls are counted, logged and
         # held to the turn's budget.
-        context = replace(self.context, usage=UsageMeter.from_settings(self.settings))
+        context = replace(self.context, usage=UsageMeter(prices=self.settings.price_table, budgets=self.settings.budgets))
         result = await self.dispatcher.dispatch(self.dispatcher.request(call, context))
         return call_result(result, max_chars=self.dispatcher.limits.max_result_chars)
 

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING
 from langchain_core.tools import BaseTool
 
 from orchestrator.errors import ConfigError, ToolLoadError
-from orchestrator.levels import LevelConfig, LevelResolver
+from orchestrator.levels import LevelConfig
+from orchestrator.sources.level_resolver import LevelResolver
 from orchestrator.sources.adapter import langchain_tools
 from orchestrator.tools.agent import AgentTool, GraphFactory
 from orchestrator.folders.approvals import ApprovalStore, Ask, Reviewed, review_folders

@@ -8,7 +8,6 @@ from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypedDict
 
-from orchestrator.dispatch.replay import TASK_ID_KEY, PriorCall
 from orchestrator.tools.results import ToolResult
 from orchestrator.usage.records import UsageRecord
 
@@ -17,6 +16,42 @@ if TYPE_CHECKING:
     from datetime import datetime
 
 logger = logging.getLogger(__name__)
+
+# What the request log says of a call that ended, or paused (see `dispatch.replay`).
+INTERRUPTED = "interrupted: the process running it stopped"
+ENDED = ("completed", "failed", "cancelled")
+PAUSED = "paused"
+# Where LangGraph keeps a task's id in the task's config (its own constant is private).
+TASK_ID_KEY = "__pregel_task_id"
+
+
+@dataclass(frozen=True)
+class PriorCall:
+    """What the request log holds for a call about to run."""
+
+    status: str
+    outcome: str | None
+    body: dict[str, object] | None  # the result, or the error
+    owner_alive: bool
+    ours: bool  # owned by this process
+    same_call: bool = True  # the record is of this tool with these arguments
+
+    @property
+    def ended(self) -> bool:
+        return self.outcome in ENDED or self.status in ENDED
+
+
+class PriorLog(Protocol):
+    """The part of the request log a replay decision needs."""
+
+    async def prior(self, call: CallRecord) -> PriorCall | None: ...
+
+    async def requeued(self, call: CallRecord) -> None: ...
+
+    async def resumed(self, call: CallRecord) -> None: ...
+
+    async def interrupted(self, call: CallRecord) -> None: ...
+
 
 # Where LangGraph keeps a task's graph's checkpointer in the task's config (its own
 # constant is private): should it move, calls end as they did before tasks were known
