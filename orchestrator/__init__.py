@@ -42,9 +42,9 @@ if TYPE_CHECKING:
     from orchestrator.graph import AgentState, build_agent_graph
     from orchestrator.runtime import Orchestrator
     from orchestrator.session import Session
-    from orchestrator.turns import ToolCallRecord, TurnResult
     from orchestrator.settings import Settings, load_settings
     from orchestrator.tools.results import Billing, ToolResult
+    from orchestrator.turns import ToolCallRecord, TurnResult
 
 __version__ = "0.1.0"
 

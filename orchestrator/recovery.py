@@ -11,11 +11,11 @@ from dataclasses import dataclass, replace
 
 from langchain_core.messages import ToolCall
 
+from orchestrator.dispatch.background import is_acknowledgement
+from orchestrator.dispatch.dispatcher import Dispatcher
 from orchestrator.levels import Limits
 from orchestrator.runtime import Orchestrator
 from orchestrator.tools.context import RunContext
-from orchestrator.dispatch.background import is_acknowledgement
-from orchestrator.dispatch.dispatcher import Dispatcher
 from orchestrator.tools.request_log import CallRecord
 
 

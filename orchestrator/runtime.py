@@ -15,6 +15,9 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph.state import CompiledStateGraph
 
+from orchestrator.dispatch.dispatcher import default_middleware
+from orchestrator.dispatch.middleware import ToolMiddleware
+from orchestrator.folders.approvals import Ask, Reviewed
 from orchestrator.graph.builder import build_agent_graph
 from orchestrator.graph.prompts import ORCHESTRATOR_PROMPT
 from orchestrator.levels import LevelConfig, Limits
@@ -22,17 +25,14 @@ from orchestrator.llm.providers import build_chat_model
 from orchestrator.redact import remember_settings
 from orchestrator.session import Session
 from orchestrator.settings import Settings
+from orchestrator.sources.builtin import builtin_tools, human_tools
+from orchestrator.sources.folder_tools import FolderSource, LoadedTool
+from orchestrator.sources.mcp.clients import AskServer, McpClients
 from orchestrator.sources.search_messages import search_messages_tool
+from orchestrator.sources.source import LoadsNow, ToolSource, unique_tools
+from orchestrator.sources.static import StaticSource
 from orchestrator.store.storage import Storage
 from orchestrator.tasks import TaskManager
-from orchestrator.folders.approvals import Ask, Reviewed
-from orchestrator.sources.builtin import builtin_tools, human_tools
-from orchestrator.sources.mcp.clients import AskServer, McpClients
-from orchestrator.dispatch.middleware import ToolMiddleware
-from orchestrator.dispatch.dispatcher import default_middleware
-from orchestrator.sources.source import LoadsNow, ToolSource, unique_tools
-from orchestrator.sources.folder_tools import FolderSource, LoadedTool
-from orchestrator.sources.static import StaticSource
 
 logger = logging.getLogger(__name__)
 

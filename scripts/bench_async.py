@@ -41,12 +41,12 @@ from langchain_core.tools import BaseTool, tool
 from pydantic import BaseModel
 from sqlalchemy import text
 
+from orchestrator.folders.tool_config import ToolConfig
 from orchestrator.runtime import Orchestrator
 from orchestrator.settings import Settings, load_settings
+from orchestrator.sources.adapter import langchain_tools
 from orchestrator.store import Storage
 from orchestrator.tools import Tool, ToolRequest, ToolResult, action
-from orchestrator.sources.adapter import langchain_tools
-from orchestrator.folders.tool_config import ToolConfig
 
 BACKGROUND_SECONDS = 2.0
 MARKER = re.compile(r"<(s\d+)>")

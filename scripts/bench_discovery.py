@@ -165,8 +165,8 @@ print(json.dumps({"seconds": seconds, "tools": tools}))
 
 def generate(root: Path, count: int) -> None:
     from orchestrator.folders.approvals import ApprovalStore
-    from orchestrator.settings import load_settings
     from orchestrator.folders.discovery import discover_tree
+    from orchestrator.settings import load_settings
 
     sub_graphs = root / "sub_graphs"
     for index in range(count):
@@ -209,7 +209,7 @@ def loader_ratio(size: int, rounds: int) -> float:
         generate(root, size)
         seconds, tools = versus_loader(root, rounds)
     assert tools["ours"] == tools["loader"] == 2 * size, tools
-    ratios = [o / l for o, l in zip(seconds["ours"], seconds["loader"], strict=True)]
+    ratios = [ours / loader for ours, loader in zip(seconds["ours"], seconds["loader"], strict=True)]
     print(
         f"{size:5d} folders, ours beside a minimal LangChain loader: ready in "
         f"{statistics.median(seconds['ours']):.3f}s, "

@@ -121,8 +121,8 @@ from orchestrator.store.rag import HEADER
 from orchestrator.store.storage import Storage
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sql_counts import autovacuum_paused, counting, next_transaction_id  # noqa: E402
-from sql_counts import OVERHEAD, kind as statement_kind  # noqa: E402
+from sql_counts import OVERHEAD, autovacuum_paused, counting, next_transaction_id  # noqa: E402  # noqa: E402
+from sql_counts import kind as statement_kind
 
 SESSION_TURNS = 10  # turns per session, both sides
 WARM_UP_TURNS = 5

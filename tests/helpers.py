@@ -9,8 +9,8 @@ import subprocess
 import sys
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 from langchain_core.language_models import BaseChatModel
@@ -19,18 +19,18 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.memory import InMemorySaver
 from sqlalchemy import text
+from typer.testing import CliRunner
 
+from orchestrator.dispatch.dispatcher import Dispatcher
 from orchestrator.levels import Limits
 from orchestrator.runtime import Orchestrator
 from orchestrator.session import Session, TurnEvent
 from orchestrator.settings import load_settings
-from orchestrator.tools.context import RunContext
-from orchestrator.dispatch.dispatcher import Dispatcher
 from orchestrator.store import Database
 from orchestrator.store.requests import RequestLog
 from orchestrator.store.storage import Storage
 from orchestrator.testing import OpenAICompatibleServer
-from typer.testing import CliRunner
+from orchestrator.tools.context import RunContext
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 

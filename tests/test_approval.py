@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 
 from orchestrator.errors import ConfigError
+from orchestrator.folders.approvals import ApprovalStore, Status
+from orchestrator.folders.discovery import ToolFolder, discover_tree, walk
 from orchestrator.runtime import Orchestrator
 from orchestrator.settings import Settings, load_settings
 from orchestrator.testing import ScriptedChatModel
-from orchestrator.folders.approvals import ApprovalStore, Status
-from orchestrator.folders.discovery import ToolFolder, discover_tree, walk
 from tests.tool_folders import marker_code, write_folder
 
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.folders.discovery import content_hash, discover, discover_tree, walk
 from orchestrator.runtime import Orchestrator
 from orchestrator.settings import load_settings
 from orchestrator.testing import ScriptedChatModel
-from orchestrator.folders.discovery import content_hash, discover, discover_tree, walk
 from tests.tool_folders import ECHO_TOOL, marker_code, write_folder
 
 GOOD = {"name": "good", "description": "A good tool.", "version": "1.0"}

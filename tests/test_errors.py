@@ -10,6 +10,7 @@ import pytest
 
 import orchestrator
 from orchestrator import errors
+from orchestrator.dispatch.policy import ExecutionPolicy, run_with_policy
 from orchestrator.errors import (
     DeveloperError,
     InvalidToolArgumentsError,
@@ -20,7 +21,6 @@ from orchestrator.errors import (
     UnknownToolError,
     UserError,
 )
-from orchestrator.dispatch.policy import ExecutionPolicy, run_with_policy
 from orchestrator.tools.results import ToolResult
 
 

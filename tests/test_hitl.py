@@ -18,21 +18,21 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command, Interrupt
 from pydantic import BaseModel, Field
 
+from orchestrator.dispatch.dispatcher import Dispatcher
 from orchestrator.errors import ToolLoadError
+from orchestrator.folders.sensitivity import WHY_AUTHOR, WHY_CONFIG, WHY_FOLDER, SensitivityRules
+from orchestrator.folders.tool_config import ToolConfig
 from orchestrator.levels import Limits
 from orchestrator.runtime import Orchestrator
 from orchestrator.session import Session
 from orchestrator.settings import load_settings
+from orchestrator.sources.adapter import langchain_tools
+from orchestrator.sources.builtin import ask_human, builtin_tools, request_authorization
 from orchestrator.store import Database
 from orchestrator.store.requests import request_history
 from orchestrator.testing import ScriptedChatModel, call_tools
 from orchestrator.tools import Tool, ToolRequest, ToolResult, action
-from orchestrator.sources.adapter import langchain_tools
-from orchestrator.sources.builtin import ask_human, builtin_tools, request_authorization
-from orchestrator.folders.tool_config import ToolConfig
 from orchestrator.tools.context import RunContext
-from orchestrator.dispatch.dispatcher import Dispatcher
-from orchestrator.folders.sensitivity import WHY_AUTHOR, WHY_CONFIG, WHY_FOLDER, SensitivityRules
 from tests.helpers import storage_for
 from tests.tool_folders import three_levels, write_folder
 

@@ -15,19 +15,18 @@ import pytest
 from langchain_core.messages import SystemMessage, ToolMessage
 from sqlalchemy import text
 
+from orchestrator.folders.discovery import discover_tree, walk
+from orchestrator.folders.importer import package_name
 from orchestrator.folders.level_view import describe_level
+from orchestrator.folders.tool_config import ToolConfig
 from orchestrator.levels import Limits
-from orchestrator.settings import env_value
 from orchestrator.runtime import Orchestrator
-from orchestrator.settings import load_settings
+from orchestrator.settings import env_value, load_settings
+from orchestrator.sources.folder_tools import LoadedTool
 from orchestrator.store import Database, Storage
 from orchestrator.store.embedded import embedded_logins
 from orchestrator.store.logins import Logins
 from orchestrator.testing import OpenAICompatibleServer, ScriptedChatModel, call_tools
-from orchestrator.folders.tool_config import ToolConfig
-from orchestrator.folders.discovery import discover_tree, walk
-from orchestrator.folders.importer import package_name
-from orchestrator.sources.folder_tools import LoadedTool
 from tests.helpers import cli_env, run_cli
 from tests.tool_folders import AGENT_TOOL, SHIPPED, write_folder
 

@@ -26,19 +26,19 @@ from langchain_core.messages import ToolMessage
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from sqlalchemy import select
 
+from orchestrator.folders.approvals import APPROVALS_FILE, REGISTRY_DIR, Status
+from orchestrator.folders.discovery import ToolFolder
+from orchestrator.folders.sensitivity import WHY_SERVER
 from orchestrator.runtime import Orchestrator
 from orchestrator.settings import Settings, load_settings
+from orchestrator.sources.folder_tools import FolderSource
+from orchestrator.sources.mcp.clients import ServerQuestion
 from orchestrator.store import Database
 from orchestrator.store.models import requests
 from orchestrator.store.requests import request_history
 from orchestrator.testing import OpenAICompatibleServer, ScriptedChatModel, call_tools
-from orchestrator.folders.approvals import APPROVALS_FILE, REGISTRY_DIR, Status
 from orchestrator.tools.context import RunContext
-from orchestrator.folders.discovery import ToolFolder
-from orchestrator.sources.mcp.clients import ServerQuestion
 from orchestrator.tools.results import ToolResult
-from orchestrator.folders.sensitivity import WHY_SERVER
-from orchestrator.sources.folder_tools import FolderSource
 from orchestrator.usage.meter import UsageMeter
 from tests.helpers import dispatcher, logged_context, run_call, run_cli
 from tests.tool_folders import AGENT_TOOL, write_folder

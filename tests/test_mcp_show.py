@@ -13,12 +13,12 @@ from pathlib import Path
 
 import yaml
 
-from orchestrator.settings import load_settings
 from orchestrator.folders.approvals import ApprovalStore
+from orchestrator.folders.sensitivity import WHY_SERVER
 from orchestrator.folders.tool_config import load_tool_config
+from orchestrator.settings import load_settings
 from orchestrator.sources.mcp.definitions import ServerDefinition, ToolDefinition
 from orchestrator.sources.mcp.pins import decide
-from orchestrator.folders.sensitivity import WHY_SERVER
 from tests.helpers import run_cli
 from tests.tool_folders import write_folder
 

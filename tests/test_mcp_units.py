@@ -24,20 +24,20 @@ from mcp.types import (
 )
 from pydantic import ValidationError
 
+from orchestrator.dispatch.validate import json_problems
 from orchestrator.errors import ConfigError, ToolLoadError
 from orchestrator.folders.approvals import ApprovalStore, Status
-from orchestrator.folders.tool_config import FixedValue, ToolConfig
 from orchestrator.folders.mcp_config import McpServerConfig
+from orchestrator.folders.sensitivity import BY_CONFIG, BY_SERVER, WHY_SERVER, SensitivityRules
+from orchestrator.folders.tool_config import FixedValue, ToolConfig
+from orchestrator.sources.mcp.client import McpClient
 from orchestrator.sources.mcp.content import tool_result
 from orchestrator.sources.mcp.definitions import ServerDefinition, changes
 from orchestrator.sources.mcp.marks import function_name
 from orchestrator.sources.mcp.pins import approved_definition, decide, pin_status
-from orchestrator.sources.mcp.tool_scope import json_scopes
-from orchestrator.sources.mcp.client import McpClient
 from orchestrator.sources.mcp.thread import McpThread
 from orchestrator.sources.mcp.tool import mcp_tools
-from orchestrator.dispatch.validate import json_problems
-from orchestrator.folders.sensitivity import BY_CONFIG, BY_SERVER, WHY_SERVER, SensitivityRules
+from orchestrator.sources.mcp.tool_scope import json_scopes
 
 ECHO_SCHEMA = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
 GREET_SCHEMA = {

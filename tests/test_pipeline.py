@@ -13,7 +13,6 @@ import uuid
 from collections import Counter
 from pathlib import Path
 
-import pytest
 from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, tool
@@ -22,6 +21,8 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, interrupt
 from sqlalchemy import text
 
+from orchestrator.dispatch.dispatcher import default_middleware
+from orchestrator.dispatch.middleware import Handler
 from orchestrator.graph import build_agent_graph
 from orchestrator.levels import Limits
 from orchestrator.recovery import recover
@@ -35,8 +36,6 @@ from orchestrator.store.storage import Storage
 from orchestrator.testing import ScriptedChatModel, call_tools
 from orchestrator.tools import CallRequest, ToolResult
 from orchestrator.tools.context import current_context
-from orchestrator.dispatch.middleware import Handler
-from orchestrator.dispatch.dispatcher import default_middleware
 from orchestrator.tools.request_log import CallRecord
 from tests.helpers import storage_for
 

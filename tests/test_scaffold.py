@@ -9,8 +9,8 @@ import pytest
 
 from orchestrator.cli.scaffold import create_agent_folder
 from orchestrator.errors import UserError
-from orchestrator.tools.agent import AgentTool
 from orchestrator.folders.tool_config import load_tool_config
+from orchestrator.tools.agent import AgentTool
 
 
 def files_in(folder: Path) -> list[str]:

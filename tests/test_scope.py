@@ -10,15 +10,15 @@ import pytest
 from langchain_core.messages import ToolCall
 from pydantic import BaseModel, Field
 
-from orchestrator.tools import NotAI, Tool, ToolRequest, ToolResult, action
-from orchestrator.folders.tool_config import FixedValue, ToolConfigError, load_tool_config
-from orchestrator.tools.context import RunContext
-from orchestrator.folders.loader import ToolLoadError
 from orchestrator.dispatch.middleware import CallRequest, compose
-from orchestrator.tools.request_log import CallRecord
-from orchestrator.dispatch.scope_check import ScopeMiddleware
 from orchestrator.dispatch.policy import ExecutionPolicy
+from orchestrator.dispatch.scope_check import ScopeMiddleware
+from orchestrator.folders.loader import ToolLoadError
 from orchestrator.folders.scope import ActionScope, ParameterChoice, resolve_scopes, visible_model
+from orchestrator.folders.tool_config import FixedValue, ToolConfigError, load_tool_config
+from orchestrator.tools import NotAI, Tool, ToolRequest, ToolResult, action
+from orchestrator.tools.context import RunContext
+from orchestrator.tools.request_log import CallRecord
 
 
 class FetchParams(BaseModel):

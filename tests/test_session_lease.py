@@ -10,14 +10,14 @@ from pathlib import Path
 
 from langchain_core.tools import BaseTool
 
+from orchestrator.folders.tool_config import ToolConfig
 from orchestrator.runtime import Orchestrator
 from orchestrator.settings import load_settings
+from orchestrator.sources.adapter import langchain_tools
 from orchestrator.store import Database, Storage
 from orchestrator.store.sessions import SessionLeases, lease_key
 from orchestrator.testing import call_tools
 from orchestrator.tools import Tool, ToolRequest, ToolResult, action
-from orchestrator.sources.adapter import langchain_tools
-from orchestrator.folders.tool_config import ToolConfig
 from tests.test_background import Nothing
 
 

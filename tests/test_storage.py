@@ -20,13 +20,13 @@ from sqlalchemy.exc import DBAPIError
 
 from orchestrator.runtime import Orchestrator
 from orchestrator.settings import Settings, load_settings
+from orchestrator.sources.search_messages import search_messages_tool
 from orchestrator.store import Database, MessageStore, SessionOwnedError, Storage
 from orchestrator.store.embedded import embedded_logins
 from orchestrator.store.embeddings import Embedder, EmbeddingWorker, LocalMiniLMEmbeddings, reembed
 from orchestrator.store.messages import message_counts
 from orchestrator.store.migrations import MIGRATIONS, USER_TABLES, schema_status, upgrade
 from orchestrator.store.rag import HEADER, Retriever
-from orchestrator.sources.search_messages import search_messages_tool
 from orchestrator.store.sessions import claim_session
 from orchestrator.testing import KeywordEmbeddings
 from orchestrator.tools.context import RunContext, running_in

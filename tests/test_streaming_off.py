@@ -15,12 +15,12 @@ import yaml
 from langgraph.checkpoint.memory import InMemorySaver
 
 from orchestrator.errors import ToolConfigError
+from orchestrator.folders.tool_config import load_tool_config
 from orchestrator.llm.endpoints import model_endpoint
 from orchestrator.llm.providers import build_chat_model
 from orchestrator.runtime import Orchestrator
 from orchestrator.settings import load_settings
 from orchestrator.testing import OpenAICompatibleServer
-from orchestrator.folders.tool_config import load_tool_config
 from tests.helpers import EventLog, run_cli, server_env
 from tests.tool_folders import parrot_agent
 

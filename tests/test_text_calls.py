@@ -8,11 +8,10 @@ import logging
 from pathlib import Path
 
 import pytest
-from langgraph.checkpoint.memory import InMemorySaver
-from rich.console import Console
-
 from langchain_core.messages import AIMessage
 from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from rich.console import Console
 
 from orchestrator.cli.render import TurnRenderer
 from orchestrator.events import Stage

@@ -18,21 +18,20 @@ import pytest
 from langchain_core.tools import StructuredTool, tool
 from sqlalchemy import text
 
+from orchestrator.dispatch import json_check
 from orchestrator.private import open_private_log, private_data_dir
-
 from orchestrator.runtime import Orchestrator
 from orchestrator.settings import load_settings
+from orchestrator.sources.adapter import langchain_tools
 from orchestrator.store import embed_later as embed_later_module
 from orchestrator.store import embeddings as embeddings_module
 from orchestrator.store import storage as storage_module
 from orchestrator.store.embedded import PGDATA, embedded_logins
 from orchestrator.store.embeddings import EMBEDDABLE, Embedder
 from orchestrator.store.engine import Database
-from orchestrator.store.storage import Storage
 from orchestrator.store.logins import APP_ROLE, SECRETS_DIR, SUPERUSER, Logins
+from orchestrator.store.storage import Storage
 from orchestrator.testing import OpenAICompatibleServer, call_tools
-from orchestrator.dispatch import json_check
-from orchestrator.sources.adapter import langchain_tools
 from orchestrator.testing.openai_server import RawReply, RawToolCall
 from orchestrator.usage.prices import ModelPrice
 from tests.helpers import make_session

@@ -18,21 +18,21 @@ import yaml
 from rich.console import Console
 
 from orchestrator.cli.prompt_history import FolderHistory
-from orchestrator.cli.tty_questions import ApprovalPrompt
 from orchestrator.cli.server_prompt import ServerPrompt
+from orchestrator.cli.tty_questions import ApprovalPrompt
 from orchestrator.errors import McpServerError
-from orchestrator.runtime import Orchestrator
-from orchestrator.settings import Settings, load_settings
-from orchestrator.testing import ScriptedChatModel
 from orchestrator.folders import discovery
 from orchestrator.folders.approvals import ApprovalStore, Status, review_folders
 from orchestrator.folders.discovery import ToolFolder, discover
 from orchestrator.folders.mcp_config import McpServerConfig
-from orchestrator.sources.mcp.definitions import ServerDefinition, ToolDefinition
+from orchestrator.folders.shipped import manifest_of, shipped_digests
+from orchestrator.runtime import Orchestrator
+from orchestrator.settings import Settings, load_settings
 from orchestrator.sources.mcp.client import McpClient
 from orchestrator.sources.mcp.clients import ServerQuestion
+from orchestrator.sources.mcp.definitions import ServerDefinition, ToolDefinition
 from orchestrator.sources.mcp.thread import McpThread
-from orchestrator.folders.shipped import manifest_of, shipped_digests
+from orchestrator.testing import ScriptedChatModel
 from tests.helpers import run_cli, run_cli_process
 from tests.tool_folders import SHIPPED, write_folder
 

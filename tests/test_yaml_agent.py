@@ -9,12 +9,12 @@ from pathlib import Path
 import yaml
 from langchain_core.messages import SystemMessage
 
+from orchestrator.folders.approvals import ApprovalStore, Status
+from orchestrator.folders.discovery import discover_tree
 from orchestrator.runtime import Orchestrator
 from orchestrator.settings import Settings, load_settings
 from orchestrator.testing import ScriptedChatModel, call_tools
 from orchestrator.tools import AgentTool
-from orchestrator.folders.approvals import ApprovalStore, Status
-from orchestrator.folders.discovery import discover_tree
 from tests.helpers import run_cli
 from tests.tool_folders import AGENT_TOOL, ECHO_TOOL, write_folder
 

@@ -110,9 +110,9 @@ def _prepare_unattended(
     settings: Settings, database: DatabaseStart | None, *, allow_sensitive: bool
 ) -> Startup:
     """What `chat` prepares, with no one asked: what awaits a decision stays undecided."""
+    from orchestrator.folders.approvals import review_folders
     from orchestrator.llm.providers import build_chat_model
     from orchestrator.serve.mcp_server import unattended_middleware
-    from orchestrator.folders.approvals import review_folders
 
     with user_errors():
         model = build_chat_model(settings)

@@ -20,14 +20,18 @@ from orchestrator.cli.questions import AnswerChannel, QuestionAsker, answer_unti
 from orchestrator.cli.render import answer_text, shown_name
 from orchestrator.cli.signals import Interrupts
 from orchestrator.cli.terminal import LineSource, quiet_keyboard
-from orchestrator.cli.terminal_turn import failure_line, recover_from, rendered_answer, rendered_turn
+from orchestrator.cli.terminal_turn import (
+    failure_line,
+    recover_from,
+    rendered_answer,
+    rendered_turn,
+)
 from orchestrator.notes import FROM_ORCHESTRATOR, is_note
 from orchestrator.runtime import Orchestrator
 from orchestrator.session import PendingQuestion, Session, TurnResult
+from orchestrator.sources.folder_tools import LoadedTool
 from orchestrator.tasks import BackgroundTask
 from orchestrator.tools.hitl import Decision
-from orchestrator.sources.folder_tools import LoadedTool
-
 
 HELP = """\
 [bold]/help[/bold]       this list

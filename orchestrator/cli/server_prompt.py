@@ -20,8 +20,8 @@ from orchestrator.cli.tty_questions import ApprovalPrompt, person_terminal
 from orchestrator.folders.approvals import Later
 
 if TYPE_CHECKING:  # the MCP SDK loads only when a server starts
-    from orchestrator.sources.mcp.definitions import ServerDefinition, ToolDefinition
     from orchestrator.sources.mcp.clients import ServerQuestion
+    from orchestrator.sources.mcp.definitions import ServerDefinition, ToolDefinition
 
 QUESTION = "Approve these tools? \\[y/N] "
 

@@ -29,20 +29,20 @@ from typing import TYPE_CHECKING
 
 from orchestrator.cli.common import display_path, err, fail, settings_or_exit, shown, user_errors
 from orchestrator.cli.prompt_history import FolderHistory
-from orchestrator.cli.tty_questions import ApprovalPrompt, person_terminal
 from orchestrator.cli.server_prompt import ServerPrompt
 from orchestrator.cli.signals import HANDLED, Interrupts, exit_on_signals, ignore_exit_signals
+from orchestrator.cli.tty_questions import ApprovalPrompt, person_terminal
 from orchestrator.errors import UserError
-from orchestrator.settings import Settings
 from orchestrator.folders.approvals import Reviewed, review_folders
+from orchestrator.settings import Settings
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
 
-    from orchestrator.runtime import Orchestrator
-    from orchestrator.store.storage import Storage
-    from orchestrator.sources.mcp.clients import AskServer, McpClients
     from orchestrator.dispatch.middleware import ToolMiddleware
+    from orchestrator.runtime import Orchestrator
+    from orchestrator.sources.mcp.clients import AskServer, McpClients
+    from orchestrator.store.storage import Storage
 
 # How long a command that ends during startup waits for its database to finish
 # starting, so as to stop it again. A start on an existing data directory takes
@@ -274,11 +274,11 @@ async def _open_and_run(startup: Startup, command: Command) -> int:
 
 
 async def _with_runtime(startup: Startup, command: Command) -> int:
-    from orchestrator.launch import resume_collection
+    from orchestrator.collector import resume_collection
     from orchestrator.runtime import Orchestrator
+    from orchestrator.sources.mcp.clients import McpClients
     from orchestrator.store.embeddings import NO_EMBEDDER
     from orchestrator.store.storage import Storage
-    from orchestrator.sources.mcp.clients import McpClients
 
     settings = startup.settings
     servers = startup.servers or McpClients.of(settings, startup.reviewed)

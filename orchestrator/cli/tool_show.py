@@ -20,19 +20,19 @@ from orchestrator.cli.common import display_path, one_line, out, shown
 from orchestrator.cli.tool_show_actions import action_lines, folder_actions
 from orchestrator.cli.tool_show_mcp import definitions_line, kind_lines, mcp_report
 from orchestrator.errors import ToolLoadError
+from orchestrator.folders.approvals import ApprovalStore, Status
+from orchestrator.folders.discovery import Discovery, FolderNode, ToolFolder
 from orchestrator.folders.level_view import ORCHESTRATOR, LevelView, Sourced, describe_level
 from orchestrator.levels import LIMIT_NAMES
 from orchestrator.llm.endpoints import model_endpoint
 from orchestrator.settings import env_name, env_value, hide_passwords
-from orchestrator.folders.approvals import ApprovalStore, Status
-from orchestrator.folders.discovery import Discovery, ToolFolder, FolderNode
 from orchestrator.usage.money import usd
 
 if TYPE_CHECKING:
+    from orchestrator.folders.scope import ActionScope
+    from orchestrator.folders.tool_config import DatabaseOverride
     from orchestrator.settings import Settings
     from orchestrator.tools.base import Tool
-    from orchestrator.folders.tool_config import DatabaseOverride
-    from orchestrator.folders.scope import ActionScope
 
 YAML_ONLY = " (no Python: tool_config.yaml only)"
 INSTRUCTION_LINES = 3  # of the instructions, each cut to LINE_CHARS: the rest is in --json

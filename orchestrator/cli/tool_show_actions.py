@@ -17,10 +17,10 @@ from orchestrator.folders.sensitivity import SensitivityRules, sensitive_actions
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-    from orchestrator.settings import Settings
-    from orchestrator.tools.base import Tool
     from orchestrator.folders.discovery import ToolFolder
     from orchestrator.folders.scope import ActionScope
+    from orchestrator.settings import Settings
+    from orchestrator.tools.base import Tool
 
 Json = dict[str, object]
 

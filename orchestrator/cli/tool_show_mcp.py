@@ -18,19 +18,19 @@ from typing import TYPE_CHECKING
 from orchestrator.cli.common import display_path, shown
 from orchestrator.cli.tool_show_actions import BY_CONFIG, BY_MODEL, first_line, parameter
 from orchestrator.errors import ToolLoadError
+from orchestrator.folders.sensitivity import SensitivityRules
 from orchestrator.settings import hide_passwords
 from orchestrator.sources.mcp.pins import pinned
-from orchestrator.folders.sensitivity import SensitivityRules
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from pydantic import JsonValue
 
-    from orchestrator.settings import Settings
     from orchestrator.folders.approvals import ApprovalStore, Pin
     from orchestrator.folders.discovery import ToolFolder
     from orchestrator.folders.mcp_config import McpServerConfig
+    from orchestrator.settings import Settings
     from orchestrator.sources.mcp.definitions import ServerDefinition, ToolDefinition
     from orchestrator.sources.mcp.tool_scope import JsonScope
 

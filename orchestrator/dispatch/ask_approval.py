@@ -26,13 +26,13 @@ from typing import Protocol
 from langchain_core.tools import BaseTool
 from pydantic import ValidationError
 
-from orchestrator.errors import ToolError, validation_problems
-from orchestrator.tools.hitl import ALLOWED, INTERACTIVE, Decision, Question, ask_person, can_ask
-from orchestrator.dispatch.middleware import Handler, CallRequest
-from orchestrator.tools.request_log import APPROVED, EDITED, INVALID_EDIT, REJECTED, safely
+from orchestrator.dispatch.middleware import CallRequest, Handler
 from orchestrator.dispatch.validate import declared_parameters, parameters_model
-from orchestrator.tools.results import ToolResult
+from orchestrator.errors import ToolError, validation_problems
 from orchestrator.folders.sensitivity import SensitivityRules
+from orchestrator.tools.hitl import ALLOWED, INTERACTIVE, Decision, Question, ask_person, can_ask
+from orchestrator.tools.request_log import APPROVED, EDITED, INVALID_EDIT, REJECTED, safely
+from orchestrator.tools.results import ToolResult
 
 REJECTED_MESSAGE = "The user rejected this call"
 REJECTED_CODE = "rejected"

@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 
 from langchain_core.runnables import RunnableConfig
 
+from orchestrator.dispatch.middleware import CallRequest, Handler
 from orchestrator.tools.hitl import INTERACTIVE
-from orchestrator.dispatch.middleware import Handler, CallRequest
 from orchestrator.tools.request_log import safely
 from orchestrator.tools.results import ToolResult
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from orchestrator.dispatch.middleware import CallRequest, Handler
 from orchestrator.errors import BudgetExceededError
-from orchestrator.dispatch.middleware import Handler, CallRequest
 from orchestrator.tools.results import ToolResult
 
 

@@ -15,23 +15,23 @@ from langchain_core.messages import ToolCall, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 
-from orchestrator.levels import Limits
-from orchestrator.tools.context import RunContext
 from orchestrator.dispatch.ask_approval import ApprovalMiddleware, Gate, SensitiveCallGate
 from orchestrator.dispatch.background import BackgroundMiddleware
 from orchestrator.dispatch.budget_check import BudgetMiddleware
-from orchestrator.dispatch.middleware import CallRequest, ToolMiddleware, compose
 from orchestrator.dispatch.log import RequestLogMiddleware
-from orchestrator.tools.request_log import CallRecord
+from orchestrator.dispatch.middleware import CallRequest, ToolMiddleware, compose
+from orchestrator.dispatch.policy import ExecutionPolicy
+from orchestrator.dispatch.replay import request_id
 from orchestrator.dispatch.retry import TimeoutRetryMiddleware
 from orchestrator.dispatch.run import run_tool
 from orchestrator.dispatch.scope_check import ScopeMiddleware
 from orchestrator.dispatch.usage_count import UsageMiddleware
 from orchestrator.dispatch.validate import ValidationMiddleware
-from orchestrator.dispatch.policy import ExecutionPolicy
-from orchestrator.dispatch.replay import request_id
-from orchestrator.tools.results import ToolResult
 from orchestrator.folders.sensitivity import SensitivityRules
+from orchestrator.levels import Limits
+from orchestrator.tools.context import RunContext
+from orchestrator.tools.request_log import CallRecord
+from orchestrator.tools.results import ToolResult
 
 
 def default_middleware(

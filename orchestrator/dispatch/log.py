@@ -11,9 +11,9 @@ from dataclasses import replace
 from langgraph.errors import GraphBubbleUp, GraphInterrupt
 
 from orchestrator.dispatch.background import acknowledgement, is_acknowledgement
-from orchestrator.dispatch.middleware import Handler, CallRequest
-from orchestrator.tools.request_log import Asked, CallRecord, CallTask, RequestObserver, safely
+from orchestrator.dispatch.middleware import CallRequest, Handler
 from orchestrator.dispatch.replay import decide
+from orchestrator.tools.request_log import Asked, CallRecord, CallTask, RequestObserver, safely
 from orchestrator.tools.results import ToolResult
 
 logger = logging.getLogger(__name__)

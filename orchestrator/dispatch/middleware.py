@@ -19,11 +19,11 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from pydantic import BaseModel
 
-from orchestrator.events import ToolPhase, emit_tool
+from orchestrator.dispatch.policy import ExecutionPolicy
 from orchestrator.errors import ToolError
+from orchestrator.events import ToolPhase, emit_tool
 from orchestrator.tools.context import RunContext
 from orchestrator.tools.request_log import CallRecord
-from orchestrator.dispatch.policy import ExecutionPolicy
 from orchestrator.tools.results import ToolResult
 
 

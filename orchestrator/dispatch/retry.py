@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from orchestrator.events import ToolPhase
-from orchestrator.dispatch.middleware import Handler, CallRequest
+from orchestrator.dispatch.middleware import CallRequest, Handler
 from orchestrator.dispatch.policy import run_with_policy
+from orchestrator.events import ToolPhase
 from orchestrator.tools.results import ToolResult
 
 

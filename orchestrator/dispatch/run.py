@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Protocol, runtime_checkable
 
+from orchestrator.dispatch.attempt import attempt, langchain_work, sanitised
+from orchestrator.dispatch.middleware import CallRequest
 from orchestrator.errors import ToolError
 from orchestrator.sources.adapter import ActionTool, action_request
-from orchestrator.dispatch.attempt import attempt, langchain_work, sanitised
 from orchestrator.tools.context import running_in
-from orchestrator.dispatch.middleware import CallRequest
 from orchestrator.tools.results import ToolResult
 
 

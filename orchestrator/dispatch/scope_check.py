@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from orchestrator.dispatch.middleware import CallRequest, Handler
 from orchestrator.errors import InvalidToolArgumentsError
-from orchestrator.dispatch.middleware import Handler, CallRequest
 from orchestrator.tools.results import ToolResult
 
 if TYPE_CHECKING:  # only a type here: the scopes are resolved when folders load

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from orchestrator.dispatch.middleware import Handler, CallRequest
+from orchestrator.dispatch.middleware import CallRequest, Handler
 from orchestrator.tools.request_log import safely
 from orchestrator.tools.results import Billing, ToolResult
 from orchestrator.usage.records import UsageRecord

@@ -8,12 +8,12 @@ from collections.abc import Mapping
 from langchain_core.tools import BaseTool
 from pydantic import BaseModel, ValidationError
 
+from orchestrator.dispatch.json_check import json_problems as json_problems  # re-exported
+from orchestrator.dispatch.json_check import json_problems_within
+from orchestrator.dispatch.middleware import CallRequest, Handler
 from orchestrator.errors import InvalidToolArgumentsError, UnknownToolError, validation_problems
 from orchestrator.events import ToolPhase
 from orchestrator.sources.adapter import ActionTool
-from orchestrator.dispatch.json_check import json_problems as json_problems  # re-exported
-from orchestrator.dispatch.json_check import json_problems_within
-from orchestrator.dispatch.middleware import Handler, CallRequest
 from orchestrator.tools.results import ToolResult
 
 UNKNOWN_TOOL = "There is no tool named {name!r}. Available tools: {available}."

@@ -22,19 +22,19 @@ from pathlib import Path
 from pydantic import BaseModel, Field, JsonValue, ValidationError
 
 from orchestrator.errors import ConfigError
-from orchestrator.private import private_dir
-from orchestrator.settings import Settings
 from orchestrator.folders.approved_files import forget_copy, keep_copy
 from orchestrator.folders.discovery import (
     Discovery,
-    ToolFolder,
     FolderNode,
+    ToolFolder,
     content_hash,
     discover_tree,
 )
-from orchestrator.folders.skipped import report_skipped
 from orchestrator.folders.signing import installation_key, sign, verify
+from orchestrator.folders.skipped import report_skipped
 from orchestrator.folders.untrusted import printable
+from orchestrator.private import private_dir
+from orchestrator.settings import Settings
 
 APPROVALS_FILE = "approvals.json"
 REGISTRY_DIR = "tool_registry"

@@ -13,14 +13,14 @@ from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from orchestrator.folders.files import kind
+from orchestrator.folders.hashing import FolderRefusedError, SourceFile, snapshot
 from orchestrator.folders.tool_config import (
     CONFIG_FILE,
     ToolConfig,
     ToolConfigError,
     parse_tool_config,
 )
-from orchestrator.folders.files import kind
-from orchestrator.folders.hashing import FolderRefusedError, SourceFile, snapshot
 
 CHILDREN_DIR = Path("src") / "sub_graphs"
 

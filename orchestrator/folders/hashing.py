@@ -28,7 +28,13 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from orchestrator.errors import FolderRefusedError
-from orchestrator.folders.files import FileTooLargeError, RefusedFileError, chunks, kind, open_regular
+from orchestrator.folders.files import (
+    FileTooLargeError,
+    RefusedFileError,
+    chunks,
+    kind,
+    open_regular,
+)
 
 # Written by running, testing or working on a tool, never imported by the loader.
 IGNORED_DIRS = frozenset(

@@ -34,8 +34,8 @@ from importlib.machinery import ModuleSpec
 from pathlib import Path
 from types import CodeType, ModuleType
 
-from orchestrator.paths import user_data_dir
 from orchestrator.folders.hashing import SourceFile
+from orchestrator.paths import user_data_dir
 
 PACKAGE = "orchestrator_sub_graphs"
 PYCACHE_DIR = "pycache"

@@ -14,11 +14,11 @@ from types import ModuleType
 from pydantic import ValidationError
 
 from orchestrator.errors import ToolLoadError, validation_problems
-from orchestrator.tools.agent import AgentTool
-from orchestrator.tools.base import Tool
-from orchestrator.folders.discovery import ToolFolder, FolderNode
+from orchestrator.folders.discovery import FolderNode, ToolFolder
 from orchestrator.folders.hashing import SourceFile
 from orchestrator.folders.importer import import_folder, package_name
+from orchestrator.tools.agent import AgentTool
+from orchestrator.tools.base import Tool
 
 ACTION_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 MAX_FUNCTION_NAME = 64  # what OpenAI-style APIs accept for a tool's name

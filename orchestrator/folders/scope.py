@@ -27,15 +27,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
-from typing import Annotated, Final, TypeAlias
+from typing import Annotated, TypeAlias
 
 from pydantic import BaseModel, JsonValue, TypeAdapter, ValidationError, create_model
 from pydantic.fields import FieldInfo
 
 from orchestrator.errors import validation_problems
-from orchestrator.tools.base import ActionSpec, Tool
-from orchestrator.folders.tool_config import FixedValue, ParameterChoice
 from orchestrator.folders.loader import ToolLoadError
+from orchestrator.folders.tool_config import FixedValue, ParameterChoice
+from orchestrator.tools.base import ActionSpec, Tool
 from orchestrator.tools.not_ai import NotAI
 
 __all__ = ["ActionScope", "NotAI", "ParameterChoice", "resolve_scopes"]

@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Final
 from orchestrator.errors import ToolLoadError
 
 if TYPE_CHECKING:
-    from orchestrator.tools.base import Tool
     from orchestrator.folders.tool_config import ToolConfig
+    from orchestrator.tools.base import Tool
 
 DEFAULT_PATTERNS: Final = ("delete", "remove", "destroy", "drop", "purge")
 NO_PATTERNS: Final = "none"  # the setting's word for "match no name"

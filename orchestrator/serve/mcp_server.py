@@ -19,15 +19,15 @@ from mcp import types
 from mcp.server.lowlevel import Server
 
 from orchestrator import __version__
+from orchestrator.dispatch.ask_approval import UnattendedGate, edit_schema
+from orchestrator.dispatch.dispatcher import Dispatcher, default_middleware
+from orchestrator.dispatch.middleware import ToolMiddleware
+from orchestrator.folders.sensitivity import SensitivityRules
 from orchestrator.levels import Limits
 from orchestrator.runtime import Orchestrator
 from orchestrator.settings import Settings
 from orchestrator.tools.context import RunContext, UserDatabase
-from orchestrator.dispatch.ask_approval import UnattendedGate, edit_schema
-from orchestrator.dispatch.middleware import ToolMiddleware
-from orchestrator.dispatch.dispatcher import Dispatcher, default_middleware
 from orchestrator.tools.results import ToolResult
-from orchestrator.folders.sensitivity import SensitivityRules
 from orchestrator.usage.meter import UsageMeter
 
 SERVER_NAME = "orchestrator"

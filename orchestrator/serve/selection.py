@@ -7,10 +7,10 @@ from collections.abc import Iterator
 from langchain_core.tools import BaseTool
 
 from orchestrator.errors import UserError
-from orchestrator.runtime import Orchestrator
-from orchestrator.settings import Settings
 from orchestrator.folders.approvals import ApprovalStore, Reviewed, Status
 from orchestrator.folders.discovery import FolderNode
+from orchestrator.runtime import Orchestrator
+from orchestrator.settings import Settings
 from orchestrator.sources.folder_tools import FolderSource
 
 NO_SUCH_FOLDER = "No approved top-level tool folder {name!r} to serve ({served})"

@@ -14,12 +14,12 @@ from langchain_core.tools.base import ArgsSchema
 from pydantic import BaseModel, SkipValidation
 from pydantic_core import to_jsonable_python
 
-from orchestrator.tools.base import ActionSpec, Tool, ToolRequest
-from orchestrator.folders.tool_config import ToolConfig
-from orchestrator.tools.context import current_context
-from orchestrator.tools.results import ToolResult
 from orchestrator.folders.scope import ActionScope
 from orchestrator.folders.sensitivity import sensitive_actions
+from orchestrator.folders.tool_config import ToolConfig
+from orchestrator.tools.base import ActionSpec, Tool, ToolRequest
+from orchestrator.tools.context import current_context
+from orchestrator.tools.results import ToolResult
 from orchestrator.tools.threads import in_thread
 
 POLICY_FIELDS = {

@@ -16,25 +16,25 @@ from typing import TYPE_CHECKING
 from langchain_core.tools import BaseTool
 
 from orchestrator.errors import ConfigError, ToolLoadError
-from orchestrator.levels import LevelConfig
-from orchestrator.sources.level_resolver import LevelResolver
-from orchestrator.sources.adapter import langchain_tools
-from orchestrator.tools.agent import AgentTool, GraphFactory
 from orchestrator.folders.approvals import ApprovalStore, Ask, Reviewed, review_folders
-from orchestrator.tools.base import Tool, ToolContext
-from orchestrator.folders.discovery import CHILDREN_DIR, ToolFolder, FolderNode
+from orchestrator.folders.discovery import CHILDREN_DIR, FolderNode, ToolFolder
 from orchestrator.folders.importer import package_name
 from orchestrator.folders.loader import load_tool, visible_sources
-from orchestrator.sources.mcp.clients import AskServer, McpClients
 from orchestrator.folders.scope import resolve_scopes
 from orchestrator.folders.skipped import report_skipped
 from orchestrator.folders.untrusted import printable
+from orchestrator.levels import LevelConfig
+from orchestrator.sources.adapter import langchain_tools
+from orchestrator.sources.level_resolver import LevelResolver
+from orchestrator.sources.mcp.clients import AskServer, McpClients
+from orchestrator.tools.agent import AgentTool, GraphFactory
+from orchestrator.tools.base import Tool, ToolContext
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from orchestrator.settings import Settings
     from orchestrator.folders.tool_config import ToolConfig
+    from orchestrator.settings import Settings
 
 logger = logging.getLogger(__name__)
 

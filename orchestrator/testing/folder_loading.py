@@ -5,12 +5,12 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from orchestrator.store.engine import Database
-from orchestrator.tools.base import Tool, ToolContext
-from orchestrator.folders.tool_config import CONFIG_FILE, load_tool_config
 from orchestrator.folders.discovery import ToolFolder, child_folders
 from orchestrator.folders.hashing import snapshot
 from orchestrator.folders.loader import ToolLoadError, import_tool
+from orchestrator.folders.tool_config import CONFIG_FILE, load_tool_config
+from orchestrator.store.engine import Database
+from orchestrator.tools.base import Tool, ToolContext
 
 
 def load_tool_folder(

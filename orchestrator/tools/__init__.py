@@ -15,14 +15,14 @@ from orchestrator.errors import InvalidToolArgumentsError, ToolError
 from orchestrator.lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from orchestrator.dispatch.dispatcher import Dispatcher
+    from orchestrator.dispatch.middleware import CallRequest, ToolMiddleware
+    from orchestrator.sources.builtin import builtin_tools
     from orchestrator.tools.agent import AgentTool
     from orchestrator.tools.base import ActionSpec, Tool, ToolContext, ToolRequest, action
-    from orchestrator.sources.builtin import builtin_tools
     from orchestrator.tools.context import RunContext
-    from orchestrator.dispatch.middleware import CallRequest, ToolMiddleware
-    from orchestrator.dispatch.dispatcher import Dispatcher
-    from orchestrator.tools.results import Billing, ToolResult
     from orchestrator.tools.not_ai import NotAI
+    from orchestrator.tools.results import Billing, ToolResult
     from orchestrator.tools.tool_settings import ToolSettings
 
 _LAZY = {

@@ -12,8 +12,9 @@ from orchestrator.tools.results import ToolResult
 from orchestrator.usage.records import UsageRecord
 
 if TYPE_CHECKING:
-    from langchain_core.runnables import RunnableConfig
     from datetime import datetime
+
+    from langchain_core.runnables import RunnableConfig
 
 logger = logging.getLogger(__name__)
 

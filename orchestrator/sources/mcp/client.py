@@ -18,16 +18,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
-from pydantic import JsonValue
 from langchain_mcp_adapters.sessions import Connection, create_session
 from mcp import ClientSession, McpError, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.types import CONNECTION_CLOSED, CallToolResult, Tool
+from pydantic import JsonValue
 
 from orchestrator.errors import McpServerError, ToolError, TransientToolError
+from orchestrator.folders.mcp_config import McpServerConfig
 from orchestrator.private import open_private_log
 from orchestrator.redact import redact
-from orchestrator.folders.mcp_config import McpServerConfig
 from orchestrator.sources.mcp.definitions import ServerDefinition
 from orchestrator.sources.mcp.thread import McpThread
 

@@ -22,13 +22,13 @@ from typing import TYPE_CHECKING
 from pydantic import JsonValue
 
 from orchestrator.errors import McpServerError, ToolLoadError
-from orchestrator.settings import Settings
 from orchestrator.folders.approvals import LATER, ApprovalStore, Later, Reviewed, Status
-from orchestrator.folders.discovery import ToolFolder, FolderNode
+from orchestrator.folders.discovery import FolderNode, ToolFolder
+from orchestrator.folders.untrusted import printable
+from orchestrator.settings import Settings
 from orchestrator.sources.mcp.definitions import ServerDefinition, changes
 from orchestrator.sources.mcp.pins import approved_definition, decide, pin_status, pinned
 from orchestrator.sources.mcp.thread import McpThread
-from orchestrator.folders.untrusted import printable
 
 if TYPE_CHECKING:  # the SDK loads only when there is a server to start
     from orchestrator.sources.mcp.client import McpClient

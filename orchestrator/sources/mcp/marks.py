@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import re
 
+from orchestrator.folders.sensitivity import BY_SERVER, marked_actions
 from orchestrator.folders.tool_config import ToolConfig
 from orchestrator.sources.mcp.definitions import ServerDefinition, ToolDefinition
 from orchestrator.sources.mcp.tool_scope import JsonScope, json_scopes
-from orchestrator.folders.sensitivity import BY_SERVER, marked_actions
 
 MAX_NAME = 64  # what OpenAI-style APIs accept for a function's name
 NOT_A_NAME_CHARACTER = re.compile(r"[^A-Za-z0-9_-]")

@@ -16,13 +16,13 @@ from langchain_core.tools import BaseTool, StructuredTool
 from langchain_core.tools.base import ArgsSchema
 from pydantic import JsonValue, SkipValidation
 
-from orchestrator.sources.adapter import POLICY_FIELDS
 from orchestrator.folders.tool_config import ToolConfig
+from orchestrator.sources.adapter import POLICY_FIELDS
+from orchestrator.sources.mcp.client import McpClient
 from orchestrator.sources.mcp.content import tool_result
 from orchestrator.sources.mcp.definitions import ServerDefinition, ToolDefinition
 from orchestrator.sources.mcp.marks import check_config, function_name, hint
 from orchestrator.sources.mcp.tool_scope import JsonScope
-from orchestrator.sources.mcp.client import McpClient
 from orchestrator.tools.results import ToolResult
 
 logger = logging.getLogger(__name__)
