@@ -176,7 +176,7 @@ def test_help_version_and_tools_list_load_no_langchain(tmp_path: Path):
 
 
 def test_storage_loads_no_numerical_library(tmp_path: Path):
-    """numpy, torch and ONNX Orchestrator wait for the first vector: `ask` without one never pays for them."""
+    """numpy, torch and ONNX Runtime wait for the first vector: `ask` without one never pays for them."""
     probe = (
         "import sys\n"
         "import orchestrator.store.storage\n"

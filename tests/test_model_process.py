@@ -125,7 +125,7 @@ def test_without_onnx_runtime_the_float_model_serves_and_its_vectors_say_so(
     pytest.importorskip("sentence_transformers", reason=NO_TORCH)
     missing = tmp_path / "onnxruntime"
     missing.mkdir()
-    (missing / "__init__.py").write_text("raise ImportError('no ONNX Orchestrator here')\n")
+    (missing / "__init__.py").write_text("raise ImportError('no ONNX Runtime here')\n")
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), *sys.path]))
     local = LocalMiniLMEmbeddings(keep_in=tmp_path / "models")
     try:

@@ -320,7 +320,7 @@ async def test_the_local_model_embeds_by_meaning(database: Database):
         names = await connection.scalars(
             text("SELECT DISTINCT embedding_model FROM messages WHERE user_id = :user"), {"user": user}
         )
-    # ONNX Orchestrator's 8-bit model (the `local` extra installs it): its vectors are told apart
+    # ONNX Runtime's 8-bit model (the `local` extra installs it): its vectors are told apart
     assert list(names) == [LOCAL_MODEL_8BIT]
 
 

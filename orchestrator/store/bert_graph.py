@@ -172,7 +172,7 @@ class _Builder:
     def _merged_shape(self, hidden: str) -> str:
         """(texts, tokens, hidden) read from `hidden` at run time, as torch's export does.
 
-        Given as constants, ONNX Orchestrator would know the heads' output has the
+        Given as constants, ONNX Runtime would know the heads' output has the
         shape of the layer's input and fuse the add & norm after it into one
         kernel, whose rounding differs: the 8-bit model's vectors would then move
         from the ones stored from torch's export by up to 0.02.

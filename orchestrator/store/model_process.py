@@ -7,7 +7,7 @@ run side by side. The child reads lists of texts from a pipe and answers each
 with their vectors; it ends when the pipe closes, so a parent that exits or is
 killed takes it along.
 
-The model runs on ONNX Orchestrator with 8-bit weights (see `onnx_model`), from an
+The model runs on ONNX Runtime with 8-bit weights (see `onnx_model`), from an
 export kept in `keep_in` when there is one, else from a graph built from its
 weights: torch is imported only where that fails and sentence-transformers is
 installed.

@@ -1,8 +1,8 @@
-"""The local sentence-transformers model exported to ONNX, with 8-bit weights, on ONNX Orchestrator.
+"""The local sentence-transformers model exported to ONNX, with 8-bit weights, on ONNX Runtime.
 
 For a sentence or two, most of BERT's time in PyTorch goes to stepping through
 its modules, and much of the rest to reading 40 MB of float weights for a few
-tokens' arithmetic. ONNX Orchestrator runs the exported graph in half torch's time
+tokens' arithmetic. ONNX Runtime runs the exported graph in half torch's time
 (3.6 against 7.0 ms for one sentence on one core here), and with the weights
 quantized to 8 bits (dynamic quantization, a scale per output channel, as the
 Sentence Transformers exports on the Hugging Face hub) in under half that
@@ -60,7 +60,7 @@ FILES = ("model.onnx", "tokenizer.json", "probes.json")
 
 
 class OnnxEncoder:
-    """`encode(texts, normalize_embeddings=True)` of a mean-pooling transformer, on ONNX Orchestrator.
+    """`encode(texts, normalize_embeddings=True)` of a mean-pooling transformer, on ONNX Runtime.
 
     One text a run. With 8-bit weights a run's activations are quantized on a
     scale of their own, so in a batch a text's vector would depend on the texts
@@ -106,7 +106,7 @@ def kept(directory: Path) -> OnnxEncoder | None:
         )
         expected = json.loads((directory / "probes.json").read_text())
         same = _close(encoder(PROBES), expected)
-    except Exception as error:  # unreadable, or no ONNX Orchestrator: the model is loaded instead
+    except Exception as error:  # unreadable, or no ONNX Runtime: the model is loaded instead
         logger.debug("the kept ONNX export is not used: %s: %s", type(error).__name__, error)
         return None
     return encoder if same else None
@@ -159,7 +159,7 @@ def _checked(
         quantized = _quantized(onnx)
         encoder = OnnxEncoder(quantized, tokenizer)
         probes = encoder(PROBES)
-    except Exception as error:  # no ONNX Orchestrator, or a graph it does not run
+    except Exception as error:  # no ONNX Runtime, or a graph it does not run
         logger.debug("the ONNX graph is not used: %s: %s", type(error).__name__, error)
         return None
     if not agree(probes, expected):
