@@ -15,7 +15,7 @@
   tool folder is skipped with a log line naming it.
 
 Modules that raise these import them from here and still offer them under the
-name they always had (`from orchestrator.tools.loader import ToolLoadError`).
+name they always had (`from orchestrator.folders.loader import ToolLoadError`).
 Where callers catch a built-in exception (`ValueError`, `OSError`,
 `yaml.YAMLError`...), the class keeps that base too.
 """

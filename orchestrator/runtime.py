@@ -15,6 +15,9 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph.state import CompiledStateGraph
 
+from orchestrator.dispatch.dispatcher import default_middleware
+from orchestrator.dispatch.middleware import ToolMiddleware
+from orchestrator.folders.approvals import Ask, Reviewed
 from orchestrator.graph.builder import build_agent_graph
 from orchestrator.graph.prompts import ORCHESTRATOR_PROMPT
 from orchestrator.levels import LevelConfig, Limits
@@ -22,17 +25,14 @@ from orchestrator.llm.providers import build_chat_model
 from orchestrator.redact import remember_settings
 from orchestrator.session import Session
 from orchestrator.settings import Settings
-from orchestrator.store.search_tool import search_messages_tool
+from orchestrator.sources.builtin import builtin_tools, human_tools
+from orchestrator.sources.folder_tools import FolderSource, LoadedTool
+from orchestrator.sources.mcp.clients import AskServer, McpClients
+from orchestrator.sources.search_messages import search_messages_tool
+from orchestrator.sources.source import LoadsNow, ToolSource, unique_tools
+from orchestrator.sources.static import StaticSource
 from orchestrator.store.storage import Storage
 from orchestrator.tasks import TaskManager
-from orchestrator.tools.approval import Ask, Reviewed
-from orchestrator.tools.builtin import builtin_tools, human_tools
-from orchestrator.tools.mcp.servers import AskServer, McpServers
-from orchestrator.tools.pipeline.base import ToolMiddleware
-from orchestrator.tools.pipeline.dispatch import default_middleware
-from orchestrator.tools.sources.base import LoadsNow, ToolSource, unique_tools
-from orchestrator.tools.sources.folders import FolderSource, LoadedTool
-from orchestrator.tools.sources.static import StaticSource
 
 logger = logging.getLogger(__name__)
 
@@ -41,13 +41,13 @@ logger = logging.getLogger(__name__)
 TOOL_THREADS = 32
 
 
-class RuntimeOptions(TypedDict, total=False):
-    """What `Runtime.create` and `Runtime.start` take besides the settings (see `start`)."""
+class OrchestratorOptions(TypedDict, total=False):
+    """What `Orchestrator.create` and `Orchestrator.start` take besides the settings (see `start`)."""
 
     ask: Ask | None
     reviewed: Reviewed | None
     ask_server: AskServer | None
-    mcp_servers: McpServers | None
+    mcp_servers: McpClients | None
     storage: Storage | None
     model: BaseChatModel | None
     tools: list[BaseTool] | None
@@ -56,7 +56,7 @@ class RuntimeOptions(TypedDict, total=False):
 
 
 @dataclass(frozen=True)
-class Runtime:
+class Orchestrator:
     """Everything a process needs to hold conversations."""
 
     settings: Settings
@@ -69,8 +69,8 @@ class Runtime:
     tasks: TaskManager = field(default_factory=TaskManager)
 
     @classmethod
-    def create(cls, settings: Settings, **options: Unpack[RuntimeOptions]) -> Runtime:
-        """Build from settings, loading the tool sources on this thread (see `Runtime.start`)."""
+    def create(cls, settings: Settings, **options: Unpack[OrchestratorOptions]) -> Orchestrator:
+        """Build from settings, loading the tool sources on this thread (see `Orchestrator.start`)."""
         plan = _Plan.of(settings, **options)
         for source in plan.sources:
             if isinstance(source, LoadsNow):
@@ -78,7 +78,7 @@ class Runtime:
         return plan.runtime()
 
     @classmethod
-    async def start(cls, settings: Settings, **options: Unpack[RuntimeOptions]) -> Runtime:
+    async def start(cls, settings: Settings, **options: Unpack[OrchestratorOptions]) -> Orchestrator:
         """Build from settings: the model, the tool sources (opened concurrently) and the graph.
 
         The sources are the built-in tools and the approved tool folders; a
@@ -91,7 +91,7 @@ class Runtime:
         context; without, they live in memory. `model`, `tools` and
         `checkpointer` replace the defaults; given `tools`, no folder is
         discovered. `middleware` replaces the dispatch pipeline's (see
-        `tools.pipeline.dispatch.default_middleware`) at every level.
+        `dispatch.dispatcher.default_middleware`) at every level.
         """
         plan = _Plan.of(settings, **options)
         opened = await asyncio.gather(*(s.open() for s in plan.sources), return_exceptions=True)
@@ -162,7 +162,7 @@ class _Plan:
         ask: Ask | None = None,
         reviewed: Reviewed | None = None,
         ask_server: AskServer | None = None,
-        mcp_servers: McpServers | None = None,
+        mcp_servers: McpClients | None = None,
         storage: Storage | None = None,
         model: BaseChatModel | None = None,
         tools: list[BaseTool] | None = None,
@@ -193,7 +193,7 @@ class _Plan:
         saver = checkpointer or (storage.checkpointer if storage is not None else InMemorySaver())
         return cls(settings, model, level, sources, pipeline, storage, saver)
 
-    def runtime(self) -> Runtime:
+    def runtime(self) -> Orchestrator:
         """The runtime, its graph compiled over the tools its sources offer now."""
         tools = unique_tools(tool for source in self.sources for tool in source.tools())
         graph = build_agent_graph(
@@ -205,7 +205,7 @@ class _Plan:
             middleware=self.middleware,
             text_tool_calls=self.settings.text_tool_calls,
         )
-        return Runtime(
+        return Orchestrator(
             settings=self.settings,
             model=self.model,
             sources=self.sources,
@@ -223,7 +223,7 @@ class _FolderOptions:
     ask: Ask
     reviewed: Reviewed | None
     ask_server: AskServer | None
-    servers: McpServers | None
+    servers: McpClients | None
 
 
 def _default_sources(

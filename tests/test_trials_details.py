@@ -17,15 +17,15 @@ from sqlalchemy import text
 
 from orchestrator.cli.render import TurnRenderer
 from orchestrator.cli.scaffold import create_agent_folder
+from orchestrator.folders.tool_config import ToolConfig, load_tool_config
 from orchestrator.notes import is_note, note
+from orchestrator.sources.adapter import langchain_tools
+from orchestrator.sources.mcp.content import tool_result
 from orchestrator.store import MessageStore
 from orchestrator.store.sessions import claim_session
 from orchestrator.testing import call_tools
 from orchestrator.tools import ToolRequest, ToolResult, action
-from orchestrator.tools.adapter import langchain_tools
 from orchestrator.tools.agent import AgentTool
-from orchestrator.tools.config import ToolConfig, load_tool_config
-from orchestrator.tools.mcp.content import tool_result
 from tests.helpers import run_cli
 from tests.test_background import Nothing, Slow, runtime, slow_tools
 from tests.test_mcp_folders import Person, call, started
@@ -46,9 +46,9 @@ def test_an_mcp_results_json_text_becomes_its_data():
 
 
 def test_text_that_is_no_json_object_stays_the_message():
-    for text in ("42", "true", "{not json", '"quoted"', "[" * 100_000):
-        result = tool_result(CallToolResult(content=[TextContent(type="text", text=text)]))
-        assert (result.message, result.data) == (text, None)
+    for body in ("42", "true", "{not json", '"quoted"', "[" * 100_000):
+        result = tool_result(CallToolResult(content=[TextContent(type="text", text=body)]))
+        assert (result.message, result.data) == (body, None)
     two = [TextContent(type="text", text="{}"), TextContent(type="text", text="{}")]
     assert tool_result(CallToolResult(content=two)).data is None, "only one block is all of it"
     failed = tool_result(

@@ -28,10 +28,14 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 
+from orchestrator.dispatch.background import is_acknowledgement
+from orchestrator.dispatch.dispatcher import Dispatcher
+from orchestrator.dispatch.middleware import ToolMiddleware
 from orchestrator.errors import IncompleteReplyError
 from orchestrator.events import BACKGROUND, Stage, ToolPhase, emit_status, emit_tool
 from orchestrator.graph.calls import SAFE_ID, Rejection, check_calls, refusal
 from orchestrator.graph.history import valid_history
+from orchestrator.graph.model_usage import count_model_call, least_cost
 from orchestrator.graph.prompts import (
     ITERATION_LIMIT,
     NO_CHOICES,
@@ -39,7 +43,6 @@ from orchestrator.graph.prompts import (
     REPLY_CUT_OFF,
 )
 from orchestrator.graph.state import AgentState, model_calls_this_turn
-from orchestrator.graph.usage import count_model_call, least_cost
 from orchestrator.levels import Limits
 from orchestrator.llm.providers import reports_finish_reason
 from orchestrator.llm.reply import Reply, ReplyLimits, read_reply
@@ -47,9 +50,6 @@ from orchestrator.llm.text_calls import with_text_calls
 from orchestrator.notes import is_persons
 from orchestrator.store.text import storable_text
 from orchestrator.tools.context import RunContext
-from orchestrator.tools.pipeline.background import is_acknowledgement
-from orchestrator.tools.pipeline.base import ToolMiddleware
-from orchestrator.tools.pipeline.dispatch import Dispatcher
 from orchestrator.usage.prices import ModelIdentity
 
 MODEL_NODE = "model"
