@@ -1,8 +1,14 @@
-"""The schema, as an ordered list of migrations recorded in `schema_migrations`.
+"""The core schema, as an ordered list of migrations recorded in `schema_migrations`.
 
-A migration is never edited once released: a change is a new entry at the end.
-`upgrade` applies what is missing under an advisory lock, so processes that
-start together do not race.
+`schema_migrations` is keyed by component and version: this module's migrations
+are the component `core`; a tool folder's own (`migrations/NNN_name.sql`, see
+`component_migrations`) are recorded under the folder's key. A migration is
+never edited once released: a change is a new entry at the end. `upgrade`
+applies what is missing under an advisory lock, so processes that start
+together do not race.
+
+The migrations are the schema's DDL, its history; `models` says which columns
+the code queries (see there).
 """
 
 from __future__ import annotations
@@ -23,6 +29,10 @@ from orchestrator.store.engine import (
 
 EMBEDDING_DIMENSIONS = 384  # all-MiniLM-L6-v2; `orchestrator db reembed` changes it
 LOCK_KEY = "orchestrator.schema"
+CORE = "core"  # the component this module's migrations are recorded under
+# The component of a row of `schema_migrations`, whether or not migration 8 gave the table
+# its `component` column yet (before it, every row is core's).
+_COMPONENT = "coalesce(to_jsonb(m) ->> 'component', 'core')"
 # Every table with a user_id, all under row-level security.
 USER_TABLES = ("sessions", "messages", "requests", "tasks", "request_events", "request_usage")
 # The tables migration 4 found; later tables get the verified policy as they are made.
@@ -176,6 +186,36 @@ TRANSACTION_TOKENS = (
 )
 
 
+# A tool folder's tables get the core tables' protection from one call in its migration:
+# `SELECT orchestrator_protect('my_table');` on a table with a text `user_id` column.
+PROTECT = (
+    "ALTER TABLE schema_migrations ADD COLUMN IF NOT EXISTS component text NOT NULL DEFAULT 'core'",
+    "ALTER TABLE schema_migrations ADD COLUMN IF NOT EXISTS checksum text",
+    "ALTER TABLE schema_migrations DROP CONSTRAINT schema_migrations_pkey",
+    "ALTER TABLE schema_migrations ADD PRIMARY KEY (component, version)",
+    f"""CREATE FUNCTION orchestrator_protect(target regclass) RETURNS void
+        LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+        AS $$ DECLARE
+            policy text := (SELECT relname FROM pg_class WHERE oid = target) || '_of_user';
+            mine text := 'user_id = (SELECT orchestrator_auth.verified_user())';
+        BEGIN
+            IF NOT EXISTS (
+                SELECT FROM pg_attribute
+                WHERE attrelid = target AND attname = 'user_id' AND NOT attisdropped
+            ) THEN
+                RAISE EXCEPTION '% has no user_id column, which its row-level security needs', target;
+            END IF;
+            EXECUTE format('ALTER TABLE %s ENABLE ROW LEVEL SECURITY', target);
+            EXECUTE format('ALTER TABLE %s FORCE ROW LEVEL SECURITY', target);
+            IF NOT EXISTS (SELECT FROM pg_policy WHERE polrelid = target AND polname = policy) THEN
+                EXECUTE format('CREATE POLICY %I ON %s USING (%s) WITH CHECK (%s)', policy, target, mine, mine);
+            END IF;
+            EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON %s TO {APP_ROLE}', target);
+        END $$""",
+    "REVOKE ALL ON FUNCTION orchestrator_protect(regclass) FROM PUBLIC",
+)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         1,
@@ -317,6 +357,11 @@ MIGRATIONS: tuple[Migration, ...] = (
                 WHERE role = 'assistant' AND content LIKE 'calls [%'""",
         ),
     ),
+    Migration(
+        8,
+        "migrations keyed by component; orchestrator_protect() for the tables of tool folders",
+        PROTECT,
+    ),
 )
 
 
@@ -339,7 +384,7 @@ async def upgrade(database: Database) -> list[Migration]:
     applied = []
     for migration in MIGRATIONS:
         async with database.admin_transaction() as connection:
-            await _lock(connection)
+            await lock(connection)
             if migration.version in await _applied_versions(connection):
                 continue  # up to date, or another process got there first
             for statement in migration.statements:
@@ -358,7 +403,10 @@ async def schema_status(database: Database) -> SchemaStatus:
         await _ensure_version_table(connection)
         rows = (
             await connection.execute(
-                text("SELECT version, description, applied_at FROM schema_migrations ORDER BY version")
+                text(
+                    "SELECT version, description, applied_at FROM schema_migrations m "
+                    f"WHERE {_COMPONENT} = '{CORE}' ORDER BY version"
+                )
             )
         ).all()
     done = {row[0] for row in rows}
@@ -368,7 +416,8 @@ async def schema_status(database: Database) -> SchemaStatus:
     )
 
 
-async def _lock(connection: AsyncConnection) -> None:
+async def lock(connection: AsyncConnection) -> None:
+    """Hold the schema's lock until the transaction ends (with the version table in place)."""
     await connection.execute(text("SELECT pg_advisory_xact_lock(hashtext(:key))"), {"key": LOCK_KEY})
     await _ensure_version_table(connection)
 
@@ -377,14 +426,19 @@ async def _ensure_version_table(connection: AsyncConnection) -> None:
     await connection.execute(
         text(
             """CREATE TABLE IF NOT EXISTS schema_migrations (
-                version integer PRIMARY KEY,
+                component text NOT NULL DEFAULT 'core',
+                version integer NOT NULL,
                 description text NOT NULL,
-                applied_at timestamptz NOT NULL DEFAULT now()
+                checksum text,
+                applied_at timestamptz NOT NULL DEFAULT now(),
+                PRIMARY KEY (component, version)
             )"""
         )
     )
 
 
 async def _applied_versions(connection: AsyncConnection) -> set[int]:
-    rows = await connection.execute(text("SELECT version FROM schema_migrations"))
+    rows = await connection.execute(
+        text(f"SELECT version FROM schema_migrations m WHERE {_COMPONENT} = '{CORE}'")
+    )
     return {row[0] for row in rows}

@@ -22,6 +22,7 @@ from orchestrator.tools.agent import AgentTool, GraphFactory
 from orchestrator.tools.approval import ApprovalStore, Ask, Reviewed, review_folders
 from orchestrator.tools.base import Tool, ToolContext
 from orchestrator.tools.discovery import CHILDREN_DIR, ToolFolder, ToolNode
+from orchestrator.tools.folder_migrations import migrate_folder
 from orchestrator.tools.importer import package_name
 from orchestrator.tools.loader import load_tool, visible_sources
 from orchestrator.tools.mcp.servers import AskServer, McpServers
@@ -160,6 +161,7 @@ class FolderSource:
         tool = load_tool(folder, sources=visible_sources(node, approved))
         scopes = resolve_scopes(tool, folder.config.parameters)
         level = self._levels.child(parent, folder.config, agent=isinstance(tool, AgentTool))
+        migrate_folder(folder, level.database)  # its tables, before it can use them
         data_dir = _data_dir(self.settings.data_dir, folder.key)
         tool.bind_context(ToolContext(data_dir=data_dir, database=level.database))
         self._set_log_level(folder, level)
