@@ -337,3 +337,24 @@ async def _migrated(logins: Logins) -> None:
         await upgrade(database)
     finally:
         await database.close()
+
+
+# --- the schema is declared once: the code's columns are the migrated database's ---------
+
+
+async def test_the_codes_tables_are_the_migrated_databases(database: Database):
+    from orchestrator.store.models import metadata
+
+    async with database.admin_transaction() as connection:
+        rows = await connection.execute(
+            text("SELECT table_name, column_name FROM information_schema.columns "
+                 "WHERE table_schema = 'public' AND table_name = ANY(:t)"),
+            {"t": list(metadata.tables)},
+        )
+        in_database = {(row[0], row[1]) for row in rows}
+    in_code = {
+        (table.name, column.name)
+        for table in metadata.tables.values()
+        for column in table.columns
+    }
+    assert in_code == in_database

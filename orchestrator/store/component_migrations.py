@@ -21,7 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from orchestrator.errors import ComponentMigrationError
 from orchestrator.store.engine import Database
-from orchestrator.store.migrations import CORE, lock, upgrade
+from orchestrator.store.migrations import CORE, lock, run_script, upgrade
 
 FILE_NAME = re.compile(r"^(\d{3})_([a-z0-9][a-z0-9_]*)\.sql$")
 APPLIED = text("SELECT version, checksum FROM schema_migrations WHERE component = :component")
@@ -117,10 +117,8 @@ def _check_unchanged(migration: ComponentMigration, checksum: str | None) -> Non
 
 
 async def _run(connection: AsyncConnection, migration: ComponentMigration) -> None:
-    """The file's SQL as it is, several statements at once (no bind parameters read into it)."""
-    raw = await connection.get_raw_connection()
     try:
-        await raw.driver_connection.execute(migration.sql)  # type: ignore[union-attr]
+        await run_script(connection, migration.sql)
     except Exception as error:  # the folder's SQL: its failure is the folder's problem only
         detail = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise ComponentMigrationError(f"{migration.file} failed: {detail}") from None
