@@ -37,8 +37,10 @@ def migrate_folder(folder: ToolFolder, database: Database | None) -> None:
     except ComponentMigrationError:
         raise
     except Exception as error:  # the database could not be reached: this folder cannot be used
+        from orchestrator.settings import hide_passwords
+
         lines = str(error).strip().splitlines()
-        detail = lines[0] if lines else type(error).__name__
+        detail = hide_passwords(lines[0] if lines else type(error).__name__, database.libpq_url)
         raise ComponentMigrationError(f"migrations/ could not be applied: {detail}") from None
 
 
