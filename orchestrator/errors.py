@@ -174,6 +174,11 @@ class ToolLoadError(ToolFolderError):
     """An approved folder whose code cannot be used; the message says why."""
 
 
+class ComponentMigrationError(ToolLoadError):
+    """A tool folder's `migrations/` cannot be applied: a bad file name, a file changed
+    since it ran, or SQL that fails; the message names the file."""
+
+
 class FolderRefusedError(ToolFolderError, ValueError):
     """A folder that cannot be hashed, so cannot be approved; the message says why."""
 

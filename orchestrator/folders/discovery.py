@@ -40,6 +40,8 @@ class ToolFolder:
     sources: Mapping[str, SourceFile] = field(default_factory=dict, repr=False, compare=False)
     # Each file's SHA-256 by its path below the folder: what a later change is listed against.
     files: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
+    # Its `migrations/*.sql` as they were hashed: what runs is what was approved.
+    migrations: Mapping[str, bytes] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def name(self) -> str:
@@ -219,6 +221,7 @@ def _inspect(path: Path, *, root: Path, found: Discovery) -> ToolFolder | None:
         digest=taken.digest,
         sources=taken.sources,
         files=taken.files,
+        migrations=taken.migrations,
     )
     if folder.entry not in folder.sources and not config.entry_optional:  # YAML-only agents have none
         found.skip(path, f"entry point {config.entry_file} not found")

@@ -45,6 +45,7 @@ MAX_FILES = 50_000
 MAX_BYTES = 512 * 1024 * 1024
 MAX_DEPTH = 40  # directories below the folder
 CONFIG_FILE = "tool_config.yaml"  # kept as hashed: it is parsed from these very bytes
+MIGRATIONS_DIR = "migrations"  # its `*.sql` are kept as hashed: they run from these very bytes
 
 
 @dataclass(frozen=True)
@@ -62,12 +63,14 @@ class Snapshot:
     `config` is its `tool_config.yaml` as hashed (None if it has none): what is
     parsed is what was approved, never a second read. `files` is each file's own
     SHA-256 by its path, to say which files changed since an approval.
+    `migrations` are the `migrations/*.sql` files as hashed, by their path.
     """
 
     digest: str
     sources: Mapping[str, SourceFile] = field(repr=False)
     config: bytes | None = field(default=None, repr=False)
     files: Mapping[str, str] = field(default_factory=dict, repr=False)
+    migrations: Mapping[str, bytes] = field(default_factory=dict, repr=False)
 
 
 def snapshot(folder: Path, *, exclude: Collection[Path] = ()) -> Snapshot:
@@ -83,13 +86,16 @@ class _Scan:
         self.digest = hashlib.sha256()
         self.sources: dict[str, SourceFile] = {}
         self.config: bytes | None = None
+        self.migrations: dict[str, bytes] = {}
         self.hashes: dict[str, str] = {}
         self.files = 0
         self.bytes = 0
 
     def run(self) -> Snapshot:
         self._directory(self.root, PurePosixPath(), above=(self.root,))
-        return Snapshot(self.digest.hexdigest(), self.sources, self.config, self.hashes)
+        return Snapshot(
+            self.digest.hexdigest(), self.sources, self.config, self.hashes, self.migrations
+        )
 
     def _directory(self, real: Path, rel: PurePosixPath, *, above: tuple[Path, ...]) -> None:
         if len(rel.parts) > MAX_DEPTH:
@@ -144,7 +150,8 @@ class _Scan:
         content = hashlib.sha256()
         kept: list[bytes] = []
         is_config = rel.as_posix() == CONFIG_FILE
-        keep = rel.suffix == ".py" or is_config
+        is_migration = rel.parent.as_posix() == MIGRATIONS_DIR and rel.suffix == ".sql"
+        keep = rel.suffix == ".py" or is_config or is_migration
         try:
             with open_regular(path, follow_links=False) as fd:
                 for chunk in chunks(fd, limit=MAX_BYTES - self.bytes, name=str(rel)):
@@ -162,5 +169,7 @@ class _Scan:
         self.hashes[rel.as_posix()] = content.hexdigest()
         if is_config:
             self.config = b"".join(kept)
+        elif is_migration:
+            self.migrations[rel.as_posix()] = b"".join(kept)
         elif keep:
             self.sources[rel.as_posix()] = SourceFile(self.folder / rel, b"".join(kept))

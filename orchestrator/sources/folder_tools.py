@@ -29,6 +29,7 @@ from orchestrator.sources.level_resolver import LevelResolver
 from orchestrator.sources.mcp.clients import AskServer, McpClients
 from orchestrator.tools.agent import AgentTool, GraphFactory
 from orchestrator.tools.base import Tool, ToolContext
+from orchestrator.sources.folder_migrations import migrate_folder
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -161,6 +162,7 @@ class FolderSource:
         tool = load_tool(folder, sources=visible_sources(node, approved))
         scopes = resolve_scopes(tool, folder.config.parameters)
         level = self._levels.child(parent, folder.config, agent=isinstance(tool, AgentTool))
+        migrate_folder(folder, level.database)  # its tables, before it can use them
         data_dir = _data_dir(self.settings.data_dir, folder.key)
         tool.bind_context(ToolContext(data_dir=data_dir, database=level.database))
         self._set_log_level(folder, level)
