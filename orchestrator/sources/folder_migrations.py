@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING
 from orchestrator.errors import ComponentMigrationError
 
 if TYPE_CHECKING:
+    from orchestrator.folders.discovery import ToolFolder
     from orchestrator.store.component_migrations import ComponentMigration
     from orchestrator.store.engine import Database
-    from orchestrator.folders.discovery import ToolFolder
 
 
 def migrate_folder(folder: ToolFolder, database: Database | None) -> None:

@@ -25,11 +25,11 @@ from orchestrator.folders.skipped import report_skipped
 from orchestrator.folders.untrusted import printable
 from orchestrator.levels import LevelConfig
 from orchestrator.sources.adapter import langchain_tools
+from orchestrator.sources.folder_migrations import migrate_folder
 from orchestrator.sources.level_resolver import LevelResolver
 from orchestrator.sources.mcp.clients import AskServer, McpClients
 from orchestrator.tools.agent import AgentTool, GraphFactory
 from orchestrator.tools.base import Tool, ToolContext
-from orchestrator.sources.folder_migrations import migrate_folder
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
