@@ -32,6 +32,7 @@ from orchestrator.errors import (
     ToolFolderError,
     ToolLoadError,
     TransientToolError,
+    UnknownModelError,
     UnknownToolError,
     UserError,
     YamlTooLargeError,
@@ -40,18 +41,18 @@ from orchestrator.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from orchestrator.graph import AgentState, build_agent_graph
-    from orchestrator.runtime import Runtime
+    from orchestrator.runtime import Orchestrator
     from orchestrator.session import Session
-    from orchestrator.turns import ToolCallRecord, TurnResult
     from orchestrator.settings import Settings, load_settings
     from orchestrator.tools.results import Billing, ToolResult
+    from orchestrator.turns import ToolCallRecord, TurnResult
 
 __version__ = "0.1.0"
 
 _LAZY = {
     "AgentState": "orchestrator.graph",
     "build_agent_graph": "orchestrator.graph",
-    "Runtime": "orchestrator.runtime",
+    "Orchestrator": "orchestrator.runtime",
     "Session": "orchestrator.session",
     "ToolCallRecord": "orchestrator.turns",
     "TurnResult": "orchestrator.turns",
@@ -72,6 +73,7 @@ __all__ = [
     "DatabaseUnavailableError",
     "DeveloperError",
     "EmbeddingModelError",
+    "UnknownModelError",
     "FileTooLargeError",
     "FolderRefusedError",
     "IncompleteReplyError",
@@ -82,7 +84,7 @@ __all__ = [
     "OrchestratorError",
     "RefusedFileError",
     "RemoteConnectionBlocked",
-    "Runtime",
+    "Orchestrator",
     "ScriptExhaustedError",
     "Session",
     "SessionOwnedError",

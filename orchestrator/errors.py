@@ -15,7 +15,7 @@
   tool folder is skipped with a log line naming it.
 
 Modules that raise these import them from here and still offer them under the
-name they always had (`from orchestrator.tools.loader import ToolLoadError`).
+name they always had (`from orchestrator.folders.loader import ToolLoadError`).
 Where callers catch a built-in exception (`ValueError`, `OSError`,
 `yaml.YAMLError`...), the class keeps that base too.
 """
@@ -127,6 +127,10 @@ class EmbeddingModelError(UserError):
     """The local embedding model did not load, failed a batch, or its process stopped."""
 
 
+class UnknownModelError(EmbeddingModelError):
+    """A local embedding model the graph builder does not know how to write (not a mean-pooled BERT)."""
+
+
 class SessionOwnedError(UserError):
     """The session id is taken by another user."""
 
@@ -168,6 +172,11 @@ class ToolConfigError(ToolFolderError, ValueError):
 
 class ToolLoadError(ToolFolderError):
     """An approved folder whose code cannot be used; the message says why."""
+
+
+class ComponentMigrationError(ToolLoadError):
+    """A tool folder's `migrations/` cannot be applied: a bad file name, a file changed
+    since it ran, or SQL that fails; the message names the file."""
 
 
 class FolderRefusedError(ToolFolderError, ValueError):
@@ -214,6 +223,7 @@ __all__ = [
     "DatabaseUnavailableError",
     "DeveloperError",
     "EmbeddingModelError",
+    "UnknownModelError",
     "FileTooLargeError",
     "FolderRefusedError",
     "IncompleteReplyError",

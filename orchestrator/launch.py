@@ -11,9 +11,9 @@ that are collected as usual.
 
 from __future__ import annotations
 
-import gc
+from orchestrator.collector import pause_collection, resume_collection
 
-_paused = False
+__all__ = ["main", "pause_collection", "resume_collection"]
 
 
 def main() -> None:
@@ -25,20 +25,3 @@ def main() -> None:
         run()
     finally:
         resume_collection()
-
-
-def pause_collection() -> None:
-    """Pause the cyclic collector for a command's startup (reference counting goes on)."""
-    global _paused
-    if gc.isenabled():
-        gc.disable()
-        _paused = True
-
-
-def resume_collection() -> None:
-    """Startup is over: what it made is frozen, and the collector runs again. Once."""
-    global _paused
-    if _paused:
-        _paused = False
-        gc.freeze()
-        gc.enable()

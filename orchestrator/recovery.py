@@ -11,12 +11,12 @@ from dataclasses import dataclass, replace
 
 from langchain_core.messages import ToolCall
 
+from orchestrator.dispatch.background import is_acknowledgement
+from orchestrator.dispatch.dispatcher import Dispatcher
 from orchestrator.levels import Limits
-from orchestrator.runtime import Runtime
+from orchestrator.runtime import Orchestrator
 from orchestrator.tools.context import RunContext
-from orchestrator.tools.pipeline.background import is_acknowledgement
-from orchestrator.tools.pipeline.dispatch import Dispatcher
-from orchestrator.tools.pipeline.records import CallRecord
+from orchestrator.tools.request_log import CallRecord
 
 
 @dataclass(frozen=True)
@@ -27,7 +27,7 @@ class Recovered:
     outcome: str
 
 
-async def recover(runtime: Runtime, *, user_id: str) -> list[Recovered]:
+async def recover(runtime: Orchestrator, *, user_id: str) -> list[Recovered]:
     """Deal with the user's calls left open by dead processes; what was done with each."""
     storage = runtime.storage
     if storage is None:

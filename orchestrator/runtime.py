@@ -15,6 +15,9 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph.state import CompiledStateGraph
 
+from orchestrator.dispatch.dispatcher import default_middleware
+from orchestrator.dispatch.middleware import ToolMiddleware
+from orchestrator.folders.approvals import Ask, Reviewed
 from orchestrator.graph.builder import build_agent_graph
 from orchestrator.graph.model_pipeline.chain import ModelMiddleware
 from orchestrator.graph.prompts import ORCHESTRATOR_PROMPT
@@ -24,17 +27,14 @@ from orchestrator.llm.providers import build_chat_model
 from orchestrator.redact import remember_settings
 from orchestrator.session import Session
 from orchestrator.settings import Settings
-from orchestrator.store.search_tool import search_messages_tool
+from orchestrator.sources.builtin import builtin_tools, human_tools
+from orchestrator.sources.folder_tools import FolderSource, LoadedTool
+from orchestrator.sources.mcp.clients import AskServer, McpClients
+from orchestrator.sources.search_messages import search_messages_tool
+from orchestrator.sources.source import LoadsNow, ToolSource, unique_tools
+from orchestrator.sources.static import StaticSource
 from orchestrator.store.storage import Storage
 from orchestrator.tasks import TaskManager
-from orchestrator.tools.approval import Ask, Reviewed
-from orchestrator.tools.builtin import builtin_tools, human_tools
-from orchestrator.tools.mcp.servers import AskServer, McpServers
-from orchestrator.tools.pipeline.base import ToolMiddleware
-from orchestrator.tools.pipeline.dispatch import default_middleware
-from orchestrator.tools.sources.base import LoadsNow, ToolSource, unique_tools
-from orchestrator.tools.sources.folders import FolderSource, LoadedTool
-from orchestrator.tools.sources.static import StaticSource
 
 logger = logging.getLogger(__name__)
 
@@ -43,13 +43,13 @@ logger = logging.getLogger(__name__)
 TOOL_THREADS = 32
 
 
-class RuntimeOptions(TypedDict, total=False):
-    """What `Runtime.create` and `Runtime.start` take besides the settings (see `start`)."""
+class OrchestratorOptions(TypedDict, total=False):
+    """What `Orchestrator.create` and `Orchestrator.start` take besides the settings (see `start`)."""
 
     ask: Ask | None
     reviewed: Reviewed | None
     ask_server: AskServer | None
-    mcp_servers: McpServers | None
+    mcp_servers: McpClients | None
     storage: Storage | None
     model: BaseChatModel | None
     tools: list[BaseTool] | None
@@ -60,7 +60,7 @@ class RuntimeOptions(TypedDict, total=False):
 
 
 @dataclass(frozen=True)
-class Runtime:
+class Orchestrator:
     """Everything a process needs to hold conversations."""
 
     settings: Settings
@@ -73,8 +73,8 @@ class Runtime:
     tasks: TaskManager = field(default_factory=TaskManager)
 
     @classmethod
-    def create(cls, settings: Settings, **options: Unpack[RuntimeOptions]) -> Runtime:
-        """Build from settings, loading the tool sources on this thread (see `Runtime.start`).
+    def create(cls, settings: Settings, **options: Unpack[OrchestratorOptions]) -> Orchestrator:
+        """Build from settings, loading the tool sources on this thread (see `Orchestrator.start`).
 
         A source that cannot load synchronously (no `load`, see `LoadsNow`) is
         not opened: its tools are those it offers unopened.
@@ -86,7 +86,7 @@ class Runtime:
         return plan.runtime()
 
     @classmethod
-    async def start(cls, settings: Settings, **options: Unpack[RuntimeOptions]) -> Runtime:
+    async def start(cls, settings: Settings, **options: Unpack[OrchestratorOptions]) -> Orchestrator:
         """Build from settings: the model, the tool sources (opened concurrently) and the graph.
 
         The sources are the built-in tools and the approved tool folders; a
@@ -101,7 +101,7 @@ class Runtime:
         discovered. `sources` are opened beside the default ones and add
         their tools after theirs (a name already taken is not offered again).
         `middleware` replaces the dispatch pipeline's (see
-        `tools.pipeline.dispatch.default_middleware`) at every level;
+        `dispatch.dispatcher.default_middleware`) at every level;
         `model_middleware` runs around every model call at every level,
         outside the model chain's defaults (see
         `graph.model_pipeline.defaults`).
@@ -173,7 +173,7 @@ class _Plan:
         ask: Ask | None = None,
         reviewed: Reviewed | None = None,
         ask_server: AskServer | None = None,
-        mcp_servers: McpServers | None = None,
+        mcp_servers: McpClients | None = None,
         storage: Storage | None = None,
         model: BaseChatModel | None = None,
         tools: list[BaseTool] | None = None,
@@ -215,14 +215,14 @@ class _Plan:
         saver = checkpointer or (storage.checkpointer if storage is not None else InMemorySaver())
         return cls(settings, spec, [*given, *(sources or ())], storage, saver)
 
-    def runtime(self) -> Runtime:
+    def runtime(self) -> Orchestrator:
         """The runtime, its graph compiled over the tools its sources offer now."""
         tools = unique_tools(tool for source in self.sources for tool in source.tools())
         retriever = self.storage.retriever if self.storage is not None else None
         graph = build_agent_graph(
             replace(self.spec, tools=tools, retriever=retriever), checkpointer=self.checkpointer
         )
-        return Runtime(
+        return Orchestrator(
             settings=self.settings,
             model=self.spec.model,
             sources=self.sources,
@@ -240,7 +240,7 @@ class _FolderOptions:
     ask: Ask
     reviewed: Reviewed | None
     ask_server: AskServer | None
-    servers: McpServers | None
+    servers: McpClients | None
 
 
 def _default_sources(

@@ -34,7 +34,7 @@ from orchestrator.store.checkpoints import PooledPostgresSaver
 from orchestrator.store.sessions import claim_session
 from orchestrator.store.storage import Storage
 from orchestrator.store.text import storable_text
-from orchestrator.store.usage import session_totals
+from orchestrator.store.usage_log import session_totals
 from orchestrator.tasks import BackgroundTask, TaskManager
 from orchestrator.tools.context import RunContext, UserDatabase
 from orchestrator.tools.hitl import Decision
@@ -102,7 +102,7 @@ class Session:
         # Called with each background task's follow-up turn once it has run, or with
         # None when the follow-up limit kept the result for the next turn instead.
         self.on_follow_up: FollowUpHandler | None = None
-        self.usage = UsageMeter.from_settings(settings)
+        self.usage = UsageMeter(prices=settings.price_table, budgets=settings.budgets)
         self._follow_ups = 0  # follow-up turns since the user's last message
         self._claimed = False
         self._archived: set[str] = set()  # ids of the messages this process archived

@@ -18,9 +18,10 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from orchestrator.errors import ConfigError
+from orchestrator.errors import ConfigError, ToolLoadError
 from orchestrator.paths import HOME_VARIABLE, home
-from orchestrator.usage.prices import ModelPrice
+from orchestrator.usage.budget import Budgets
+from orchestrator.usage.prices import ModelPrice, PriceTable
 
 ENV_PREFIX = "ORCHESTRATOR_"
 OFFLINE_MODEL = "offline"
@@ -214,6 +215,16 @@ class Settings(BaseSettings):
         """True when no real model is configured, so the built-in offline model runs."""
         return self.model_name == OFFLINE_MODEL
 
+    @property
+    def price_table(self) -> PriceTable:
+        """The model prices these settings give (a usage meter is built from it)."""
+        return PriceTable(self.model_prices, provider=self.price_provider)
+
+    @property
+    def budgets(self) -> Budgets:
+        """The turn and session budgets these settings give."""
+        return Budgets(self.max_turn_cost_usd, self.max_session_cost_usd)
+
 
 def env_name(field: str) -> str:
     """The environment variable that sets `field`."""
@@ -317,3 +328,34 @@ def hide_passwords(text: str, *urls: object) -> str:
             text = text.replace(str(password), HIDDEN)
     text = _URL_PASSWORD.sub(rf"\1:{HIDDEN}@", text)
     return _PASSWORD_PARAMETER.sub(rf"\1{HIDDEN}", text)
+
+
+def required_env(name: str, *, setting: str) -> str:
+    """The value of the variable `name` (see `env_value`); ToolLoadError when it is not set."""
+    value = env_value(name)
+    if not value:
+        raise ToolLoadError(f"{setting} names {name}, which is not set")
+    return value
+
+
+def env_value(name: str) -> str | None:
+    """A variable from the environment, else from the home's `.env` (as the settings read them)."""
+    value = os.environ.get(name)
+    if value:
+        return value
+    from dotenv import dotenv_values
+
+    path = env_file()
+    return dotenv_values(path).get(name) if path.is_file() else None
+
+
+def password_of(url: str | None) -> str | None:
+    """The password in a database URL, if any (to keep it out of messages)."""
+    if not url:
+        return None
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(url).password
+    except Exception:  # not a URL: then it has no password to hide either
+        return None

@@ -18,7 +18,7 @@ from typing import Literal
 
 from orchestrator.errors import ToolError
 from orchestrator.redact import redact
-from orchestrator.tools.pipeline.records import CallRecord, RequestObserver
+from orchestrator.tools.request_log import CallRecord, RequestObserver
 from orchestrator.tools.results import ToolResult
 
 logger = logging.getLogger(__name__)

@@ -41,12 +41,12 @@ from langchain_core.tools import BaseTool, tool
 from pydantic import BaseModel
 from sqlalchemy import text
 
-from orchestrator.runtime import Runtime
+from orchestrator.folders.tool_config import ToolConfig
+from orchestrator.runtime import Orchestrator
 from orchestrator.settings import Settings, load_settings
+from orchestrator.sources.adapter import langchain_tools
 from orchestrator.store import Storage
 from orchestrator.tools import Tool, ToolRequest, ToolResult, action
-from orchestrator.tools.adapter import langchain_tools
-from orchestrator.tools.config import ToolConfig
 
 BACKGROUND_SECONDS = 2.0
 MARKER = re.compile(r"<(s\d+)>")
@@ -107,7 +107,7 @@ async def timed(work: Any) -> float:
 
 
 async def next_turn(settings: Settings, storage: Storage, repeats: int) -> dict[str, float]:
-    runtime = Runtime.create(settings, model=EchoModel(), tools=[echo, *job_tools()], storage=storage)
+    runtime = Orchestrator.create(settings, model=EchoModel(), tools=[echo, *job_tools()], storage=storage)
     busy, idle, started = [], [], []
 
     async def idle_turn(round_number: int) -> None:
@@ -138,7 +138,7 @@ async def next_turn(settings: Settings, storage: Storage, repeats: int) -> dict[
 
 
 async def many_sessions(settings: Settings, storage: Storage, sessions: int, turns: int) -> dict[str, float]:
-    runtime = Runtime.create(settings, model=EchoModel(), tools=[echo], storage=storage)
+    runtime = Orchestrator.create(settings, model=EchoModel(), tools=[echo], storage=storage)
 
     async def converse(number: int) -> None:
         session = runtime.session(user_id=f"user-{number % 10}", session_id=f"many-{number}")

@@ -4,7 +4,7 @@
         [--loader-size 1000] [--rounds 5]
 
 For each size, generates that many approved folders (each a tool_config.yaml and
-a two-action tool), then, in a fresh process, times `Runtime.create` from start
+a two-action tool), then, in a fresh process, times `Orchestrator.create` from start
 to ready: discovery, hashing, the approval check, importing every entry point,
 building the LangChain tools and compiling the graph. Python's own start and
 the library imports, the same for every size, are printed apart.
@@ -12,7 +12,7 @@ the library imports, the same for every size, are printed apart.
 Then, with `--loader-size` folders, in one fresh process (libraries imported
 first, one untimed round of each), alternately, `--rounds` times (which goes
 first alternates too):
-- ours: `Runtime.create` as above (every entry point imported again from the
+- ours: `Orchestrator.create` as above (every entry point imported again from the
   hashed sources, as the product always does);
 - a minimal LangChain loader over the same folders: for each, read its
   tool_config.yaml (yaml.safe_load), import its entry point (importlib, a
@@ -75,11 +75,11 @@ MEASURE = """
 import json, sys, time
 started = time.perf_counter()
 from orchestrator.llm import OfflineChatModel
-from orchestrator.runtime import Runtime
+from orchestrator.runtime import Orchestrator
 from orchestrator.settings import load_settings
 imported = time.perf_counter()
 settings = load_settings(sub_graphs_dir=sys.argv[1], data_dir=sys.argv[2])
-runtime = Runtime.create(settings, model=OfflineChatModel(), ask=lambda folder, status: None)
+runtime = Orchestrator.create(settings, model=OfflineChatModel(), ask=lambda folder, status: None)
 ready = time.perf_counter()
 generated = [t for t in runtime.tools if t.name.startswith("tool_")]
 print(json.dumps({"tools": len(generated), "import_s": imported - started, "ready_s": ready - imported}))
@@ -94,7 +94,7 @@ sys.pycache_prefix = sys.argv[4]
 import yaml
 from langchain_core.tools import StructuredTool
 from orchestrator.llm import OfflineChatModel
-from orchestrator.runtime import Runtime
+from orchestrator.runtime import Orchestrator
 from orchestrator.settings import load_settings
 from orchestrator.tools import Tool
 
@@ -104,7 +104,7 @@ model = OfflineChatModel()
 
 def ours(round_number):
     settings = load_settings(sub_graphs_dir=sub_graphs, data_dir=data)
-    runtime = Runtime.create(settings, model=model, ask=lambda folder, status: None)
+    runtime = Orchestrator.create(settings, model=model, ask=lambda folder, status: None)
     return sum(1 for t in runtime.tools if t.name.startswith("tool_"))  # the built-ins left out
 
 
@@ -164,9 +164,9 @@ print(json.dumps({"seconds": seconds, "tools": tools}))
 
 
 def generate(root: Path, count: int) -> None:
-    from orchestrator.tools.approval import ApprovalStore
+    from orchestrator.folders.approvals import ApprovalStore
+    from orchestrator.folders.discovery import discover_tree
     from orchestrator.settings import load_settings
-    from orchestrator.tools.discovery import discover_tree
 
     sub_graphs = root / "sub_graphs"
     for index in range(count):
@@ -209,7 +209,7 @@ def loader_ratio(size: int, rounds: int) -> float:
         generate(root, size)
         seconds, tools = versus_loader(root, rounds)
     assert tools["ours"] == tools["loader"] == 2 * size, tools
-    ratios = [o / l for o, l in zip(seconds["ours"], seconds["loader"], strict=True)]
+    ratios = [ours / loader for ours, loader in zip(seconds["ours"], seconds["loader"], strict=True)]
     print(
         f"{size:5d} folders, ours beside a minimal LangChain loader: ready in "
         f"{statistics.median(seconds['ours']):.3f}s, "

@@ -142,13 +142,13 @@ def startup_ratio(home: Path, rounds: int) -> dict[str, float]:
 
 
 async def call_ratios(home: Path, calls: int) -> dict[str, float]:
+    from orchestrator.dispatch.dispatcher import Dispatcher
     from orchestrator.levels import Limits
     from orchestrator.llm.offline import OfflineChatModel
-    from orchestrator.runtime import Runtime
+    from orchestrator.runtime import Orchestrator
     from orchestrator.settings import load_settings
     from orchestrator.store import Storage
     from orchestrator.tools.context import RunContext, UserDatabase
-    from orchestrator.tools.pipeline.dispatch import Dispatcher
 
     sub_graphs = home / "calls" / "sub_graphs"
     (home / "calls").mkdir()
@@ -164,7 +164,7 @@ async def call_ratios(home: Path, calls: int) -> dict[str, float]:
     )
     storage = await Storage.open(settings)
     yes = lambda *_: True  # noqa: E731
-    runtime = await Runtime.start(
+    runtime = await Orchestrator.start(
         settings, model=OfflineChatModel(), storage=storage, ask=yes, ask_server=yes
     )
     try:

@@ -38,11 +38,11 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool, tool
 
+from orchestrator.dispatch.dispatcher import Dispatcher
 from orchestrator.graph import AgentSpec, build_agent_graph
 from orchestrator.levels import Limits
 from orchestrator.runtime import use_tool_threads
 from orchestrator.tools.context import RunContext
-from orchestrator.tools.pipeline.dispatch import Dispatcher
 
 SLEEP_SECONDS = 0.2
 PARALLEL_CALLS = 10

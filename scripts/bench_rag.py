@@ -41,8 +41,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import importlib.util
+import json
 import statistics
 import tempfile
 import time

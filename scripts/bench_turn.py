@@ -13,7 +13,7 @@ temporary directory; each side has a database of its own on it), with the same
 zero-latency model (a call of one no-op tool after the user's message, then an
 answer) and the same no-op tool, durability `sync` for both:
 
-- ours: `Session.run` of a `Runtime` with storage (durable checkpoints through
+- ours: `Session.run` of a `Orchestrator` with storage (durable checkpoints through
   our checkpointer, message archive, request log, session leases, RAG
   retrieval before the model), as `orchestrator chat` runs a turn, with the
   product's default settings (the developer's ORCHESTRATOR_* environment and
@@ -107,7 +107,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 from sqlalchemy import text
 
-from orchestrator.runtime import Runtime, use_tool_threads
+from orchestrator.runtime import Orchestrator, use_tool_threads
 from orchestrator.session import Session
 from orchestrator.settings import Settings, load_settings
 from orchestrator.store.embedded import (
@@ -121,8 +121,8 @@ from orchestrator.store.rag import HEADER
 from orchestrator.store.storage import Storage
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sql_counts import autovacuum_paused, counting, next_transaction_id  # noqa: E402
-from sql_counts import OVERHEAD, kind as statement_kind  # noqa: E402
+from sql_counts import OVERHEAD, autovacuum_paused, counting, next_transaction_id  # noqa: E402  # noqa: E402
+from sql_counts import kind as statement_kind
 
 SESSION_TURNS = 10  # turns per session, both sides
 WARM_UP_TURNS = 5
@@ -204,7 +204,7 @@ async def our_side(logins: Logins, home: Path, embeddings: str) -> tuple[Side, S
     embedder = storage.embedder
     if embedder is not None and isinstance(embedder.embeddings, LocalMiniLMEmbeddings):
         await asyncio.to_thread(embedder.embeddings.load)  # loading is not a turn's work
-    runtime = Runtime.create(settings, model=ToolThenAnswer(), tools=[noop], storage=storage)
+    runtime = Orchestrator.create(settings, model=ToolThenAnswer(), tools=[noop], storage=storage)
     sessions: dict[str, Session] = {}
 
     def session(session_id: str) -> Session:

@@ -1,4 +1,4 @@
-"""Write orchestrator/tools/shipped.json from the repository's sub_graphs/ (run after editing them).
+"""Write orchestrator/folders/shipped.json from the repository's sub_graphs/ (run after editing them).
 
     .venv/bin/python scripts/shipped_manifest.py
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from orchestrator.tools.shipped import MANIFEST, manifest_of
+from orchestrator.folders.shipped import MANIFEST, manifest_of
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 

@@ -24,9 +24,9 @@ from contextlib import contextmanager
 from typing import ParamSpec, TypeVar
 
 import psycopg
-from psycopg.sql import Composable
 from psycopg._connection_base import BaseConnection
 from psycopg._cursor_base import BaseCursor
+from psycopg.sql import Composable
 
 P = ParamSpec("P")
 R = TypeVar("R")

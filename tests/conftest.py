@@ -17,7 +17,6 @@ from orchestrator.store.embedded import embedded_admin_url, embedded_logins
 from orchestrator.store.engine import Database
 from orchestrator.store.logins import Logins
 from orchestrator.store.migrations import upgrade
-
 from orchestrator.testing import ScriptedChatModel, block_remote_connections
 from orchestrator.testing.scripted import Step
 from tests.helpers import run_cli

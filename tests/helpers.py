@@ -9,8 +9,8 @@ import subprocess
 import sys
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 from langchain_core.language_models import BaseChatModel
@@ -19,18 +19,18 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.memory import InMemorySaver
 from sqlalchemy import text
+from typer.testing import CliRunner
 
+from orchestrator.dispatch.dispatcher import Dispatcher
 from orchestrator.levels import Limits
-from orchestrator.runtime import Runtime
+from orchestrator.runtime import Orchestrator
 from orchestrator.session import Session, TurnEvent
 from orchestrator.settings import load_settings
-from orchestrator.tools.context import RunContext
-from orchestrator.tools.pipeline.dispatch import Dispatcher
 from orchestrator.store import Database
 from orchestrator.store.requests import RequestLog
 from orchestrator.store.storage import Storage
 from orchestrator.testing import OpenAICompatibleServer
-from typer.testing import CliRunner
+from orchestrator.tools.context import RunContext
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -41,7 +41,7 @@ def make_session(
     **settings: object,
 ) -> Session:
     """A session on a fresh in-memory graph over `model` and `tools`."""
-    runtime = Runtime.create(
+    runtime = Orchestrator.create(
         load_settings(**settings), model=model, tools=list(tools), checkpointer=InMemorySaver()
     )
     return runtime.session(user_id="tester")
@@ -78,13 +78,13 @@ def run_cli(
 def _invoke(
     args: Sequence[str], *, cwd: Path, stdin: str, env: dict[str, str]
 ) -> subprocess.CompletedProcess[str]:
-    from orchestrator.cli import app, prompts
+    from orchestrator.cli import app, tty_questions
 
     # The command handles signals (main thread only): give pytest its own back afterwards.
     in_main = threading.current_thread() is threading.main_thread()
     saved = {number: signal.getsignal(number) for number in SIGNALS} if in_main else {}
-    previous_dir, previous_terminal = Path.cwd(), prompts.TERMINAL
-    prompts.TERMINAL = str(cwd / "no-terminal")  # as in CI: questions are read from stdin
+    previous_dir, previous_terminal = Path.cwd(), tty_questions.TERMINAL
+    tty_questions.TERMINAL = str(cwd / "no-terminal")  # as in CI: questions are read from stdin
     os.chdir(cwd)
     try:
         result = CliRunner().invoke(
@@ -92,7 +92,7 @@ def _invoke(
         )
     finally:
         os.chdir(previous_dir)
-        prompts.TERMINAL = previous_terminal
+        tty_questions.TERMINAL = previous_terminal
         for number, handler in saved.items():
             signal.signal(number, handler)
     if result.exception is not None and not isinstance(result.exception, SystemExit):

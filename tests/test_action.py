@@ -8,8 +8,8 @@ import pytest
 from pydantic import BaseModel, Field
 
 from orchestrator.errors import ToolContractError
+from orchestrator.sources.adapter import langchain_tools
 from orchestrator.tools import Tool, ToolResult, action
-from orchestrator.tools.adapter import langchain_tools
 from orchestrator.tools.base import ToolRequest
 
 if TYPE_CHECKING:  # a name only type checkers see: the bare form must not need it

@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 
 from orchestrator.errors import ConfigError
-from orchestrator.runtime import Runtime
+from orchestrator.folders.approvals import ApprovalStore, Status
+from orchestrator.folders.discovery import ToolFolder, discover_tree, walk
+from orchestrator.runtime import Orchestrator
 from orchestrator.settings import Settings, load_settings
 from orchestrator.testing import ScriptedChatModel
-from orchestrator.tools.approval import ApprovalStore, Status
-from orchestrator.tools.discovery import ToolFolder, discover_tree, walk
 from tests.tool_folders import marker_code, write_folder
 
 
@@ -34,7 +34,7 @@ def settings(tmp_path: Path) -> Settings:
 
 def start(settings: Settings, answers: Answers) -> list[str]:
     """Start a runtime; the names of the tools the model gets from folders."""
-    runtime = Runtime.create(settings, model=ScriptedChatModel(), ask=answers)
+    runtime = Orchestrator.create(settings, model=ScriptedChatModel(), ask=answers)
     return [t.name for loaded in runtime.sub_agents for t in loaded.langchain]
 
 

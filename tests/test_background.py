@@ -16,16 +16,16 @@ from pydantic import BaseModel
 from rich.console import Console
 
 from orchestrator.cli.repl import ChatRepl
-from orchestrator.notes import is_note
 from orchestrator.cli.signals import Interrupts
-from orchestrator.runtime import Runtime
+from orchestrator.folders.tool_config import ToolConfig
+from orchestrator.notes import is_note
+from orchestrator.runtime import Orchestrator
 from orchestrator.settings import load_settings
+from orchestrator.sources.adapter import langchain_tools
 from orchestrator.store import Database, Storage
 from orchestrator.store.requests import request_history, request_tree
 from orchestrator.testing import OpenAICompatibleServer, call_tools
 from orchestrator.tools import Tool, ToolRequest, ToolResult, action
-from orchestrator.tools.adapter import langchain_tools
-from orchestrator.tools.config import ToolConfig
 from tests.helpers import cli_env, closing_order, server_env
 from tests.tool_folders import WAIT_FOR_GATE, three_levels, write_folder
 
@@ -53,8 +53,8 @@ def slow_tools(gate: asyncio.Event, **policy: object):
     return langchain_tools(Slow(gate=gate), config=config)
 
 
-def runtime(model, tools, **settings: object) -> Runtime:
-    return Runtime.create(load_settings(**settings), model=model, tools=tools)
+def runtime(model, tools, **settings: object) -> Orchestrator:
+    return Orchestrator.create(load_settings(**settings), model=model, tools=tools)
 
 
 async def test_a_background_task_is_reported_later_in_the_same_session(scripted):
@@ -174,7 +174,7 @@ async def test_a_tree_with_a_background_leaf_closes_when_the_leaf_does(
     storage = await Storage.open(settings)
     user = f"bea-{uuid.uuid4().hex[:6]}"
     try:
-        app = Runtime.create(settings, model=model, ask=lambda folder, status: True, storage=storage)
+        app = Orchestrator.create(settings, model=model, ask=lambda folder, status: True, storage=storage)
         session = app.session(user_id=user)
         result = await session.run("start")
         top_id = result.tool_calls[0].request_id

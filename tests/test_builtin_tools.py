@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from orchestrator.errors import InvalidToolArgumentsError, ToolError
-from orchestrator.tools.builtin import calculator, current_time
+from orchestrator.sources.builtin import calculator, current_time
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ from langgraph.types import Command, interrupt
 from psycopg import AsyncCursor
 from sqlalchemy import text
 
-from orchestrator.runtime import Runtime
+from orchestrator.runtime import Orchestrator
 from orchestrator.settings import load_settings
 from orchestrator.store.checkpoints import INTERRUPT, PooledPostgresSaver
 from orchestrator.testing import ScriptedChatModel, call_tools
@@ -46,7 +46,7 @@ async def test_langgraphs_own_saver_reads_the_sessions_checkpoints(
 ):
     async with storage_for(database_url, tmp_path) as storage:
         model = ScriptedChatModel(steps=["Hello."])
-        runtime = Runtime.create(
+        runtime = Orchestrator.create(
             load_settings(), model=model, storage=storage, checkpointer=storage.checkpointer
         )
         session = runtime.session(user_id="u-checkpoints")
@@ -74,7 +74,7 @@ async def test_a_stored_turn_reads_its_checkpoint_once_and_archives_what_it_adde
     monkeypatch.setattr(AsyncCursor, "execute", counted)
     async with storage_for(database_url, tmp_path) as storage:
         model = ScriptedChatModel(steps=["Hello.", "Again."])
-        runtime = Runtime.create(
+        runtime = Orchestrator.create(
             load_settings(), model=model, storage=storage, checkpointer=storage.checkpointer
         )
         session = runtime.session(user_id="u-reads")
@@ -169,7 +169,7 @@ async def test_every_message_of_a_turn_resumed_twice_is_archived(database_url: s
     )
     async with storage_for(database_url, tmp_path) as storage:
         settings = load_settings(sensitive_patterns="delete")
-        runtime = Runtime.create(settings, model=model, tools=[delete, quick], storage=storage)
+        runtime = Orchestrator.create(settings, model=model, tools=[delete, quick], storage=storage)
         session = runtime.session(user_id="u-archive")
         first = await session.run("clean up")
         by_path = {q.question["action"]["args"]["path"]: q.id for q in first.questions}

@@ -15,7 +15,7 @@ from rich.console import Console
 from orchestrator.cli.cost import cost_table, turn_cost_line
 from orchestrator.cli.repl import HELP, ChatRepl
 from orchestrator.cli.signals import Interrupts
-from orchestrator.runtime import Runtime
+from orchestrator.runtime import Orchestrator
 from orchestrator.settings import load_settings
 from orchestrator.testing import OpenAICompatibleServer, ScriptedChatModel, call_tools
 from orchestrator.testing.openai_server import RawReply, Usage
@@ -162,7 +162,7 @@ def chat(
     terminal: bool = False,
     **settings: object,
 ) -> tuple[ChatRepl, io.StringIO, io.StringIO]:
-    app = Runtime.create(
+    app = Orchestrator.create(
         load_settings(**settings), model=model, tools=tools or [], checkpointer=InMemorySaver()
     )
     out, err = io.StringIO(), io.StringIO()

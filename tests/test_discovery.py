@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.runtime import Runtime
+from orchestrator.folders.discovery import content_hash, discover, discover_tree, walk
+from orchestrator.runtime import Orchestrator
 from orchestrator.settings import load_settings
 from orchestrator.testing import ScriptedChatModel
-from orchestrator.tools.discovery import content_hash, discover, discover_tree, walk
 from tests.tool_folders import ECHO_TOOL, marker_code, write_folder
 
 GOOD = {"name": "good", "description": "A good tool.", "version": "1.0"}
@@ -95,7 +95,7 @@ def test_startup_continues_past_every_kind_of_bad_folder(tmp_path: Path, caplog)
     settings = load_settings(sub_graphs_dir=root, data_dir=tmp_path / "data")
 
     with caplog.at_level(logging.WARNING):
-        runtime = Runtime.create(settings, model=ScriptedChatModel(), ask=lambda folder, status: True)
+        runtime = Orchestrator.create(settings, model=ScriptedChatModel(), ask=lambda folder, status: True)
 
     assert [t.name for t in runtime.tools] == ["current_time", "calculator", "ask_human", "request_authorization", "echo_say"]
     warnings = "\n".join(r.getMessage() for r in caplog.records)

@@ -14,6 +14,7 @@ from orchestrator.testing import OpenAICompatibleServer
 from tests.helpers import server_env, start_and_kill
 from tests.tool_folders import GATED_TOOL, write_folder
 
+
 def test_a_session_continues_in_a_new_process(cli, tmp_path: Path):
     session = f"s-{uuid.uuid4().hex[:8]}"
     with OpenAICompatibleServer(["Hello Ada.", "Your name is Ada."]) as server:

@@ -10,6 +10,7 @@ import pytest
 
 import orchestrator
 from orchestrator import errors
+from orchestrator.dispatch.policy import ExecutionPolicy, run_with_policy
 from orchestrator.errors import (
     DeveloperError,
     InvalidToolArgumentsError,
@@ -20,7 +21,6 @@ from orchestrator.errors import (
     UnknownToolError,
     UserError,
 )
-from orchestrator.tools.policy import ExecutionPolicy, run_with_policy
 from orchestrator.tools.results import ToolResult
 
 
@@ -71,12 +71,12 @@ def test_all_of_errors_names_exceptions_only_and_each_once() -> None:
 @pytest.mark.parametrize(
     ("module", "name"),
     [
-        ("orchestrator.tools.loader", "ToolLoadError"),
-        ("orchestrator.tools.config", "ToolConfigError"),
-        ("orchestrator.tools.hashing", "FolderRefusedError"),
-        ("orchestrator.tools.files", "RefusedFileError"),
-        ("orchestrator.tools.files", "FileTooLargeError"),
-        ("orchestrator.tools.safe_yaml", "YamlTooLargeError"),
+        ("orchestrator.folders.loader", "ToolLoadError"),
+        ("orchestrator.folders.tool_config", "ToolConfigError"),
+        ("orchestrator.folders.hashing", "FolderRefusedError"),
+        ("orchestrator.folders.files", "RefusedFileError"),
+        ("orchestrator.folders.files", "FileTooLargeError"),
+        ("orchestrator.folders.safe_yaml", "YamlTooLargeError"),
         ("orchestrator.store", "DatabaseUnavailableError"),
         ("orchestrator.store", "SessionOwnedError"),
         ("orchestrator.store.engine", "DatabaseUnavailableError"),

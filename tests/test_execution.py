@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.dispatch import policy as policy_module
 from orchestrator.errors import ToolError
+from orchestrator.folders.tool_config import ToolConfig
+from orchestrator.sources.adapter import langchain_tools
 from orchestrator.testing import call_tools
 from orchestrator.tools import Tool, ToolRequest, ToolResult, action
-from orchestrator.tools import policy as policy_module
-from orchestrator.tools.adapter import langchain_tools
-from orchestrator.tools.config import ToolConfig
 from tests.helpers import EventLog, make_session
 from tests.test_background import Nothing
 

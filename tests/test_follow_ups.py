@@ -6,12 +6,12 @@ import asyncio
 
 from langchain_core.messages import HumanMessage
 
+from orchestrator.folders.tool_config import ToolConfig
 from orchestrator.graph.prompts import FOLLOW_UP_LIMIT
 from orchestrator.notes import is_note
+from orchestrator.sources.adapter import langchain_tools
 from orchestrator.testing import call_tools
 from orchestrator.tools import ToolRequest, ToolResult, action
-from orchestrator.tools.adapter import langchain_tools
-from orchestrator.tools.config import ToolConfig
 from tests.test_background import Nothing, Slow, runtime, slow_tools
 
 

@@ -15,8 +15,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from orchestrator.errors import ToolError
 from orchestrator.graph import AgentSpec, build_agent_graph
 from orchestrator.levels import Limits
-from orchestrator.tools.context import current_context
 from orchestrator.testing import call_tools
+from orchestrator.tools.context import current_context
 from tests.helpers import EventLog, make_session
 
 SNAPSHOT = Path(__file__).parent / "snapshots" / "agent_graph.mmd"

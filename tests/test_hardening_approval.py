@@ -23,15 +23,15 @@ import pytest
 import yaml
 from rich.console import Console
 
-from orchestrator.cli.prompts import ApprovalPrompt
+from orchestrator.cli.tty_questions import ApprovalPrompt
 from orchestrator.errors import ConfigError
-from orchestrator.runtime import Runtime
+from orchestrator.folders.approvals import ApprovalStore, Status, review_folders
+from orchestrator.folders.discovery import ToolFolder, content_hash, discover, discover_tree, walk
+from orchestrator.runtime import Orchestrator
 from orchestrator.settings import Settings, load_settings
+from orchestrator.sources.folder_tools import LoadedTool
 from orchestrator.testing import ScriptedChatModel
 from orchestrator.tools import ToolRequest
-from orchestrator.tools.approval import ApprovalStore, Status, review_folders
-from orchestrator.tools.discovery import ToolFolder, content_hash, discover, discover_tree, walk
-from orchestrator.tools.sources.folders import LoadedTool
 from tests.helpers import run_cli
 from tests.tool_folders import ECHO_TOOL, marker_code, write_folder
 
@@ -81,7 +81,7 @@ def settings(tmp_path: Path) -> Settings:
 
 
 def start(settings: Settings, answers: Answers) -> list[LoadedTool]:
-    return Runtime.create(settings, model=ScriptedChatModel(), ask=answers).sub_agents
+    return Orchestrator.create(settings, model=ScriptedChatModel(), ask=answers).sub_agents
 
 
 def call_value(loaded: LoadedTool) -> str:
@@ -438,7 +438,7 @@ def test_code_changed_after_the_questions_is_not_what_runs(settings: Settings, t
     reviewed = review_folders(settings, Answers(True))
 
     (folder / "echo_tool.py").write_text(marker_code(marker))
-    runtime = Runtime.create(settings, model=ScriptedChatModel(), reviewed=reviewed)
+    runtime = Orchestrator.create(settings, model=ScriptedChatModel(), reviewed=reviewed)
 
     assert [t.name for t in runtime.tools][-1] == "echo_say"
     assert not marker.exists()
@@ -553,7 +553,7 @@ def test_a_yaml_bomb_in_config_is_refused(tmp_path: Path, bomb: str):
 DEEP_NESTING_SCRIPT = """
 import sys
 from pathlib import Path
-from orchestrator.tools.discovery import discover
+from orchestrator.folders.discovery import discover
 found = discover(Path(sys.argv[1]))
 print([n.folder.name for n in found.nodes], [p.reason for p in found.problems])
 """
@@ -605,7 +605,7 @@ def test_a_config_that_is_not_a_small_file_is_refused(tmp_path: Path, make: str)
 
 
 def test_a_folder_too_large_to_hash_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    from orchestrator.tools import hashing
+    from orchestrator.folders import hashing
 
     monkeypatch.setattr(hashing, "MAX_BYTES", 4096)
     folder = write_folder(tmp_path, "big")

@@ -29,11 +29,11 @@ from sqlalchemy.exc import DBAPIError
 
 from orchestrator.settings import load_settings
 from orchestrator.store import Database, MessageStore, Storage
-from orchestrator.store.engine import ENTER
 from orchestrator.store.embedded import PGDATA, embedded_database_url, leave_embedded_server
+from orchestrator.store.engine import ENTER
 from orchestrator.store.migrations import MIGRATIONS
-from orchestrator.store.storage import _checkpoint_pool
 from orchestrator.store.sessions import claim_session
+from orchestrator.store.storage import _checkpoint_pool
 from orchestrator.testing import OpenAICompatibleServer
 from tests.helpers import cli_env, run_cli, server_env
 

@@ -24,7 +24,7 @@ from orchestrator.cli.render import TurnRenderer
 from orchestrator.errors import IncompleteReplyError
 from orchestrator.events import ToolPhase
 from orchestrator.graph.builder import MODEL_NODE
-from orchestrator.runtime import Runtime
+from orchestrator.runtime import Orchestrator
 from orchestrator.session import Session
 from orchestrator.settings import Settings, load_settings
 from orchestrator.store.storage import Storage
@@ -37,7 +37,7 @@ MODEL = {"model": "openai:test-model", "openai_api_key": "test-key", "model_max_
 
 def session_on(server: OpenAICompatibleServer) -> Session:
     settings = load_settings(openai_base_url=server.base_url, **MODEL)
-    return Runtime.create(settings, checkpointer=InMemorySaver()).session(user_id="u")
+    return Orchestrator.create(settings, checkpointer=InMemorySaver()).session(user_id="u")
 
 
 def tool_replies(server: OpenAICompatibleServer, request: int) -> list[dict[str, object]]:
@@ -275,7 +275,7 @@ async def test_nul_from_the_user_the_model_and_a_tool_call_is_stored_and_the_ses
         settings = storage_settings(database_url, tmp_path, server)
         storage = await Storage.open(settings)
         try:
-            runtime = Runtime.create(settings, storage=storage)
+            runtime = Orchestrator.create(settings, storage=storage)
             session = runtime.session(user_id=user, session_id=session_id)
             first = await session.run("hello\x00 there")
             again = runtime.session(user_id=user, session_id=session_id)
@@ -299,7 +299,7 @@ async def test_a_message_of_over_a_megabyte_is_stored(tmp_path: Path, database_u
         settings = storage_settings(database_url, tmp_path, server)
         storage = await Storage.open(settings)
         try:
-            runtime = Runtime.create(settings, storage=storage)
+            runtime = Orchestrator.create(settings, storage=storage)
             await runtime.session(user_id=user, session_id=session_id).run(huge)
             again = runtime.session(user_id=user, session_id=session_id)
             assert await again.open() is False

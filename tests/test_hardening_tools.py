@@ -24,13 +24,21 @@ from pydantic import BaseModel
 
 from orchestrator.errors import ToolError
 from orchestrator.settings import load_settings
+from orchestrator.sources.adapter import langchain_tools
 from orchestrator.store import Database
 from orchestrator.store.requests import RequestLog, request_history, request_tree
 from orchestrator.testing import OpenAICompatibleServer, call_tools
 from orchestrator.tools import Tool, ToolRequest, ToolResult, action
-from orchestrator.tools.adapter import langchain_tools
-from orchestrator.tools.pipeline.records import CallRecord
-from tests.helpers import PLACE, logged_context, cli_env, dispatcher, make_session, run_call, server_env
+from orchestrator.tools.request_log import CallRecord
+from tests.helpers import (
+    PLACE,
+    cli_env,
+    dispatcher,
+    logged_context,
+    make_session,
+    run_call,
+    server_env,
+)
 from tests.tool_folders import LINGERING_TOOL, NOISY_TOOL, QUITTER_TOOL, write_folder
 
 

@@ -18,21 +18,21 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command, Interrupt
 from pydantic import BaseModel, Field
 
+from orchestrator.dispatch.dispatcher import Dispatcher
 from orchestrator.errors import ToolLoadError
+from orchestrator.folders.sensitivity import WHY_AUTHOR, WHY_CONFIG, WHY_FOLDER, SensitivityRules
+from orchestrator.folders.tool_config import ToolConfig
 from orchestrator.levels import Limits
-from orchestrator.runtime import Runtime
+from orchestrator.runtime import Orchestrator
 from orchestrator.session import Session
 from orchestrator.settings import load_settings
+from orchestrator.sources.adapter import langchain_tools
+from orchestrator.sources.builtin import ask_human, builtin_tools, request_authorization
 from orchestrator.store import Database
 from orchestrator.store.requests import request_history
 from orchestrator.testing import ScriptedChatModel, call_tools
 from orchestrator.tools import Tool, ToolRequest, ToolResult, action
-from orchestrator.tools.adapter import langchain_tools
-from orchestrator.tools.builtin import ask_human, builtin_tools, request_authorization
-from orchestrator.tools.config import ToolConfig
 from orchestrator.tools.context import RunContext
-from orchestrator.tools.pipeline.dispatch import Dispatcher
-from orchestrator.tools.sensitivity import WHY_AUTHOR, WHY_CONFIG, WHY_FOLDER, SensitivityRules
 from tests.helpers import storage_for
 from tests.tool_folders import three_levels, write_folder
 
@@ -62,7 +62,7 @@ def counted() -> None:
 
 
 def session_over(model: ScriptedChatModel, tools: list[BaseTool], **settings: object) -> Session:
-    runtime = Runtime.create(
+    runtime = Orchestrator.create(
         load_settings(**settings), model=model, tools=tools, checkpointer=InMemorySaver()
     )
     return runtime.session(user_id="u1")
@@ -337,7 +337,7 @@ async def test_a_sensitive_call_three_levels_down_resumes_inside_the_sub_agent(
         "The cache is cleared.",
     )
     settings = load_settings(sub_graphs_dir=root, data_dir=tmp_path / "data")
-    runtime = Runtime.create(settings, model=model, ask=lambda folder, status: True)
+    runtime = Orchestrator.create(settings, model=model, ask=lambda folder, status: True)
     session = runtime.session(user_id="u1")
 
     await session.run("clear the cache")
@@ -368,7 +368,7 @@ async def test_nested_agents_may_ask_the_person_too(scripted, tmp_path: Path):
         "Done.",
     )
     settings = load_settings(sub_graphs_dir=root, data_dir=tmp_path / "data")
-    runtime = Runtime.create(settings, model=model, ask=lambda folder, status: True)
+    runtime = Orchestrator.create(settings, model=model, ask=lambda folder, status: True)
     session = runtime.session(user_id="u1")
     await session.run("say hi")
 
@@ -410,7 +410,7 @@ async def test_an_edit_sets_only_what_the_model_may_set(scripted, tmp_path: Path
     write_folder(root, "db", config=config, code=FIXED_LEAF)
     model = scripted(call_tools(("db_truncate", {"table": "users"})), "Emptied.")
     settings = load_settings(sub_graphs_dir=root, data_dir=tmp_path / "data")
-    runtime = Runtime.create(settings, model=model, ask=lambda folder, status: True)
+    runtime = Orchestrator.create(settings, model=model, ask=lambda folder, status: True)
     session = runtime.session(user_id="u1")
     await session.run("empty users")
 
@@ -525,7 +525,7 @@ async def test_every_question_and_decision_is_in_the_request_log(
         "Done.",
     )
     async with storage_for(database_url, tmp_path) as storage:
-        runtime = Runtime.create(
+        runtime = Orchestrator.create(
             load_settings(), model=model, tools=[files_delete, ask_human, request_authorization],
             storage=storage,
         )

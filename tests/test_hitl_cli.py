@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import tool
+from rich.console import Console
 
 from orchestrator.cli.answers import EditWanted, Unclear, read_arguments, read_choice
 from orchestrator.cli.questions import AnswerChannel, QuestionAsker
@@ -28,7 +29,6 @@ from orchestrator.store import Database
 from orchestrator.store.requests import request_history
 from orchestrator.testing import OpenAICompatibleServer, call_tools
 from orchestrator.tools.hitl import Question, ask_person
-from rich.console import Console
 from tests.helpers import make_session, server_env, start_and_kill
 from tests.tool_folders import write_folder
 

@@ -1,7 +1,10 @@
-"""Layers point one way: cli -> session/runtime -> graph -> tools -> store/llm adapters.
+"""Layers point one way: cli -> serve -> runtime/session -> graph -> dispatch -> sources -> folders
+-> store -> tools -> llm -> levels -> settings -> usage -> the foundations.
 
 Checked on the source: every module-level import (not those under
-`TYPE_CHECKING`, nor those inside functions, which run on first use).
+`TYPE_CHECKING`, nor those inside functions, which run on first use). The full
+order, function-level imports included, is the import-linter contract in
+pyproject.toml (`lint-imports`, run by .ci/run).
 """
 
 from __future__ import annotations
@@ -13,12 +16,17 @@ import pytest
 
 PACKAGE = Path(__file__).parent.parent / "orchestrator"
 
+ASSEMBLY = ("cli", "serve", "session", "runtime", "recovery")
 # What the modules of each package may not import at module level.
 FORBIDDEN = {
-    "tools": ("store", "graph", "llm", "cli", "session", "runtime", "recovery", "tasks"),
-    "graph": ("cli", "session", "runtime", "recovery"),
-    "store": ("graph", "cli", "session", "runtime", "recovery"),
-    "llm": ("tools", "store", "graph", "cli", "session", "runtime"),
+    "tools": (*ASSEMBLY, "store", "graph", "llm", "tasks", "dispatch", "sources", "folders"),
+    "folders": (*ASSEMBLY, "store", "graph", "llm", "dispatch", "sources"),
+    "sources": (*ASSEMBLY, "graph", "dispatch"),
+    "dispatch": (*ASSEMBLY, "graph"),
+    "graph": ASSEMBLY,
+    "store": (*ASSEMBLY, "graph", "dispatch", "sources", "folders"),
+    "llm": (*ASSEMBLY, "tools", "store", "graph", "dispatch", "sources", "folders"),
+    "usage": (*ASSEMBLY, "tools", "store", "graph", "llm", "settings", "levels", "dispatch"),
 }
 
 
@@ -52,3 +60,22 @@ def test_a_layer_imports_nothing_above_it(package: str):
 def test_the_command_line_lives_in_its_package():
     loose = [p.name for p in PACKAGE.glob("*.py") if "typer" in p.read_text() or "rich" in p.read_text()]
     assert loose == []
+
+
+def _unit(module: str) -> str:
+    return ".".join(module.split(".")[:2])
+
+
+def test_no_unit_imports_one_that_imports_it_back():
+    """A unit (a top-level package or module) and the units it imports form no two-way pair."""
+    imports: dict[str, set[str]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        unit = _unit(".".join(parts))
+        for module in module_level_imports(path):
+            if module.startswith("orchestrator.") and _unit(module) != unit:
+                imports.setdefault(unit, set()).add(_unit(module))
+    pairs = sorted(
+        f"{a} <-> {b}" for a, seen in imports.items() for b in seen if a < b and a in imports.get(b, ())
+    )
+    assert pairs == []

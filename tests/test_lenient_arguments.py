@@ -9,7 +9,7 @@ from langchain_core.tools import BaseTool, StructuredTool, tool
 from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import BaseModel, ConfigDict
 
-from orchestrator.runtime import Runtime
+from orchestrator.runtime import Orchestrator
 from orchestrator.settings import load_settings
 from orchestrator.testing import call_tools
 from tests.tool_folders import ECHO_TOOL, write_folder
@@ -64,13 +64,13 @@ async def run(scripted, tools: list[BaseTool], arguments: dict[str, object]) -> 
     """The tool messages of a turn that calls the first of `tools` with `arguments`."""
     received.clear()
     model = scripted(call_tools((tools[0].name, arguments)), "done")
-    runtime = Runtime.create(
+    runtime = Orchestrator.create(
         load_settings(), model=model, tools=tools, checkpointer=InMemorySaver()
     )
     return await tool_messages(runtime)
 
 
-async def tool_messages(runtime: Runtime) -> list[ToolMessage]:
+async def tool_messages(runtime: Orchestrator) -> list[ToolMessage]:
     session = runtime.session(user_id="u1")
     await session.run("go")
     return [m for m in await session.history() if isinstance(m, ToolMessage)]
@@ -80,7 +80,7 @@ SCHEMA_WORDS = {"type": "object", "required": ["timezone"], "properties": {"time
 
 
 async def test_schema_words_beside_valid_arguments_are_dropped(scripted, caplog):
-    with caplog.at_level(logging.DEBUG, logger="orchestrator.tools.pipeline.validate"):
+    with caplog.at_level(logging.DEBUG, logger="orchestrator.dispatch.validate"):
         [answer] = await run(scripted, [current_time], {"timezone": "Asia/Tokyo", **SCHEMA_WORDS})
 
     assert answer.status == "success"
@@ -128,7 +128,7 @@ async def test_a_folder_tools_action_gets_its_parameters_without_schema_words(sc
     write_folder(tmp_path / "sub_graphs", "echo", code=STRICT_ECHO)
     settings = load_settings(sub_graphs_dir=tmp_path / "sub_graphs", data_dir=tmp_path / "data")
     model = scripted(call_tools(("echo_say", {"text": "hi", "times": 2, "type": "object"})), "done")
-    runtime = Runtime.create(settings, model=model, checkpointer=InMemorySaver(), ask=approve)
+    runtime = Orchestrator.create(settings, model=model, checkpointer=InMemorySaver(), ask=approve)
 
     [answer] = await tool_messages(runtime)
 

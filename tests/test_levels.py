@@ -15,17 +15,18 @@ import pytest
 from langchain_core.messages import SystemMessage, ToolMessage
 from sqlalchemy import text
 
-from orchestrator.levels import Limits, describe_level, env_value
-from orchestrator.runtime import Runtime
-from orchestrator.settings import load_settings
+from orchestrator.folders.discovery import discover_tree, walk
+from orchestrator.folders.importer import package_name
+from orchestrator.folders.level_view import describe_level
+from orchestrator.folders.tool_config import ToolConfig
+from orchestrator.levels import Limits
+from orchestrator.runtime import Orchestrator
+from orchestrator.settings import env_value, load_settings
+from orchestrator.sources.folder_tools import LoadedTool
 from orchestrator.store import Database, Storage
 from orchestrator.store.embedded import embedded_logins
 from orchestrator.store.logins import Logins
 from orchestrator.testing import OpenAICompatibleServer, ScriptedChatModel, call_tools
-from orchestrator.tools.config import ToolConfig
-from orchestrator.tools.discovery import discover_tree, walk
-from orchestrator.tools.importer import package_name
-from orchestrator.tools.sources.folders import LoadedTool
 from tests.helpers import cli_env, run_cli
 from tests.tool_folders import AGENT_TOOL, SHIPPED, write_folder
 
@@ -53,7 +54,7 @@ def tasks(root: Path, directory: str, **fields: object) -> Path:
     return write_folder(root, directory, config=config(name, **fields), code=TASKS_CODE, entry="task_agent_tool.py")
 
 
-def by_name(runtime: Runtime) -> dict[str, LoadedTool]:
+def by_name(runtime: Orchestrator) -> dict[str, LoadedTool]:
     return {loaded.folder.name: loaded for loaded in runtime.loaded_folders()}
 
 
@@ -111,7 +112,7 @@ def test_limits_inherit_per_key_down_the_tree(tmp_path: Path):
     limits_tree(root)
     settings = load_settings(sub_graphs_dir=root, data_dir=tmp_path / "data", max_tool_result_chars=3000)
 
-    loaded = by_name(Runtime.create(settings, model=ScriptedChatModel(), ask=approve_all))
+    loaded = by_name(Orchestrator.create(settings, model=ScriptedChatModel(), ask=approve_all))
 
     assert loaded["top"].level.limits == Limits(7, 3000, 60.0, 20.0)
     assert loaded["mid"].level.limits == Limits(7, 300, 5.0, 20.0)
@@ -135,7 +136,7 @@ async def test_a_level_runs_under_its_own_limits(tmp_path: Path, scripted):
         "all done",
     )
 
-    session = Runtime.create(settings, model=model, ask=approve_all).session(user_id="u")
+    session = Orchestrator.create(settings, model=model, ask=approve_all).session(user_id="u")
 
     await session.run("go")
 
@@ -154,7 +155,7 @@ def test_a_folders_log_level_holds_for_the_folders_below_it(tmp_path: Path):
     tool(root, "plain")
     settings = load_settings(sub_graphs_dir=root, data_dir=tmp_path / "data")
 
-    loaded = by_name(Runtime.create(settings, model=ScriptedChatModel(), ask=approve_all))
+    loaded = by_name(Orchestrator.create(settings, model=ScriptedChatModel(), ask=approve_all))
 
     def level_of(name: str) -> int:
         return logging.getLogger(package_name(loaded[name].folder.path)).level
@@ -200,7 +201,7 @@ async def test_a_child_with_its_own_model_uses_it_while_its_sibling_uses_the_par
             "sib done",
             "both done",
         )
-        runtime = Runtime.create(settings, model=model, ask=approve_all)
+        runtime = Orchestrator.create(settings, model=model, ask=approve_all)
         result = await runtime.session(user_id="u").run("go")
 
     assert result.answer == "both done"
@@ -296,7 +297,7 @@ async def test_a_child_with_its_own_database_writes_to_it(
         "done",
     )
     storage = await Storage.open(settings)
-    runtime = Runtime.create(settings, model=model, ask=approve_all, storage=storage)
+    runtime = Orchestrator.create(settings, model=model, ask=approve_all, storage=storage)
     try:
         await runtime.session(user_id="lena").run("go")
     finally:
@@ -322,8 +323,8 @@ def test_a_database_that_cannot_be_used_skips_only_its_folder(tmp_path: Path, ca
     tool(root, "fine")
     settings = load_settings(sub_graphs_dir=root, data_dir=tmp_path / "data")
 
-    with caplog.at_level(logging.WARNING, logger="orchestrator.tools.sources.folders"):
-        runtime = Runtime.create(settings, model=ScriptedChatModel(), ask=approve_all)
+    with caplog.at_level(logging.WARNING, logger="orchestrator.sources.folder_tools"):
+        runtime = Orchestrator.create(settings, model=ScriptedChatModel(), ask=approve_all)
 
     assert set(by_name(runtime)) == {"fine"}
     reasons = {r.getMessage().split(": ", 1)[1] for r in caplog.records}

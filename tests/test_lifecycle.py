@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
-from orchestrator.runtime import Runtime
+from orchestrator.runtime import Orchestrator
 from orchestrator.settings import load_settings
 from orchestrator.store import Database, Storage
 from orchestrator.store.requests import request_history, request_tree
@@ -33,7 +33,7 @@ async def test_a_three_level_tree_closes_from_the_leaf_up(
     storage = await Storage.open(settings)
     user = f"lee-{uuid.uuid4().hex[:6]}"
     try:
-        runtime = Runtime.create(settings, model=model, ask=lambda folder, status: True, storage=storage)
+        runtime = Orchestrator.create(settings, model=model, ask=lambda folder, status: True, storage=storage)
         result = await runtime.session(user_id=user).run("start")
     finally:
         await storage.close()

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from orchestrator.tools.config import load_tool_config
-from orchestrator.tools.discovery import discover_tree
+from orchestrator.folders.discovery import discover_tree
+from orchestrator.folders.tool_config import load_tool_config
 from tests.helpers import run_cli
 
 ASKED_AT_CHAT = "`orchestrator chat` asks you to approve it at its next start"

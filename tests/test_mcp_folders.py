@@ -1,4 +1,4 @@
-"""MCP servers as tool folders, end to end: through `Runtime.start`, the graph and the pipeline.
+"""MCP servers as tool folders, end to end: through `Orchestrator.start`, the graph and the pipeline.
 
 Real servers in real processes: the official reference servers
 `mcp-server-time` and `mcp-server-git`, and the small FastMCP server of
@@ -26,19 +26,19 @@ from langchain_core.messages import ToolMessage
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from sqlalchemy import select
 
-from orchestrator.runtime import Runtime
+from orchestrator.folders.approvals import APPROVALS_FILE, REGISTRY_DIR, Status
+from orchestrator.folders.discovery import ToolFolder
+from orchestrator.folders.sensitivity import WHY_SERVER
+from orchestrator.runtime import Orchestrator
 from orchestrator.settings import Settings, load_settings
+from orchestrator.sources.folder_tools import FolderSource
+from orchestrator.sources.mcp.clients import ServerQuestion
 from orchestrator.store import Database
 from orchestrator.store.models import requests
 from orchestrator.store.requests import request_history
 from orchestrator.testing import OpenAICompatibleServer, ScriptedChatModel, call_tools
-from orchestrator.tools.approval import APPROVALS_FILE, REGISTRY_DIR, Status
 from orchestrator.tools.context import RunContext
-from orchestrator.tools.discovery import ToolFolder
-from orchestrator.tools.mcp.servers import ServerQuestion
 from orchestrator.tools.results import ToolResult
-from orchestrator.tools.sensitivity import WHY_SERVER
-from orchestrator.tools.sources.folders import FolderSource
 from orchestrator.usage.meter import UsageMeter
 from tests.helpers import dispatcher, logged_context, run_call, run_cli
 from tests.tool_folders import AGENT_TOOL, write_folder
@@ -144,10 +144,10 @@ class Person:
 @asynccontextmanager
 async def started(
     person: Person, settings: Settings | None = None, **options: object
-) -> AsyncIterator[Runtime]:
+) -> AsyncIterator[Orchestrator]:
     """A runtime over the test's sub_graphs/, its questions put to `person`; closed after."""
     options.setdefault("model", ScriptedChatModel())
-    runtime = await Runtime.start(
+    runtime = await Orchestrator.start(
         settings or load_settings(), ask=person.folder, ask_server=person.server, **options
     )
     try:
@@ -156,16 +156,16 @@ async def started(
         await runtime.close()
 
 
-def names(runtime: Runtime) -> set[str]:
+def names(runtime: Orchestrator) -> set[str]:
     return {tool.name for tool in runtime.tools}
 
 
-def folder_source(runtime: Runtime) -> FolderSource:
+def folder_source(runtime: Orchestrator) -> FolderSource:
     return next(s for s in runtime.sources if isinstance(s, FolderSource))
 
 
 async def call(
-    runtime: Runtime, name: str, args: dict[str, object], *, context: RunContext | None = None
+    runtime: Orchestrator, name: str, args: dict[str, object], *, context: RunContext | None = None
 ) -> ToolResult:
     """One call through the dispatch pipeline over the runtime's tools: the result."""
     pipeline = dispatcher(runtime.tools)
@@ -689,7 +689,7 @@ def test_a_synchronous_create_starts_no_server(tmp_path: Path, caplog: pytest.Lo
     person = Person()
 
     with caplog.at_level(logging.WARNING):
-        runtime = Runtime.create(
+        runtime = Orchestrator.create(
             load_settings(), model=ScriptedChatModel(), ask=person.folder, ask_server=person.server
         )
 

@@ -20,13 +20,13 @@ from mcp.shared.session import RequestResponder
 from mcp.types import CallToolResult, ClientResult, ServerNotification, ServerRequest
 from sqlalchemy import text
 
+from orchestrator.folders.approvals import ApprovalStore
+from orchestrator.folders.discovery import discover_tree, walk
 from orchestrator.settings import load_settings
 from orchestrator.store import Database
 from orchestrator.store.logins import Logins
 from orchestrator.store.requests import request_history, request_tree
 from orchestrator.testing import OpenAICompatibleServer
-from orchestrator.tools.approval import ApprovalStore
-from orchestrator.tools.discovery import discover_tree, walk
 from tests.helpers import cli_env, server_env
 from tests.tool_folders import AGENT_TOOL, NOISY_TOOL, write_folder
 

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import yaml
 
+from orchestrator.folders.approvals import ApprovalStore
+from orchestrator.folders.sensitivity import WHY_SERVER
+from orchestrator.folders.tool_config import load_tool_config
 from orchestrator.settings import load_settings
-from orchestrator.tools.approval import ApprovalStore
-from orchestrator.tools.config import load_tool_config
-from orchestrator.tools.mcp.definitions import ServerDefinition, ToolDefinition
-from orchestrator.tools.mcp.pins import decide
-from orchestrator.tools.sensitivity import WHY_SERVER
+from orchestrator.sources.mcp.definitions import ServerDefinition, ToolDefinition
+from orchestrator.sources.mcp.pins import decide
 from tests.helpers import run_cli
 from tests.tool_folders import write_folder
 

@@ -24,20 +24,20 @@ from mcp.types import (
 )
 from pydantic import ValidationError
 
+from orchestrator.dispatch.validate import json_problems
 from orchestrator.errors import ConfigError, ToolLoadError
-from orchestrator.tools.approval import ApprovalStore, Status
-from orchestrator.tools.config import FixedValue, ToolConfig
-from orchestrator.tools.mcp.config import McpServerConfig
-from orchestrator.tools.mcp.content import tool_result
-from orchestrator.tools.mcp.definitions import ServerDefinition, changes
-from orchestrator.tools.mcp.marks import function_name
-from orchestrator.tools.mcp.pins import approved_definition, decide, pin_status
-from orchestrator.tools.mcp.scope import json_scopes
-from orchestrator.tools.mcp.server import McpServer
-from orchestrator.tools.mcp.thread import McpThread
-from orchestrator.tools.mcp.tool import mcp_tools
-from orchestrator.tools.pipeline.validate import json_problems
-from orchestrator.tools.sensitivity import BY_CONFIG, BY_SERVER, WHY_SERVER, SensitivityRules
+from orchestrator.folders.approvals import ApprovalStore, Status
+from orchestrator.folders.mcp_config import McpServerConfig
+from orchestrator.folders.sensitivity import BY_CONFIG, BY_SERVER, WHY_SERVER, SensitivityRules
+from orchestrator.folders.tool_config import FixedValue, ToolConfig
+from orchestrator.sources.mcp.client import McpClient
+from orchestrator.sources.mcp.content import tool_result
+from orchestrator.sources.mcp.definitions import ServerDefinition, changes
+from orchestrator.sources.mcp.marks import function_name
+from orchestrator.sources.mcp.pins import approved_definition, decide, pin_status
+from orchestrator.sources.mcp.thread import McpThread
+from orchestrator.sources.mcp.tool import mcp_tools
+from orchestrator.sources.mcp.tool_scope import json_scopes
 
 ECHO_SCHEMA = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
 GREET_SCHEMA = {
@@ -380,7 +380,7 @@ def fx_config(**fields: object) -> ToolConfig:
 
 
 def tools_of(served: ServerDefinition, config: ToolConfig, tmp_path: Path) -> dict[str, object]:
-    server = McpServer(name="fx", config=config.mcp, folder=tmp_path, thread=McpThread())  # never started
+    server = McpClient(name="fx", config=config.mcp, folder=tmp_path, thread=McpThread())  # never started
     return {t.name: t for t in mcp_tools(server, served, config=config, folder=tmp_path)}
 
 

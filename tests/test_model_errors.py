@@ -18,7 +18,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from orchestrator.errors import IncompleteReplyError, ModelUnavailableError
 from orchestrator.llm.model_errors import explain_model_error
-from orchestrator.runtime import Runtime
+from orchestrator.runtime import Orchestrator
 from orchestrator.session import Session
 from orchestrator.settings import load_settings
 from orchestrator.testing import ErrorReply, HangUp, OpenAICompatibleServer, RawReply
@@ -103,7 +103,7 @@ def session_for(base_url: str, *, streaming: bool = True) -> Session:
         model_max_retries=0,
         model_streaming=streaming,
     )
-    return Runtime.create(settings, checkpointer=InMemorySaver()).session(user_id="u")
+    return Orchestrator.create(settings, checkpointer=InMemorySaver()).session(user_id="u")
 
 
 async def assert_fails_then_works(failure: Reply, message: str, *, streaming: bool) -> None:
@@ -288,7 +288,7 @@ async def test_an_agents_model_failing_is_one_truthful_line_for_the_model_above(
             sub_graphs_dir=root,
             data_dir=tmp_path / "data",
         )
-        runtime = Runtime.create(settings, checkpointer=InMemorySaver(), ask=approve_all)
+        runtime = Orchestrator.create(settings, checkpointer=InMemorySaver(), ask=approve_all)
         result = await runtime.session(user_id="u").run("make the parrot say hi")
 
     assert result.answer == "The parrot is unwell."

@@ -15,17 +15,17 @@ from orchestrator.graph.model_pipeline import ModelAnswer, ModelCall, ModelHandl
 from orchestrator.graph.model_pipeline.chain import STOPPED
 from orchestrator.graph.model_pipeline.defaults import default_model_middleware
 from orchestrator.graph.model_pipeline.model_budget import ModelBudgetMiddleware
-from orchestrator.graph.model_pipeline.model_usage import ModelUsageMiddleware
 from orchestrator.graph.model_pipeline.reply_check import ReplyCheckMiddleware
 from orchestrator.graph.model_pipeline.retrieval import RetrievalMiddleware
 from orchestrator.graph.model_pipeline.round_limit import RoundLimitMiddleware
+from orchestrator.graph.model_pipeline.usage_counting import ModelUsageMiddleware
 from orchestrator.graph.model_pipeline.written_calls import TextCallsMiddleware
 from orchestrator.graph.prompts import ITERATION_LIMIT
 from orchestrator.levels import Limits
-from orchestrator.runtime import Runtime
+from orchestrator.runtime import Orchestrator
 from orchestrator.settings import Settings, load_settings
+from orchestrator.sources.builtin import builtin_tools
 from orchestrator.testing import ScriptedChatModel, call_tools
-from orchestrator.tools.builtin import builtin_tools
 from tests.tool_folders import AGENT_TOOL, write_folder
 
 NOTE = "Answer in French."
@@ -99,7 +99,7 @@ async def test_an_added_model_middleware_sees_and_changes_every_model_call(scrip
 
     model = scripted(call_tools(("add", {"a": 2, "b": 3})), sum_reply)
     note = SystemNote()
-    runtime = Runtime.create(
+    runtime = Orchestrator.create(
         quiet_settings(tmp_path),
         model=model,
         tools=[add],
@@ -120,7 +120,7 @@ async def test_an_added_model_middleware_runs_at_every_level(scripted, tmp_path)
     write_folder(tmp_path / "sub_graphs", "top", code=AGENT_TOOL.format(name="Top"))
     model = scripted(call_tools(("top_ask", {"request": "go"})), "top done", "all done")
     note = SystemNote()
-    runtime = Runtime.create(
+    runtime = Orchestrator.create(
         quiet_settings(tmp_path), model=model, ask=lambda *_: True, model_middleware=[note]
     )
 
@@ -134,7 +134,7 @@ async def test_an_added_model_middleware_runs_at_every_level(scripted, tmp_path)
 
 async def test_an_added_model_middleware_can_answer_in_the_models_place(scripted, tmp_path):
     model = scripted()  # an empty script: any call of the model fails the test
-    runtime = Runtime.create(
+    runtime = Orchestrator.create(
         quiet_settings(tmp_path),
         model=model,
         tools=[add],
@@ -153,7 +153,7 @@ async def test_added_middleware_wraps_the_defaults_and_sees_the_round_limits_sto
 ):
     model = scripted(call_tools(("add", {"a": 1, "b": 1})), call_tools(("add", {"a": 2, "b": 2})))
     note = SystemNote()
-    runtime = Runtime.create(
+    runtime = Orchestrator.create(
         quiet_settings(tmp_path, max_tool_iterations=1),
         model=model,
         tools=[add],
@@ -197,7 +197,7 @@ async def test_a_source_given_to_the_runtime_adds_its_tools_to_the_defaults(scri
     model = scripted(call_tools(("extra_tool", {})), "done")
     source = RecordingSource([extra_tool])
 
-    runtime = await Runtime.start(quiet_settings(tmp_path), model=model, sources=[source])
+    runtime = await Orchestrator.start(quiet_settings(tmp_path), model=model, sources=[source])
     try:
         result = await runtime.session(user_id="u").run("use the extra tool")
     finally:

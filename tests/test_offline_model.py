@@ -8,12 +8,12 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langchain_core.tools import BaseTool
 
-from orchestrator.llm import OfflineChatModel
 from orchestrator.cli.scaffold import create_agent_folder
+from orchestrator.llm import OfflineChatModel
 from orchestrator.session import FOLLOW_UP
+from orchestrator.sources.adapter import langchain_tools
 from orchestrator.testing import load_tool_folder
 from orchestrator.tools import builtin_tools
-from orchestrator.tools.adapter import langchain_tools
 from tests.helpers import make_session
 from tests.tool_folders import SHIPPED
 

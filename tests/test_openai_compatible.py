@@ -6,7 +6,7 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
 from orchestrator.errors import ModelUnavailableError
-from orchestrator.runtime import Runtime
+from orchestrator.runtime import Orchestrator
 from orchestrator.settings import load_settings
 from orchestrator.testing import OpenAICompatibleServer
 from tests.helpers import EventLog
@@ -14,11 +14,11 @@ from tests.helpers import EventLog
 SCRIPT = [[("calculator", {"expression": "6*7"})], "The answer is 42."]
 
 
-def runtime_for(base_url: str) -> Runtime:
+def runtime_for(base_url: str) -> Orchestrator:
     settings = load_settings(
         model="openai:test-model", openai_base_url=base_url, openai_api_key="test-key"
     )
-    return Runtime.create(settings, checkpointer=InMemorySaver())
+    return Orchestrator.create(settings, checkpointer=InMemorySaver())
 
 
 def assert_tool_round_trip(server: OpenAICompatibleServer) -> None:
@@ -78,7 +78,7 @@ async def test_unreachable_server_is_one_clear_error():
     with OpenAICompatibleServer() as server:
         base_url = server.base_url  # closed on exit: nothing listens there any more
     settings = load_settings(model="openai:m", openai_base_url=base_url, model_max_retries=0)
-    session = Runtime.create(settings).session(user_id="u")
+    session = Orchestrator.create(settings).session(user_id="u")
 
     with pytest.raises(ModelUnavailableError, match="Cannot reach the model server"):
         await session.run("hello")
@@ -87,6 +87,6 @@ async def test_unreachable_server_is_one_clear_error():
 async def test_server_error_status_is_one_clear_error():
     with OpenAICompatibleServer([]) as server:  # no reply scripted: it answers 400
         settings = load_settings(model="openai:m", openai_base_url=server.base_url)
-        session = Runtime.create(settings).session(user_id="u")
+        session = Orchestrator.create(settings).session(user_id="u")
         with pytest.raises(ModelUnavailableError, match="answered 400: no scripted reply left"):
             await session.run("hello")

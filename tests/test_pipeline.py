@@ -13,7 +13,6 @@ import uuid
 from collections import Counter
 from pathlib import Path
 
-import pytest
 from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, tool
@@ -22,10 +21,12 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, interrupt
 from sqlalchemy import text
 
+from orchestrator.dispatch.dispatcher import default_middleware
+from orchestrator.dispatch.middleware import Handler
 from orchestrator.graph import AgentSpec, build_agent_graph
 from orchestrator.levels import Limits
 from orchestrator.recovery import recover
-from orchestrator.runtime import Runtime
+from orchestrator.runtime import Orchestrator
 from orchestrator.session import Session
 from orchestrator.settings import load_settings
 from orchestrator.store import Database
@@ -33,11 +34,9 @@ from orchestrator.store.checkpoints import PooledPostgresSaver
 from orchestrator.store.requests import RequestLog, request_history
 from orchestrator.store.storage import Storage
 from orchestrator.testing import ScriptedChatModel, call_tools
-from orchestrator.tools import ToolCallRequest, ToolResult
+from orchestrator.tools import CallRequest, ToolResult
 from orchestrator.tools.context import current_context
-from orchestrator.tools.pipeline.base import Handler
-from orchestrator.tools.pipeline.dispatch import default_middleware
-from orchestrator.tools.pipeline.records import CallRecord
+from orchestrator.tools.request_log import CallRecord
 from tests.helpers import storage_for
 
 entered: Counter[str] = Counter()
@@ -72,7 +71,7 @@ def delegating_to(inner: CompiledStateGraph) -> BaseTool:
 
 
 def session_over(model: ScriptedChatModel, tools: list[BaseTool], **settings: object) -> Session:
-    runtime = Runtime.create(
+    runtime = Orchestrator.create(
         load_settings(**settings), model=model, tools=tools, checkpointer=InMemorySaver()
     )
     return runtime.session(user_id="u1")
@@ -179,7 +178,7 @@ class Spy:
     def __init__(self) -> None:
         self.seen: list[tuple[str, str]] = []
 
-    async def awrap_tool_call(self, request: ToolCallRequest, handler: Handler) -> ToolResult:
+    async def awrap_tool_call(self, request: CallRequest, handler: Handler) -> ToolResult:
         result = await handler(request)
         self.seen.append((request.name, result.status))
         return result
@@ -202,7 +201,7 @@ async def test_middleware_sees_every_call_of_every_level_in_order(scripted):
     delegate = delegating_to(inner)
 
     model = scripted(call_tools(("delegate", {"request": "x"}), ("nope", {})), "done")
-    runtime = Runtime.create(
+    runtime = Orchestrator.create(
         load_settings(), model=model, tools=[delegate], checkpointer=InMemorySaver(),
         middleware=middleware,
     )
@@ -237,7 +236,7 @@ async def test_recovery_runs_through_the_same_pipeline(
     spy = Spy()
     again, failed = await orphan(database, idempotent=True), await orphan(database, idempotent=False)
     async with storage_for(database_url, tmp_path) as storage:
-        runtime = Runtime.create(
+        runtime = Orchestrator.create(
             load_settings(), model=scripted(), tools=[quick], storage=storage,
             middleware=[spy, *default_middleware()],
         )
@@ -257,7 +256,7 @@ async def test_a_paused_call_is_logged_once_and_runs_again_on_resume(
     entered.clear()
     model = scripted(call_tools(("confirm", {"question": "go?"})), "Went.")
     async with storage_for(database_url, tmp_path) as storage:
-        runtime = Runtime.create(load_settings(), model=model, tools=[confirm], storage=storage)
+        runtime = Orchestrator.create(load_settings(), model=model, tools=[confirm], storage=storage)
         session = runtime.session(user_id="u1")
         await session.run("go")
         assert await pending(session) == [{"question": "go?"}]
@@ -289,7 +288,7 @@ async def test_the_run_context_carries_the_users_database_and_meters_tool_billin
 
     model = scripted(call_tools(("billed", {}), ("billed", {})), "Paid.")
     async with storage_for(database_url, tmp_path) as storage:
-        runtime = Runtime.create(load_settings(), model=model, tools=[billed], storage=storage)
+        runtime = Orchestrator.create(load_settings(), model=model, tools=[billed], storage=storage)
         session = runtime.session(user_id="u7")
         await session.run("pay twice")
 
@@ -308,7 +307,7 @@ async def test_an_inline_calls_end_commits_with_the_checkpoint_writes_of_its_res
     twice is known to have started whatever happens next).
     """
     async with storage_for(database_url, tmp_path) as storage:
-        runtime = Runtime.create(
+        runtime = Orchestrator.create(
             load_settings(), model=scripted(call_tools(("quick", {})), "Done."), tools=[quick], storage=storage
         )
         session = runtime.session(user_id="u1")
@@ -353,7 +352,7 @@ async def test_a_calls_end_whose_task_never_saved_its_writes_is_written_when_the
 
     monkeypatch.setattr(PooledPostgresSaver, "_put_writes", cut_off)
     async with storage_for(database_url, tmp_path) as storage:
-        runtime = Runtime.create(
+        runtime = Orchestrator.create(
             load_settings(), model=scripted(call_tools(("quick", {})), "Done."), tools=[quick], storage=storage
         )
         session = runtime.session(user_id="u1")
@@ -368,7 +367,7 @@ async def test_a_calls_end_is_its_own_transaction_when_the_graph_saves_elsewhere
 ):
     """A graph given another checkpointer: no write of the storage's would ever take the end along."""
     async with storage_for(database_url, tmp_path) as storage:
-        runtime = Runtime.create(
+        runtime = Orchestrator.create(
             load_settings(),
             model=scripted(call_tools(("quick", {})), "Done."),
             tools=[quick],

@@ -21,14 +21,14 @@ import pytest
 from langchain_core.messages import ToolCall
 from sqlalchemy import text
 
+from orchestrator.dispatch.dispatcher import Dispatcher
+from orchestrator.folders.tool_config import ToolConfig
+from orchestrator.sources.adapter import langchain_tools
 from orchestrator.store import Database
 from orchestrator.store.requests import request_history
 from orchestrator.testing import OpenAICompatibleServer
 from orchestrator.tools import Tool, ToolRequest, ToolResult, action
-from orchestrator.tools.adapter import langchain_tools
-from orchestrator.tools.config import ToolConfig
-from orchestrator.tools.pipeline.dispatch import Dispatcher
-from tests.helpers import PLACE, logged_context, dispatcher, run_call, server_env, start_and_kill
+from tests.helpers import PLACE, dispatcher, logged_context, run_call, server_env, start_and_kill
 from tests.test_background import Nothing
 from tests.tool_folders import COUNTED_TOOL, GATED_TOOL, write_folder
 

@@ -10,14 +10,14 @@ from pathlib import Path
 from langchain_core.messages import AIMessage
 from sqlalchemy import text
 
+from orchestrator.dispatch.replay import PriorCall, decide
 from orchestrator.llm.offline import OfflineChatModel
+from orchestrator.sources.builtin import builtin_tools
 from orchestrator.store import Database
+from orchestrator.store.requests import RequestLog
 from orchestrator.testing import OpenAICompatibleServer
 from orchestrator.testing.openai_server import RawReply, RawToolCall
-from orchestrator.store.requests import RequestLog
-from orchestrator.tools.builtin import builtin_tools
-from orchestrator.tools.pipeline.records import CallRecord
-from orchestrator.tools.replay import PriorCall, decide
+from orchestrator.tools.request_log import CallRecord
 from tests.helpers import server_env, start_and_kill
 from tests.tool_folders import GATED_TOOL, parrot_agent, write_folder
 

@@ -9,8 +9,8 @@ import pytest
 
 from orchestrator.cli.scaffold import create_agent_folder
 from orchestrator.errors import UserError
+from orchestrator.folders.tool_config import load_tool_config
 from orchestrator.tools.agent import AgentTool
-from orchestrator.tools.config import load_tool_config
 
 
 def files_in(folder: Path) -> list[str]:

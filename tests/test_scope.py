@@ -10,15 +10,15 @@ import pytest
 from langchain_core.messages import ToolCall
 from pydantic import BaseModel, Field
 
+from orchestrator.dispatch.middleware import CallRequest, compose
+from orchestrator.dispatch.policy import ExecutionPolicy
+from orchestrator.dispatch.scope_check import ScopeMiddleware
+from orchestrator.folders.loader import ToolLoadError
+from orchestrator.folders.scope import ActionScope, ParameterChoice, resolve_scopes, visible_model
+from orchestrator.folders.tool_config import FixedValue, ToolConfigError, load_tool_config
 from orchestrator.tools import NotAI, Tool, ToolRequest, ToolResult, action
-from orchestrator.tools.config import FixedValue, ToolConfigError, load_tool_config
 from orchestrator.tools.context import RunContext
-from orchestrator.tools.loader import ToolLoadError
-from orchestrator.tools.pipeline.base import ToolCallRequest, compose
-from orchestrator.tools.pipeline.records import CallRecord
-from orchestrator.tools.pipeline.scope import ScopeMiddleware
-from orchestrator.tools.policy import ExecutionPolicy
-from orchestrator.tools.scope import ActionScope, ParameterChoice, resolve_scopes, visible_model
+from orchestrator.tools.request_log import CallRecord
 
 
 class FetchParams(BaseModel):
@@ -200,14 +200,14 @@ class Recorder:
     """The rest of the pipeline: keeps each request it is handed."""
 
     def __init__(self) -> None:
-        self.requests: list[ToolCallRequest] = []
+        self.requests: list[CallRequest] = []
 
-    async def __call__(self, request: ToolCallRequest) -> ToolResult:
+    async def __call__(self, request: CallRequest) -> ToolResult:
         self.requests.append(request)
         return ToolResult(request_id=request.record.request_id, message="ran")
 
 
-def call_request(tool: ScopedTool | None, arguments: dict[str, object]) -> ToolCallRequest:
+def call_request(tool: ScopedTool | None, arguments: dict[str, object]) -> CallRequest:
     call = ToolCall(name="fetcher_fetch", args=arguments, id="call-1")
     record = CallRecord(
         request_id="req-1",
@@ -219,7 +219,7 @@ def call_request(tool: ScopedTool | None, arguments: dict[str, object]) -> ToolC
         call_name="fetcher_fetch",
         parameters=arguments,
     )
-    return ToolCallRequest(
+    return CallRequest(
         call=call,
         tool=tool,  # type: ignore[arg-type]
         context=RunContext(user_id="u"),
@@ -261,7 +261,7 @@ async def test_the_fixed_value_reaches_the_tool() -> None:
     tool = fetcher()
     scope = resolve_scopes(tool, KEY)["fetch"]
 
-    async def run(request: ToolCallRequest) -> ToolResult:
+    async def run(request: CallRequest) -> ToolResult:
         call = ToolRequest(request_id="r", action="fetch", parameters=dict(request.arguments))
         return await tool.execute(call)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from langchain_core.messages import ToolMessage
 
-from orchestrator.runtime import Runtime
+from orchestrator.runtime import Orchestrator
 from orchestrator.settings import load_settings
 from orchestrator.testing import call_tools
 from tests.tool_folders import three_levels, write_folder
@@ -42,12 +42,12 @@ LEAF = {
 }
 
 
-def runtime_over(root: Path, model: object) -> Runtime:
+def runtime_over(root: Path, model: object) -> Orchestrator:
     settings = load_settings(sub_graphs_dir=root, data_dir=root.parent / "data")
-    return Runtime.create(settings, model=model, ask=lambda folder, status: True)  # type: ignore[arg-type]
+    return Orchestrator.create(settings, model=model, ask=lambda folder, status: True)  # type: ignore[arg-type]
 
 
-def schema_of(runtime: Runtime, name: str) -> dict[str, object]:
+def schema_of(runtime: Orchestrator, name: str) -> dict[str, object]:
     tool = next(t for t in runtime.all_tools() if t.name == name)
     return tool.tool_call_schema.model_json_schema()
 

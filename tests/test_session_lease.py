@@ -10,14 +10,14 @@ from pathlib import Path
 
 from langchain_core.tools import BaseTool
 
-from orchestrator.runtime import Runtime
+from orchestrator.folders.tool_config import ToolConfig
+from orchestrator.runtime import Orchestrator
 from orchestrator.settings import load_settings
+from orchestrator.sources.adapter import langchain_tools
 from orchestrator.store import Database, Storage
 from orchestrator.store.sessions import SessionLeases, lease_key
 from orchestrator.testing import call_tools
 from orchestrator.tools import Tool, ToolRequest, ToolResult, action
-from orchestrator.tools.adapter import langchain_tools
-from orchestrator.tools.config import ToolConfig
 from tests.test_background import Nothing
 
 
@@ -42,14 +42,14 @@ class Counted(Tool):
 @asynccontextmanager
 async def process(
     database_url: str, tmp_path: Path, model: object, tools: list[BaseTool]
-) -> AsyncIterator[Runtime]:
+) -> AsyncIterator[Orchestrator]:
     """A runtime on its own storage: its own connections, as a second process would have."""
     settings = load_settings(
         database_url=database_url, data_dir=tmp_path, sub_graphs_dir=tmp_path / "none", embeddings="none"
     )
     storage = await Storage.open(settings)
     try:
-        yield Runtime.create(settings, storage=storage, model=model, tools=tools)  # type: ignore[arg-type]
+        yield Orchestrator.create(settings, storage=storage, model=model, tools=tools)  # type: ignore[arg-type]
     finally:
         await storage.close()
 

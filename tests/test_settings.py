@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator import settings as settings_module
 from orchestrator.errors import ConfigError
 from orchestrator.llm import OfflineChatModel, build_chat_model
-from orchestrator import settings as settings_module
 from orchestrator.settings import env_file, load_settings
 
 

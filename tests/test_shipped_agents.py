@@ -15,7 +15,7 @@ from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import AuthResult, Envelope, LoginPassword
 
 from orchestrator.errors import InvalidToolArgumentsError, ToolError
-from orchestrator.runtime import Runtime
+from orchestrator.runtime import Orchestrator
 from orchestrator.settings import load_settings
 from orchestrator.store import Database, Storage
 from orchestrator.store.requests import request_tree
@@ -182,7 +182,7 @@ async def test_two_level_call_carries_request_ids_down_the_tree(
         "Done: I added 'Buy milk' to your list.",
     )
     storage = await Storage.open(settings)
-    runtime = Runtime.create(settings, model=model, ask=lambda folder, status: True, storage=storage)
+    runtime = Orchestrator.create(settings, model=model, ask=lambda folder, status: True, storage=storage)
     session = runtime.session(user_id="dora")  # the module's database is shared: a user of its own
     events = EventLog()
 
@@ -231,7 +231,7 @@ async def test_an_agent_may_run_its_own_model(scripted, tmp_path: Path):
     write_folder(root, "helper", config=config, code=code)
     settings = load_settings(sub_graphs_dir=root, data_dir=tmp_path / "data")
     model = scripted(call_tools(("helper_ask", {"request": "anything"})), "ok")
-    session = Runtime.create(settings, model=model, ask=lambda folder, status: True).session(user_id="u")
+    session = Orchestrator.create(settings, model=model, ask=lambda folder, status: True).session(user_id="u")
 
     await session.run("go")
 

@@ -16,10 +16,11 @@ from langchain_tests.unit_tests import ChatModelUnitTests, ToolsUnitTests
 from pydantic import BaseModel, Field
 from pytest_benchmark.fixture import BenchmarkFixture
 
+from orchestrator.sources.adapter import langchain_tools
+from orchestrator.sources.builtin import calculator, current_time
 from orchestrator.testing import ScriptedChatModel
 from orchestrator.tools import Tool, ToolRequest, ToolResult, action
-from orchestrator.tools.adapter import langchain_tools
-from orchestrator.tools.builtin import calculator, current_time
+
 
 class TestScriptedChatModel(ChatModelUnitTests):
     @property

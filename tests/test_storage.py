@@ -18,15 +18,15 @@ from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
-from orchestrator.runtime import Runtime
+from orchestrator.runtime import Orchestrator
 from orchestrator.settings import Settings, load_settings
+from orchestrator.sources.search_messages import search_messages_tool
 from orchestrator.store import Database, MessageStore, SessionOwnedError, Storage
 from orchestrator.store.embedded import embedded_logins
 from orchestrator.store.embeddings import Embedder, EmbeddingWorker, LocalMiniLMEmbeddings, reembed
 from orchestrator.store.messages import message_counts
 from orchestrator.store.migrations import MIGRATIONS, USER_TABLES, schema_status, upgrade
 from orchestrator.store.rag import HEADER, Retriever
-from orchestrator.store.search_tool import search_messages_tool
 from orchestrator.store.sessions import claim_session
 from orchestrator.testing import KeywordEmbeddings
 from orchestrator.tools.context import RunContext, running_in
@@ -275,7 +275,7 @@ async def test_rag_context_reaches_the_model(scripted, tmp_path: Path, database_
             "Nice.",
             "Your favourite colour is teal.",
         )
-        runtime = Runtime.create(settings, model=model, storage=storage)
+        runtime = Orchestrator.create(settings, model=model, storage=storage)
         await runtime.session(user_id=ruth).run("My favourite colour is teal")
         await runtime.session(user_id=other).run("My favourite colour is orange")
         await storage.worker.run_once()
@@ -608,7 +608,7 @@ async def test_a_message_embedded_as_its_turns_query_is_not_embedded_again(
     user = unique("quinn")
     question, answer = f"My favourite colour is teal, says {user}", f"Teal it is, {user}."
     try:
-        session = Runtime.create(load_settings(), model=scripted(answer), storage=storage).session(
+        session = Orchestrator.create(load_settings(), model=scripted(answer), storage=storage).session(
             user_id=user
         )
         await session.run(question)

@@ -15,12 +15,12 @@ import yaml
 from langgraph.checkpoint.memory import InMemorySaver
 
 from orchestrator.errors import ToolConfigError
-from orchestrator.levels import model_endpoint
+from orchestrator.folders.tool_config import load_tool_config
+from orchestrator.llm.endpoints import model_endpoint
 from orchestrator.llm.providers import build_chat_model
-from orchestrator.runtime import Runtime
+from orchestrator.runtime import Orchestrator
 from orchestrator.settings import load_settings
 from orchestrator.testing import OpenAICompatibleServer
-from orchestrator.tools.config import load_tool_config
 from tests.helpers import EventLog, run_cli, server_env
 from tests.tool_folders import parrot_agent
 
@@ -45,7 +45,7 @@ async def test_streaming_off_sends_whole_requests_and_a_tool_call_works():
             openai_api_key="test-key",
             model_streaming=False,
         )
-        session = Runtime.create(settings, checkpointer=InMemorySaver()).session(user_id="u")
+        session = Orchestrator.create(settings, checkpointer=InMemorySaver()).session(user_id="u")
         result = await session.run("what is 6*7?", on_event=events)
 
     assert result.answer == "The answer is 42."
@@ -94,7 +94,7 @@ async def test_an_agent_streams_as_its_own_llm_says(
             data_dir=tmp_path / "data",
             model_streaming=top_streaming,
         )
-        runtime = Runtime.create(settings, checkpointer=InMemorySaver(), ask=approve_all)
+        runtime = Orchestrator.create(settings, checkpointer=InMemorySaver(), ask=approve_all)
         result = await runtime.session(user_id="u").run("make the parrot say hi")
 
     assert result.answer == "The parrot said hi."

@@ -8,11 +8,10 @@ import logging
 from pathlib import Path
 
 import pytest
-from langgraph.checkpoint.memory import InMemorySaver
-from rich.console import Console
-
 from langchain_core.messages import AIMessage
 from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from rich.console import Console
 
 from orchestrator.cli.render import TurnRenderer
 from orchestrator.events import Stage
@@ -23,7 +22,7 @@ from orchestrator.held_text import HeldText
 from orchestrator.llm.reply import RawCall
 from orchestrator.llm.reply import Reply as ModelReply
 from orchestrator.llm.text_calls import may_begin_call, read_text_calls, with_text_calls
-from orchestrator.runtime import Runtime
+from orchestrator.runtime import Orchestrator
 from orchestrator.settings import load_settings
 from orchestrator.testing import OpenAICompatibleServer, RawReply
 from orchestrator.testing.openai_server import RawToolCall, Reply
@@ -97,7 +96,7 @@ async def run_top(tmp_path: Path, replies: list[Reply], *, streaming: bool, **se
     with OpenAICompatibleServer(replies) as server:
         root = tmp_path / "sub_graphs"
         options = settings_for(server, root, model_streaming=streaming, **settings)
-        runtime = Runtime.create(options, checkpointer=InMemorySaver(), tools=[echo_say])
+        runtime = Orchestrator.create(options, checkpointer=InMemorySaver(), tools=[echo_say])
         result = await runtime.session(user_id="u").run("repeat hi", on_event=events.append)
     return result, server, events
 
@@ -161,7 +160,7 @@ async def test_inside_a_nested_agent(tmp_path: Path, form: str, streaming: bool)
     agent = [AS_CALLS[form], "I repeated it."] if calls else [AS_TEXT[form]]
     with OpenAICompatibleServer([ask, *agent, "The parrot answered."]) as server:
         options = settings_for(server, root, model_streaming=streaming)
-        runtime = Runtime.create(options, checkpointer=InMemorySaver(), ask=approve_all)
+        runtime = Orchestrator.create(options, checkpointer=InMemorySaver(), ask=approve_all)
         result = await runtime.session(user_id="u").run("make the parrot repeat hi")
 
     assert result.answer == "The parrot answered."

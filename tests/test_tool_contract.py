@@ -9,9 +9,9 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel, Field
 
 from orchestrator.errors import InvalidToolArgumentsError, ToolError
+from orchestrator.sources.adapter import langchain_tools
 from orchestrator.testing import call_tools
 from orchestrator.tools import Tool, ToolRequest, ToolResult, action
-from orchestrator.tools.adapter import langchain_tools
 from tests.helpers import make_session
 
 

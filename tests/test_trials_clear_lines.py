@@ -11,7 +11,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from orchestrator.errors import ConfigError, ModelUnavailableError
 from orchestrator.llm import build_chat_model
-from orchestrator.runtime import Runtime
+from orchestrator.runtime import Orchestrator
 from orchestrator.settings import load_settings
 from orchestrator.store.embeddings import LOCAL_PACKAGE, LOCAL_WEIGHTS, NO_EMBEDDER, build_embedder
 from tests.helpers import run_cli
@@ -71,7 +71,7 @@ async def test_the_default_endpoint_out_of_reach_says_check_the_network_or_set_a
     settings = load_settings(
         model="openai:gpt-4o-mini", openai_api_key="sk-test", model_max_retries=0
     )
-    session = Runtime.create(settings, checkpointer=InMemorySaver()).session(user_id="u")
+    session = Orchestrator.create(settings, checkpointer=InMemorySaver()).session(user_id="u")
 
     # The tests reach no other host: api.openai.com is out of reach, as offline.
     with pytest.raises(ModelUnavailableError) as caught:

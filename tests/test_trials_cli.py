@@ -285,11 +285,11 @@ def scripted_repl(lines: object, **options: object) -> tuple[object, io.StringIO
 
     from orchestrator.cli.repl import ChatRepl
     from orchestrator.cli.signals import Interrupts
-    from orchestrator.runtime import Runtime
+    from orchestrator.runtime import Orchestrator
     from orchestrator.settings import load_settings
     from orchestrator.testing import ScriptedChatModel
 
-    app = Runtime.create(
+    app = Orchestrator.create(
         load_settings(), model=ScriptedChatModel(steps=["unused"]), tools=[], checkpointer=InMemorySaver()
     )
     out, err = io.StringIO(), io.StringIO()

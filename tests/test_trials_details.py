@@ -1,4 +1,4 @@
-"""Issue 27, item 19 (part): MCP results, the README's MCP example, background tasks, new-agent."""
+"""Issue 27, item 19 (part): MCP results, the manual's MCP example, background tasks, new-agent."""
 
 from __future__ import annotations
 
@@ -17,23 +17,23 @@ from sqlalchemy import text
 
 from orchestrator.cli.render import TurnRenderer
 from orchestrator.cli.scaffold import create_agent_folder
+from orchestrator.folders.tool_config import ToolConfig, load_tool_config
 from orchestrator.notes import is_note, note
+from orchestrator.sources.adapter import langchain_tools
+from orchestrator.sources.mcp.content import tool_result
 from orchestrator.store import MessageStore
 from orchestrator.store.sessions import claim_session
 from orchestrator.testing import call_tools
 from orchestrator.tools import ToolRequest, ToolResult, action
-from orchestrator.tools.adapter import langchain_tools
 from orchestrator.tools.agent import AgentTool
-from orchestrator.tools.config import ToolConfig, load_tool_config
-from orchestrator.tools.mcp.content import tool_result
 from tests.helpers import run_cli
 from tests.test_background import Nothing, Slow, runtime, slow_tools
 from tests.test_mcp_folders import Person, call, started
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+MCP_PAGE = Path(__file__).resolve().parents[1] / "docs" / "mcp.md"
 
 
-# --- MCP results and the README's example -----------------------------------------------------
+# --- MCP results and the manual's example -----------------------------------------------------
 
 
 def test_an_mcp_results_json_text_becomes_its_data():
@@ -46,9 +46,9 @@ def test_an_mcp_results_json_text_becomes_its_data():
 
 
 def test_text_that_is_no_json_object_stays_the_message():
-    for text in ("42", "true", "{not json", '"quoted"', "[" * 100_000):
-        result = tool_result(CallToolResult(content=[TextContent(type="text", text=text)]))
-        assert (result.message, result.data) == (text, None)
+    for body in ("42", "true", "{not json", '"quoted"', "[" * 100_000):
+        result = tool_result(CallToolResult(content=[TextContent(type="text", text=body)]))
+        assert (result.message, result.data) == (body, None)
     two = [TextContent(type="text", text="{}"), TextContent(type="text", text="{}")]
     assert tool_result(CallToolResult(content=two)).data is None, "only one block is all of it"
     failed = tool_result(
@@ -58,15 +58,15 @@ def test_text_that_is_no_json_object_stays_the_message():
 
 
 def readme_mcp_example() -> str:
-    """The YAML of the README's section "MCP servers as tool folders", as printed."""
-    section = README.read_text().split("### MCP servers as tool folders", 1)[1]
+    """The YAML of the manual's section "MCP servers as tool folders" (docs/mcp.md), as printed."""
+    section = MCP_PAGE.read_text().split("## MCP servers as tool folders", 1)[1]
     found = re.search(r"```yaml\n(.*?)```", section, re.DOTALL)
     assert found is not None, "the section shows a tool_config.yaml"
     return found.group(1)
 
 
 async def test_the_readmes_mcp_example_runs_as_written(tmp_path: Path):
-    folder = tmp_path / "sub_graphs" / "time"  # where the README says to save it
+    folder = tmp_path / "sub_graphs" / "time"  # where the manual says to save it
     folder.mkdir(parents=True)
     (folder / "tool_config.yaml").write_text(readme_mcp_example())
 

@@ -77,7 +77,8 @@ def test_the_model_process_loads_and_embeds_with_no_torch_installed(tmp_path: Pa
 
 def test_weights_of_a_model_the_builder_does_not_know_are_not_built(tmp_path: Path):
     weights = _weights()
-    from orchestrator.store.bert_graph import BertShape, UnknownModelError
+    from orchestrator.errors import UnknownModelError
+    from orchestrator.store.bert_graph import BertShape
 
     other = tmp_path / "model"
     shutil.copytree(weights, other, ignore=shutil.ignore_patterns("model.safetensors"))
@@ -223,7 +224,9 @@ def test_the_tests_that_read_the_checkout_pass_beside_a_users_folders_and_env(tm
     environment = {k: v for k, v in os.environ.items() if not k.startswith(("ORCHESTRATOR_", "PYTEST_"))}
 
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_settings.py",
+        # Its own temporary folder: pytest prunes older runs' folders, this run's among them.
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--basetemp={tmp_path / 'inner'}",
+         "tests/test_settings.py",
          "tests/test_cli_tools.py", "-k", "default_home or tools_list or shows_the_tree or no_approved"],
         cwd=checkout, env=environment | {"PYTHONPATH": str(checkout)}, capture_output=True, text=True, timeout=300,
     )

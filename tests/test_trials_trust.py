@@ -18,21 +18,21 @@ import yaml
 from rich.console import Console
 
 from orchestrator.cli.prompt_history import FolderHistory
-from orchestrator.cli.prompts import ApprovalPrompt
 from orchestrator.cli.server_prompt import ServerPrompt
+from orchestrator.cli.tty_questions import ApprovalPrompt
 from orchestrator.errors import McpServerError
-from orchestrator.runtime import Runtime
+from orchestrator.folders import discovery
+from orchestrator.folders.approvals import ApprovalStore, Status, review_folders
+from orchestrator.folders.discovery import ToolFolder, discover
+from orchestrator.folders.mcp_config import McpServerConfig
+from orchestrator.folders.shipped import manifest_of, shipped_digests
+from orchestrator.runtime import Orchestrator
 from orchestrator.settings import Settings, load_settings
+from orchestrator.sources.mcp.client import McpClient
+from orchestrator.sources.mcp.clients import ServerQuestion
+from orchestrator.sources.mcp.definitions import ServerDefinition, ToolDefinition
+from orchestrator.sources.mcp.thread import McpThread
 from orchestrator.testing import ScriptedChatModel
-from orchestrator.tools import discovery
-from orchestrator.tools.approval import ApprovalStore, Status, review_folders
-from orchestrator.tools.discovery import ToolFolder, discover
-from orchestrator.tools.mcp.config import McpServerConfig
-from orchestrator.tools.mcp.definitions import ServerDefinition, ToolDefinition
-from orchestrator.tools.mcp.server import McpServer
-from orchestrator.tools.mcp.servers import ServerQuestion
-from orchestrator.tools.mcp.thread import McpThread
-from orchestrator.tools.shipped import manifest_of, shipped_digests
 from tests.helpers import run_cli, run_cli_process
 from tests.tool_folders import SHIPPED, write_folder
 
@@ -95,7 +95,7 @@ async def test_an_mcp_launch_other_than_the_pinned_one_starts_no_process(tmp_pat
     approved = fixture_config(tmp_path / "approved")
     pinned = ServerDefinition(launch=approved.launch())
     thread = McpThread()
-    server = McpServer(
+    server = McpClient(
         name="acct",
         config=fixture_config(tmp_path / "other"),
         folder=tmp_path,
@@ -140,7 +140,7 @@ def test_a_broken_folder_is_one_line_naming_the_line_and_column_without_logger_n
 def test_a_folder_whose_import_fails_is_not_recorded_as_approved(settings: Settings):
     write_folder(settings.sub_graphs_dir, "broken", code="import no_such_module_here\n")
 
-    runtime = Runtime.create(settings, model=ScriptedChatModel(), ask=lambda folder, status: True)
+    runtime = Orchestrator.create(settings, model=ScriptedChatModel(), ask=lambda folder, status: True)
 
     assert runtime.sub_agents == []
     [folder] = [node.folder for node in discover(settings.sub_graphs_dir).nodes]

@@ -11,7 +11,7 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import tool
 from sqlalchemy import text
 
-from orchestrator.runtime import Runtime
+from orchestrator.runtime import Orchestrator
 from orchestrator.settings import load_settings
 from orchestrator.testing import OpenAICompatibleServer, call_tools
 from orchestrator.testing.openai_server import RawReply, Usage
@@ -141,7 +141,7 @@ async def test_a_two_level_turn_counts_each_model_call_once_and_prices_it(
     with OpenAICompatibleServer(replies) as server:
         settings = server_settings(server, tmp_path, price_provider="openai")
         async with storage_for(database_url, tmp_path) as storage:
-            runtime = Runtime.create(settings, ask=approve_all, storage=storage)
+            runtime = Orchestrator.create(settings, ask=approve_all, storage=storage)
             session = runtime.session(user_id="u-usage")
             result = await session.run("find it")
             async with storage.database.user_transaction("u-usage") as connection:
@@ -179,7 +179,7 @@ async def test_an_unknown_model_shows_its_tokens_and_no_price(tmp_path: Path):
         [RawReply(text="hi", usage=Usage(50, 5), model="my-local-llm")]
     ) as server:
         settings = server_settings(server, tmp_path)
-        session = Runtime.create(settings, tools=[]).session(user_id="u")
+        session = Orchestrator.create(settings, tools=[]).session(user_id="u")
         result = await session.run("hello")
 
     assert result.usage.models["my-local-llm"].tokens == TokenCount(input=50, output=5)
@@ -193,7 +193,7 @@ async def test_your_price_for_a_local_model_is_used(tmp_path: Path):
         [RawReply(text="hi", usage=Usage(1000, 500), model="llama")]
     ) as server:
         prices = {"llama": ModelPrice(input=2.0, output=4.0)}
-        session = Runtime.create(
+        session = Orchestrator.create(
             server_settings(server, tmp_path, model_prices=prices), tools=[]
         ).session(user_id="u")
         result = await session.run("hello")
@@ -357,7 +357,7 @@ async def test_a_folders_max_cost_usd_holds_its_calls_to_the_budget(tmp_path: Pa
             call_tools(("shop_buy", {"item": "b"})),
         )
     )
-    runtime = Runtime.create(settings, model=model, ask=approve_all)
+    runtime = Orchestrator.create(settings, model=model, ask=approve_all)
     result = await runtime.session(user_id="u").run("shop")
 
     assert [c.status for c in result.tool_calls] == ["success", "failure"]

@@ -12,7 +12,7 @@ from sqlalchemy import text
 
 from orchestrator.store.engine import Database
 from orchestrator.store.requests import RequestLog
-from orchestrator.store.usage import session_totals, usage_report
+from orchestrator.store.usage_log import session_totals, usage_report
 from orchestrator.testing import OpenAICompatibleServer
 from orchestrator.testing.openai_server import RawReply, Usage
 from orchestrator.usage.records import UsageRecord

@@ -9,12 +9,12 @@ from pathlib import Path
 import yaml
 from langchain_core.messages import SystemMessage
 
-from orchestrator.runtime import Runtime
+from orchestrator.folders.approvals import ApprovalStore, Status
+from orchestrator.folders.discovery import discover_tree
+from orchestrator.runtime import Orchestrator
 from orchestrator.settings import Settings, load_settings
 from orchestrator.testing import ScriptedChatModel, call_tools
 from orchestrator.tools import AgentTool
-from orchestrator.tools.approval import ApprovalStore, Status
-from orchestrator.tools.discovery import discover_tree
 from tests.helpers import run_cli
 from tests.tool_folders import AGENT_TOOL, ECHO_TOOL, write_folder
 
@@ -55,7 +55,7 @@ async def test_a_yaml_only_agent_answers_through_its_sub_tools(tmp_path: Path, s
         "It said: hello hello",
         "The parrot says hello hello.",
     )
-    runtime = Runtime.create(settings_for(tmp_path), model=model, ask=approve_all)
+    runtime = Orchestrator.create(settings_for(tmp_path), model=model, ask=approve_all)
 
     result = await runtime.session(user_id="u").run("make the parrot say hello twice")
 
@@ -112,7 +112,7 @@ async def test_a_kind_agent_folder_with_an_entry_point_uses_its_class_and_the_co
         call_tools(("mynah_ask", {"request": "y"})), "mynah ok",
         "done",
     )
-    runtime = Runtime.create(settings_for(tmp_path), model=model, ask=approve_all)
+    runtime = Orchestrator.create(settings_for(tmp_path), model=model, ask=approve_all)
 
     await runtime.session(user_id="u").run("go")
 
@@ -130,7 +130,7 @@ def test_folders_that_misuse_kind_or_instructions_are_skipped_with_one_line(tmp_
     yaml_agent(root, "fine")
 
     with caplog.at_level(logging.WARNING):
-        runtime = Runtime.create(settings_for(tmp_path), model=ScriptedChatModel(), ask=approve_all)
+        runtime = Orchestrator.create(settings_for(tmp_path), model=ScriptedChatModel(), ask=approve_all)
 
     assert [loaded.folder.name for loaded in runtime.sub_agents] == ["fine"]
     reasons = {

@@ -15,9 +15,9 @@ import typer
 from orchestrator.cli.chat import ask, chat
 from orchestrator.cli.common import err
 from orchestrator.cli.manage import db_app, new_agent, requests_app, tools_app
-from orchestrator.cli.mcp import mcp_app
-from orchestrator.cli.sessions import sessions_app
-from orchestrator.cli.usage import usage
+from orchestrator.cli.mcp_commands import mcp_app
+from orchestrator.cli.session_commands import sessions_app
+from orchestrator.cli.usage_report import usage
 
 INTERNAL_ERROR = (
     "error: internal error ({error}); set ORCHESTRATOR_LOG_LEVEL=DEBUG to see the traceback"

@@ -17,7 +17,13 @@ from rich.console import Console
 
 from orchestrator.cli.common import one_line, shown
 from orchestrator.session import PendingQuestion
-from orchestrator.tools.hitl import ApproveDecision, Decision, Question, RejectDecision, RespondDecision
+from orchestrator.tools.hitl import (
+    ApproveDecision,
+    Decision,
+    Question,
+    RejectDecision,
+    RespondDecision,
+)
 
 DESCRIPTION_LINES = 6
 DESCRIPTION_CHARS = 300

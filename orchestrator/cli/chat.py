@@ -21,7 +21,7 @@ from orchestrator.cli.startup import Startup, run_command
 if TYPE_CHECKING:
     from orchestrator.cli.questions import QuestionAsker
     from orchestrator.cli.terminal import LineSource
-    from orchestrator.runtime import Runtime
+    from orchestrator.runtime import Orchestrator
     from orchestrator.session import PendingQuestion, Session, TurnResult
     from orchestrator.tasks import BackgroundTask
     from orchestrator.tools.hitl import Decision
@@ -50,11 +50,11 @@ def chat(
     if sum((session is not None, latest, pick)) > 1:
         raise typer.BadParameter(ONE_SESSION)
 
-    async def run(startup: Startup, runtime: Runtime) -> int:
+    async def run(startup: Startup, runtime: Orchestrator) -> int:
         from orchestrator.cli.questions import question_asker
         from orchestrator.cli.repl import ChatRepl
-        from orchestrator.cli.sessions import chosen_session
-        from orchestrator.cli.turns import resume_turn
+        from orchestrator.cli.session_commands import chosen_session
+        from orchestrator.cli.terminal_turn import resume_turn
 
         lines, on_terminal = _line_source(startup)
         chosen = await chosen_session(
@@ -112,9 +112,9 @@ def ask(
     with user_errors():
         text = message_to_send(text, answers_from_stdin=answers_from_stdin)
 
-    async def run(startup: Startup, runtime: Runtime) -> int:
+    async def run(startup: Startup, runtime: Orchestrator) -> int:
         from orchestrator.cli.questions import question_asker
-        from orchestrator.cli.sessions import chosen_session
+        from orchestrator.cli.session_commands import chosen_session
 
         chosen = await chosen_session(
             runtime, user, session_id=session, latest=False, pick=False, lines=None
@@ -128,11 +128,11 @@ def ask(
     raise typer.Exit(run_command(run))
 
 
-async def _ask(runtime: Runtime, session: Session, text: str, asker: QuestionAsker) -> int:
+async def _ask(runtime: Orchestrator, session: Session, text: str, asker: QuestionAsker) -> int:
     from orchestrator.cli.ask_input import exit_status
     from orchestrator.cli.cost import show_turn_cost
     from orchestrator.cli.repl import show_background_results
-    from orchestrator.cli.turns import rendered_turn, resume_turn
+    from orchestrator.cli.terminal_turn import rendered_turn, resume_turn
 
     # Each turn's cost line goes to stderr: standard output is the answers alone.
     show_background_results(runtime, session, out=out, err=err, costs=err)
@@ -158,7 +158,7 @@ async def _rendered_answers(
 ) -> TurnResult | None:
     """Answer `questions` (end of input rejects), resuming with live output; None on failure."""
     from orchestrator.cli.questions import answer_until_done
-    from orchestrator.cli.turns import rendered_answer
+    from orchestrator.cli.terminal_turn import rendered_answer
 
     def resume(decisions: dict[str, Decision]) -> Awaitable[TurnResult | None]:
         return rendered_answer(session, decisions, out=out, err=err)
@@ -170,7 +170,7 @@ async def _rendered_answers(
 
 
 async def _ask_json(
-    runtime: Runtime, session: Session, text: str, interrupts: Interrupts, asker: QuestionAsker
+    runtime: Orchestrator, session: Session, text: str, interrupts: Interrupts, asker: QuestionAsker
 ) -> int:
     # Standard output is the JSON object's alone: what a tool prints goes to stderr.
     with stdout_to_stderr() as print_json:
@@ -178,7 +178,7 @@ async def _ask_json(
 
 
 async def _json_turn(
-    runtime: Runtime,
+    runtime: Orchestrator,
     session: Session,
     text: str,
     interrupts: Interrupts,
@@ -186,7 +186,7 @@ async def _json_turn(
     print_json: Callable[[dict[str, object]], None],
 ) -> int:
     from orchestrator.cli.ask_input import exit_status, turn_json
-    from orchestrator.cli.turns import failure_line
+    from orchestrator.cli.terminal_turn import failure_line
 
     follow_ups: list[dict[str, object]] = []
 
@@ -279,7 +279,7 @@ def _moved_descriptor() -> int | None:
     return saved
 
 
-def _open_session(runtime: Runtime, user_id: str, session_id: str | None) -> Session:
+def _open_session(runtime: Orchestrator, user_id: str, session_id: str | None) -> Session:
     conversation = runtime.session(user_id=user_id, session_id=session_id)
     conversation.on_busy = lambda: err.print(
         f"[dim]session {escape(conversation.session_id)} is running a turn in another process: "
@@ -288,7 +288,7 @@ def _open_session(runtime: Runtime, user_id: str, session_id: str | None) -> Ses
     return conversation
 
 
-async def _recover(runtime: Runtime, user_id: str) -> None:
+async def _recover(runtime: Orchestrator, user_id: str) -> None:
     """Tell the user what became of the calls a stopped process left running."""
     from orchestrator.recovery import recover
 
@@ -301,7 +301,7 @@ async def _recover(runtime: Runtime, user_id: str) -> None:
         )
 
 
-async def _wait_for_tasks(runtime: Runtime, session: Session) -> None:
+async def _wait_for_tasks(runtime: Orchestrator, session: Session) -> None:
     """`ask` is one exchange: it waits for the background tasks it started, and their reports."""
     running = [t for t in runtime.tasks.of_session(session.session_id) if t.status == "running"]
     if running:

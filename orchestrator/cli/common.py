@@ -19,13 +19,13 @@ from rich.console import Console
 from rich.markup import escape
 
 from orchestrator.errors import ConfigError, UserError
+from orchestrator.folders.skipped import PERSON_LINE
+from orchestrator.folders.untrusted import printable
 from orchestrator.settings import Settings, load_settings, misspelled_settings
-from orchestrator.tools.skipped import PERSON_LINE
-from orchestrator.tools.untrusted import printable
 
 if TYPE_CHECKING:
+    from orchestrator.folders.discovery import ToolFolder
     from orchestrator.store.engine import Database
-    from orchestrator.tools.discovery import ToolFolder
 
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)

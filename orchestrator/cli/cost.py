@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from orchestrator.tools.untrusted import shown_name
+from orchestrator.folders.untrusted import shown_name
 from orchestrator.usage.meter import ModelTotals, ToolTotals, Totals, UsageMeter
 from orchestrator.usage.money import usd
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 
 from orchestrator.cli.common import shown
-from orchestrator.tools.config import DatabaseOverride, ModelOverride, ToolConfig
-from orchestrator.tools.mcp.config import McpServerConfig
+from orchestrator.folders.mcp_config import McpServerConfig
+from orchestrator.folders.tool_config import DatabaseOverride, ModelOverride, ToolConfig
 
 KEYISH = re.compile(r"KEY|TOKEN|AUTH", re.IGNORECASE)
 NOT_A_KEY = "[red]{variable} is not named like a key, yet its value is sent as one[/red]"

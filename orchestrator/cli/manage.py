@@ -26,8 +26,8 @@ from orchestrator.cli.common import (
 )
 from orchestrator.cli.scaffold import Kind, children_directory, create_agent_folder
 from orchestrator.errors import ConfigError, UserError
-from orchestrator.tools.approval import ApprovalStore, discover_approved_first
-from orchestrator.tools.discovery import Discovery, ToolFolder, walk
+from orchestrator.folders.approvals import ApprovalStore, discover_approved_first
+from orchestrator.folders.discovery import Discovery, ToolFolder, walk
 
 if TYPE_CHECKING:
     from orchestrator.store.engine import Database

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from orchestrator.folders.approvals import ApprovalStore
+from orchestrator.folders.approved_files import FileChanges, approved_texts, unified_diff
+from orchestrator.folders.discovery import ToolFolder
 from orchestrator.settings import Settings
-from orchestrator.tools.approval import ApprovalStore
-from orchestrator.tools.approved_files import FileChanges, approved_texts, unified_diff
-from orchestrator.tools.discovery import ToolFolder
 
 NO_COPY = "no copy of the approved files was kept (approved by an earlier version): no diff"
 

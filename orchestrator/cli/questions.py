@@ -18,11 +18,18 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from orchestrator.cli.answers import EditWanted, Unclear, hint, read_arguments, read_choice, show_questions
+from orchestrator.cli.answers import (
+    EditWanted,
+    Unclear,
+    hint,
+    read_arguments,
+    read_choice,
+    show_questions,
+)
 from orchestrator.cli.common import shown
 from orchestrator.cli.invocation import command_name
-from orchestrator.cli.prompts import person_terminal
 from orchestrator.cli.signals import Interrupts
+from orchestrator.cli.tty_questions import person_terminal
 from orchestrator.session import PendingQuestion, TurnResult
 from orchestrator.tools.hitl import Decision, EditDecision, Question, RejectDecision
 

@@ -11,8 +11,8 @@ from rich.text import Text
 
 from orchestrator.cli.markdown_out import MarkdownBlocks, print_markdown
 from orchestrator.events import BACKGROUND, Stage, ToolEvent, ToolPhase
+from orchestrator.folders.untrusted import shown_name
 from orchestrator.session import TurnEvent, TurnResult
-from orchestrator.tools.untrusted import shown_name
 
 # In answers, line breaks and tabs stay; any other control character (an escape
 # sequence could recolour, move the cursor or retitle the terminal) is shown escaped.

@@ -20,14 +20,18 @@ from orchestrator.cli.questions import AnswerChannel, QuestionAsker, answer_unti
 from orchestrator.cli.render import answer_text, shown_name
 from orchestrator.cli.signals import Interrupts
 from orchestrator.cli.terminal import LineSource, quiet_keyboard
-from orchestrator.cli.turns import failure_line, recover_from, rendered_answer, rendered_turn
+from orchestrator.cli.terminal_turn import (
+    failure_line,
+    recover_from,
+    rendered_answer,
+    rendered_turn,
+)
 from orchestrator.notes import FROM_ORCHESTRATOR, is_note
-from orchestrator.runtime import Runtime
+from orchestrator.runtime import Orchestrator
 from orchestrator.session import PendingQuestion, Session, TurnResult
+from orchestrator.sources.folder_tools import LoadedTool
 from orchestrator.tasks import BackgroundTask
 from orchestrator.tools.hitl import Decision
-from orchestrator.tools.sources.folders import LoadedTool
-
 
 HELP = """\
 [bold]/help[/bold]       this list
@@ -72,7 +76,7 @@ class ChatRepl:
     def __init__(
         self,
         *,
-        runtime: Runtime,
+        runtime: Orchestrator,
         session: Session,
         lines: LineSource,
         interrupts: Interrupts,
@@ -331,7 +335,7 @@ class ChatRepl:
 
 
 def show_background_results(
-    runtime: Runtime, session: Session, *, out: Console, err: Console, costs: Console | None = None
+    runtime: Orchestrator, session: Session, *, out: Console, err: Console, costs: Console | None = None
 ) -> None:
     """Print each background task as it ends, and the follow-up answer it leads to.
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+
 from orchestrator.cli.common import one_line, shown
 from orchestrator.store.requests import RequestEvent
 

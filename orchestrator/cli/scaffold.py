@@ -9,8 +9,8 @@ from string import Template
 from typing import Literal
 
 from orchestrator.errors import UserError
-from orchestrator.tools.config import NAME_PATTERN
-from orchestrator.tools.discovery import CHILDREN_DIR
+from orchestrator.folders.discovery import CHILDREN_DIR
+from orchestrator.folders.tool_config import NAME_PATTERN
 
 Kind = Literal["tool", "agent"]
 TEMPLATES = files("orchestrator") / "templates"

@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 
 from orchestrator.cli.common import display_path, shown
-from orchestrator.cli.prompts import ApprovalPrompt, person_terminal
-from orchestrator.tools.approval import Later
+from orchestrator.cli.tty_questions import ApprovalPrompt, person_terminal
+from orchestrator.folders.approvals import Later
 
 if TYPE_CHECKING:  # the MCP SDK loads only when a server starts
-    from orchestrator.tools.mcp.definitions import ServerDefinition, ToolDefinition
-    from orchestrator.tools.mcp.servers import ServerQuestion
+    from orchestrator.sources.mcp.clients import ServerQuestion
+    from orchestrator.sources.mcp.definitions import ServerDefinition, ToolDefinition
 
 QUESTION = "Approve these tools? \\[y/N] "
 
@@ -61,7 +61,7 @@ class ServerPrompt:
 
 def save_definition(question: ServerQuestion, directory: Path) -> Path | None:
     """The whole definition asked about, as JSON in a private file; None if it cannot be written."""
-    from orchestrator.tools.mcp.definitions import canonical
+    from orchestrator.sources.mcp.definitions import canonical
 
     path = directory / (question.folder.key.replace("/", "__") + ".json")
     try:
@@ -119,8 +119,8 @@ def _launch(definition: ServerDefinition) -> str:
 
 def _tool_lines(tool: ToolDefinition) -> list[str]:
     """A tool as the model receives it: name, title, whole description, schemas, annotations."""
-    from orchestrator.tools.mcp.definitions import canonical
-    from orchestrator.tools.mcp.marks import hint  # only when a question is shown
+    from orchestrator.sources.mcp.definitions import canonical
+    from orchestrator.sources.mcp.marks import hint  # only when a question is shown
 
     marks = " [red](destructive)[/red]" if hint(tool, "destructiveHint") else ""
     description = shown(tool.description or "")

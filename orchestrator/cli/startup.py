@@ -29,20 +29,20 @@ from typing import TYPE_CHECKING
 
 from orchestrator.cli.common import display_path, err, fail, settings_or_exit, shown, user_errors
 from orchestrator.cli.prompt_history import FolderHistory
-from orchestrator.cli.prompts import ApprovalPrompt, person_terminal
 from orchestrator.cli.server_prompt import ServerPrompt
 from orchestrator.cli.signals import HANDLED, Interrupts, exit_on_signals, ignore_exit_signals
+from orchestrator.cli.tty_questions import ApprovalPrompt, person_terminal
 from orchestrator.errors import UserError
+from orchestrator.folders.approvals import Reviewed, review_folders
 from orchestrator.settings import Settings
-from orchestrator.tools.approval import Reviewed, review_folders
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
 
-    from orchestrator.runtime import Runtime
+    from orchestrator.dispatch.middleware import ToolMiddleware
+    from orchestrator.runtime import Orchestrator
+    from orchestrator.sources.mcp.clients import AskServer, McpClients
     from orchestrator.store.storage import Storage
-    from orchestrator.tools.mcp.servers import AskServer, McpServers
-    from orchestrator.tools.pipeline.base import ToolMiddleware
 
 # How long a command that ends during startup waits for its database to finish
 # starting, so as to stop it again. A start on an existing data directory takes
@@ -154,12 +154,12 @@ class Startup:
     database: Future[str] | None  # the embedded server's URL, while it starts
     leftover: list[str] = field(default_factory=list)  # piped lines the approval prompt kept
     ask_server: AskServer | None = None  # asks about MCP servers' tool definitions once started
-    servers: McpServers | None = None  # the approved MCP servers, starting
+    servers: McpClients | None = None  # the approved MCP servers, starting
     interrupts: Interrupts = field(default_factory=Interrupts)
     middleware: Sequence[ToolMiddleware] | None = None  # replaces the dispatch pipeline's
 
 
-Command = Callable[[Startup, "Runtime"], Awaitable[int]]
+Command = Callable[[Startup, "Orchestrator"], Awaitable[int]]
 Prepare = Callable[[Settings, DatabaseStart | None], Startup]
 
 
@@ -192,7 +192,7 @@ def run_command(
 
 
 def _prepare(settings: Settings, database: DatabaseStart | None, *, keep_messages: bool) -> Startup:
-    from orchestrator.tools.mcp.servers import McpServers
+    from orchestrator.sources.mcp.clients import McpClients
 
     with user_errors():
         with person_terminal() as terminal:
@@ -201,7 +201,7 @@ def _prepare(settings: Settings, database: DatabaseStart | None, *, keep_message
                 err=err, terminal=terminal, keep_messages=keep_messages, history=history
             )
             reviewed = review_folders(settings, prompt)
-        servers = McpServers.of(settings, reviewed)
+        servers = McpClients.of(settings, reviewed)
         servers.start()  # the approved MCP servers boot on their thread while LangChain loads
         with err.status("[dim]loading…[/dim]"):
             model = _build_model(settings)
@@ -225,7 +225,7 @@ def _prepare(settings: Settings, database: DatabaseStart | None, *, keep_message
 
 def _review_dir(settings: Settings) -> Path:
     """Where each MCP definition asked about is written whole, for the person to read."""
-    from orchestrator.tools.approval import REGISTRY_DIR
+    from orchestrator.folders.approvals import REGISTRY_DIR
 
     return settings.data_dir / REGISTRY_DIR / "review"
 
@@ -274,17 +274,17 @@ async def _open_and_run(startup: Startup, command: Command) -> int:
 
 
 async def _with_runtime(startup: Startup, command: Command) -> int:
-    from orchestrator.launch import resume_collection
-    from orchestrator.runtime import Runtime
+    from orchestrator.collector import resume_collection
+    from orchestrator.runtime import Orchestrator
+    from orchestrator.sources.mcp.clients import McpClients
     from orchestrator.store.embeddings import NO_EMBEDDER
     from orchestrator.store.storage import Storage
-    from orchestrator.tools.mcp.servers import McpServers
 
     settings = startup.settings
-    servers = startup.servers or McpServers.of(settings, startup.reviewed)
+    servers = startup.servers or McpClients.of(settings, startup.reviewed)
     servers.start()  # unless started already: the approved MCP servers start while the database does
     storage: Storage | None = None
-    runtime: Runtime | None = None
+    runtime: Orchestrator | None = None
     try:
         with err.status("[dim]starting the database…[/dim]"):
             if startup.database is not None:
@@ -293,7 +293,7 @@ async def _with_runtime(startup: Startup, command: Command) -> int:
             storage = await Storage.open(settings)
         if storage.embedder is None:
             err.print(f"[yellow]note:[/yellow] {NO_EMBEDDER}", highlight=False)
-        runtime = await Runtime.start(
+        runtime = await Orchestrator.start(
             settings,
             reviewed=startup.reviewed,
             ask_server=startup.ask_server,
@@ -310,7 +310,7 @@ async def _with_runtime(startup: Startup, command: Command) -> int:
 
 
 async def _close(
-    runtime: Runtime | None, storage: Storage | None, servers: McpServers, *, settings: Settings
+    runtime: Orchestrator | None, storage: Storage | None, servers: McpClients, *, settings: Settings
 ) -> None:
     if runtime is not None:
         running = [t for t in runtime.tasks.tasks.values() if t.status == "running"]
@@ -341,7 +341,7 @@ def _embed_later(settings: Settings, waiting: int) -> None:
         err.print(f"[dim]{shown(line)}[/dim]", highlight=False)
 
 
-def _idle_agent_notes(runtime: Runtime) -> None:
+def _idle_agent_notes(runtime: Orchestrator) -> None:
     """Say so when an agent can do nothing because none of its own tools is approved."""
     for loaded in runtime.loaded_folders():
         if loaded.unapproved_children and not loaded.children:

@@ -20,25 +20,19 @@ from orchestrator.cli.common import display_path, one_line, out, shown
 from orchestrator.cli.tool_show_actions import action_lines, folder_actions
 from orchestrator.cli.tool_show_mcp import definitions_line, kind_lines, mcp_report
 from orchestrator.errors import ToolLoadError
-from orchestrator.levels import (
-    LIMIT_NAMES,
-    ORCHESTRATOR,
-    LevelView,
-    Sourced,
-    describe_level,
-    env_value,
-    model_endpoint,
-)
-from orchestrator.settings import env_name, hide_passwords
-from orchestrator.tools.approval import ApprovalStore, Status
-from orchestrator.tools.discovery import Discovery, ToolFolder, ToolNode
+from orchestrator.folders.approvals import ApprovalStore, Status
+from orchestrator.folders.discovery import Discovery, FolderNode, ToolFolder
+from orchestrator.folders.level_view import ORCHESTRATOR, LevelView, Sourced, describe_level
+from orchestrator.levels import LIMIT_NAMES
+from orchestrator.llm.endpoints import model_endpoint
+from orchestrator.settings import env_name, env_value, hide_passwords
 from orchestrator.usage.money import usd
 
 if TYPE_CHECKING:
+    from orchestrator.folders.scope import ActionScope
+    from orchestrator.folders.tool_config import DatabaseOverride
     from orchestrator.settings import Settings
     from orchestrator.tools.base import Tool
-    from orchestrator.tools.config import DatabaseOverride
-    from orchestrator.tools.scope import ActionScope
 
 YAML_ONLY = " (no Python: tool_config.yaml only)"
 INSTRUCTION_LINES = 3  # of the instructions, each cut to LINE_CHARS: the rest is in --json
@@ -127,7 +121,7 @@ def _path_text(path: object) -> str:
 # --- resolving ---------------------------------------------------------------------------
 
 
-def _chain(nodes: list[ToolNode], folder: ToolFolder) -> list[ToolNode] | None:
+def _chain(nodes: list[FolderNode], folder: ToolFolder) -> list[FolderNode] | None:
     """The nodes from the top level down to `folder`'s."""
     for node in nodes:
         if node.folder is folder:
@@ -138,7 +132,7 @@ def _chain(nodes: list[ToolNode], folder: ToolFolder) -> list[ToolNode] | None:
     return None
 
 
-def _blocked_by(above: list[ToolNode], store: ApprovalStore) -> str | None:
+def _blocked_by(above: list[FolderNode], store: ApprovalStore) -> str | None:
     for node in above:
         status = store.status(node.folder)
         if status != Status.APPROVED:
@@ -146,10 +140,10 @@ def _blocked_by(above: list[ToolNode], store: ApprovalStore) -> str | None:
     return None
 
 
-def _load(chain: list[ToolNode], store: ApprovalStore) -> Loaded:
+def _load(chain: list[FolderNode], store: ApprovalStore) -> Loaded:
     from orchestrator.errors import ConfigError
-    from orchestrator.tools.loader import load_tool, visible_sources
-    from orchestrator.tools.scope import resolve_scopes
+    from orchestrator.folders.loader import load_tool, visible_sources
+    from orchestrator.folders.scope import resolve_scopes
 
     node = chain[-1]
     status = store.status(node.folder)
@@ -168,7 +162,7 @@ def _yaml_only(folder: ToolFolder) -> bool:
     return folder.config.entry_optional and folder.entry not in folder.sources
 
 
-def _walk(node: ToolNode) -> list[ToolNode]:
+def _walk(node: FolderNode) -> list[FolderNode]:
     return [node, *(below for child in node.children for below in _walk(child))]
 
 

@@ -12,15 +12,15 @@ from typing import TYPE_CHECKING
 
 from orchestrator.cli.common import one_line, shown
 from orchestrator.errors import ToolLoadError
-from orchestrator.tools.sensitivity import SensitivityRules, sensitive_actions
+from orchestrator.folders.sensitivity import SensitivityRules, sensitive_actions
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
+    from orchestrator.folders.discovery import ToolFolder
+    from orchestrator.folders.scope import ActionScope
     from orchestrator.settings import Settings
     from orchestrator.tools.base import Tool
-    from orchestrator.tools.discovery import ToolFolder
-    from orchestrator.tools.scope import ActionScope
 
 Json = dict[str, object]
 

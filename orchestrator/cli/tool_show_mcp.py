@@ -18,21 +18,21 @@ from typing import TYPE_CHECKING
 from orchestrator.cli.common import display_path, shown
 from orchestrator.cli.tool_show_actions import BY_CONFIG, BY_MODEL, first_line, parameter
 from orchestrator.errors import ToolLoadError
+from orchestrator.folders.sensitivity import SensitivityRules
 from orchestrator.settings import hide_passwords
-from orchestrator.tools.mcp.pins import pinned
-from orchestrator.tools.sensitivity import SensitivityRules
+from orchestrator.sources.mcp.pins import pinned
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from pydantic import JsonValue
 
+    from orchestrator.folders.approvals import ApprovalStore, Pin
+    from orchestrator.folders.discovery import ToolFolder
+    from orchestrator.folders.mcp_config import McpServerConfig
     from orchestrator.settings import Settings
-    from orchestrator.tools.approval import ApprovalStore, Pin
-    from orchestrator.tools.discovery import ToolFolder
-    from orchestrator.tools.mcp.config import McpServerConfig
-    from orchestrator.tools.mcp.definitions import ServerDefinition, ToolDefinition
-    from orchestrator.tools.mcp.scope import JsonScope
+    from orchestrator.sources.mcp.definitions import ServerDefinition, ToolDefinition
+    from orchestrator.sources.mcp.tool_scope import JsonScope
 
 Json = dict[str, object]
 
@@ -112,7 +112,7 @@ def _actions(
     if not pin.approved:
         return None, NOT_OFFERED
     # The MCP SDK and LangChain load with it: only when there are tools to show.
-    from orchestrator.tools.mcp.marks import check_config, function_name
+    from orchestrator.sources.mcp.marks import check_config, function_name
 
     config = folder.config
     try:
@@ -123,7 +123,7 @@ def _actions(
     actions = []
     for tool in definition.tools.values():
         name, mark = function_name(config.name, tool.name), marks.get(tool.name)
-        # What the approval gate reads of the real tool's metadata (see `tools.mcp.tool`).
+        # What the approval gate reads of the real tool's metadata (see `sources.mcp.tool`).
         metadata = {"requires_approval": config.requires_approval, "sensitive": mark}
         actions.append(_action(tool, name, scopes.get(tool.name), rules.why(name, metadata)))
     return actions, None

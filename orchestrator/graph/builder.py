@@ -19,6 +19,8 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 
+from orchestrator.dispatch.background import is_acknowledgement
+from orchestrator.dispatch.dispatcher import Dispatcher
 from orchestrator.events import BACKGROUND, Stage, ToolPhase, emit_status, emit_tool
 from orchestrator.graph.calls import Rejection, refusal
 from orchestrator.graph.history import valid_history
@@ -27,8 +29,6 @@ from orchestrator.graph.model_pipeline.defaults import model_chain
 from orchestrator.graph.spec import AgentSpec
 from orchestrator.graph.state import AgentState, model_calls_this_turn
 from orchestrator.tools.context import RunContext
-from orchestrator.tools.pipeline.background import is_acknowledgement
-from orchestrator.tools.pipeline.dispatch import Dispatcher
 
 __all__ = ["MODEL_NODE", "STOPPED", "TOOLS_NODE", "AgentSpec", "build_agent_graph"]
 

@@ -8,12 +8,12 @@ from dataclasses import dataclass, field
 from langchain_core.language_models import BaseChatModel
 from langchain_core.tools import BaseTool
 
+from orchestrator.dispatch.middleware import ToolMiddleware
 from orchestrator.graph.model_pipeline.chain import ModelMiddleware
 from orchestrator.graph.model_pipeline.retrieval import Retriever
 from orchestrator.graph.prompts import ORCHESTRATOR_PROMPT
 from orchestrator.levels import Limits
 from orchestrator.llm.reply import ReplyLimits
-from orchestrator.tools.pipeline.base import ToolMiddleware
 
 
 @dataclass(frozen=True)
@@ -21,7 +21,7 @@ class AgentSpec:
     """An agent: its model, tools and limits, and what runs around its model and tool calls.
 
     `tool_middleware` replaces the dispatch pipeline (its default when None,
-    see `tools.pipeline.dispatch.default_middleware`); `model_middleware` is
+    see `dispatch.dispatcher.default_middleware`); `model_middleware` is
     added to the model chain's defaults, outside them (see
     `graph.model_pipeline.defaults`). With a `retriever` the model gets RAG
     context. `reply_limits` bound the tool names and arguments a reply may

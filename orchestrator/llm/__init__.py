@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 from orchestrator.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from orchestrator.llm.offline import OfflineChatModel
     from orchestrator.llm.model_errors import explain_model_error
+    from orchestrator.llm.offline import OfflineChatModel
     from orchestrator.llm.providers import build_chat_model
 
 __all__ = ["OfflineChatModel", "build_chat_model", "explain_model_error"]

@@ -10,13 +10,13 @@ from langchain_core.language_models import BaseChatModel
 
 from orchestrator.errors import ConfigError
 from orchestrator.install import with_this_pip
-from orchestrator.levels import env_value, model_endpoint
+from orchestrator.llm.endpoints import model_endpoint
 from orchestrator.llm.offline import OfflineChatModel
-from orchestrator.settings import Settings, env_name
+from orchestrator.settings import Settings, env_name, env_value
 from orchestrator.usage.prices import warm as warm_prices
 
 if TYPE_CHECKING:
-    from orchestrator.tools.config import ModelOverride
+    from orchestrator.folders.tool_config import ModelOverride
 
 # Local OpenAI-compatible servers (Ollama, vLLM, LM Studio) accept any key, but the client needs one.
 PLACEHOLDER_API_KEY = "not-needed"

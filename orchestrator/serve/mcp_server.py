@@ -19,15 +19,15 @@ from mcp import types
 from mcp.server.lowlevel import Server
 
 from orchestrator import __version__
+from orchestrator.dispatch.ask_approval import UnattendedGate, edit_schema
+from orchestrator.dispatch.dispatcher import Dispatcher, default_middleware
+from orchestrator.dispatch.middleware import ToolMiddleware
+from orchestrator.folders.sensitivity import SensitivityRules
 from orchestrator.levels import Limits
-from orchestrator.runtime import Runtime
+from orchestrator.runtime import Orchestrator
 from orchestrator.settings import Settings
 from orchestrator.tools.context import RunContext, UserDatabase
-from orchestrator.tools.pipeline.approval import UnattendedGate, edit_schema
-from orchestrator.tools.pipeline.base import ToolMiddleware
-from orchestrator.tools.pipeline.dispatch import Dispatcher, default_middleware
 from orchestrator.tools.results import ToolResult
-from orchestrator.tools.sensitivity import SensitivityRules
 from orchestrator.usage.meter import UsageMeter
 
 SERVER_NAME = "orchestrator"
@@ -53,7 +53,7 @@ class ServedTools:
     settings: Settings
 
     @classmethod
-    def of(cls, runtime: Runtime, tools: Sequence[BaseTool], *, user: str) -> ServedTools:
+    def of(cls, runtime: Orchestrator, tools: Sequence[BaseTool], *, user: str) -> ServedTools:
         """`tools` served for `user`, through `runtime`'s pipeline, logged in its storage."""
         storage = runtime.storage
         context = RunContext(
@@ -80,7 +80,7 @@ class ServedTools:
         call = ToolCall(name=name, args=dict(arguments), id=f"{SESSION_PREFIX}{uuid.uuid4().hex}")
         # Each call is a turn of its own: an agent's model calls are counted, logged and
         # held to the turn's budget.
-        context = replace(self.context, usage=UsageMeter.from_settings(self.settings))
+        context = replace(self.context, usage=UsageMeter(prices=self.settings.price_table, budgets=self.settings.budgets))
         result = await self.dispatcher.dispatch(self.dispatcher.request(call, context))
         return call_result(result, max_chars=self.dispatcher.limits.max_result_chars)
 

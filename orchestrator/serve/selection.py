@@ -7,16 +7,16 @@ from collections.abc import Iterator
 from langchain_core.tools import BaseTool
 
 from orchestrator.errors import UserError
-from orchestrator.runtime import Runtime
+from orchestrator.folders.approvals import ApprovalStore, Reviewed, Status
+from orchestrator.folders.discovery import FolderNode
+from orchestrator.runtime import Orchestrator
 from orchestrator.settings import Settings
-from orchestrator.tools.approval import ApprovalStore, Reviewed, Status
-from orchestrator.tools.discovery import ToolNode
-from orchestrator.tools.sources.folders import FolderSource
+from orchestrator.sources.folder_tools import FolderSource
 
 NO_SUCH_FOLDER = "No approved top-level tool folder {name!r} to serve ({served})"
 
 
-def served_tools(runtime: Runtime, agent: str | None = None) -> list[BaseTool]:
+def served_tools(runtime: Orchestrator, agent: str | None = None) -> list[BaseTool]:
     """The tools of the approved top-level folders; with `agent`, of that folder alone.
 
     An agent folder's tools are its `<name>_ask` and its own actions; the built-in
@@ -33,7 +33,7 @@ def served_tools(runtime: Runtime, agent: str | None = None) -> list[BaseTool]:
     raise UserError(NO_SUCH_FOLDER.format(name=agent, served=served))
 
 
-def awaiting_decision(settings: Settings, reviewed: Reviewed, runtime: Runtime) -> list[str]:
+def awaiting_decision(settings: Settings, reviewed: Reviewed, runtime: Orchestrator) -> list[str]:
     """The keys of the folders left out because no one decided on them yet (new or changed),
     then those of the MCP servers whose tool definitions await a decision."""
     store = ApprovalStore.of(settings)
@@ -44,8 +44,8 @@ def awaiting_decision(settings: Settings, reviewed: Reviewed, runtime: Runtime) 
 
 
 def _undecided(
-    nodes: list[ToolNode], reviewed: Reviewed, store: ApprovalStore
-) -> Iterator[ToolNode]:
+    nodes: list[FolderNode], reviewed: Reviewed, store: ApprovalStore
+) -> Iterator[FolderNode]:
     """New or changed folders, looking below approved folders only (as the review does)."""
     for node in nodes:
         if store.status(node.folder) in (Status.NEW, Status.CHANGED):

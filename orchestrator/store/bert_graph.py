@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from orchestrator.errors import EmbeddingModelError
+from orchestrator.errors import UnknownModelError
 
 if TYPE_CHECKING:
     import numpy
@@ -29,10 +29,6 @@ OPSET = 17  # LayerNormalization, as torch's export used
 INPUTS = ("input_ids", "attention_mask")
 OUTPUT = "hidden"
 MEAN_POOLED = ["sentence_transformers.models.Pooling", "sentence_transformers.models.Normalize"]
-
-
-class UnknownModelError(EmbeddingModelError):
-    """A model this builder does not know how to write (not a mean-pooled BERT)."""
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,9 @@
-"""The tables, as SQLAlchemy Core sees them for queries (the DDL lives in migrations.py)."""
+"""The core tables' columns, as the code queries them: declared here only.
+
+Their DDL is the history in `schema/*.sql` (see `migrations`); a test checks
+these columns against a migrated database. A tool folder's tables (`tasks`
+is the task_agent's) are its own, made by its `migrations/`.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +12,8 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     Column,
-    Date,
     DateTime,
     Float,
-    Integer,
     MetaData,
     Table,
     Text,
@@ -76,18 +79,6 @@ request_events = Table(
     Column("status", Text, nullable=False),
     Column("detail", Text),
     Column("at", DateTime(timezone=True)),
-)
-
-tasks = Table(
-    "tasks",
-    metadata,
-    Column("user_id", Text, primary_key=True),
-    Column("task_id", Integer, primary_key=True),
-    Column("title", Text, nullable=False),
-    Column("due", Date),
-    Column("done", Boolean, nullable=False),
-    Column("created_at", DateTime(timezone=True)),
-    Column("completed_at", DateTime(timezone=True)),
 )
 
 request_usage = Table(

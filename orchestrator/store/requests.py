@@ -28,8 +28,17 @@ from orchestrator.store.checkpoints import PooledPostgresSaver, Rider
 from orchestrator.store.engine import ENTER_SQL, Database
 from orchestrator.store.models import request_events, request_usage, requests
 from orchestrator.store.text import storable_json, storable_text
-from orchestrator.tools.pipeline.records import DECISIONS, Asked, CallRecord, CallTask, safely
-from orchestrator.tools.replay import ENDED, INTERRUPTED, PAUSED, PriorCall
+from orchestrator.tools.request_log import (
+    DECISIONS,
+    ENDED,
+    INTERRUPTED,
+    PAUSED,
+    Asked,
+    CallRecord,
+    CallTask,
+    PriorCall,
+    safely,
+)
 from orchestrator.tools.results import ToolResult
 from orchestrator.usage.records import UsageRecord
 

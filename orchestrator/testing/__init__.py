@@ -1,7 +1,7 @@
 """Helpers for testing graphs, tools and sessions without a real model or network."""
 
-from orchestrator.testing.embeddings import KeywordEmbeddings
-from orchestrator.testing.folders import load_tool_folder
+from orchestrator.testing.fake_embedder import KeywordEmbeddings
+from orchestrator.testing.folder_loading import load_tool_folder
 from orchestrator.testing.network import RemoteConnectionBlocked, block_remote_connections
 from orchestrator.testing.openai_server import (
     ErrorReply,

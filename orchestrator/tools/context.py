@@ -1,6 +1,6 @@
 """The typed run context: who a graph run is for, and the services its tool calls report to.
 
-It travels through LangGraph's `context_schema` / `Runtime`, not as string keys
+It travels through LangGraph's `context_schema` / `Orchestrator`, not as string keys
 in the run config. A nested agent's graph runs with a copy whose `request_id`
 is the call that started it, so its own calls take that call as their parent.
 """
@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from orchestrator.tools.pipeline.records import BackgroundRunner, RequestObserver
+    from orchestrator.tools.request_log import BackgroundRunner, RequestObserver
     from orchestrator.usage.meter import UsageMeter
 
 

@@ -8,6 +8,9 @@ from typing import Literal
 from pydantic import BaseModel, Field, JsonValue
 
 from orchestrator.errors import ToolError
+from orchestrator.usage.billing import Billing
+
+__all__ = ["TRUNCATION_NOTE", "Billing", "ToolResult", "result_from_output"]
 
 ResultStatus = Literal["success", "partial", "failure"]
 EnvelopeType = Literal["status", "result", "error"]
@@ -16,13 +19,6 @@ TRUNCATION_NOTE = (
     "\n[truncated: the result was {length} characters, over the limit of {limit}; "
     "ask for less (a narrower query, fewer items) to see the rest]"
 )
-
-
-class Billing(BaseModel):
-    """What a call cost, when the tool knows: in dollars, and in the service's credits if any."""
-
-    total_cost_usd: float = Field(default=0.0, ge=0, allow_inf_nan=False)
-    credits: float | None = Field(default=None, ge=0, allow_inf_nan=False)
 
 
 class ToolResult(BaseModel):

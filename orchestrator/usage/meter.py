@@ -12,8 +12,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from orchestrator.settings import Settings
-from orchestrator.tools.results import Billing
+from orchestrator.usage.billing import Billing
 from orchestrator.usage.budget import Budgets, BudgetStop
 from orchestrator.usage.prices import ModelIdentity, PriceTable
 from orchestrator.usage.tokens import TokenCount
@@ -185,13 +184,6 @@ class UsageMeter:
         self.stop: BudgetStop | None = None
         self.started = time.monotonic()
         self._reserved = 0.0  # the caps of tool calls running now, counted as spent
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> UsageMeter:
-        """A meter with the prices and budgets the settings give."""
-        prices = PriceTable(settings.model_prices, provider=settings.price_provider)
-        budgets = Budgets(settings.max_turn_cost_usd, settings.max_session_cost_usd)
-        return cls(prices=prices, budgets=budgets)
 
     def start_turn(self, turn_id: str | None = None) -> None:
         """Begin counting a new turn (the session's totals go on)."""

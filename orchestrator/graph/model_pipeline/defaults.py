@@ -18,10 +18,10 @@ from orchestrator.graph.model_pipeline.chain import (
     compose_model_chain,
 )
 from orchestrator.graph.model_pipeline.model_budget import ModelBudgetMiddleware
-from orchestrator.graph.model_pipeline.model_usage import ModelUsageMiddleware
 from orchestrator.graph.model_pipeline.reply_check import ReplyCheckMiddleware
 from orchestrator.graph.model_pipeline.retrieval import RetrievalMiddleware
 from orchestrator.graph.model_pipeline.round_limit import RoundLimitMiddleware
+from orchestrator.graph.model_pipeline.usage_counting import ModelUsageMiddleware
 from orchestrator.graph.model_pipeline.written_calls import TextCallsMiddleware
 from orchestrator.graph.spec import AgentSpec
 from orchestrator.llm.providers import reports_finish_reason

@@ -1,4 +1,4 @@
-"""A per-user to-do list in the orchestrator's database (table `tasks`, row-level secured)."""
+"""A per-user to-do list in the orchestrator's database (table `tasks`, from this folder's migrations/)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,151 @@
+"""Dispatch: every tool call, at every level, runs through one pipeline of middleware.
+
+    request log -> AI scope -> validation -> budget -> approval (the person's
+    decision) -> background handover -> usage -> timeout and retry -> the tool
+
+Inline calls, background calls, nested agents' calls and calls recovery runs
+again after a crash all pass here; a new policy is a new middleware.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from langchain_core.messages import ToolCall, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool
+
+from orchestrator.dispatch.ask_approval import ApprovalMiddleware, Gate, SensitiveCallGate
+from orchestrator.dispatch.background import BackgroundMiddleware
+from orchestrator.dispatch.budget_check import BudgetMiddleware
+from orchestrator.dispatch.log import RequestLogMiddleware
+from orchestrator.dispatch.middleware import CallRequest, ToolMiddleware, compose
+from orchestrator.dispatch.policy import ExecutionPolicy
+from orchestrator.dispatch.replay import request_id
+from orchestrator.dispatch.retry import TimeoutRetryMiddleware
+from orchestrator.dispatch.run import run_tool
+from orchestrator.dispatch.scope_check import ScopeMiddleware
+from orchestrator.dispatch.usage_count import UsageMiddleware
+from orchestrator.dispatch.validate import ValidationMiddleware
+from orchestrator.folders.sensitivity import SensitivityRules
+from orchestrator.levels import Limits
+from orchestrator.tools.context import RunContext
+from orchestrator.tools.request_log import CallRecord
+from orchestrator.tools.results import ToolResult
+
+
+def default_middleware(
+    *, sensitive_patterns: Sequence[str] | None = None, gates: Sequence[Gate] | None = None
+) -> list[ToolMiddleware]:
+    """The pipeline every call runs through, outermost first.
+
+    Calls that need the person's decision pause before they run (see
+    `folders.sensitivity`); `sensitive_patterns` replace the default patterns
+    of call names that do (the setting ORCHESTRATOR_SENSITIVE_PATTERNS).
+    `gates` replace that approval gate (where no person can be asked, say).
+    """
+    rules = SensitivityRules.of(sensitive_patterns)
+    return [
+        RequestLogMiddleware(),
+        ScopeMiddleware(),
+        ValidationMiddleware(),
+        BudgetMiddleware(),
+        ApprovalMiddleware([SensitiveCallGate(rules)] if gates is None else gates),
+        BackgroundMiddleware(),
+        UsageMiddleware(),
+        TimeoutRetryMiddleware(),
+    ]
+
+
+class Dispatcher:
+    """Runs tool calls against the tools of one level, under that level's limits."""
+
+    def __init__(
+        self,
+        tools: Sequence[BaseTool],
+        *,
+        limits: Limits,
+        middleware: Sequence[ToolMiddleware] | None = None,
+    ) -> None:
+        self.tools = {tool.name: tool for tool in tools}
+        self._names = tuple(sorted(self.tools))
+        self.limits = limits
+        self.middleware = list(default_middleware() if middleware is None else middleware)
+        self._handler = compose(self.middleware, run_tool)
+
+    def request(
+        self,
+        call: ToolCall,
+        context: RunContext,
+        *,
+        index: int = 1,
+        total: int = 1,
+        config: RunnableConfig | None = None,
+        record: CallRecord | None = None,
+    ) -> CallRequest:
+        """The pipeline's request for `call` in `context`.
+
+        `record` is the call as the request log already holds it (recovery).
+        """
+        tool = self.tools.get(call["name"])
+        policy = ExecutionPolicy.of(tool, limits=self.limits)
+        if record is None:
+            record = self._record(call, tool, policy, context=context, config=config)
+        return CallRequest(
+            call=call,
+            tool=tool,
+            context=context,
+            record=record,
+            policy=policy,
+            arguments=dict(call["args"]),
+            index=index,
+            total=total,
+            available=self._names,
+            config=config,
+        )
+
+    def _record(
+        self,
+        call: ToolCall,
+        tool: BaseTool | None,
+        policy: ExecutionPolicy,
+        *,
+        context: RunContext,
+        config: RunnableConfig | None,
+    ) -> CallRecord:
+        metadata = (tool.metadata or {}) if tool is not None else {}
+        return CallRecord(
+            request_id=request_id(call, context=context, config=config),
+            parent_request_id=context.request_id,
+            session_id=context.session_id,
+            user_id=context.user_id,
+            tool=str(metadata.get("tool", call["name"])),
+            action=_text(metadata.get("action")),
+            call_name=call["name"],
+            parameters=call["args"],
+            background=policy.background,
+            idempotent=policy.idempotent,
+        )
+
+    async def dispatch(self, request: CallRequest) -> ToolResult:
+        """Run `request` through the pipeline; the result carries the call's ids."""
+        result = await self._handler(request)
+        if result.request_id is not None:
+            # Stamped inside (the usual case), with the ids the call ran under: the request
+            # log gives a call a new one when its own is another call's.
+            return result
+        return result.model_copy(update=request.ids)
+
+    def message(self, call: ToolCall, result: ToolResult) -> ToolMessage:
+        """The answer to `call` in the conversation, cut to the level's result size."""
+        return ToolMessage(
+            content=result.to_model_text(max_chars=self.limits.max_result_chars),
+            tool_call_id=call["id"] or str(result.request_id),
+            name=call["name"],
+            status="error" if result.status == "failure" else "success",
+            artifact=result.model_dump(mode="json"),
+        )
+
+
+def _text(value: object) -> str | None:
+    return None if value is None else str(value)

@@ -1,0 +1,54 @@
+"""The centre of the pipeline: one run of the tool itself."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Protocol, runtime_checkable
+
+from orchestrator.dispatch.attempt import attempt, langchain_work, sanitised
+from orchestrator.dispatch.middleware import CallRequest
+from orchestrator.errors import ToolError
+from orchestrator.sources.adapter import ActionTool, action_request
+from orchestrator.tools.context import running_in
+from orchestrator.tools.results import ToolResult
+
+
+@runtime_checkable
+class CallsItself(Protocol):
+    """A tool the pipeline calls as it is, past LangChain's invoke (an MCP server's, say)."""
+
+    async def call_tool(self, arguments: dict[str, object]) -> ToolResult:
+        """Run one call with `arguments` (validated, fixed values merged)."""
+        ...
+
+
+async def run_tool(request: CallRequest) -> ToolResult:
+    """Run the tool once; whatever it raises is a failure result, its secrets redacted.
+
+    A folder tool's action gets the parameters validated by the pipeline, a
+    tool that `CallsItself` its arguments; any other LangChain tool is invoked
+    as LangChain does. Meanwhile the current
+    run context is the call's own (its `request_id` is this call's): a nested
+    agent's graph runs with it, so its calls take this one as their parent.
+    """
+    tool = request.tool
+    assert tool is not None  # validation answered calls of unknown tools
+    with running_in(request.context.below(request.record.request_id)):
+        try:
+            result = await attempt(_work(request), name=request.name)
+        except ToolError as error:
+            result = ToolResult.from_error(error)
+    return sanitised(result, tool).model_copy(update=request.ids)
+
+
+def _work(request: CallRequest) -> Callable[[], Awaitable[object]]:
+    tool = request.tool
+    if isinstance(tool, ActionTool):
+        call = action_request(tool, request.arguments, ids=request.ids)
+        if request.parsed is not None:
+            call.with_parsed(request.parsed)
+        return lambda: tool.run_action(call)
+    if isinstance(tool, CallsItself):
+        return lambda: tool.call_tool(request.arguments)
+    assert tool is not None
+    return langchain_work(tool, request.arguments, request.config, name=request.name)

@@ -1,0 +1,97 @@
+"""Validation, once per call: the arguments against the tool's parameters, before anything runs."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+from langchain_core.tools import BaseTool
+from pydantic import BaseModel, ValidationError
+
+from orchestrator.dispatch.json_check import json_problems as json_problems  # re-exported
+from orchestrator.dispatch.json_check import json_problems_within
+from orchestrator.dispatch.middleware import CallRequest, Handler
+from orchestrator.errors import InvalidToolArgumentsError, UnknownToolError, validation_problems
+from orchestrator.events import ToolPhase
+from orchestrator.sources.adapter import ActionTool
+from orchestrator.tools.results import ToolResult
+
+UNKNOWN_TOOL = "There is no tool named {name!r}. Available tools: {available}."
+INVALID_ARGUMENTS = "Invalid arguments for {name}: {problems}."
+# Words of a JSON schema that small models write among a call's arguments.
+SCHEMA_WORDS = frozenset({"type", "required", "properties"})
+
+logger = logging.getLogger(__name__)
+
+
+class ValidationMiddleware:
+    """Checks the arguments (fixed ones included) and hands on the parsed parameters.
+
+    A folder tool's action gets the parsed model as it is: it is not
+    validated again. A bad argument is an error for the model to fix.
+    Small models copy JSON-schema words (`type`, `required`, `properties`)
+    beside the real arguments: such keys no parameter declares are dropped
+    when the rest is valid.
+    """
+
+    async def awrap_tool_call(self, request: CallRequest, handler: Handler) -> ToolResult:
+        if request.tool is None:
+            available = ", ".join(request.available) or "none"
+            message = UNKNOWN_TOOL.format(name=request.name, available=available)
+            return request.failed(UnknownToolError(message))
+        request.emit(ToolPhase.VALIDATING)
+        tool = request.tool
+        stray = schema_words(tool, request.arguments)
+        if stray:
+            cleaned = {k: v for k, v in request.arguments.items() if k not in stray}
+            valid = await _checked(request.override(arguments=cleaned), tool)
+            if isinstance(valid, CallRequest):
+                logger.debug("%s: dropped schema words %s from the arguments", request.name, stray)
+                return await handler(valid)
+        checked = await _checked(request, tool)
+        return await handler(checked) if isinstance(checked, CallRequest) else checked
+
+
+async def _checked(request: CallRequest, tool: BaseTool) -> CallRequest | ToolResult:
+    """The request with its parsed parameters, or the failure to send the model."""
+    schema = parameters_model(tool)
+    if schema is None:  # described by a JSON schema (an MCP tool, say): checked off the loop
+        seconds = request.policy.timeout_seconds
+        problems = await json_problems_within(tool, request.arguments, seconds=seconds)
+        if problems:
+            message = INVALID_ARGUMENTS.format(name=request.name, problems=problems)
+            return request.failed(InvalidToolArgumentsError(message))
+        return request
+    try:
+        return request.override(parsed=schema.model_validate(request.arguments))
+    except ValidationError as error:
+        message = INVALID_ARGUMENTS.format(name=request.name, problems=validation_problems(error))
+        return request.failed(InvalidToolArgumentsError(message))
+
+
+def schema_words(tool: BaseTool, arguments: Mapping[str, object]) -> list[str]:
+    """The argument keys that are JSON-schema words and none of the tool's parameters."""
+    stray = [key for key in arguments if key in SCHEMA_WORDS]
+    if not stray:
+        return []
+    declared = declared_parameters(tool)
+    return [key for key in stray if key not in declared]
+
+
+def declared_parameters(tool: BaseTool) -> set[str]:
+    """The names (and aliases) of the tool's parameters."""
+    model = parameters_model(tool)
+    if model is not None:
+        fields = model.model_fields.values()
+        return set(model.model_fields) | {f.alias for f in fields if f.alias}
+    schema = getattr(tool, "full_schema", None) or tool.args_schema
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    return set(properties) if isinstance(properties, dict) else set()
+
+
+def parameters_model(tool: BaseTool) -> type[BaseModel] | None:
+    """Every parameter of the tool, those the model does not see included."""
+    if isinstance(tool, ActionTool):
+        return tool.spec.params
+    schema = tool.args_schema
+    return schema if isinstance(schema, type) and issubclass(schema, BaseModel) else None

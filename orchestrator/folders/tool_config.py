@@ -1,0 +1,313 @@
+"""`tool_config.yaml`: what a drop-in folder declares about its tool."""
+
+from __future__ import annotations
+
+from pathlib import Path, PurePosixPath
+from typing import Annotated, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    JsonValue,
+    Tag,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from orchestrator.errors import ToolConfigError, validation_problems
+from orchestrator.folders.files import read_regular
+from orchestrator.folders.mcp_config import McpServerConfig
+from orchestrator.folders.safe_yaml import load_bounded
+
+CONFIG_FILE = "tool_config.yaml"
+# Tool names become part of function names the model calls (`<name>_<action>`, at most 64).
+NAME_PATTERN = r"^[a-z][a-z0-9_]{0,39}$"
+MAX_CONFIG_BYTES = 1024 * 1024
+MAX_TIMEOUT_SECONDS = 24 * 3600.0  # a call that may take longer belongs in a job queue
+ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
+
+
+Inherit = Literal["inherit", "local"]
+# What the parent's choice may be called: `inherit`, or `parent` (the older spelling).
+INHERIT_WORDS = {"inherit": "inherit", "parent": "inherit", "local": "local"}
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+
+
+class _Override(BaseModel):
+    """`inherit` (the parent's, the default) or `{inherit: local, ...}` (this folder's own)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    inherit: Inherit = "inherit"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _plain_word(cls, value: object) -> object:
+        # `llm: inherit` as well as `llm: {inherit: inherit}`; `parent` is a synonym.
+        if isinstance(value, str):
+            value = {"inherit": value}
+        if isinstance(value, dict) and isinstance(value.get("inherit"), str):
+            word = value["inherit"]
+            value = {**value, "inherit": INHERIT_WORDS.get(word, word)}
+        return value
+
+    @property
+    def local(self) -> bool:
+        """True when the folder sets its own value instead of its parent's."""
+        return self.inherit == "local"
+
+    def _only_when_local(self, *names: str) -> None:
+        given = [name for name in names if getattr(self, name) is not None]
+        if given and not self.local:
+            raise ValueError(f"`{given[0]}` is used only with `inherit: local`")
+
+
+class ModelOverride(_Override):
+    """Which chat model an agent-type tool runs: its parent's, or one of its own."""
+
+    model: str | None = Field(default=None, description="`provider:model`, as ORCHESTRATOR_MODEL.")
+    base_url: str | None = None
+    api_key_env: str | None = Field(
+        default=None,
+        pattern=ENV_NAME,
+        description="Name of the environment variable holding the API key.",
+    )
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    streaming: bool | None = Field(
+        default=None,
+        description="false: whole replies, for servers that cannot stream tool calls "
+        "(default: as ORCHESTRATOR_MODEL_STREAMING).",
+    )
+
+    @model_validator(mode="after")
+    def _local_names_a_model(self) -> ModelOverride:
+        if self.local and not self.model:
+            raise ValueError("`model` is required when inherit is local")
+        self._only_when_local("model", "base_url", "api_key_env", "temperature", "streaming")
+        return self
+
+
+class DatabaseOverride(_Override):
+    """Which database a folder's tools (and those below it) use: its parent's, or their own.
+
+    The URL is given directly (`url`) or by the name of an environment variable
+    holding it (`url_env`: keeps a password out of the file); `app_url_env` may
+    name the application role's login, as `DATABASE_APP_URL` does.
+    """
+
+    url: str | None = Field(default=None, description="postgresql://USER:PASSWORD@HOST/DATABASE")
+    url_env: str | None = Field(default=None, pattern=ENV_NAME)
+    app_url_env: str | None = Field(default=None, pattern=ENV_NAME)
+
+    @field_validator("url")
+    @classmethod
+    def _postgresql(cls, value: str | None) -> str | None:
+        scheme = (value or "").partition("://")[0].partition("+")[0]
+        if value is not None and scheme not in ("postgresql", "postgres"):
+            raise ValueError("must be a postgresql:// URL")  # not echoed: it may hold a password
+        return value
+
+    @model_validator(mode="after")
+    def _local_names_a_database(self) -> DatabaseOverride:
+        if self.local and (self.url is None) == (self.url_env is None):
+            raise ValueError("inherit: local needs one of `url` and `url_env`")
+        self._only_when_local("url", "url_env", "app_url_env")
+        return self
+
+
+class LimitsOverride(BaseModel):
+    """The limits a folder sets for its own level and those below; each unset one is inherited."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_iterations: int | None = Field(default=None, ge=1, le=100)
+    max_result_chars: int | None = Field(default=None, ge=200)
+    timeout_seconds: float | None = Field(
+        default=None, gt=0, le=MAX_TIMEOUT_SECONDS, allow_inf_nan=False
+    )
+    inline_budget_seconds: float | None = Field(
+        default=None, ge=0, le=MAX_TIMEOUT_SECONDS, allow_inf_nan=False
+    )
+
+
+class FixedValue(BaseModel):
+    """A parameter the configuration sets: the model neither sees nor sets it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    value: JsonValue
+
+
+def _choice_kind(value: object) -> str | None:
+    if value == "ai":
+        return "ai"
+    return "value" if isinstance(value, dict | FixedValue) else None
+
+
+# Per parameter of the tool: `ai` (the model sets it) or `{value: ...}` (fixed); see `folders.scope`.
+ParameterChoice = Annotated[
+    Annotated[Literal["ai"], Tag("ai")] | Annotated[FixedValue, Tag("value")],
+    Discriminator(
+        _choice_kind,
+        custom_error_type="parameter_choice",
+        custom_error_message="must be `ai` or `{value: ...}`",
+    ),
+]
+
+
+class ToolConfig(BaseModel):
+    """The validated content of a `tool_config.yaml`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=NAME_PATTERN)
+    description: str = Field(min_length=1)
+    version: str = Field(min_length=1)
+    kind: Literal["tool", "agent"] = Field(
+        default="tool",
+        description="`agent`: an AgentTool over its src/sub_graphs/ (no entry point: no Python).",
+    )
+    instructions: str | None = Field(
+        default=None,
+        min_length=1,
+        description="An agent's system prompt ({name} and {description} are filled in).",
+    )
+    entry_point: str | None = None
+    class_name: str | None = None
+    config: dict[str, JsonValue] = Field(default_factory=dict)
+    capabilities: list[str] = Field(default_factory=list)
+    llm: ModelOverride = Field(default_factory=ModelOverride)
+    db: DatabaseOverride = Field(default_factory=DatabaseOverride)
+    limits: LimitsOverride = Field(default_factory=LimitsOverride)
+    log_level: LogLevel | None = Field(
+        default=None, description="Of the folder's package logger, and those below it."
+    )
+    timeout_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        le=MAX_TIMEOUT_SECONDS,
+        allow_inf_nan=False,
+        description="Of each call; when not set, the level's `limits.timeout_seconds`.",
+    )
+    max_retries: int = Field(default=0, ge=0, le=10)
+    requires_approval: bool = Field(
+        default=False, description="Every call of every action needs the person's decision first."
+    )
+    sensitive_actions: list[str] = Field(
+        default_factory=list,
+        description="Actions (by name) whose every call needs the person's decision first.",
+    )
+    background: bool = False
+    max_cost_usd: float | None = Field(
+        default=None,
+        gt=0,
+        allow_inf_nan=False,
+        description=(
+            "Most one call may cost, in dollars: a call that would pass a budget with it does "
+            "not start, and a call billed more stops the turn."
+        ),
+    )
+    idempotent: bool = Field(
+        default=False, description="Safe to run again: re-queued after a crash, not failed."
+    )
+    metadata: dict[str, JsonValue] = Field(default_factory=dict)
+    parameters: dict[str, ParameterChoice] = Field(
+        default_factory=dict,
+        description="Who sets each named parameter of the tool's actions: `ai` or `{value: ...}`.",
+    )
+    mcp: McpServerConfig | None = Field(
+        default=None, description="The folder is an MCP server: how to launch or reach it."
+    )
+
+    @field_validator("version", mode="before")
+    @classmethod
+    def _version_as_text(cls, value: object) -> object:
+        # YAML reads `version: 1.0` as a float.
+        return str(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _upper_log_level(cls, value: object) -> object:
+        return value.upper() if isinstance(value, str) else value
+
+    @field_validator("entry_point")
+    @classmethod
+    def _entry_point_inside_folder(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        path = PurePosixPath(value)
+        if path.is_absolute() or ".." in path.parts or path.suffix != ".py":
+            raise ValueError("must be a relative .py path inside the folder")
+        return value
+
+    @model_validator(mode="after")
+    def _mcp_server_has_no_code(self) -> ToolConfig:
+        if self.mcp is not None:
+            code = ("entry_point", "class_name", "instructions")
+            given = [name for name in code if getattr(self, name)]
+            if self.kind != "tool" or given:
+                what = f"`{given[0]}`" if given else "`kind: agent`"
+                raise ValueError(
+                    f"an MCP server folder (`mcp:`) has no {what}: its tools are the server's"
+                )
+        return self
+
+    @property
+    def entry_file(self) -> str:
+        """The module file that holds the tool class."""
+        return self.entry_point or f"{self.name}_tool.py"
+
+    @property
+    def entry_optional(self) -> bool:
+        """True for a folder that may have no Python at all: an MCP server, or a
+        `kind: agent` folder naming no entry point."""
+        return self.mcp is not None or (self.kind == "agent" and self.entry_point is None)
+
+
+def load_tool_config(path: Path) -> ToolConfig:
+    """Read and validate one `tool_config.yaml`."""
+    try:
+        data = read_regular(path, limit=MAX_CONFIG_BYTES)
+    except OSError as error:
+        raise ToolConfigError(f"{path}: cannot read: {error}") from None
+    return parse_tool_config(data, source=str(path))
+
+
+def parse_tool_config(data: bytes, *, source: str = CONFIG_FILE) -> ToolConfig:
+    """Validate a `tool_config.yaml` from its bytes (those that were hashed and approved).
+
+    Problems name `source` and, for YAML, the line and column (counted from 1).
+    """
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ToolConfigError(f"{source}: larger than {MAX_CONFIG_BYTES:,} bytes")
+    try:
+        raw = load_bounded(data.decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise ToolConfigError(f"{source}: cannot read: {error}") from None
+    except yaml.YAMLError as error:
+        raise ToolConfigError(_yaml_problem(error, source=source)) from None
+    if not isinstance(raw, dict):
+        raise ToolConfigError(f"{source}: expected a mapping of fields, found {type(raw).__name__}")
+    try:
+        return ToolConfig.model_validate(raw)
+    except ValidationError as error:
+        raise ToolConfigError(f"{source}: {validation_problems(error)}") from None
+
+
+def _yaml_problem(error: yaml.YAMLError, *, source: str) -> str:
+    """`tool_config.yaml line 3, column 34: invalid YAML: <what>`, on one line."""
+    mark = getattr(error, "problem_mark", None)
+    problem = getattr(error, "problem", None)
+    if mark is None or not problem:
+        return f"{source}: invalid YAML: {_one_line(str(error))}"
+    context = getattr(error, "context", None)
+    what = f"{_one_line(problem)} ({_one_line(context)})" if context else _one_line(problem)
+    return f"{source} line {mark.line + 1}, column {mark.column + 1}: invalid YAML: {what}"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())

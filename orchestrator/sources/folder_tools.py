@@ -1,0 +1,217 @@
+"""Tool folders as a tool source: the approved folders of one level, agents with the levels below.
+
+Each folder runs at its own level (see `levels`): its parent's model, database,
+limits and log level unless its `tool_config.yaml` sets its own. An agent's
+graph is built by the host's `GraphFactory`, so this package needs nothing of
+the graph, the model providers or the store.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from langchain_core.tools import BaseTool
+
+from orchestrator.errors import ConfigError, ToolLoadError
+from orchestrator.folders.approvals import ApprovalStore, Ask, Reviewed, review_folders
+from orchestrator.folders.discovery import CHILDREN_DIR, FolderNode, ToolFolder
+from orchestrator.folders.importer import package_name
+from orchestrator.folders.loader import load_tool, visible_sources
+from orchestrator.folders.scope import resolve_scopes
+from orchestrator.folders.skipped import report_skipped
+from orchestrator.folders.untrusted import printable
+from orchestrator.levels import LevelConfig
+from orchestrator.sources.adapter import langchain_tools
+from orchestrator.sources.folder_migrations import migrate_folder
+from orchestrator.sources.level_resolver import LevelResolver
+from orchestrator.sources.mcp.clients import AskServer, McpClients
+from orchestrator.tools.agent import AgentTool, GraphFactory
+from orchestrator.tools.base import Tool, ToolContext
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from orchestrator.folders.tool_config import ToolConfig
+    from orchestrator.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+NOT_STARTED = "MCP server %s: not started here (only Orchestrator.start, asynchronous, starts them)"
+
+__all__ = ["FolderSource", "LoadedTool", "visible_sources"]
+
+
+@dataclass
+class LoadedTool:
+    """An approved folder's tool, with its own loaded sub-tools if it is an agent."""
+
+    folder: ToolFolder
+    tool: Tool | None  # None for an MCP server's folder: its tools are the server's
+    children: list[LoadedTool] = field(default_factory=list)
+    langchain: list[BaseTool] = field(default_factory=list)
+    unapproved_children: list[str] = field(default_factory=list)  # names, for the user
+    level: LevelConfig | None = None  # what it runs with (for an agent, its graph's level)
+
+
+class FolderSource:
+    """The approved tool folders of the settings' `sub_graphs` directory.
+
+    `open` asks `ask` about every new or changed folder (unless `reviewed`
+    holds the answers; without either, none is approved now), starts the MCP
+    servers of the approved ones and asks `ask_server` about their tool
+    definitions (see `sources.mcp.clients`), then imports the approved folders.
+    `load` does the same synchronously, for `Orchestrator.create`, but starts no
+    MCP server. `servers` may be given started already (see `McpClients.start`).
+    Its tools are those of the top-level folders; `loaded` is the
+    whole tree. A folder that cannot be used is logged and skipped.
+    """
+
+    name = "folders"
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        level: LevelConfig,
+        build_graph: GraphFactory,
+        ask: Ask | None = None,
+        reviewed: Reviewed | None = None,
+        ask_server: AskServer | None = None,
+        servers: McpClients | None = None,
+    ) -> None:
+        self.settings = settings
+        self.level = level
+        self.loaded: list[LoadedTool] = []
+        self.servers = servers
+        self._build_graph = build_graph
+        self._ask = ask
+        self._reviewed = reviewed
+        self._ask_server = ask_server
+        self._levels = LevelResolver(settings)
+        self._done = False
+
+    @property
+    def undecided_servers(self) -> list[str]:
+        """The keys of the MCP server folders whose tool definitions await the person's decision."""
+        return list(self.servers.undecided) if self.servers is not None else []
+
+    def load(self) -> list[LoadedTool]:
+        """Review the folders and import the approved ones, starting no MCP server (once)."""
+        if not self._done:
+            self._done = True
+            self._load_tree(self._review())
+        return self.loaded
+
+    async def open(self) -> None:
+        """Review the folders, start and pin the approved MCP servers, import the approved folders.
+
+        On this thread: the questions and the folders' imports belong to it.
+        """
+        if self._done:
+            return
+        self._done = True
+        reviewed = self._review()
+        self.servers = self.servers or McpClients.of(self.settings, reviewed)
+        await self.servers.open(self._ask_server)
+        self._load_tree(reviewed)
+
+    def tools(self) -> Sequence[BaseTool]:
+        """The tools of the top-level folders."""
+        return [tool for loaded in self.loaded for tool in loaded.langchain]
+
+    async def close(self) -> None:
+        """Stop the MCP servers and close the databases folders of their own opened."""
+        if self.servers is not None:
+            await self.servers.close()
+        await self._levels.close()
+
+    def _review(self) -> Reviewed:
+        return self._reviewed or review_folders(self.settings, self._ask or _nobody_answers)
+
+    def _load_tree(self, reviewed: Reviewed) -> None:
+        self.loaded = self._load_level(reviewed.tree.nodes, reviewed.approved, parent=self.level)
+
+    def _load_level(
+        self, nodes: list[FolderNode], approved: set[str], *, parent: LevelConfig
+    ) -> list[LoadedTool]:
+        loaded = []
+        for node in nodes:
+            if node.folder.key not in approved:
+                continue
+            try:
+                if node.folder.config.mcp is not None:
+                    loaded.extend(self._load_server(node.folder, parent=parent))
+                else:
+                    loaded.append(self._load(node, approved, parent=parent))
+            except (ToolLoadError, ConfigError) as error:
+                self._skipped(node.folder, error)
+        return loaded
+
+    def _skipped(self, folder: ToolFolder, error: ToolLoadError | ConfigError) -> None:
+        """Say why; a folder whose code cannot be loaded is not kept as approved."""
+        root = self.settings.sub_graphs_dir
+        report_skipped(logger, folder.path, str(error), sub_graphs_dir=root)
+        if isinstance(error, ToolLoadError):  # asked about again once it may work
+            ApprovalStore.of(self.settings).forget(folder.key)
+
+    def _load(self, node: FolderNode, approved: set[str], *, parent: LevelConfig) -> LoadedTool:
+        folder = node.folder
+        tool = load_tool(folder, sources=visible_sources(node, approved))
+        scopes = resolve_scopes(tool, folder.config.parameters)
+        level = self._levels.child(parent, folder.config, agent=isinstance(tool, AgentTool))
+        migrate_folder(folder, level.database)  # its tables, before it can use them
+        data_dir = _data_dir(self.settings.data_dir, folder.key)
+        tool.bind_context(ToolContext(data_dir=data_dir, database=level.database))
+        self._set_log_level(folder, level)
+        children: list[LoadedTool] = []
+        if isinstance(tool, AgentTool):
+            children = self._load_level(node.children, approved, parent=level)
+            prompt = tool.system_prompt(folder.config.instructions)
+            level = replace(level, system_prompt=prompt)
+            below = [t for child in children for t in child.langchain]
+            graph = self._build_graph(level, below, name=tool.name, system_prompt=prompt)
+            tool.attach(graph=graph, tools=below)
+        unapproved = [c.folder.name for c in node.children if c.folder.key not in approved]
+        config = call_config(folder.config, level)
+        tools = langchain_tools(tool, config=config, scopes=scopes, folder=folder.path)
+        return LoadedTool(folder, tool, children, tools, unapproved, level=level)
+
+    def _load_server(self, folder: ToolFolder, *, parent: LevelConfig) -> list[LoadedTool]:
+        """The folder of an MCP server whose definition is approved; none otherwise."""
+        if self.servers is None:  # `load`: nothing is started
+            logger.warning(NOT_STARTED, printable(folder.name))
+            return []
+        definition = self.servers.approved.get(folder.key)
+        if definition is None:  # not approved, or failed: said when it was settled
+            return []
+        from orchestrator.sources.mcp.tool import mcp_tools  # the SDK loads only for a server
+
+        level = self._levels.child(parent, folder.config, agent=False)
+        server = self.servers.server(folder.key)
+        config = call_config(folder.config, level)
+        tools = mcp_tools(server, definition, config=config, folder=folder.path)
+        return [LoadedTool(folder, None, langchain=tools, level=level)]
+
+    def _set_log_level(self, folder: ToolFolder, level: LevelConfig) -> None:
+        # Only a level a folder set (here or above): the rest follows the process's logging.
+        if level.log_level is not None and level.log_level != self.level.log_level:
+            logging.getLogger(package_name(folder.path)).setLevel(level.log_level)
+
+
+def call_config(config: ToolConfig, level: LevelConfig) -> ToolConfig:
+    """`config` with its calls' timeout: its own `timeout_seconds`, else the level's limit."""
+    if "timeout_seconds" in config.model_fields_set:
+        return config
+    return config.model_copy(update={"timeout_seconds": level.limits.timeout_seconds})
+
+
+def _nobody_answers(*_: object) -> None:
+    return None  # no one to ask: nothing new is approved now
+
+
+def _data_dir(data_dir: Path, key: str) -> Path:
+    # data/tools/assistant/mail for the folder sub_graphs/assistant/src/sub_graphs/mail
+    return data_dir / "tools" / key.replace(f"/{CHILDREN_DIR.as_posix()}/", "/")

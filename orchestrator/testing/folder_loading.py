@@ -1,0 +1,37 @@
+"""Loading a tool folder in its own tests, the way the host loads it (minus approval)."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from orchestrator.folders.discovery import ToolFolder, child_folders
+from orchestrator.folders.hashing import snapshot
+from orchestrator.folders.loader import ToolLoadError, import_tool
+from orchestrator.folders.tool_config import CONFIG_FILE, load_tool_config
+from orchestrator.store.engine import Database
+from orchestrator.tools.base import Tool, ToolContext
+
+
+def load_tool_folder(
+    path: Path, *, data_dir: Path | None = None, database: Database | None = None
+) -> Tool:
+    """Validate `path/tool_config.yaml`, import the entry point and build the tool.
+
+    The folder's own files are hashed and imported as the host does it (its
+    sub-tools' are not visible to it here).
+
+    The tool keeps its files in `data_dir` (a new temporary directory by default)
+    and its rows in `database`, if given.
+    """
+    config = load_tool_config(path / CONFIG_FILE)
+    taken = snapshot(path, exclude=child_folders(path))
+    folder = ToolFolder(
+        path=path, key=path.name, config=config, digest=taken.digest, sources=taken.sources
+    )
+    if folder.entry not in folder.sources:
+        raise ToolLoadError(f"entry point {config.entry_file} not found in {path}")
+    tool = import_tool(folder)
+    directory = data_dir or Path(tempfile.mkdtemp(prefix="tool-data-"))
+    tool.bind_context(ToolContext(data_dir=directory, database=database))
+    return tool

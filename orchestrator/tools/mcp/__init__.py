@@ -1,1 +1,0 @@
-"""MCP servers as tool folders: their sessions, pinned tool definitions and LangChain tools."""

@@ -1,1 +1,0 @@
-"""Tool dispatch as one pipeline of middleware (see `base`), and the middleware itself."""

@@ -1,1 +1,0 @@
-"""Tool sources: what a level's tools come from (see `ToolSource`)."""

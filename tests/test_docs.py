@@ -1,0 +1,146 @@
+"""Issue 28, item 6: the README is a front door, the manual is in docs/, and its links hold."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from itertools import pairwise
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+ARCHITECTURE = DOCS / "architecture.md"
+PACKAGE = ROOT / "orchestrator"
+
+
+def pages() -> list[Path]:
+    """The README and every page of the manual."""
+    return [README, *sorted(DOCS.glob("*.md"))]
+
+
+def tokens(page: Path) -> list[Token]:
+    return MarkdownIt("commonmark").enable("table").parse(page.read_text())
+
+
+def inline_children(page: Path) -> Iterator[Token]:
+    for token in tokens(page):
+        yield from token.children or ()
+
+
+def slug(heading: str) -> str:
+    """The anchor GitHub gives a heading: lower case, punctuation dropped, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def anchors(page: Path) -> set[str]:
+    """Every heading's anchor on the page (a repeated heading gets -1, -2, ... as on GitHub)."""
+    found: set[str] = set()
+    seen: dict[str, int] = {}
+    stream = tokens(page)
+    for opening, inline in pairwise(stream):
+        if opening.type != "heading_open":
+            continue
+        text = "".join(child.content for child in inline.children or ())
+        base = slug(text)
+        count = seen.get(base, 0)
+        seen[base] = count + 1
+        found.add(base if count == 0 else f"{base}-{count}")
+    return found
+
+
+def relative_links(page: Path) -> list[str]:
+    """The targets of the page's links that point into the repository (not code, not the web)."""
+    hrefs = [str(t.attrs["href"]) for t in inline_children(page) if t.type == "link_open"]
+    return [href for href in hrefs if not urlsplit(href).scheme and not href.startswith("//")]
+
+
+def broken_links(page: Path) -> list[str]:
+    """Each relative link of the page whose file or #anchor does not exist, with why."""
+    broken = []
+    for href in relative_links(page):
+        parts = urlsplit(href)
+        target = (page.parent / unquote(parts.path)).resolve() if parts.path else page
+        if not target.exists():
+            broken.append(f"{page.name}: {href} (no such file)")
+        elif parts.fragment and target.suffix == ".md" and parts.fragment not in anchors(target):
+            broken.append(f"{page.name}: {href} (no such heading in {target.name})")
+    return broken
+
+
+def packages() -> list[str]:
+    """Every package under orchestrator/, as its path from there (`tools/mcp`)."""
+    return sorted(
+        init.parent.relative_to(PACKAGE).as_posix()
+        for init in PACKAGE.rglob("__init__.py")
+        if init.parent != PACKAGE and "__pycache__" not in init.parts
+    )
+
+
+def test_the_readme_is_a_front_door_of_at_most_200_lines():
+    text = README.read_text()
+    assert len(text.splitlines()) <= 200
+    for command in ("scripts/setup.sh", ".venv/bin/orchestrator chat", ".venv/bin/pytest"):
+        assert command in text, command
+
+
+def test_the_readme_names_every_benchmark():
+    benchmarks = sorted(path.name for path in (ROOT / "scripts").glob("bench_*.py"))
+    assert benchmarks, "the repository ships benchmarks"
+    missing = [name for name in benchmarks if f"scripts/{name}" not in README.read_text()]
+    assert missing == []
+
+
+def test_the_readme_links_every_page_of_the_manual():
+    assert sorted(DOCS.glob("*.md")), "the manual is in docs/"
+    linked = {(README.parent / urlsplit(href).path).resolve() for href in relative_links(README)}
+    assert [page.name for page in sorted(DOCS.glob("*.md")) if page.resolve() not in linked] == []
+
+
+def test_every_relative_link_resolves():
+    assert len(pages()) > 1, "the manual is in docs/"
+    assert [problem for page in pages() for problem in broken_links(page)] == []
+
+
+def test_the_link_check_finds_a_missing_file_and_a_missing_heading(tmp_path: Path):
+    (tmp_path / "other.md").write_text("# The `tool_config.yaml` reference\n\n## Asking you\n")
+    page = tmp_path / "page.md"
+    page.write_text(
+        "# Here\n\n[ok](other.md#the-tool_configyaml-reference) [ok](other.md#asking-you)"
+        " [ok](#here) [web](https://example.com/x.md) `[code](nowhere.md)`\n\n"
+        "[gone](missing.md) [no heading](other.md#asking) [not here](#there)\n"
+    )
+
+    assert broken_links(page) == [
+        "page.md: missing.md (no such file)",
+        "page.md: other.md#asking (no such heading in other.md)",
+        "page.md: #there (no such heading in page.md)",
+    ]
+
+
+def test_the_architecture_page_names_every_package():
+    found = packages()
+    assert "cli" in found and "store" in found, found
+    text = ARCHITECTURE.read_text()
+    unnamed = [name for name in found if not re.search(rf"(?<![\w/]){re.escape(name)}/", text)]
+    assert unnamed == [], (
+        "docs/architecture.md's layout names every package, as its path: cli/, tools/mcp/"
+    )
+
+
+def test_the_architecture_page_says_the_layer_order_and_where_to_add_things():
+    text = ARCHITECTURE.read_text()
+    assert "## Layer order" in text and "## Where to add" in text
+    for thing in (
+        "tool middleware",
+        "model middleware",
+        "tool source",
+        "command",
+        "shipped agent",
+        "table",
+    ):
+        assert f"| a {thing}" in text, thing
