@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from orchestrator.errors import (
     BudgetExceededError,
+    ComponentMigrationError,
     ConfigError,
     DatabaseUnavailableError,
     DeveloperError,
@@ -95,6 +96,7 @@ __all__ = [
     "ToolError",
     "ToolFolderError",
     "ToolLoadError",
+    "ComponentMigrationError",
     "ToolResult",
     "TransientToolError",
     "TurnResult",

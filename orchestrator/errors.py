@@ -241,6 +241,7 @@ __all__ = [
     "ToolError",
     "ToolFolderError",
     "ToolLoadError",
+    "ComponentMigrationError",
     "TransientToolError",
     "UnknownToolError",
     "UserError",
