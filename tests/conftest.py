@@ -81,12 +81,15 @@ def _in_fast_lane(item: pytest.Item) -> bool:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
+    PROCESS_WATCH.stop()  # an earlier test whose setup failed never reached its call
     if _in_fast_lane(item):
         PROCESS_WATCH.start()
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    if not _in_fast_lane(item):
+        return (yield)
     try:
         result = yield
     finally:
