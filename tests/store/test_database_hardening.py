@@ -108,6 +108,8 @@ def test_no_login_without_its_password(own_server: tuple[Path, str], role: str |
         psycopg.connect(make_url(url).set(password="guessed").render_as_string(hide_password=False)).close()
 
 
+@pytest.mark.db
+@pytest.mark.process
 def test_the_application_logs_in_as_no_superuser(own_server: tuple[Path, str]) -> None:
     data_dir, url = own_server
     with psycopg.connect(url, autocommit=True) as connection:
@@ -119,6 +121,8 @@ def test_the_application_logs_in_as_no_superuser(own_server: tuple[Path, str]) -
     assert "trust" not in hba and "scram-sha-256" in hba
 
 
+@pytest.mark.db
+@pytest.mark.process
 def test_the_secrets_are_kept_private(own_server: tuple[Path, str]) -> None:
     data_dir, url = own_server
     secrets = data_dir / PGDATA / "orchestrator-secrets"
