@@ -2,7 +2,7 @@
 
     .venv/bin/python scripts/bench_turn.py [--pairs 50] [--count-turns 20]
         [--sessions 50] [--turns 10] [--rounds 2] [--startup-rounds 7]
-        [--embeddings auto] [--peer agent] [--only stored,counts,throughput,startup]
+        [--embeddings auto] [--peer rag] [--only stored,counts,throughput,startup]
         [--detail]
 
 A quick look: `--pairs 20 --count-turns 10 --sessions 10 --turns 5
@@ -26,14 +26,17 @@ answer) and the same no-op tool, durability `sync` for both:
   do not wait.
 - the peer: `langgraph.prebuilt.create_react_agent` compiled with LangGraph's
   stock `AsyncPostgresSaver` over a psycopg pool of the size ours uses,
-  `ainvoke(..., durability="sync")`. With `--peer rag` it has what ours adds
-  for RAG, built the way LangGraph documents it: a `pre_model_hook` that
-  searches LangGraph's `AsyncPostgresStore` (same database, indexed with our
-  embedding model, the same instance) for the user's five nearest messages of
-  other sessions and shows them to the model, and after each turn the user's
-  message and the answer put into the store (not awaited by the turn, like our
-  background embedding; settled untimed as ours). Not the issue's figure: it
-  compares like with like, for the decision the default figure leaves open.
+  `ainvoke(..., durability="sync")`. By default (`--peer rag`) it has what
+  ours adds for RAG, built the way LangGraph documents it, so like is compared
+  with like: a `pre_model_hook` that searches LangGraph's
+  `AsyncPostgresStore` (same database, indexed with our embedding model, the
+  same instance) for the user's five nearest messages of other sessions and
+  shows them to the model, and after each turn the user's message and the
+  answer put into the store (not awaited by the turn, like our background
+  embedding; settled untimed as ours). It needs embeddings on both sides.
+  `--peer bare` leaves the peer without retrieval (the agent and checkpointer
+  alone): ours then pays for RAG and the peer does not; that is the figure to
+  use with `--embeddings none`.
 
 Five warm-up turns each first. Timed and counted turns run in sessions of 10
 turns (a session's first turn claims it), the same on both sides. Figures
@@ -69,7 +72,8 @@ turns (a session's first turn claims it), the same on both sides. Figures
   langchain_openai"`, alternated, median of `--startup-rounds` paired
   ratios. Target ≤ 1.2.
 
-The machine's speed cancels out of every ratio; nothing is asserted.
+The machine's speed cancels out of every ratio; nothing is asserted. The JSON
+line starts with `"peer"`: which peer the figures were measured against.
 """
 
 from __future__ import annotations
@@ -532,7 +536,10 @@ async def measure_in_process(
     embedder = storage.embedder
     if options.peer == "rag" and embedder is None:
         await storage.close()
-        raise SystemExit("--peer rag needs embeddings on both sides: not --embeddings none")
+        raise SystemExit(
+            "The peer's retrieval (--peer rag, the default) needs embeddings on both sides: "
+            "install the local extra, or compare with --peer bare."
+        )
     rag_with = embedder.embeddings if options.peer == "rag" and embedder is not None else None
     peer, pool = await peer_side(logins["peer"], rag_with=rag_with)
     print(f"embeddings: {options.embeddings} ({'none' if embedder is None else embedder.vectors_name})")
@@ -566,11 +573,16 @@ def main() -> None:
     parser.add_argument("--startup-rounds", type=int, default=7)
     parser.add_argument("--embeddings", default=default_embeddings, help="ours: auto, local, none")
     parser.add_argument(
-        "--peer", choices=("agent", "rag"), default="agent", help="rag: the peer retrieves context too"
+        "--peer",
+        choices=("rag", "bare"),
+        default="rag",
+        help="rag: the peer retrieves context as ours does (like with like); bare: it does not",
     )
     parser.add_argument("--only", default=",".join(PHASES), help="some of: " + ",".join(PHASES))
     parser.add_argument("--detail", action="store_true", help="statements per turn by kind")
     options = parser.parse_args()
+    if options.peer == "rag" and options.embeddings == "none":
+        parser.error("--embeddings none leaves nothing for the peer's retrieval: add --peer bare")
     options.only = set(options.only.split(","))
     for name in [n for n in os.environ if n.startswith(HIDDEN_ENV)]:
         del os.environ[name]  # the product's defaults, not the developer's settings
@@ -581,7 +593,7 @@ def main() -> None:
             figures = measure(options, home)
         finally:
             leave_embedded_server(home / "server")  # stopped before its directory goes
-    print(json.dumps(figures if options.peer == "agent" else {"peer": options.peer, **figures}))
+    print(json.dumps({"peer": options.peer, **figures}))
 
 
 def measure(options: argparse.Namespace, home: Path) -> dict[str, float | None]:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+import platform
 import sys
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 
 import psycopg
@@ -20,6 +21,90 @@ from orchestrator.store.migrations import upgrade
 from orchestrator.testing import ScriptedChatModel, block_remote_connections
 from orchestrator.testing.scripted import Step
 from tests.helpers import run_cli
+
+# Fixtures that stand on the embedded PostgreSQL: a test using any of them (directly or
+# through another fixture: `item.fixturenames` is the whole closure) is marked `db`.
+DB_FIXTURES = frozenset(
+    {"embedded_dir", "postgres_url", "database_logins", "database_url", "database", "cli"}
+)
+# What Python reports (sys.audit) when it starts a process, and how it names the program.
+PROCESS_EVENTS = frozenset(
+    {"subprocess.Popen", "os.posix_spawn", "os.spawn", "os.exec", "os.fork", "os.forkpty", "os.system"}
+)
+FAST_LANE = 'pytest -m "not db and not process"'
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark `db` every test whose fixtures reach the embedded PostgreSQL."""
+    for item in items:
+        if DB_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.db)
+
+
+class ProcessWatch:
+    """The processes started while an unmarked test runs (its setup and its call).
+
+    Unmarked tests are the fast lane: one that starts a process fails, naming the
+    program, so the `process` marks stay true without anyone keeping a list.
+    """
+
+    def __init__(self) -> None:
+        self.watching = False
+        self.started: list[str] = []
+
+    def __call__(self, event: str, args: tuple[object, ...]) -> None:
+        if event in PROCESS_EVENTS and self.watching:
+            self.started.append(_program(event, args))
+
+    def start(self) -> None:
+        self.started, self.watching = [], True
+
+    def stop(self) -> list[str]:
+        self.watching = False
+        return self.started
+
+
+def _program(event: str, args: tuple[object, ...]) -> str:
+    program = args[0] if args else None
+    if isinstance(program, (str, bytes, os.PathLike)):
+        return os.fsdecode(program)
+    return event  # os.fork and os.forkpty start a copy of this process
+
+
+PROCESS_WATCH = ProcessWatch()
+# The first platform.processor() runs `uname -p` and keeps its answer: asked here, it is no
+# process started by whichever test first builds a client that reports the platform.
+platform.processor()
+sys.addaudithook(PROCESS_WATCH)  # hooks cannot be removed; this one is idle unless watching
+
+
+def _in_fast_lane(item: pytest.Item) -> bool:
+    return item.get_closest_marker("db") is None and item.get_closest_marker("process") is None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    PROCESS_WATCH.stop()  # an earlier test whose setup failed never reached its call
+    if _in_fast_lane(item):
+        PROCESS_WATCH.start()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
+    if not _in_fast_lane(item):
+        return (yield)
+    try:
+        result = yield
+    finally:
+        started = PROCESS_WATCH.stop()
+    if started:
+        pytest.fail(
+            f"started {', '.join(sorted(set(started)))} but is not marked: mark it "
+            "@pytest.mark.process (or use a db fixture for the embedded PostgreSQL), "
+            f"so that {FAST_LANE} starts no process",
+            pytrace=False,
+        )
+    return result
 
 
 @pytest.fixture(autouse=True)
