@@ -244,8 +244,8 @@ async def test_an_edit_with_an_unknown_key_is_asked_again_naming_it(scripted):
 
 
 def test_ask_asks_again_for_an_edit_nested_too_deep(cli, tmp_path: Path):
-    from tests.helpers import server_env
     from tests.cli.test_answering_questions import asking_folder, lines_of
+    from tests.helpers import server_env
 
     _, tidied = asking_folder(tmp_path)
     deep = "[" * 100_000 + "]" * 100_000

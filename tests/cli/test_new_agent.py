@@ -11,6 +11,7 @@ from orchestrator.cli.scaffold import create_agent_folder
 from orchestrator.errors import UserError
 from orchestrator.folders.tool_config import load_tool_config
 from orchestrator.tools.agent import AgentTool
+from tests.helpers import run_cli
 
 
 def files_in(folder: Path) -> list[str]:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 import fcntl
 import json
 import os
@@ -17,6 +15,8 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 from orchestrator.store import Database
 from orchestrator.store.requests import request_history

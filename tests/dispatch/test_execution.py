@@ -22,8 +22,8 @@ from orchestrator.folders.tool_config import ToolConfig
 from orchestrator.sources.adapter import langchain_tools
 from orchestrator.testing import call_tools
 from orchestrator.tools import Tool, ToolRequest, ToolResult, action
-from tests.helpers import EventLog, make_session
 from tests.dispatch.test_background import Nothing
+from tests.helpers import EventLog, make_session
 
 
 class Flaky(Tool):

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import pytest
-
 import json
 import re
 from pathlib import Path
 
+import pytest
 from mcp.types import CallToolResult, TextContent
 
 from orchestrator.sources.mcp.content import tool_result

@@ -28,8 +28,8 @@ from orchestrator.store import Database
 from orchestrator.store.requests import request_history
 from orchestrator.testing import OpenAICompatibleServer
 from orchestrator.tools import Tool, ToolRequest, ToolResult, action
-from tests.helpers import PLACE, dispatcher, logged_context, run_call, server_env, start_and_kill
 from tests.dispatch.test_background import Nothing
+from tests.helpers import PLACE, dispatcher, logged_context, run_call, server_env, start_and_kill
 from tests.tool_folders import COUNTED_TOOL, GATED_TOOL, write_folder
 
 WAIT_STEPS = 2400  # polls of 50 ms: two minutes, far past any real wait
