@@ -99,6 +99,7 @@ def open_umask() -> Iterator[None]:
         os.umask(before)
 
 
+@pytest.mark.process  # the MCP fixture server
 async def test_the_data_directory_logs_and_approvals_are_private(tmp_path: Path, open_umask):
     from tests.mcp.test_folders import Person, fixture_folder, started
 
