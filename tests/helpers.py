@@ -78,7 +78,8 @@ def run_cli(
 def _invoke(
     args: Sequence[str], *, cwd: Path, stdin: str, env: dict[str, str]
 ) -> subprocess.CompletedProcess[str]:
-    from orchestrator.cli import app, tty_questions
+    from orchestrator.cli import app
+    from orchestrator.terminal import tty_questions
 
     # The command handles signals (main thread only): give pytest its own back afterwards.
     in_main = threading.current_thread() is threading.main_thread()

@@ -24,6 +24,7 @@ FORBIDDEN = {
     "sources": (*ASSEMBLY, "graph", "dispatch"),
     "dispatch": (*ASSEMBLY, "graph"),
     "graph": ASSEMBLY,
+    "terminal": ("cli",),
     "store": (*ASSEMBLY, "graph", "dispatch", "sources", "folders"),
     "llm": (*ASSEMBLY, "tools", "store", "graph", "dispatch", "sources", "folders"),
     "usage": (*ASSEMBLY, "tools", "store", "graph", "llm", "settings", "levels", "dispatch"),
@@ -79,3 +80,17 @@ def test_no_unit_imports_one_that_imports_it_back():
         f"{a} <-> {b}" for a, seen in imports.items() for b in seen if a < b and a in imports.get(b, ())
     )
     assert pairs == []
+
+
+def _lines(path: Path) -> int:
+    files = [path] if path.is_file() else list(path.rglob("*.py"))
+    return sum(len(f.read_text().splitlines()) for f in files)
+
+
+def test_no_unit_holds_more_than_a_fifth_of_the_package():
+    """A package or module past a fifth of the whole is several concerns in one room."""
+    total = _lines(PACKAGE)
+    units = [p for p in PACKAGE.iterdir() if p.suffix == ".py" or (p / "__init__.py").exists()]
+    sizes = {unit.name: _lines(unit) for unit in units}
+    assert sum(sizes.values()) == total
+    assert {name: size for name, size in sizes.items() if size > total / 5} == {}

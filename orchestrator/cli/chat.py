@@ -15,15 +15,15 @@ import typer
 from rich.markup import escape
 
 from orchestrator.cli.common import JsonOption, UserOption, err, identifier, out, user_errors
-from orchestrator.cli.signals import Interrupts
 from orchestrator.cli.startup import Startup, run_command
+from orchestrator.terminal.signals import Interrupts
 
 if TYPE_CHECKING:
-    from orchestrator.cli.questions import QuestionAsker
-    from orchestrator.cli.terminal import LineSource
     from orchestrator.runtime import Orchestrator
     from orchestrator.session import PendingQuestion, Session, TurnResult
     from orchestrator.tasks import BackgroundTask
+    from orchestrator.terminal.lines import LineSource
+    from orchestrator.terminal.questions import QuestionAsker
     from orchestrator.tools.hitl import Decision
 
 SessionOption = Annotated[
@@ -51,10 +51,10 @@ def chat(
         raise typer.BadParameter(ONE_SESSION)
 
     async def run(startup: Startup, runtime: Orchestrator) -> int:
-        from orchestrator.cli.questions import question_asker
         from orchestrator.cli.repl import ChatRepl
         from orchestrator.cli.session_commands import chosen_session
         from orchestrator.cli.terminal_turn import resume_turn
+        from orchestrator.terminal.questions import question_asker
 
         lines, on_terminal = _line_source(startup)
         chosen = await chosen_session(
@@ -113,8 +113,8 @@ def ask(
         text = message_to_send(text, answers_from_stdin=answers_from_stdin)
 
     async def run(startup: Startup, runtime: Orchestrator) -> int:
-        from orchestrator.cli.questions import question_asker
         from orchestrator.cli.session_commands import chosen_session
+        from orchestrator.terminal.questions import question_asker
 
         chosen = await chosen_session(
             runtime, user, session_id=session, latest=False, pick=False, lines=None
@@ -157,8 +157,8 @@ async def _rendered_answers(
     session: Session, questions: list[PendingQuestion], asker: QuestionAsker
 ) -> TurnResult | None:
     """Answer `questions` (end of input rejects), resuming with live output; None on failure."""
-    from orchestrator.cli.questions import answer_until_done
     from orchestrator.cli.terminal_turn import rendered_answer
+    from orchestrator.terminal.questions import answer_until_done
 
     def resume(decisions: dict[str, Decision]) -> Awaitable[TurnResult | None]:
         return rendered_answer(session, decisions, out=out, err=err)
@@ -223,7 +223,7 @@ async def _quiet_answers(
     session: Session, questions: list[PendingQuestion], asker: QuestionAsker
 ) -> TurnResult | None:
     """Answer `questions` (end of input rejects), resuming without live output; the turn's end."""
-    from orchestrator.cli.questions import answer_until_done
+    from orchestrator.terminal.questions import answer_until_done
 
     async def resume(decisions: dict[str, Decision]) -> TurnResult:
         return await session.answer(decisions)
@@ -312,7 +312,7 @@ async def _wait_for_tasks(runtime: Orchestrator, session: Session) -> None:
 def _line_source(startup: Startup) -> tuple[LineSource, bool]:
     """Where chat lines come from, and whether that is the terminal's line editor."""
     from orchestrator.cli.repl import COMMANDS
-    from orchestrator.cli.terminal import PipedLines, TerminalLines
+    from orchestrator.terminal.lines import PipedLines, TerminalLines
 
     if sys.stdin.isatty() and out.is_terminal:
         history = startup.settings.data_dir / HISTORY_FILE

@@ -11,7 +11,6 @@ import logging
 import sys
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -24,7 +23,6 @@ from orchestrator.folders.untrusted import printable
 from orchestrator.settings import Settings, load_settings, misspelled_settings
 
 if TYPE_CHECKING:
-    from orchestrator.folders.discovery import ToolFolder
     from orchestrator.store.engine import Database
 
 out = Console(soft_wrap=True)
@@ -51,7 +49,6 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object.
 
 # How much of a folder's description the approval prompt shows: the lines after it
 # (capabilities, path) must stay on the screen.
-DESCRIPTION_CHARS = 500
 
 
 def settings_or_exit() -> Settings:
@@ -109,47 +106,8 @@ def with_database(command: Callable[[Database], Awaitable[None]]) -> None:
         asyncio.run(run())
 
 
-def one_line(text: str, limit: int = 100) -> str:
-    """`text` flattened to one line of at most `limit` characters."""
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-def display_path(path: Path) -> str:
-    """`path` relative to the working directory when it is below it."""
-    try:
-        return str(path.resolve().relative_to(Path.cwd()))
-    except ValueError:
-        return str(path)
 
 
-def describe_folder(folder: ToolFolder) -> str:
-    """Name, version, description, capabilities and path of a tool folder (rich markup).
 
-    Every part comes from the folder, so each is shown escaped, on a line of its own:
-    nothing in a description can pass for the capabilities or the path.
-    """
-    capabilities = ", ".join(shown(c) for c in folder.config.capabilities) or "none declared"
-    description = one_line(folder.config.description, DESCRIPTION_CHARS)
-    server = folder.config.mcp
-    if server is not None:  # approving it starts this: it is said before anything else
-        what = server.url or " ".join([server.command or "", *server.args])
-        capabilities += f"\n  MCP server: {'connects to' if server.url else 'runs'} {shown(what)}"
-    from orchestrator.cli.folder_reach import reach_lines  # it imports `shown` from here
-
-    reach = "".join(f"\n{line}" for line in reach_lines(folder.config))
-    return (
-        f"[bold]{shown(folder.name)}[/bold] {shown(folder.config.version)}\n"
-        f"  {shown(description)}\n"
-        f"  capabilities: {capabilities}{reach}\n"
-        f"  path: {shown(display_path(folder.path))}"
-    )
-
-
-def shown(text: str) -> str:
-    """Untrusted text as rich markup that prints verbatim, on one line.
-
-    No markup, and no control or format characters (escape sequences, newlines,
-    bidirectional overrides): each is written as its escape, e.g. `\\x1b`.
-    """
-    return escape(printable(text))

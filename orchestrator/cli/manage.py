@@ -14,13 +14,9 @@ from rich.markup import escape
 from orchestrator.cli.common import (
     JsonOption,
     UserOption,
-    describe_folder,
-    display_path,
     err,
-    one_line,
     out,
     settings_or_exit,
-    shown,
     user_errors,
     with_database,
 )
@@ -28,6 +24,7 @@ from orchestrator.cli.scaffold import Kind, children_directory, create_agent_fol
 from orchestrator.errors import ConfigError, UserError
 from orchestrator.folders.approvals import ApprovalStore, discover_approved_first
 from orchestrator.folders.discovery import Discovery, ToolFolder, walk
+from orchestrator.terminal.text import describe_folder, display_path, one_line, shown
 
 if TYPE_CHECKING:
     from orchestrator.store.engine import Database

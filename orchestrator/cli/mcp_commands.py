@@ -15,18 +15,11 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from orchestrator.cli.common import (
-    display_path,
-    err,
-    identifier,
-    out,
-    settings_or_exit,
-    shown,
-    user_errors,
-)
+from orchestrator.cli.common import err, identifier, out, settings_or_exit, user_errors
 from orchestrator.cli.startup import DatabaseStart, Startup, run_command
 from orchestrator.errors import UserError
 from orchestrator.settings import Settings
+from orchestrator.terminal.text import display_path, shown
 
 if TYPE_CHECKING:
     from orchestrator.runtime import Orchestrator

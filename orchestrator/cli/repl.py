@@ -12,14 +12,7 @@ from langchain_core.tools import BaseTool
 from rich.console import Console
 from rich.markup import escape
 
-from orchestrator.cli.answers import show_questions
-from orchestrator.cli.common import display_path, shown
 from orchestrator.cli.cost import cost_table, show_turn_cost
-from orchestrator.cli.invocation import command_name
-from orchestrator.cli.questions import AnswerChannel, QuestionAsker, answer_until_done
-from orchestrator.cli.render import answer_text, shown_name
-from orchestrator.cli.signals import Interrupts
-from orchestrator.cli.terminal import LineSource, quiet_keyboard
 from orchestrator.cli.terminal_turn import (
     failure_line,
     recover_from,
@@ -31,6 +24,13 @@ from orchestrator.runtime import Orchestrator
 from orchestrator.session import PendingQuestion, Session, TurnResult
 from orchestrator.sources.folder_tools import LoadedTool
 from orchestrator.tasks import BackgroundTask
+from orchestrator.terminal.answers import show_questions
+from orchestrator.terminal.invocation import command_name
+from orchestrator.terminal.lines import LineSource, quiet_keyboard
+from orchestrator.terminal.questions import AnswerChannel, QuestionAsker, answer_until_done
+from orchestrator.terminal.render import answer_text, shown_name
+from orchestrator.terminal.signals import Interrupts
+from orchestrator.terminal.text import display_path, shown
 from orchestrator.tools.hitl import Decision
 
 HELP = """\

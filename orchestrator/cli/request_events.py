@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from orchestrator.cli.common import one_line, shown
 from orchestrator.store.requests import RequestEvent
+from orchestrator.terminal.text import one_line, shown
 
 # Status words are the log's own; a detail (a question, a decision, edited
 # arguments as JSON) is cut to one line of this many characters.

@@ -15,13 +15,14 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from orchestrator.cli.common import JsonOption, UserOption, err, one_line, out, shown, with_database
+from orchestrator.cli.common import JsonOption, UserOption, err, out, with_database
+from orchestrator.terminal.text import one_line, shown
 
 if TYPE_CHECKING:
-    from orchestrator.cli.terminal import LineSource
     from orchestrator.runtime import Orchestrator
     from orchestrator.store.engine import Database
     from orchestrator.store.session_list import SessionSummary
+    from orchestrator.terminal.lines import LineSource
 
 sessions_app = typer.Typer(no_args_is_help=True, help="Your sessions: list them, to go on with one.")
 

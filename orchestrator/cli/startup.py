@@ -27,14 +27,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from orchestrator.cli.common import display_path, err, fail, settings_or_exit, shown, user_errors
-from orchestrator.cli.prompt_history import FolderHistory
-from orchestrator.cli.server_prompt import ServerPrompt
-from orchestrator.cli.signals import HANDLED, Interrupts, exit_on_signals, ignore_exit_signals
-from orchestrator.cli.tty_questions import ApprovalPrompt, person_terminal
+from orchestrator.cli.common import err, fail, settings_or_exit, user_errors
 from orchestrator.errors import UserError
 from orchestrator.folders.approvals import Reviewed, review_folders
 from orchestrator.settings import Settings
+from orchestrator.terminal.prompt_history import FolderHistory
+from orchestrator.terminal.server_prompt import ServerPrompt
+from orchestrator.terminal.signals import HANDLED, Interrupts, exit_on_signals, ignore_exit_signals
+from orchestrator.terminal.text import display_path, shown
+from orchestrator.terminal.tty_questions import ApprovalPrompt, person_terminal
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel

@@ -13,9 +13,9 @@ from contextlib import suppress
 from rich.console import Console
 from rich.markup import escape
 
-from orchestrator.cli.render import TurnRenderer
 from orchestrator.errors import UserError
 from orchestrator.session import EventHandler, PendingQuestion, Session, TurnResult
+from orchestrator.terminal.render import TurnRenderer
 from orchestrator.tools.hitl import Decision
 
 logger = logging.getLogger(__name__)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from orchestrator.cli.common import display_path, one_line, out, shown
+from orchestrator.cli.common import out
 from orchestrator.cli.tool_show_actions import action_lines, folder_actions
 from orchestrator.cli.tool_show_mcp import definitions_line, kind_lines, mcp_report
 from orchestrator.errors import ToolLoadError
@@ -26,6 +26,7 @@ from orchestrator.folders.level_view import ORCHESTRATOR, LevelView, Sourced, de
 from orchestrator.levels import LIMIT_NAMES
 from orchestrator.llm.endpoints import model_endpoint
 from orchestrator.settings import env_name, env_value, hide_passwords
+from orchestrator.terminal.text import display_path, one_line, shown
 from orchestrator.usage.money import usd
 
 if TYPE_CHECKING:

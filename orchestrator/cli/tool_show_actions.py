@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from orchestrator.cli.common import one_line, shown
 from orchestrator.errors import ToolLoadError
 from orchestrator.folders.sensitivity import SensitivityRules, sensitive_actions
+from orchestrator.terminal.text import one_line, shown
 
 if TYPE_CHECKING:
     from pydantic import BaseModel

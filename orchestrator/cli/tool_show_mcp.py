@@ -15,12 +15,12 @@ import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from orchestrator.cli.common import display_path, shown
 from orchestrator.cli.tool_show_actions import BY_CONFIG, BY_MODEL, first_line, parameter
 from orchestrator.errors import ToolLoadError
 from orchestrator.folders.sensitivity import SensitivityRules
 from orchestrator.settings import hide_passwords
 from orchestrator.sources.mcp.pins import pinned
+from orchestrator.terminal.text import display_path, shown
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

@@ -32,7 +32,7 @@ from orchestrator.store.models import messages
 from orchestrator.store.numbers import Numbers
 
 if TYPE_CHECKING:
-    from orchestrator.store.model_process import ModelProcess
+    from orchestrator.llm.model_process import ModelProcess
 
 logger = logging.getLogger(__name__)
 Result = TypeVar("Result")
@@ -111,7 +111,7 @@ class LocalMiniLMEmbeddings(Embeddings):
         with self._lock:
             if self._model is None or not self._model.alive:
                 self._model = None  # not loaded while it starts again
-                from orchestrator.store.model_process import ModelProcess
+                from orchestrator.llm.model_process import ModelProcess
 
                 self._model = ModelProcess(batch_size=self.batch_size, keep_in=self.keep_in)
             return self._model

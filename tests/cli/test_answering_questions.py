@@ -20,13 +20,13 @@ from langchain_core.messages import ToolMessage
 from langchain_core.tools import tool
 from rich.console import Console
 
-from orchestrator.cli.answers import EditWanted, Unclear, read_arguments, read_choice
-from orchestrator.cli.questions import AnswerChannel, QuestionAsker
-from orchestrator.cli.signals import Interrupts
-from orchestrator.cli.terminal import PipedLines
 from orchestrator.session import PendingQuestion, QuestionsWaitingError
 from orchestrator.store import Database
 from orchestrator.store.requests import request_history
+from orchestrator.terminal.answers import EditWanted, Unclear, read_arguments, read_choice
+from orchestrator.terminal.lines import PipedLines
+from orchestrator.terminal.questions import AnswerChannel, QuestionAsker
+from orchestrator.terminal.signals import Interrupts
 from orchestrator.testing import OpenAICompatibleServer, call_tools
 from orchestrator.tools.hitl import Question, ask_person
 from tests.helpers import make_session, server_env, start_and_kill
@@ -548,7 +548,7 @@ def test_a_gated_call_three_levels_down_answered_in_ask_and_shown_by_requests_sh
 
 
 def test_a_question_shows_a_description_a_line_at_a_time():
-    from orchestrator.cli.answers import describe
+    from orchestrator.terminal.answers import describe
 
     question = Question(
         kind="approval", request_id="r1", agent_path=["notes"],
@@ -587,7 +587,7 @@ async def test_exit_at_a_question_answers_nothing_and_ends_the_questions(leave: 
 
 
 def test_an_authorization_says_its_tool_and_reason_once():
-    from orchestrator.cli.answers import describe
+    from orchestrator.terminal.answers import describe
 
     args = {"tool_name": "payments", "reason": "Pay the invoice of 12 EUR."}
     question = Question(
@@ -612,8 +612,8 @@ async def test_after_exit_no_later_question_is_asked():
 
 
 async def test_answers_given_before_exit_in_chat_are_kept_and_the_rest_left_open():
-    from orchestrator.cli.questions import answer_until_done
     from orchestrator.session import TurnResult
+    from orchestrator.terminal.questions import answer_until_done
 
     asker, console = asker_over(Keys("y", "/exit"))
     resumed: list[dict[str, object]] = []

@@ -204,7 +204,7 @@ def test_an_id_that_cannot_name_a_user_or_session_is_refused(cli, tmp_path: Path
 
 
 def test_the_chat_history_file_is_private(tmp_path: Path):
-    from orchestrator.cli.terminal import TerminalLines
+    from orchestrator.terminal.lines import TerminalLines
 
     history = tmp_path / "data" / "chat_history"
     TerminalLines(history=history, commands=["/help"])

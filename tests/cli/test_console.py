@@ -6,9 +6,9 @@ import io
 
 from rich.console import Console
 
-from orchestrator.cli.render import TurnRenderer
 from orchestrator.events import Stage, ToolPhase
 from orchestrator.session import TurnResult
+from orchestrator.terminal.render import TurnRenderer
 
 
 def renderer() -> tuple[TurnRenderer, io.StringIO, io.StringIO]:

@@ -7,9 +7,9 @@ from pathlib import Path
 
 from rich.console import Console
 
-from orchestrator.cli.tty_questions import ApprovalPrompt, Terminal
 from orchestrator.folders.approvals import LATER, Status
 from orchestrator.folders.discovery import ToolFolder, discover
+from orchestrator.terminal.tty_questions import ApprovalPrompt, Terminal
 from tests.tool_folders import write_folder
 
 

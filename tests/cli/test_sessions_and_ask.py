@@ -212,7 +212,7 @@ def test_an_unknown_session_id_says_it_starts_a_new_one(cli, tmp_path: Path):
 
 
 def test_the_way_back_is_the_command_as_run_from_here(monkeypatch, tmp_path: Path):
-    from orchestrator.cli.invocation import command_name
+    from orchestrator.terminal.invocation import command_name
 
     bin_dir = tmp_path / ".venv" / "bin"
     bin_dir.mkdir(parents=True)
@@ -284,9 +284,9 @@ def scripted_repl(lines: object, **options: object) -> tuple[object, io.StringIO
     from langgraph.checkpoint.memory import InMemorySaver
 
     from orchestrator.cli.repl import ChatRepl
-    from orchestrator.cli.signals import Interrupts
     from orchestrator.runtime import Orchestrator
     from orchestrator.settings import load_settings
+    from orchestrator.terminal.signals import Interrupts
     from orchestrator.testing import ScriptedChatModel
 
     app = Orchestrator.create(

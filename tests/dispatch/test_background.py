@@ -16,7 +16,6 @@ from pydantic import BaseModel
 from rich.console import Console
 
 from orchestrator.cli.repl import ChatRepl
-from orchestrator.cli.signals import Interrupts
 from orchestrator.folders.tool_config import ToolConfig
 from orchestrator.notes import is_note
 from orchestrator.runtime import Orchestrator
@@ -24,6 +23,7 @@ from orchestrator.settings import load_settings
 from orchestrator.sources.adapter import langchain_tools
 from orchestrator.store import Database, Storage
 from orchestrator.store.requests import request_history, request_tree
+from orchestrator.terminal.signals import Interrupts
 from orchestrator.testing import OpenAICompatibleServer, call_tools
 from orchestrator.tools import Tool, ToolRequest, ToolResult, action
 from tests.helpers import cli_env, closing_order, server_env

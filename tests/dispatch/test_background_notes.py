@@ -11,12 +11,12 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from rich.console import Console
 from sqlalchemy import text
 
-from orchestrator.cli.render import TurnRenderer
 from orchestrator.folders.tool_config import ToolConfig
 from orchestrator.notes import is_note, note
 from orchestrator.sources.adapter import langchain_tools
 from orchestrator.store import MessageStore
 from orchestrator.store.sessions import claim_session
+from orchestrator.terminal.render import TurnRenderer
 from orchestrator.testing import call_tools
 from orchestrator.tools import ToolRequest, ToolResult, action
 from tests.dispatch.test_background import Nothing, Slow, runtime, slow_tools

@@ -17,9 +17,6 @@ import pytest
 import yaml
 from rich.console import Console
 
-from orchestrator.cli.prompt_history import FolderHistory
-from orchestrator.cli.server_prompt import ServerPrompt
-from orchestrator.cli.tty_questions import ApprovalPrompt
 from orchestrator.errors import McpServerError
 from orchestrator.folders import discovery
 from orchestrator.folders.approvals import ApprovalStore, Status, review_folders
@@ -32,6 +29,9 @@ from orchestrator.sources.mcp.client import McpClient
 from orchestrator.sources.mcp.clients import ServerQuestion
 from orchestrator.sources.mcp.definitions import ServerDefinition, ToolDefinition
 from orchestrator.sources.mcp.thread import McpThread
+from orchestrator.terminal.prompt_history import FolderHistory
+from orchestrator.terminal.server_prompt import ServerPrompt
+from orchestrator.terminal.tty_questions import ApprovalPrompt
 from orchestrator.testing import ScriptedChatModel
 from tests.helpers import run_cli, run_cli_process
 from tests.tool_folders import SHIPPED, write_folder
@@ -277,7 +277,7 @@ def test_the_mcp_question_shows_every_tool_whole_with_schemas_and_instructions(
     )
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("orchestrator.cli.server_prompt.person_terminal", no_terminal)
+        patch.setattr("orchestrator.terminal.server_prompt.person_terminal", no_terminal)
         patch.setattr("sys.stdin", io.StringIO("n\n"))
         assert prompt(question) is False
 

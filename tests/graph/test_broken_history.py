@@ -20,7 +20,6 @@ from langgraph.checkpoint.memory import InMemorySaver
 from rich.console import Console
 from sqlalchemy import text
 
-from orchestrator.cli.render import TurnRenderer
 from orchestrator.errors import IncompleteReplyError
 from orchestrator.events import ToolPhase
 from orchestrator.graph.builder import MODEL_NODE
@@ -28,6 +27,7 @@ from orchestrator.runtime import Orchestrator
 from orchestrator.session import Session
 from orchestrator.settings import Settings, load_settings
 from orchestrator.store.storage import Storage
+from orchestrator.terminal.render import TurnRenderer
 from orchestrator.testing import OpenAICompatibleServer, RawReply, RawToolCall
 from orchestrator.testing.openai_server import history_problem
 from tests.helpers import EventLog, make_session

@@ -13,7 +13,6 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from rich.console import Console
 
-from orchestrator.cli.render import TurnRenderer
 from orchestrator.events import Stage
 from orchestrator.graph.builder import STOPPED
 from orchestrator.graph.calls import SAFE_ID
@@ -24,6 +23,7 @@ from orchestrator.llm.reply import Reply as ModelReply
 from orchestrator.llm.text_calls import may_begin_call, read_text_calls, with_text_calls
 from orchestrator.runtime import Orchestrator
 from orchestrator.settings import load_settings
+from orchestrator.terminal.render import TurnRenderer
 from orchestrator.testing import OpenAICompatibleServer, RawReply
 from orchestrator.testing.openai_server import RawToolCall, Reply
 from orchestrator.tools import ToolResult

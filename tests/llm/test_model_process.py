@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from orchestrator.errors import EmbeddingModelError
+from orchestrator.llm.model_process import KEPT_ONNX, ONNX, TORCH, ModelProcess
+from orchestrator.llm.onnx_model import FILES, TOLERANCE, agree, exported, kept
 from orchestrator.store.embeddings import LOCAL_MODEL, LOCAL_MODEL_8BIT, LocalMiniLMEmbeddings
-from orchestrator.store.model_process import KEPT_ONNX, ONNX, TORCH, ModelProcess
-from orchestrator.store.onnx_model import FILES, TOLERANCE, agree, exported, kept
 
 # The export from torch serves only where sentence-transformers is installed (not by setup.sh).
 NO_TORCH = "sentence-transformers (torch) is not installed"

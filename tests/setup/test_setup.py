@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from orchestrator.errors import EmbeddingModelError
-from orchestrator.store import model_process, onnx_model
-from orchestrator.store.model_process import NOT_BUILT, ONNX, PROBE_VECTORS, ModelProcess
-from orchestrator.store.onnx_model import FILES, PROBES, TOLERANCE, OnnxEncoder, built
+from orchestrator.llm import model_process, onnx_model
+from orchestrator.llm.model_process import NOT_BUILT, ONNX, PROBE_VECTORS, ModelProcess
+from orchestrator.llm.onnx_model import FILES, PROBES, TOLERANCE, OnnxEncoder, built
 
 REFERENCE = json.loads((Path(__file__).resolve().parents[1] / "data" / "all-minilm-l6-v2-reference.json").read_text())
 TORCH_MODULES = ("torch", "transformers", "sentence_transformers")
@@ -41,8 +41,8 @@ def _assert_close(found: list[list[float]], expected: list[list[float]]) -> None
 
 def test_the_graph_built_from_the_weights_gives_what_encode_gave_on_torch():
     weights = _weights()
-    from orchestrator.store.bert_graph import bert_graph, sentence_model
-    from orchestrator.store.onnx_model import _model_tokenizer
+    from orchestrator.llm.bert_graph import bert_graph, sentence_model
+    from orchestrator.llm.onnx_model import _model_tokenizer
 
     tokenizer = _model_tokenizer(weights, max_length=sentence_model(weights))
     found = OnnxEncoder(bert_graph(weights), tokenizer)(REFERENCE["texts"])  # float weights
@@ -79,7 +79,7 @@ def test_the_model_process_loads_and_embeds_with_no_torch_installed(tmp_path: Pa
 def test_weights_of_a_model_the_builder_does_not_know_are_not_built(tmp_path: Path):
     weights = _weights()
     from orchestrator.errors import UnknownModelError
-    from orchestrator.store.bert_graph import BertShape
+    from orchestrator.llm.bert_graph import BertShape
 
     other = tmp_path / "model"
     shutil.copytree(weights, other, ignore=shutil.ignore_patterns("model.safetensors"))

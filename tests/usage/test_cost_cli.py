@@ -14,9 +14,9 @@ from rich.console import Console
 
 from orchestrator.cli.cost import cost_table, turn_cost_line
 from orchestrator.cli.repl import HELP, ChatRepl
-from orchestrator.cli.signals import Interrupts
 from orchestrator.runtime import Orchestrator
 from orchestrator.settings import load_settings
+from orchestrator.terminal.signals import Interrupts
 from orchestrator.testing import OpenAICompatibleServer, ScriptedChatModel, call_tools
 from orchestrator.testing.openai_server import RawReply, Usage
 from orchestrator.tools.results import Billing, ToolResult

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from orchestrator.cli.common import display_path, shown
-from orchestrator.cli.tty_questions import ApprovalPrompt, person_terminal
 from orchestrator.folders.approvals import Later
+from orchestrator.terminal.text import display_path, shown
+from orchestrator.terminal.tty_questions import ApprovalPrompt, person_terminal
 
 if TYPE_CHECKING:  # the MCP SDK loads only when a server starts
     from orchestrator.sources.mcp.clients import ServerQuestion

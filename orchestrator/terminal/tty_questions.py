@@ -29,11 +29,11 @@ from typing import TextIO
 
 from rich.console import Console
 
-from orchestrator.cli.common import describe_folder, shown
-from orchestrator.cli.prompt_history import FolderHistory
 from orchestrator.folders.approvals import LATER, Later, Status
 from orchestrator.folders.discovery import ToolFolder
 from orchestrator.folders.shipped import is_shipped
+from orchestrator.terminal.prompt_history import FolderHistory
+from orchestrator.terminal.text import describe_folder, shown
 
 TERMINAL = "/dev/tty"
 YES = ("y", "yes")

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import re
 
-from orchestrator.cli.common import shown
 from orchestrator.folders.mcp_config import McpServerConfig
 from orchestrator.folders.tool_config import DatabaseOverride, ModelOverride, ToolConfig
+from orchestrator.terminal.text import shown
 
 KEYISH = re.compile(r"KEY|TOKEN|AUTH", re.IGNORECASE)
 NOT_A_KEY = "[red]{variable} is not named like a key, yet its value is sent as one[/red]"

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from orchestrator.cli.answers import (
+from orchestrator.session import PendingQuestion, TurnResult
+from orchestrator.terminal.answers import (
     EditWanted,
     Unclear,
     hint,
@@ -26,15 +27,14 @@ from orchestrator.cli.answers import (
     read_choice,
     show_questions,
 )
-from orchestrator.cli.common import shown
-from orchestrator.cli.invocation import command_name
-from orchestrator.cli.signals import Interrupts
-from orchestrator.cli.tty_questions import person_terminal
-from orchestrator.session import PendingQuestion, TurnResult
+from orchestrator.terminal.invocation import command_name
+from orchestrator.terminal.signals import Interrupts
+from orchestrator.terminal.text import shown
+from orchestrator.terminal.tty_questions import person_terminal
 from orchestrator.tools.hitl import Decision, EditDecision, Question, RejectDecision
 
 if TYPE_CHECKING:
-    from orchestrator.cli.terminal import LineSource
+    from orchestrator.terminal.lines import LineSource
 
 PENDING = "/pending"
 EXIT = ("/exit", "/quit")
@@ -229,7 +229,7 @@ def question_asker(
 
         def channel() -> AnswerChannel:
             # Imported with the first question: the line editor costs a command that asks none.
-            from orchestrator.cli.terminal import PipedLines, TerminalLines
+            from orchestrator.terminal.lines import PipedLines, TerminalLines
 
             if on_terminal:
                 return AnswerChannel(TerminalLines(history=None), console=err, echo=False)

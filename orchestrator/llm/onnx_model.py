@@ -121,7 +121,7 @@ def built(
     when the model is not one `bert_graph` builds, or a check fails.
     """
     try:
-        from orchestrator.store.bert_graph import bert_graph, sentence_model
+        from orchestrator.llm.bert_graph import bert_graph, sentence_model
 
         max_length = sentence_model(model)
         onnx = bert_graph(model)

@@ -9,10 +9,10 @@ from rich.markup import escape
 from rich.status import Status
 from rich.text import Text
 
-from orchestrator.cli.markdown_out import MarkdownBlocks, print_markdown
 from orchestrator.events import BACKGROUND, Stage, ToolEvent, ToolPhase
 from orchestrator.folders.untrusted import shown_name
 from orchestrator.session import TurnEvent, TurnResult
+from orchestrator.terminal.markdown_out import MarkdownBlocks, print_markdown
 
 # In answers, line breaks and tabs stay; any other control character (an escape
 # sequence could recolour, move the cursor or retitle the terminal) is shown escaped.
