@@ -39,8 +39,8 @@ from orchestrator.errors import (
 from orchestrator.tools.results import ToolResult
 from orchestrator.tools.threads import in_thread
 
-if TYPE_CHECKING:  # the store imports the tools package
-    from orchestrator.store.engine import Database
+if TYPE_CHECKING:
+    from orchestrator.tools.context import UserTransactions
 
 Params = TypeVar("Params", bound=BaseModel)
 ToolT = TypeVar("ToolT", bound="Tool")
@@ -189,9 +189,9 @@ class ToolContext:
     """
 
     data_dir: Path
-    database: Database | None = None
+    database: UserTransactions | None = None  # the store's Database; the store is above this layer
 
-    def require_database(self, tool: str) -> Database:
+    def require_database(self, tool: str) -> UserTransactions:
         """The database, or a ToolError saying the tool needs one."""
         if self.database is None:
             raise ToolError(f"{tool} needs the database, and none is configured", recoverable=False)

@@ -15,6 +15,8 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncConnection
+
     from orchestrator.tools.request_log import BackgroundRunner, RequestObserver
     from orchestrator.usage.meter import UsageMeter
 
@@ -22,7 +24,7 @@ if TYPE_CHECKING:
 class UserTransactions(Protocol):
     """A database that opens transactions under one user's row-level security (`store.Database`)."""
 
-    def user_transaction(self, user_id: str) -> AbstractAsyncContextManager[object]: ...
+    def user_transaction(self, user_id: str) -> AbstractAsyncContextManager[AsyncConnection]: ...
 
 
 @dataclass(frozen=True)
@@ -32,7 +34,7 @@ class UserDatabase:
     database: UserTransactions
     user_id: str
 
-    def transaction(self) -> AbstractAsyncContextManager[object]:
+    def transaction(self) -> AbstractAsyncContextManager[AsyncConnection]:
         """A transaction that sees only this user's rows."""
         return self.database.user_transaction(self.user_id)
 
