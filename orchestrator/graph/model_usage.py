@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from langchain_core.messages import AIMessage, BaseMessage
 
 from orchestrator.tools.context import RunContext
-from orchestrator.tools.request_log import safely
+from orchestrator.tools.request_log import CallTask, safely
 from orchestrator.usage.prices import ModelIdentity
 from orchestrator.usage.records import UsageRecord
 from orchestrator.usage.tokens import TokenCount, tokens_of
@@ -27,6 +27,7 @@ async def count_model_call(
     *,
     sent: Iterable[BaseMessage],
     seconds: float,
+    task: CallTask | None = None,
 ) -> None:
     """Count `reply`'s tokens and cost once, where the call was made (any level of the tree).
 
@@ -62,7 +63,7 @@ async def count_model_call(
         cost_usd=cost,
         seconds=seconds,
     )
-    await safely(context.observer.used(record))
+    await safely(context.observer.used(record, task=task))
 
 
 def least_cost(

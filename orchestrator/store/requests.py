@@ -21,11 +21,11 @@ from functools import partial
 import psutil
 from psycopg.abc import Params
 from psycopg.types.json import Jsonb
-from sqlalchemy import func, insert, select, text, update
+from sqlalchemy import bindparam, func, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from orchestrator.store.checkpoints import PooledPostgresSaver, Rider
-from orchestrator.store.engine import ENTER_SQL, Database
+from orchestrator.store.engine import ENTER_SQL, Database, driver_sql
 from orchestrator.store.models import request_events, request_usage, requests
 from orchestrator.store.text import storable_json, storable_text
 from orchestrator.tools.request_log import (
@@ -228,30 +228,31 @@ class RequestLog:
             if not is_alive(row.owner)
         ]
 
-    async def used(self, record: UsageRecord) -> None:
-        """Keep the tokens and cost of a model call or a billed tool call."""
+    async def used(self, record: UsageRecord, *, task: CallTask | None = None) -> None:
+        """Keep the tokens and cost of a model call or a billed tool call.
+
+        A model call made in `task` is kept with the task's checkpoint writes,
+        which follow (one write transaction a call fewer), as a call's end is.
+        """
         user_id = storable_text(record.user_id or ANONYMOUS)
-        tokens = record.tokens
+        values = _usage_values(record, user_id=user_id)
+        if task is not None and self.checkpoints is not None and task.checkpointer is self.checkpoints:
+            entry = (user_id, await self.database.user_token(user_id))
+            alone = partial(self._used_left, user_id, values)
+            rider = Rider(task.thread_id, ((ENTER_SQL, entry), (USAGE_SQL, values)), alone)
+            self.checkpoints.ride_along(task.task_id, rider)
+            return
         async with self.database.user_transaction(user_id) as connection:
-            await connection.execute(
-                insert(request_usage).values(
-                    request_id=storable_text(record.request_id),
-                    parent_request_id=_text(record.parent_request_id),
-                    session_id=_text(record.session_id),
-                    user_id=user_id,
-                    turn_id=_text(record.turn_id),
-                    kind=record.kind,
-                    name=storable_text(record.name),
-                    input_tokens=tokens.input,
-                    output_tokens=tokens.output,
-                    cached_input_tokens=tokens.cached_input,
-                    cache_write_tokens=tokens.cache_write,
-                    reasoning_tokens=tokens.reasoning,
-                    cost_usd=record.cost_usd,
-                    credits=record.credits,
-                    seconds=record.seconds,
-                )
-            )
+            await connection.exec_driver_sql(USAGE_SQL, values)
+
+    async def _used_left(self, user_id: str, values: Params) -> None:
+        """Usage whose task's writes never took it along: on its own, a failure only logged."""
+
+        async def write() -> None:
+            async with self.database.user_pipeline(user_id, durable=False) as connection:
+                await connection.execute(USAGE_SQL, values)
+
+        await safely(write())
 
     async def _end(
         self, call: CallRecord, outcome: str, body: dict[str, object], *, task: CallTask | None = None
@@ -294,6 +295,36 @@ class RequestLog:
     async def _end_left(self, user_id: str, ended: Params) -> None:
         """An end whose task's writes never took it along: on its own, a failure only logged."""
         await safely(self._end_alone(user_id, ended, durable=False))
+
+
+USAGE_SQL = driver_sql(
+    insert(request_usage).values({name: bindparam(name) for name in (
+        "request_id", "parent_request_id", "session_id", "user_id", "turn_id", "kind", "name",
+        "input_tokens", "output_tokens", "cached_input_tokens", "cache_write_tokens",
+        "reasoning_tokens", "cost_usd", "credits", "seconds",
+    )})
+)
+
+
+def _usage_values(record: UsageRecord, *, user_id: str) -> dict[str, object]:
+    tokens = record.tokens
+    return {
+        "request_id": storable_text(record.request_id),
+        "parent_request_id": _text(record.parent_request_id),
+        "session_id": _text(record.session_id),
+        "user_id": user_id,
+        "turn_id": _text(record.turn_id),
+        "kind": record.kind,
+        "name": storable_text(record.name),
+        "input_tokens": tokens.input,
+        "output_tokens": tokens.output,
+        "cached_input_tokens": tokens.cached_input,
+        "cache_write_tokens": tokens.cache_write,
+        "reasoning_tokens": tokens.reasoning,
+        "cost_usd": record.cost_usd,
+        "credits": record.credits,
+        "seconds": record.seconds,
+    }
 
 
 # The two statements of every call, each one round trip (see `Database.user_pipeline`).

@@ -137,8 +137,11 @@ class RequestObserver(Protocol):
 
     async def interrupted(self, call: CallRecord) -> None: ...
 
-    async def used(self, record: UsageRecord) -> None:
-        """A model call's tokens and cost, or a tool call's billing, for the request log."""
+    async def used(self, record: UsageRecord, *, task: CallTask | None = None) -> None:
+        """A model call's tokens and cost, or a tool call's billing, for the request log.
+
+        `task`: the LangGraph task the model call was made in, whose writes may take it along.
+        """
         ...
 
     async def decided(

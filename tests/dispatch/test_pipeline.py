@@ -337,6 +337,37 @@ async def test_an_inline_calls_end_commits_with_the_checkpoint_writes_of_its_res
     assert running != ended, "the start committed before, on its own"
 
 
+async def test_a_model_calls_usage_commits_with_the_checkpoint_writes_of_its_reply(
+    scripted, database_url: str, tmp_path: Path
+):
+    """No transaction of its own: each model call's usage row is saved with the step's writes."""
+    async with storage_for(database_url, tmp_path) as storage:
+        runtime = Orchestrator.create(
+            load_settings(), model=scripted(call_tools(("quick", {})), "Done."), tools=[quick], storage=storage
+        )
+        session = runtime.session(user_id="u1")
+        await session.run("go")
+        async with storage.database.admin_transaction() as connection:
+            usage = (
+                await connection.execute(
+                    text("SELECT xmin::text FROM request_usage WHERE session_id = :session AND kind = 'model'"),
+                    {"session": session.session_id},
+                )
+            ).scalars().all()
+            replies = (
+                await connection.execute(
+                    text(
+                        "SELECT DISTINCT xmin::text FROM checkpoint_writes "
+                        "WHERE thread_id = :session AND position('AIMessage'::bytea in blob) > 0"
+                    ),
+                    {"session": session.session_id},
+                )
+            ).scalars().all()
+
+    assert len(usage) == len(set(usage)) == 2, "two model calls, each kept once, apart"
+    assert set(usage) <= set(replies), "each commits in the transaction of its step's writes"
+
+
 async def test_a_calls_end_whose_task_never_saved_its_writes_is_written_when_the_run_ends(
     scripted, database_url: str, tmp_path: Path, monkeypatch
 ):

@@ -6,6 +6,7 @@ import time
 
 from orchestrator.graph.model_pipeline.chain import ModelAnswer, ModelCall, ModelHandler
 from orchestrator.graph.model_usage import count_model_call
+from orchestrator.tools.request_log import CallTask
 from orchestrator.usage.prices import ModelIdentity
 
 
@@ -31,5 +32,6 @@ class ModelUsageMiddleware:
                 answer.reply.message,
                 sent=request.prompt(),
                 seconds=seconds,
+                task=CallTask.of(request.config),  # kept with the model step's writes
             )
         return answer
