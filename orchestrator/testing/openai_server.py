@@ -157,7 +157,10 @@ class OpenAICompatibleServer:
         self._lock = threading.Lock()
         self._http = ThreadingHTTPServer(("127.0.0.1", port), _Handler)
         self._http.owner = self  # type: ignore[attr-defined]
-        self._thread = threading.Thread(target=self._http.serve_forever, daemon=True)
+        # shutdown() waits for the serving loop's next poll: a short one ends a test sooner.
+        self._thread = threading.Thread(
+            target=self._http.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
 
     @property
     def base_url(self) -> str:
