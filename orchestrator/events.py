@@ -22,6 +22,7 @@ class Stage(StrEnum):
     PROCESSING = "processing"  # tool results are going back to the model
     COMPLETE = "complete"  # the model answered
     ERROR = "error"  # the turn failed
+    COMPACTED = "compacted"  # older messages were summarised (or cut) to fit the model's window
 
 
 class ToolPhase(StrEnum):

@@ -204,6 +204,7 @@ class _Plan:
             tool_middleware=pipeline,
             model_middleware=tuple(model_middleware or ()),
             text_tool_calls=settings.text_tool_calls,
+            context_tokens=settings.context_tokens,
         )
         if tools is not None:
             given: list[ToolSource] = [StaticSource("given", tools)]

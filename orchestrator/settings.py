@@ -80,6 +80,11 @@ class Settings(BaseSettings):
     sub_graphs_dir: Path = Field(default_factory=lambda: home() / "sub_graphs")
     max_tool_iterations: int = Field(default=5, ge=1, le=100)
     max_tool_result_chars: int = Field(default=4000, ge=200)
+    context_tokens: int = Field(
+        default=32000,
+        ge=1000,
+        description="A model's input limit when its LangChain profile gives none.",
+    )
     tool_timeout_seconds: float = Field(
         default=60.0,
         gt=0,

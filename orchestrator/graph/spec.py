@@ -14,6 +14,7 @@ from orchestrator.graph.model_pipeline.retrieval import Retriever
 from orchestrator.graph.prompts import ORCHESTRATOR_PROMPT
 from orchestrator.levels import Limits
 from orchestrator.llm.reply import ReplyLimits
+from orchestrator.llm.tokens import DEFAULT_CONTEXT_TOKENS
 
 
 @dataclass(frozen=True)
@@ -26,7 +27,9 @@ class AgentSpec:
     `graph.model_pipeline.defaults`). With a `retriever` the model gets RAG
     context. `reply_limits` bound the tool names and arguments a reply may
     stream; `text_tool_calls` reads calls a model wrote as text
-    (ORCHESTRATOR_TEXT_TOOL_CALLS). `name` names the compiled graph.
+    (ORCHESTRATOR_TEXT_TOOL_CALLS). `context_tokens` is the model's input
+    limit when its profile gives none (see `llm.tokens`). `name` names the
+    compiled graph.
     """
 
     model: BaseChatModel
@@ -38,4 +41,5 @@ class AgentSpec:
     retriever: Retriever | None = None
     reply_limits: ReplyLimits = field(default_factory=ReplyLimits)
     text_tool_calls: bool = True
+    context_tokens: int = DEFAULT_CONTEXT_TOKENS
     name: str = "orchestrator"

@@ -24,6 +24,16 @@ class AgentState(TypedDict):
     context: NotRequired[str]  # RAG context for this turn, shown to the model, not stored as a message
     # Calls of the last model message that must not run (by call id), answered with these errors.
     rejected_calls: NotRequired[dict[str, Rejection]]
+    # What the model sees in place of the messages up to and including `summary["upto"]`
+    # (an id); the messages themselves stay (see `model_pipeline.compaction`).
+    summary: NotRequired[Summary]
+
+
+class Summary(TypedDict):
+    """The older part of a conversation, summarised: its text and the id of its last message."""
+
+    text: str
+    upto: str
 
 
 def model_calls_this_turn(messages: Sequence[BaseMessage]) -> int:

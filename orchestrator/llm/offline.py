@@ -27,12 +27,13 @@ from typing import Any
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
+from orchestrator.llm.summary import extractive_summary, is_summary_request
 from orchestrator.notes import is_note, is_persons
 
 NO_MATCH = (
@@ -94,6 +95,8 @@ class OfflineChatModel(BaseChatModel):
         return ChatResult(generations=[ChatGeneration(message=self._reply(messages))])
 
     def _reply(self, messages: list[BaseMessage]) -> AIMessage:
+        if isinstance(messages[0], SystemMessage) and is_summary_request(messages[0].text):
+            return AIMessage(content=extractive_summary(messages[-1].text))
         if isinstance(messages[-1], ToolMessage):
             return AIMessage(content=_summarise(_trailing_tool_messages(messages)))
         if is_note(messages[-1]):  # a background task's report: pass it on

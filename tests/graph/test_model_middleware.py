@@ -13,6 +13,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from orchestrator.graph import AgentSpec
 from orchestrator.graph.model_pipeline import ModelAnswer, ModelCall, ModelHandler
 from orchestrator.graph.model_pipeline.chain import STOPPED
+from orchestrator.graph.model_pipeline.compaction import CompactionMiddleware
 from orchestrator.graph.model_pipeline.defaults import default_model_middleware
 from orchestrator.graph.model_pipeline.model_budget import ModelBudgetMiddleware
 from orchestrator.graph.model_pipeline.reply_check import ReplyCheckMiddleware
@@ -181,6 +182,7 @@ def test_the_default_chain_in_order():
         RoundLimitMiddleware,
         RetrievalMiddleware,
         ModelBudgetMiddleware,
+        CompactionMiddleware,
         TextCallsMiddleware,
         ReplyCheckMiddleware,
         ModelUsageMiddleware,
@@ -188,6 +190,7 @@ def test_the_default_chain_in_order():
     assert [type(m) for m in default_model_middleware(bare)] == [
         RoundLimitMiddleware,
         ModelBudgetMiddleware,
+        CompactionMiddleware,
         ReplyCheckMiddleware,
         ModelUsageMiddleware,
     ], "no RAG without a retriever, no text calls when they are off"

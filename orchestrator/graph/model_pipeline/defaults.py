@@ -1,6 +1,6 @@
 """The model chain every agent's model calls go through, and the call of the model at its centre.
 
-    added middleware -> round limit -> RAG context -> budget -> text tool calls
+    added middleware -> round limit -> RAG context -> budget -> compaction -> text tool calls
     -> reply check -> usage -> the model
 
 A new concern of the model side (compaction, planning, tracing, guardrails)
@@ -17,6 +17,7 @@ from orchestrator.graph.model_pipeline.chain import (
     ModelMiddleware,
     compose_model_chain,
 )
+from orchestrator.graph.model_pipeline.compaction import CompactionMiddleware
 from orchestrator.graph.model_pipeline.model_budget import ModelBudgetMiddleware
 from orchestrator.graph.model_pipeline.reply_check import ReplyCheckMiddleware
 from orchestrator.graph.model_pipeline.retrieval import RetrievalMiddleware
@@ -26,6 +27,7 @@ from orchestrator.graph.model_pipeline.written_calls import TextCallsMiddleware
 from orchestrator.graph.spec import AgentSpec
 from orchestrator.llm.providers import reports_finish_reason
 from orchestrator.llm.reply import ReplyLimits, read_reply
+from orchestrator.llm.tokens import context_window
 from orchestrator.usage.prices import ModelIdentity
 
 __all__ = ["ModelReader", "default_model_middleware", "model_chain"]
@@ -45,6 +47,8 @@ def default_model_middleware(spec: AgentSpec) -> list[ModelMiddleware]:
     if spec.retriever is not None:
         chain.append(RetrievalMiddleware(spec.retriever))
     chain.append(ModelBudgetMiddleware(identity))
+    window, _ = context_window(spec.model, configured=spec.context_tokens)
+    chain.append(CompactionMiddleware(model=spec.model, window=window, tools=spec.tools))
     if spec.text_tool_calls:
         chain.append(TextCallsMiddleware(tool_names))
     chain.append(

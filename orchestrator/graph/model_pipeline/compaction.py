@@ -1,0 +1,242 @@
+"""Long conversations: the model sees a summary in place of older messages once they would not fit.
+
+Before each call the prompt (system message, tool schemas, summary, messages)
+is counted; past `threshold` of the model's window, the older messages are
+summarised by the level's own model and the model sees the summary and the
+last messages verbatim. A model message with tool calls and the results that
+answer it move together. Only the model's view changes: the state keeps every
+message (and so the archive, RAG and `/history`), and the summary is kept in
+the state (`summary`) with the id of the last message it covers, so a resumed
+session starts from it. A message too large on its own is cut with a marker.
+A summary call that fails leaves the turn running on the cut history.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
+from langchain_core.tools import BaseTool
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from langgraph.errors import GraphBubbleUp
+
+from orchestrator.events import Stage, emit_status
+from orchestrator.graph.model_pipeline.chain import ModelAnswer, ModelCall, ModelHandler
+from orchestrator.graph.state import Summary
+from orchestrator.llm.summary import SUMMARY_PROMPT
+from orchestrator.llm.tokens import CHARS_PER_TOKEN, estimate_tokens, message_tokens, prompt_tokens
+
+logger = logging.getLogger(__name__)
+
+SUMMARY_HEADER = "Summary of the earlier conversation (older messages are not shown):\n"
+CUT_MARKER = "\n[... cut: this message was too long for the model's context window ...]"
+THRESHOLD = 0.8
+SUMMARY_SHARE = 0.15  # of the window, the most a summary may take
+MESSAGE_SHARE = 0.25  # of the window, the most one message may take
+
+
+@dataclass(frozen=True, slots=True)
+class Compacted:
+    """What one compaction did: messages summarised, tokens the view saved, whether it failed."""
+
+    messages: int
+    saved_tokens: int
+    failed: bool = False
+
+    def line(self) -> str:
+        """One quiet line for the person."""
+        if self.failed:
+            return (
+                f"context: summary failed; {self.messages} older message(s) left out "
+                f"of the model's view ({self.saved_tokens} tokens)"
+            )
+        return (
+            f"context: {self.messages} older message(s) summarised, "
+            f"{self.saved_tokens} tokens saved"
+        )
+
+
+class CompactionMiddleware:
+    """Keeps each call's prompt inside `window` tokens by summarising what came first."""
+
+    def __init__(
+        self,
+        *,
+        model: BaseChatModel,
+        window: int,
+        tools: Sequence[BaseTool] = (),
+        threshold: float = THRESHOLD,
+    ) -> None:
+        self.model = model
+        self.window = window
+        self.threshold = threshold
+        schemas = [convert_to_openai_tool(tool) for tool in tools]
+        self.tool_tokens = estimate_tokens(json.dumps(schemas)) if schemas else 0
+
+    async def awrap_model_call(self, request: ModelCall, handler: ModelHandler) -> ModelAnswer:
+        """Call with the summary and the messages after it; compact first when they would not fit."""
+        summary = request.state.get("summary")
+        head, messages = _leading_system(request.messages)
+        messages = _after(messages, summary)
+        view = [*head, *_summary_messages(summary), *messages]
+        fixed = message_tokens(request.system_message) + self.tool_tokens
+        if fixed + prompt_tokens(view) <= self.threshold * self.window:
+            return await handler(request.override(messages=view))
+        summary, kept, done = await compact(
+            self, request=request, head=head, messages=messages, summary=summary
+        )
+        if done is not None:
+            emit_status(Stage.COMPACTED, done.line())
+        answer = await handler(
+            request.override(messages=[*head, *_summary_messages(summary), *kept])
+        )
+        update: dict[str, object] = dict(answer.update)
+        if summary is not None:
+            update["summary"] = summary
+        return answer.override(update=update)
+
+    def budget(self, request: ModelCall, head: Sequence[BaseMessage]) -> int:
+        """Tokens the kept messages may take beside the system prompt, tools and a summary."""
+        fixed = message_tokens(request.system_message) + self.tool_tokens + prompt_tokens(head)
+        return int(self.threshold * self.window * (1 - SUMMARY_SHARE)) - fixed
+
+
+async def compact(
+    middleware: CompactionMiddleware,
+    *,
+    request: ModelCall,
+    head: Sequence[BaseMessage],
+    messages: Sequence[BaseMessage],
+    summary: Summary | None,
+    focus: str = "",
+    force: bool = False,
+) -> tuple[Summary | None, list[BaseMessage], Compacted | None]:
+    """The new summary, the messages kept verbatim, and what was done (None: nothing to do)."""
+    window = middleware.window
+    limit = max(1, int(window * MESSAGE_SHARE)) * CHARS_PER_TOKEN
+    cut = [_cut(message, limit) for message in messages]
+    older, kept = _split(cut, budget=middleware.budget(request, head), force=force)
+    if not older:
+        return summary, kept, None
+    saved = prompt_tokens(older)
+    upto = older[-1].id or ""
+    try:
+        text = await summarise(
+            middleware.model, older, previous=summary["text"] if summary else "", focus=focus
+        )
+    except GraphBubbleUp:
+        raise
+    except Exception as error:  # noqa: BLE001 - a failed summary never costs the turn
+        logger.warning("compaction: summary failed: %s: %s", type(error).__name__, error)
+        previous = summary["text"] if summary else ""
+        cut_summary = Summary(text=previous, upto=upto) if upto else summary
+        return cut_summary, kept, Compacted(len(older), saved, failed=True)
+    text = text[: int(window * SUMMARY_SHARE) * CHARS_PER_TOKEN]
+    new = Summary(text=text, upto=upto) if upto else summary
+    return new, kept, Compacted(len(older), saved - estimate_tokens(text))
+
+
+async def summarise(
+    model: BaseChatModel, messages: Sequence[BaseMessage], *, previous: str = "", focus: str = ""
+) -> str:
+    """The model's summary of `previous` (an earlier summary) and `messages`."""
+    lines = [f"Earlier summary: {previous}"] if previous else []
+    lines += [f"{_speaker(message)}: {message.text}" for message in messages if message.text]
+    instruction = SUMMARY_PROMPT + (f" Focus on: {focus}." if focus else "")
+    prompt = [SystemMessage(instruction), HumanMessage("\n".join(lines))]
+    # Not streamed: the summary is not the answer.
+    reply = await model.ainvoke(prompt, config={"callbacks": [], "tags": ["nostream"]})
+    return reply.text.strip()
+
+
+def _speaker(message: BaseMessage) -> str:
+    if isinstance(message, ToolMessage):
+        return f"tool result ({message.name or message.tool_call_id})"
+    if isinstance(message, AIMessage):
+        calls = ", ".join(call["name"] for call in message.tool_calls)
+        return f"assistant (calls {calls})" if calls else "assistant"
+    return "person" if isinstance(message, HumanMessage) else message.type
+
+
+def _leading_system(messages: Sequence[BaseMessage]) -> tuple[list[BaseMessage], list[BaseMessage]]:
+    """Context messages before the conversation (RAG's), and the conversation."""
+    start = 0
+    while start < len(messages) and isinstance(messages[start], SystemMessage):
+        start += 1
+    return list(messages[:start]), list(messages[start:])
+
+
+def _after(messages: list[BaseMessage], summary: Summary | None) -> list[BaseMessage]:
+    """The messages the summary does not cover (all of them when its last one is gone)."""
+    if not summary:
+        return messages
+    for position in range(len(messages) - 1, -1, -1):
+        if messages[position].id == summary["upto"]:
+            rest = messages[position + 1 :]
+            while rest and isinstance(rest[0], ToolMessage):  # their call is in the summary
+                rest = rest[1:]
+            return rest
+    return messages
+
+
+def _summary_messages(summary: Summary | None) -> list[BaseMessage]:
+    if not summary or not summary["text"]:
+        return []
+    return [SystemMessage(SUMMARY_HEADER + summary["text"])]
+
+
+def _cut(message: BaseMessage, limit: int) -> BaseMessage:
+    """`message`, its text cut to `limit` characters with a marker when longer."""
+    if not isinstance(message.content, str) or len(message.content) <= limit:
+        return message
+    keep = max(0, limit - len(CUT_MARKER))
+    return message.model_copy(update={"content": message.content[:keep] + CUT_MARKER})
+
+
+def _units(messages: Sequence[BaseMessage]) -> list[list[BaseMessage]]:
+    """The messages in groups that never part: a model message and the results of its calls."""
+    units: list[list[BaseMessage]] = []
+    for message in messages:
+        if isinstance(message, ToolMessage) and units and _calls(units[-1][0]):
+            units[-1].append(message)
+        else:
+            units.append([message])
+    return units
+
+
+def _calls(message: BaseMessage) -> bool:
+    return isinstance(message, AIMessage) and bool(message.tool_calls)
+
+
+def _split(
+    messages: Sequence[BaseMessage], *, budget: int, force: bool
+) -> tuple[list[BaseMessage], list[BaseMessage]]:
+    """(older, kept): the last whole groups that fit in `budget` (always the last), the rest before.
+
+    With `force` (a person's `/compact`) at most half the budget is kept.
+    """
+    units = _units(messages)
+    limit = budget // 2 if force else budget
+    kept_units = 0
+    used = 0
+    for unit in reversed(units):
+        tokens = prompt_tokens(unit)
+        if kept_units and used + tokens > limit:
+            break
+        used += tokens
+        kept_units += 1
+    if force and kept_units == len(units) and len(units) > 1:
+        kept_units -= 1
+    older = [m for unit in units[: len(units) - kept_units] for m in unit]
+    kept = [m for unit in units[len(units) - kept_units :] for m in unit]
+    return older, kept

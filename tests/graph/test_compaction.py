@@ -1,0 +1,170 @@
+"""Long conversations fit the model's window: older messages summarised in the model's view (issue 29)."""
+
+from __future__ import annotations
+
+import json
+from http import HTTPStatus
+
+from langchain_core.messages import AIMessage, SystemMessage, ToolMessage
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+
+from orchestrator.events import Stage
+from orchestrator.llm.offline import OfflineChatModel
+from orchestrator.llm.summary import SUMMARY_PROMPT, is_summary_request
+from orchestrator.llm.tokens import estimate_tokens
+from orchestrator.runtime import Orchestrator
+from orchestrator.settings import load_settings
+from orchestrator.testing import OpenAICompatibleServer, ScriptedChatModel
+from orchestrator.testing.openai_server import ErrorReply, JsonObject, Reply
+from orchestrator.testing.scripted import call_tools
+from tests.helpers import EventLog
+
+WINDOW = 3000
+MODEL = {"model": "openai:test-model", "openai_api_key": "test-key", "model_max_retries": 0}
+FILLER = "The weather report said it would rain in the afternoon and clear up by evening. " * 3
+
+
+class ChattyServer(OpenAICompatibleServer):
+    """Answers every turn, and every summary request with a short summary (or an error)."""
+
+    def __init__(self, *, fail_summaries: bool = False) -> None:
+        super().__init__(strict=True)
+        self.fail_summaries = fail_summaries
+        self.summaries = 0
+
+    def next_reply(self, request: JsonObject) -> Reply | None:
+        super().next_reply(request)  # records it, checks the history is valid
+        messages = request["messages"]
+        assert isinstance(messages, list)
+        if is_summary_request(str(messages[0]["content"])):
+            self.summaries += 1
+            if self.fail_summaries:
+                return ErrorReply(HTTPStatus.INTERNAL_SERVER_ERROR, "summary server down")
+            return f"Summary {self.summaries}: the person asked about the weather."
+        return f"Answer {len(self.requests)}: {FILLER}"
+
+
+def request_tokens(request: JsonObject) -> int:
+    """The request's size as the orchestrator estimates it (messages and tool schemas)."""
+    messages = request["messages"]
+    assert isinstance(messages, list)
+    tokens = sum(4 + estimate_tokens(json.dumps(m.get("content") or "")) for m in messages)
+    return tokens + estimate_tokens(json.dumps(request.get("tools") or []))
+
+
+def server_session(server: OpenAICompatibleServer, *, saver: InMemorySaver, session_id: str = "s"):
+    settings = load_settings(openai_base_url=server.base_url, context_tokens=WINDOW, **MODEL)
+    runtime = Orchestrator.create(settings, checkpointer=saver)
+    return runtime.session(user_id="u", session_id=session_id)
+
+
+async def test_a_long_session_stays_in_its_window_and_keeps_every_message():
+    saver = InMemorySaver()
+    with ChattyServer() as server:
+        session = server_session(server, saver=saver)
+        for turn in range(300):
+            result = await session.run(f"Question {turn}: {FILLER}")
+            assert result.answer.startswith("Answer"), turn
+        history = await session.history()
+    turns = [r for r in server.requests if not is_summary_request(str(r["messages"][0]["content"]))]
+    assert len(turns) == 300, "every turn answered"
+    assert server.summaries > 0, "the conversation was compacted"
+    assert max(request_tokens(r) for r in server.requests) <= WINDOW
+    assert len(history) == 600, "the state (the archive's source) keeps every message"
+    last = turns[-1]["messages"]
+    assert "Question 299" in str(last[-1]["content"])
+    assert any("Summary" in str(m["content"]) for m in last if m["role"] == "system")
+
+
+async def test_a_resumed_session_starts_from_the_stored_summary():
+    saver = InMemorySaver()
+    with ChattyServer() as server:
+        first = server_session(server, saver=saver, session_id="kept")
+        for turn in range(40):
+            await first.run(f"Question {turn}: {FILLER}")
+        summaries = server.summaries
+        assert summaries > 0
+        resumed = server_session(server, saver=saver, session_id="kept")
+        await resumed.run("Question after the restart")
+    sent = server.requests[-1]["messages"]
+    assert server.summaries == summaries, "the stored summary was used, not written again"
+    assert f"Summary {summaries}" in str(sent[1]["content"])
+    assert "Question 0:" not in json.dumps(sent)
+
+
+async def test_a_failed_summary_leaves_the_turn_running_on_a_cut_history():
+    saver = InMemorySaver()
+    with ChattyServer(fail_summaries=True) as server:
+        session = server_session(server, saver=saver)
+        events = EventLog()
+        for turn in range(30):
+            result = await session.run(f"Question {turn}: {FILLER}", on_event=events)
+            assert result.answer.startswith("Answer"), turn
+    assert server.summaries > 0
+    notices = [
+        e["detail"] for e in events if e["kind"] == "status" and e["stage"] == Stage.COMPACTED
+    ]
+    assert notices and all("summary failed" in n for n in notices)
+    assert max(request_tokens(r) for r in server.requests) <= WINDOW
+
+
+@tool
+def lookup(key: str) -> str:
+    """Look a key up."""
+    return f"value of {key}: {FILLER}"
+
+
+def scripted_session(model: ScriptedChatModel, *, window: int = WINDOW):
+    settings = load_settings(context_tokens=window)
+    runtime = Orchestrator.create(
+        settings, model=model, tools=[lookup], checkpointer=InMemorySaver()
+    )
+    return runtime.session(user_id="u")
+
+
+def summarising(step):
+    """A script step that answers summary requests with a summary, everything else with `step`."""
+
+    def reply(messages):
+        if isinstance(messages[0], SystemMessage) and is_summary_request(messages[0].text):
+            return "Summary: keys were looked up."
+        return step(messages) if callable(step) else step
+
+    return reply
+
+
+async def test_a_tool_call_and_its_result_are_never_split():
+    def turn(messages):
+        last = messages[-1]
+        if isinstance(last, ToolMessage):
+            return f"Found it. {FILLER}"
+        return call_tools(("lookup", {"key": "k"}))
+
+    model = ScriptedChatModel(steps=[summarising(turn)] * 400)
+    session = scripted_session(model)
+    for number in range(60):
+        await session.run(f"look up key {number}")
+    turns = [r for r in model.received if not is_summary_request(r[0].text)]
+    for sent in turns:
+        calls = {c["id"] for m in sent if isinstance(m, AIMessage) for c in m.tool_calls}
+        answers = [m.tool_call_id for m in sent if isinstance(m, ToolMessage)]
+        assert sorted(answers) == sorted(calls), "each call is sent with its result"
+    assert len(turns) < len(model.received), "it compacted"
+
+
+async def test_the_offline_model_writes_an_extractive_summary():
+    summary = await OfflineChatModel().ainvoke(
+        [SystemMessage(SUMMARY_PROMPT), AIMessage("person: Book a room. For two nights.")]
+    )
+    assert summary.text == "person: Book a room."
+
+
+async def test_a_message_too_large_for_the_window_is_cut_with_a_marker():
+    model = ScriptedChatModel(steps=[summarising("ok")] * 5)
+    session = scripted_session(model)
+    result = await session.run("x" * 40_000)
+    assert result.answer == "ok"
+    sent = model.received[-1][-1].text
+    assert len(sent) < 4 * WINDOW and "cut" in sent
+    assert len((await session.history())[0].text) == 40_000, "the state keeps it whole"
