@@ -61,10 +61,11 @@ class Outcome:
 
     messages: list[BaseMessage]
     waiting: list[PendingQuestion]
+    summary: Mapping[str, object] | None = None  # the state's `summary` (see graph.state)
 
     @classmethod
     def of(cls, state: StateSnapshot) -> Outcome:
-        return cls(messages_of(state), questions_of(state))
+        return cls(messages_of(state), questions_of(state), state.values.get("summary"))
 
 
 FOLLOW_UP = (
@@ -368,7 +369,7 @@ class Session:
             # Paused, or ended unlike a finished turn: the state as the checkpoint has it.
             return Outcome.of(await self._archive())
         await self._store(messages)
-        return Outcome(messages, [])
+        return Outcome(messages, [], last["data"].get("summary"))
 
     async def _drop_off(self) -> None:
         """Calls' ends that waited for their task's checkpoint writes, which never came."""
@@ -419,8 +420,21 @@ class Session:
         start = start or turn_start(outcome.messages)
         turn = collect_turn(outcome.messages, after=start, waiting=outcome.waiting)
         return replace(
-            turn, answered=list(self._answered), usage=self.usage.turn, budget_stop=self.usage.stop
+            turn,
+            answered=list(self._answered),
+            usage=self.usage.turn,
+            budget_stop=self.usage.stop,
+            compacted=_compacted(outcome.summary, start=start),
         )
+
+
+def _compacted(
+    summary: Mapping[str, object] | None, *, start: str | None
+) -> dict[str, object] | None:
+    """What the turn that began with message `start` compacted, if it did."""
+    if not summary or start is None or summary.get("turn") != start:
+        return None
+    return {"saved_tokens": summary.get("saved", 0), "failed": bool(summary.get("failed"))}
 
 
 def _let_go(lookup: asyncio.Future[str] | None) -> None:

@@ -75,7 +75,9 @@ class TurnResult:
     `questions` are the open questions when the turn paused (then `answer` is
     empty); `answered` the questions of this turn answered in this process.
     `usage` is what the turn's model and tool calls used, at every level;
-    `budget_stop` the budget that ended it, if one did.
+    `budget_stop` the budget that ended it, if one did; `compacted` what the
+    turn's compaction of the orchestrator's history did, if it compacted
+    (`saved_tokens`, `failed`).
     """
 
     answer: str
@@ -86,6 +88,7 @@ class TurnResult:
     answered: list[AnsweredQuestion] = field(default_factory=list)
     usage: Totals = field(default_factory=Totals)
     budget_stop: BudgetStop | None = None
+    compacted: dict[str, object] | None = None
 
     @property
     def cost_usd(self) -> float | None:
@@ -113,6 +116,7 @@ class TurnResult:
             "usage": self.usage.to_json(),
             "cost_usd": self.cost_usd,
             "budget_stop": self.budget_stop.to_json() if self.budget_stop else None,
+            "compacted": self.compacted,
         }
 
 

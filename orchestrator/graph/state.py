@@ -30,10 +30,18 @@ class AgentState(TypedDict):
 
 
 class Summary(TypedDict):
-    """The older part of a conversation, summarised: its text and the id of its last message."""
+    """The older part of a conversation, summarised: its text and the id of its last message.
+
+    `turn` is the id of the message that began the turn that wrote it, `saved`
+    the tokens it saved then, `failed` whether its summary call failed (the
+    older messages were only cut): what `ask --json` reports as `compacted`.
+    """
 
     text: str
     upto: str
+    turn: NotRequired[str]
+    saved: NotRequired[int]
+    failed: NotRequired[bool]
 
 
 def model_calls_this_turn(messages: Sequence[BaseMessage]) -> int:

@@ -65,6 +65,9 @@ class TurnRenderer:
         elif event["kind"] == "status":
             if event["stage"] in (Stage.COMPLETE, Stage.ERROR):
                 self._stop_status()
+            elif event["stage"] == Stage.COMPACTED:  # a quiet line: older messages summarised
+                self._end_line()
+                self.err.print(f"[dim]{escape(event['detail'])}[/dim]", highlight=False)
             else:
                 self._show(STAGE_TEXT[event["stage"]])
         else:

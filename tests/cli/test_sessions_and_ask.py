@@ -130,7 +130,7 @@ def test_ask_json_has_the_same_keys_answered_failed_and_stopped_by_a_budget(cli,
     bodies = [json.loads(done.stdout) for done in (answered, stopped, failed)]
     assert [done.returncode for done in (answered, stopped, failed)] == [0, 3, 1]
     assert set(bodies[0]) == set(bodies[1]) == set(bodies[2])
-    assert {"answer", "error", "budget_stop", "usage", "cost_usd", "session_id"} <= set(bodies[0])
+    assert {"answer", "error", "budget_stop", "usage", "cost_usd", "session_id", "compacted"} <= set(bodies[0])
     assert bodies[0]["error"] is None and bodies[1]["budget_stop"]["scope"] == "session"
     assert bodies[2]["answer"] is None and "502" in bodies[2]["error"]
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import io
 import json
 from http import HTTPStatus
 
 from langchain_core.messages import AIMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
+from rich.console import Console
 
 from orchestrator.events import Stage
 from orchestrator.llm.offline import OfflineChatModel
@@ -15,6 +17,7 @@ from orchestrator.llm.summary import SUMMARY_PROMPT, is_summary_request
 from orchestrator.llm.tokens import estimate_tokens
 from orchestrator.runtime import Orchestrator
 from orchestrator.settings import load_settings
+from orchestrator.terminal.render import TurnRenderer
 from orchestrator.testing import OpenAICompatibleServer, ScriptedChatModel
 from orchestrator.testing.openai_server import ErrorReply, JsonObject, Reply
 from orchestrator.testing.scripted import call_tools
@@ -168,3 +171,21 @@ async def test_a_message_too_large_for_the_window_is_cut_with_a_marker():
     sent = model.received[-1][-1].text
     assert len(sent) < 4 * WINDOW and "cut" in sent
     assert len((await session.history())[0].text) == 40_000, "the state keeps it whole"
+
+
+async def test_the_turn_that_compacted_says_so_and_the_renderer_shows_a_quiet_line():
+    model = ScriptedChatModel(steps=[summarising(f"ok. {FILLER}")] * 200)
+    session = scripted_session(model)
+    err = io.StringIO()
+    results = []
+    for number in range(40):
+        renderer = TurnRenderer(out=Console(file=io.StringIO()), err=Console(file=err))
+        result = await session.run(f"Question {number}: {FILLER}", on_event=renderer)
+        renderer.finish(result)
+        results.append(result)
+    compacted = [r.compacted for r in results if r.compacted is not None]
+    assert results[0].to_json()["compacted"] is None
+    assert compacted and all(c["saved_tokens"] > 0 and not c["failed"] for c in compacted)
+    assert len(compacted) < len(results), "only the turns that compacted say so"
+    assert "older message(s) summarised" in err.getvalue()
+    assert "tokens saved" in err.getvalue()

@@ -35,6 +35,7 @@ from orchestrator.graph.model_pipeline.chain import ModelAnswer, ModelCall, Mode
 from orchestrator.graph.state import Summary
 from orchestrator.llm.summary import SUMMARY_PROMPT
 from orchestrator.llm.tokens import CHARS_PER_TOKEN, estimate_tokens, message_tokens, prompt_tokens
+from orchestrator.turns import turn_start
 
 logger = logging.getLogger(__name__)
 
@@ -138,12 +139,16 @@ async def compact(
         raise
     except Exception as error:  # noqa: BLE001 - a failed summary never costs the turn
         logger.warning("compaction: summary failed: %s: %s", type(error).__name__, error)
-        previous = summary["text"] if summary else ""
-        cut_summary = Summary(text=previous, upto=upto) if upto else summary
-        return cut_summary, kept, Compacted(len(older), saved, failed=True)
+        done = Compacted(len(older), saved, failed=True)
+        return _written(summary["text"] if summary else "", upto, request, done), kept, done
     text = text[: int(window * SUMMARY_SHARE) * CHARS_PER_TOKEN]
-    new = Summary(text=text, upto=upto) if upto else summary
-    return new, kept, Compacted(len(older), saved - estimate_tokens(text))
+    done = Compacted(len(older), max(0, saved - estimate_tokens(text)))
+    return _written(text, upto, request, done), kept, done
+
+
+def _written(text: str, upto: str, request: ModelCall, done: Compacted) -> Summary:
+    turn = turn_start(request.state["messages"]) or ""
+    return Summary(text=text, upto=upto, turn=turn, saved=done.saved_tokens, failed=done.failed)
 
 
 async def summarise(
