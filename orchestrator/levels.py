@@ -65,3 +65,4 @@ class LevelConfig:
     log_level: str | None = None
     system_prompt: str | None = None
     path: tuple[str, ...] = ()
+    context_tokens: int | None = None  # the model's window when its profile has none

@@ -195,6 +195,7 @@ class _Plan:
             database=storage.database if storage is not None else None,
             log_level=settings.log_level,
             system_prompt=ORCHESTRATOR_PROMPT,
+            context_tokens=settings.context_tokens,
         )
         spec = AgentSpec(
             model=model,
@@ -266,6 +267,7 @@ def _default_sources(
             limits=level.limits,
             system_prompt=system_prompt,
             name=name,
+            context_tokens=level.context_tokens or spec.context_tokens,
         )
         return build_agent_graph(agent)
 

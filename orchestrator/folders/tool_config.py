@@ -82,6 +82,12 @@ class ModelOverride(_Override):
         description="false: whole replies, for servers that cannot stream tool calls "
         "(default: as ORCHESTRATOR_MODEL_STREAMING).",
     )
+    context_tokens: int | None = Field(
+        default=None,
+        ge=1000,
+        description="The model's input limit when its profile gives none (default: the "
+        "parent's, ORCHESTRATOR_CONTEXT_TOKENS at the top); with `inherit` too.",
+    )
 
     @model_validator(mode="after")
     def _local_names_a_model(self) -> ModelOverride:

@@ -49,6 +49,7 @@ class LevelResolver:
             database=self._database(config.db) if config.db.local else parent.database,
             log_level=config.log_level or parent.log_level,
             path=(*parent.path, config.name),
+            context_tokens=config.llm.context_tokens or parent.context_tokens,
         )
 
     async def close(self) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 from http import HTTPStatus
+from pathlib import Path
 
 from langchain_core.messages import AIMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool
@@ -12,9 +13,10 @@ from langgraph.checkpoint.memory import InMemorySaver
 from rich.console import Console
 
 from orchestrator.events import Stage
+from orchestrator.graph.model_pipeline.compaction import SUMMARY_HEADER
 from orchestrator.llm.offline import OfflineChatModel
 from orchestrator.llm.summary import SUMMARY_PROMPT, is_summary_request
-from orchestrator.llm.tokens import estimate_tokens
+from orchestrator.llm.tokens import estimate_tokens, prompt_tokens
 from orchestrator.runtime import Orchestrator
 from orchestrator.settings import load_settings
 from orchestrator.terminal.render import TurnRenderer
@@ -22,6 +24,7 @@ from orchestrator.testing import OpenAICompatibleServer, ScriptedChatModel
 from orchestrator.testing.openai_server import ErrorReply, JsonObject, Reply
 from orchestrator.testing.scripted import call_tools
 from tests.helpers import EventLog
+from tests.tool_folders import parrot_agent
 
 WINDOW = 3000
 MODEL = {"model": "openai:test-model", "openai_api_key": "test-key", "model_max_retries": 0}
@@ -189,3 +192,42 @@ async def test_the_turn_that_compacted_says_so_and_the_renderer_shows_a_quiet_li
     assert len(compacted) < len(results), "only the turns that compacted say so"
     assert "older message(s) summarised" in err.getvalue()
     assert "tokens saved" in err.getvalue()
+
+
+def approve_all(folder: object, status: object) -> bool:
+    return True
+
+
+async def test_a_nested_agent_compacts_its_own_history_under_its_own_window(tmp_path: Path):
+    def step(messages):
+        if is_summary_request(messages[0].text):
+            return "Summary: the parrot repeated the weather report."
+        if "You are parrot" not in messages[0].text:  # the orchestrator
+            if isinstance(messages[-1], ToolMessage):
+                return "The parrot is done."
+            return call_tools(("parrot_ask", {"request": "repeat the report 12 times"}))
+        rounds = sum(isinstance(m, ToolMessage) for m in messages)
+        if rounds >= 12 or any("Summary:" in m.text for m in messages[1:2]) and rounds >= 3:
+            return "Repeated it."
+        return call_tools(("echo_say", {"text": FILLER * 2}))
+
+    root = tmp_path / "sub_graphs"
+    parrot_agent(root, llm={"context_tokens": 2000})
+    model = ScriptedChatModel(steps=[step] * 100)
+    settings = load_settings(
+        sub_graphs_dir=root, data_dir=tmp_path / "data", max_tool_iterations=30
+    )
+    runtime = Orchestrator.create(
+        settings, model=model, checkpointer=InMemorySaver(), ask=approve_all
+    )
+    result = await runtime.session(user_id="u").run("make the parrot repeat the report")
+
+    assert result.answer == "The parrot is done."
+    parrot = [r for r in model.received if "You are parrot" in r[0].text]
+    top = [r for r in model.received if "You are parrot" not in r[0].text]
+    assert any(is_summary_request(r[0].text) for r in model.received), "the parrot compacted"
+    assert max(prompt_tokens(r) for r in parrot) <= 2000, "each of its calls fits its window"
+    assert not any(
+        m.text.startswith(SUMMARY_HEADER) for r in top for m in r
+    ), "the orchestrator's own history (32000 tokens) did not need it"
+    assert result.tool_calls[0].status == "success"
