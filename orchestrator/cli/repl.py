@@ -42,13 +42,16 @@ HELP = """\
 [bold]/pending[/bold]    the questions this session's turn waits on
 [bold]/requests[/bold]   this session's tool calls: ids, status and how long each took
 [bold]/cost[/bold]       this session's tokens by model, cost and time
+[bold]/context[/bold]    how much of the model's context window the conversation takes
+[bold]/compact[/bold] \\[focus]  summarise older messages for the model now (all are kept)
 [bold]/exit[/bold]       end the session (also /quit, Ctrl-D, or Ctrl-C twice)
 Anything else is a message to the assistant. Ctrl-C cancels a running turn.
 A question the assistant asks takes one line: y approves, n \\[reason] rejects,
 e edits (new arguments as JSON on the next line); an ask_human question takes
 your answer. Ctrl-C at a question rejects it."""
 COMMANDS = (
-    "/help", "/tools", "/history", "/tasks", "/cancel", "/pending", "/requests", "/cost", "/exit",
+    "/help", "/tools", "/history", "/tasks", "/cancel", "/pending", "/requests", "/cost", "/context",
+    "/compact", "/exit",
     "/quit",
 )
 # A Ctrl-C this soon after the one that cancelled a turn is the same keypress repeated, not "exit".
@@ -223,9 +226,23 @@ class ChatRepl:
             await self.show_requests()
         elif command == "/cost":
             self.out.print(cost_table(self.session.usage), highlight=False)
+        elif command in ("/context", "/compact"):
+            await self.context_command(command, line.partition(" ")[2].strip())
         else:
             self.err.print(escape(UNKNOWN_COMMAND.format(command=command)))
         return True
+
+    async def context_command(self, command: str, focus: str) -> None:
+        """`/context` or `/compact [focus]`; a failure is one line, the chat goes on."""
+        from orchestrator.cli.context_commands import compact_session, show_context
+
+        try:
+            if command == "/context":
+                await show_context(self.runtime, self.session, self.out)
+            else:
+                await compact_session(self.runtime, self.session, focus, out=self.out)
+        except Exception as error:  # the chat goes on (a summary call that failed, say)
+            self.err.print(f"[red]error:[/red] {escape(failure_line(error))}", highlight=False)
 
     async def show_history(self) -> None:
         try:

@@ -94,7 +94,12 @@ class CompactionMiddleware:
         if fixed + prompt_tokens(view) <= self.threshold * self.window:
             return await handler(request.override(messages=view))
         summary, kept, done = await compact(
-            self, request=request, head=head, messages=messages, summary=summary
+            self,
+            system=request.system_message,
+            turn=turn_start(request.state["messages"]) or "",
+            head=head,
+            messages=messages,
+            summary=summary,
         )
         if done is not None:
             emit_status(Stage.COMPACTED, done.line())
@@ -106,27 +111,31 @@ class CompactionMiddleware:
             update["summary"] = summary
         return answer.override(update=update)
 
-    def budget(self, request: ModelCall, head: Sequence[BaseMessage]) -> int:
+    def budget(self, system: BaseMessage, head: Sequence[BaseMessage]) -> int:
         """Tokens the kept messages may take beside the system prompt, tools and a summary."""
-        fixed = message_tokens(request.system_message) + self.tool_tokens + prompt_tokens(head)
+        fixed = message_tokens(system) + self.tool_tokens + prompt_tokens(head)
         return int(self.threshold * self.window * (1 - SUMMARY_SHARE)) - fixed
 
 
 async def compact(
     middleware: CompactionMiddleware,
     *,
-    request: ModelCall,
+    system: BaseMessage,
+    turn: str,
     head: Sequence[BaseMessage],
     messages: Sequence[BaseMessage],
     summary: Summary | None,
     focus: str = "",
     force: bool = False,
 ) -> tuple[Summary | None, list[BaseMessage], Compacted | None]:
-    """The new summary, the messages kept verbatim, and what was done (None: nothing to do)."""
+    """The new summary, the messages kept verbatim, and what was done (None: nothing to do).
+
+    `turn` is the id of the message that began the turn (kept with the summary).
+    """
     window = middleware.window
     limit = max(1, int(window * MESSAGE_SHARE)) * CHARS_PER_TOKEN
     cut = [_cut(message, limit) for message in messages]
-    older, kept = _split(cut, budget=middleware.budget(request, head), force=force)
+    older, kept = _split(cut, budget=middleware.budget(system, head), force=force)
     if not older:
         return summary, kept, None
     saved = prompt_tokens(older)
@@ -140,14 +149,13 @@ async def compact(
     except Exception as error:  # noqa: BLE001 - a failed summary never costs the turn
         logger.warning("compaction: summary failed: %s: %s", type(error).__name__, error)
         done = Compacted(len(older), saved, failed=True)
-        return _written(summary["text"] if summary else "", upto, request, done), kept, done
+        return _written(summary["text"] if summary else "", upto, turn, done), kept, done
     text = text[: int(window * SUMMARY_SHARE) * CHARS_PER_TOKEN]
     done = Compacted(len(older), max(0, saved - estimate_tokens(text)))
-    return _written(text, upto, request, done), kept, done
+    return _written(text, upto, turn, done), kept, done
 
 
-def _written(text: str, upto: str, request: ModelCall, done: Compacted) -> Summary:
-    turn = turn_start(request.state["messages"]) or ""
+def _written(text: str, upto: str, turn: str, done: Compacted) -> Summary:
     return Summary(text=text, upto=upto, turn=turn, saved=done.saved_tokens, failed=done.failed)
 
 
@@ -245,3 +253,58 @@ def _split(
     older = [m for unit in units[: len(units) - kept_units] for m in unit]
     kept = [m for unit in units[len(units) - kept_units :] for m in unit]
     return older, kept
+
+
+@dataclass(frozen=True, slots=True)
+class ContextUse:
+    """How the next call's prompt would use the window, in tokens (what `/context` shows)."""
+
+    window: int
+    system: int
+    tools: int
+    summary: int
+    messages: int
+
+    @property
+    def used(self) -> int:
+        """Tokens the prompt takes in all."""
+        return self.system + self.tools + self.summary + self.messages
+
+
+def context_use(
+    middleware: CompactionMiddleware,
+    *,
+    system: BaseMessage,
+    messages: list[BaseMessage],
+    summary: Summary | None,
+) -> ContextUse:
+    """What the prompt of a call on `messages` (a state's) would take of the window."""
+    return ContextUse(
+        window=middleware.window,
+        system=message_tokens(system),
+        tools=middleware.tool_tokens,
+        summary=prompt_tokens(_summary_messages(summary)),
+        messages=prompt_tokens(_after(messages, summary)),
+    )
+
+
+async def compact_now(
+    middleware: CompactionMiddleware,
+    *,
+    system: BaseMessage,
+    messages: list[BaseMessage],
+    summary: Summary | None,
+    focus: str = "",
+) -> tuple[Summary | None, Compacted | None]:
+    """A person's `/compact [focus]`: the new summary (None: nothing to summarise)."""
+    new, _, done = await compact(
+        middleware,
+        system=system,
+        turn=turn_start(messages) or "",
+        head=(),
+        messages=_after(messages, summary),
+        summary=summary,
+        focus=focus,
+        force=True,
+    )
+    return (new, done) if done is not None else (None, None)

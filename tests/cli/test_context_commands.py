@@ -1,0 +1,33 @@
+"""`/context` and `/compact [focus]` in chat (issue 29), on the offline model's extractive summary."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+LONG = "Plan the garden party for Saturday. " + "We need chairs, tables and lemonade. " * 20
+
+
+def test_context_shows_the_window_and_compact_summarises_older_messages(cli, tmp_path: Path):
+    lines = [f"{LONG} ({n})" for n in range(4)] + ["/context", "/compact chairs", "/context"]
+    done = cli(
+        "chat",
+        cwd=tmp_path,
+        stdin="\n".join(lines) + "\n",
+        env_extra={"ORCHESTRATOR_CONTEXT_TOKENS": "100000"},
+    )
+
+    assert done.returncode == 0, done.stderr
+    bars = re.findall(r"(\d+)/100000 tokens \(\d+%\): system \d+, tools \d+, summary (\d+), messages (\d+)", done.stdout)
+    assert len(bars) == 2, done.stdout
+    (before_used, before_summary, before_messages), (after_used, after_summary, after_messages) = bars
+    assert before_summary == "0" and int(after_summary) > 0
+    assert int(after_messages) < int(before_messages), "the summarised messages left the view"
+    assert "older message(s) summarised" in done.stdout
+
+
+def test_compact_with_nothing_to_summarise_says_so(cli, tmp_path: Path):
+    done = cli("chat", cwd=tmp_path, stdin="/compact\n")
+
+    assert done.returncode == 0, done.stderr
+    assert "Nothing to compact yet." in done.stdout
