@@ -44,6 +44,7 @@ CUT_MARKER = "\n[... cut: this message was too long for the model's context wind
 THRESHOLD = 0.8
 SUMMARY_SHARE = 0.15  # of the window, the most a summary may take
 MESSAGE_SHARE = 0.25  # of the window, the most one message may take
+MESSAGE_LINE_CHARS = 2000  # of one message, the most a summary request shows
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,7 +143,11 @@ async def compact(
     upto = older[-1].id or ""
     try:
         text = await summarise(
-            middleware.model, older, previous=summary["text"] if summary else "", focus=focus
+            middleware.model,
+            older,
+            previous=summary["text"] if summary else "",
+            focus=focus,
+            max_chars=int(window * middleware.threshold * (1 - SUMMARY_SHARE)) * CHARS_PER_TOKEN,
         )
     except GraphBubbleUp:
         raise
@@ -160,13 +165,31 @@ def _written(text: str, upto: str, turn: str, done: Compacted) -> Summary:
 
 
 async def summarise(
-    model: BaseChatModel, messages: Sequence[BaseMessage], *, previous: str = "", focus: str = ""
+    model: BaseChatModel,
+    messages: Sequence[BaseMessage],
+    *,
+    previous: str = "",
+    focus: str = "",
+    max_chars: int = 100_000,
 ) -> str:
-    """The model's summary of `previous` (an earlier summary) and `messages`."""
-    lines = [f"Earlier summary: {previous}"] if previous else []
-    lines += [f"{_speaker(message)}: {message.text}" for message in messages if message.text]
+    """The model's summary of `previous` (an earlier summary) and `messages`.
+
+    The request itself must fit the window: past `max_chars` the oldest
+    messages are left out of it (the earlier summary never is).
+    """
+    lines = [f"{_speaker(m)}: {m.text}"[:MESSAGE_LINE_CHARS] for m in messages if m.text]
+    room = max_chars - len(previous)
+    shown: list[str] = []
+    for line in reversed(lines):
+        room -= len(line) + 1
+        if room < 0:
+            break
+        shown.append(line)
+    shown.reverse()
+    if previous:
+        shown.insert(0, f"Earlier summary: {previous}")
     instruction = SUMMARY_PROMPT + (f" Focus on: {focus}." if focus else "")
-    prompt = [SystemMessage(instruction), HumanMessage("\n".join(lines))]
+    prompt = [SystemMessage(instruction), HumanMessage("\n".join(shown))]
     # Not streamed: the summary is not the answer.
     reply = await model.ainvoke(prompt, config={"callbacks": [], "tags": ["nostream"]})
     return reply.text.strip()

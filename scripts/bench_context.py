@@ -1,0 +1,99 @@
+"""Long conversations: a turn in a session of 10,000 messages against one of 10 (issue 29).
+
+    .venv/bin/python scripts/bench_context.py [--messages 10000] [--pairs 15] [--window 32000]
+
+Both sessions run in this process on one in-memory checkpointer, with the scripted
+(zero-latency) model and the product's default model chain, compaction included. The
+long session is filled with alternating user and model messages (about 60 tokens
+each), then each session gets one warm-up turn (the long one compacts in it), then
+turns alternate between the two sessions, `--pairs` of each.
+
+- `turn_ratio_10k`: median turn time of the long session ÷ median of the short one
+  (target ≤ 1.5).
+- `max_request_tokens_ratio`: the largest prompt any model call got (the estimate of
+  `llm/tokens.py`: system message, messages, tool schemas), summary calls included,
+  ÷ the window (target ≤ 1.0); `max_request_tokens` and `window` beside it.
+- `compacted_turns`: turns (warm-up included) that wrote a summary.
+
+The last line is one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import time
+import uuid
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langgraph.checkpoint.memory import InMemorySaver
+
+from orchestrator.graph.builder import MODEL_NODE
+from orchestrator.llm.summary import is_summary_request
+from orchestrator.llm.tokens import prompt_tokens
+from orchestrator.runtime import Orchestrator
+from orchestrator.session import Session
+from orchestrator.settings import load_settings
+from orchestrator.testing import ScriptedChatModel
+
+TEXT = "We talked about the garden party on Saturday, the chairs, the tables and the lemonade. "
+
+
+def reply(messages: list[BaseMessage]) -> str:
+    if isinstance(messages[0], SystemMessage) and is_summary_request(messages[0].text):
+        return "Summary: a long talk about a garden party."
+    return "Noted."
+
+
+async def filled(runtime: Orchestrator, messages: int) -> Session:
+    session = runtime.session(user_id="bench", session_id=uuid.uuid4().hex[:12])
+    history: list[BaseMessage] = []
+    for n in range(messages // 2):
+        history.append(HumanMessage(f"{TEXT}({n})", id=uuid.uuid4().hex))
+        history.append(AIMessage(f"Noted. {TEXT}({n})", id=uuid.uuid4().hex))
+    await session.graph.aupdate_state(session.config, {"messages": history}, as_node=MODEL_NODE)
+    return session
+
+
+async def timed(session: Session, text: str) -> tuple[float, bool]:
+    start = time.perf_counter()
+    result = await session.run(text)
+    return time.perf_counter() - start, result.compacted is not None
+
+
+async def main(arguments: argparse.Namespace) -> dict[str, object]:
+    model = ScriptedChatModel(steps=[reply] * (4 * arguments.pairs + 20))
+    settings = load_settings(context_tokens=arguments.window)
+    runtime = Orchestrator.create(settings, model=model, tools=[], checkpointer=InMemorySaver())
+    short = await filled(runtime, 10)
+    long = await filled(runtime, arguments.messages)
+    compacted = 0
+    for session in (short, long):
+        compacted += (await timed(session, "warm-up"))[1]
+    times: dict[str, list[float]] = {"short": [], "long": []}
+    for pair in range(arguments.pairs):
+        for name, session in (("short", short), ("long", long)):
+            seconds, did = await timed(session, f"And now? ({pair})")
+            times[name].append(seconds)
+            compacted += did
+    largest = max(prompt_tokens(received) for received in model.received)
+    return {
+        "messages": arguments.messages,
+        "turn_ms_10": round(1000 * statistics.median(times["short"]), 2),
+        "turn_ms_long": round(1000 * statistics.median(times["long"]), 2),
+        "turn_ratio_10k": round(statistics.median(times["long"]) / statistics.median(times["short"]), 2),
+        "max_request_tokens": largest,
+        "window": arguments.window,
+        "max_request_tokens_ratio": round(largest / arguments.window, 3),
+        "compacted_turns": compacted,
+    }
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=10_000)
+    parser.add_argument("--pairs", type=int, default=15)
+    parser.add_argument("--window", type=int, default=32_000)
+    print(json.dumps(asyncio.run(main(parser.parse_args()))))
