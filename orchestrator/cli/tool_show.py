@@ -66,6 +66,7 @@ def folder_report(
         "not_loaded_because": _blocked_by(chain[:-1], store),
         "limits": {name: _sourced(view.limits[name], folder.name) for name in LIMIT_NAMES},
         "log_level": _sourced(view.log_level, folder.name),
+        "context_tokens": _sourced(view.context_tokens, folder.name) if view.context_tokens else None,
         "calls": _calls(folder, view),
         "config_keys": sorted(folder.config.config),
     }
@@ -106,6 +107,7 @@ def print_report(report: Json, *, as_json: bool) -> None:
             for name, entry in _entries(report["limits"])
         ),
         f"  log level: {_log_level_text(report['log_level'])}",
+        *_window_lines(report.get("context_tokens")),
         _calls_text(report["calls"]),
         *_instruction_lines(report.get("instructions")),
         *_config_lines(report["config_keys"]),
@@ -333,6 +335,15 @@ def _calls_text(calls: object) -> str:
         f"  calls: timeout {_value(calls['timeout_seconds'])} s (from {calls['timeout_from']}), "
         f"max_retries {calls['max_retries']}{''.join(f', {flag}' for flag in flags)}"
     )
+
+
+def _window_lines(entry: object) -> list[str]:
+    if not isinstance(entry, dict):
+        return []
+    return [
+        f"  context window: the model profile's max_input_tokens, else {entry['value']} tokens "
+        f"({_origin_text(entry)})"
+    ]
 
 
 def _log_level_text(entry: object) -> str:

@@ -39,6 +39,8 @@ class LevelView:
     database: Sourced[DatabaseOverride | None]
     limits: dict[str, Sourced[float | int | None]]
     log_level: Sourced[str | None]
+    # The window when the model's profile gives none (`llm: {context_tokens: N}`).
+    context_tokens: Sourced[int] | None = None
 
 
 def describe_level(settings: Settings, chain: Sequence[ToolConfig]) -> LevelView:
@@ -50,7 +52,10 @@ def describe_level(settings: Settings, chain: Sequence[ToolConfig]) -> LevelView
         name: Sourced(getattr(root, name), ORCHESTRATOR) for name in LIMIT_NAMES
     }
     log_level: Sourced[str | None] = Sourced(settings.log_level, ORCHESTRATOR)
+    window = Sourced(settings.context_tokens, ORCHESTRATOR)
     for config in chain:
+        if config.llm.context_tokens is not None:
+            window = Sourced(config.llm.context_tokens, config.name)
         if config.llm.local:
             model = Sourced(config.llm, config.name)
         if config.db.local:
@@ -59,4 +64,6 @@ def describe_level(settings: Settings, chain: Sequence[ToolConfig]) -> LevelView
             limits[name] = Sourced(value, config.name)
         if config.log_level is not None:
             log_level = Sourced(config.log_level, config.name)
-    return LevelView(model=model, database=database, limits=limits, log_level=log_level)
+    return LevelView(
+        model=model, database=database, limits=limits, log_level=log_level, context_tokens=window
+    )

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
+
+from tests.helpers import run_cli
+from tests.tool_folders import parrot_agent
 
 LONG = "Plan the garden party for Saturday. " + "We need chairs, tables and lemonade. " * 20
 
@@ -31,3 +35,20 @@ def test_compact_with_nothing_to_summarise_says_so(cli, tmp_path: Path):
 
     assert done.returncode == 0, done.stderr
     assert "Nothing to compact yet." in done.stdout
+
+
+def test_tools_show_says_which_window_applies(tmp_path: Path):
+    parrot_agent(tmp_path / "sub_graphs", llm={"context_tokens": 5000})
+    assert run_cli("tools", "approve", "parrot", cwd=tmp_path).returncode == 0
+    (tmp_path / "other").mkdir()
+    plain_root = tmp_path / "other"
+    parrot_agent(plain_root / "sub_graphs")
+    assert run_cli("tools", "approve", "parrot", cwd=plain_root).returncode == 0
+
+    shown = run_cli("tools", "show", "parrot", cwd=tmp_path)
+    own = json.loads(run_cli("tools", "show", "parrot", "--json", cwd=tmp_path).stdout)
+    inherited = json.loads(run_cli("tools", "show", "parrot", "--json", cwd=plain_root).stdout)
+
+    assert "context window: the model profile's max_input_tokens, else 5000 tokens" in shown.stdout
+    assert own["context_tokens"]["value"] == 5000 and not own["context_tokens"]["inherited"]
+    assert inherited["context_tokens"]["value"] == 32000 and inherited["context_tokens"]["inherited"]
