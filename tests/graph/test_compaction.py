@@ -231,3 +231,27 @@ async def test_a_nested_agent_compacts_its_own_history_under_its_own_window(tmp_
         m.text.startswith(SUMMARY_HEADER) for r in top for m in r
     ), "the orchestrator's own history (32000 tokens) did not need it"
     assert result.tool_calls[0].status == "success"
+
+
+async def test_the_count_is_corrected_by_the_input_tokens_the_server_reports():
+    def answer(reported_factor: int):
+        def reply(messages):
+            estimate = prompt_tokens(messages)
+            usage = {
+                "input_tokens": estimate * reported_factor,
+                "output_tokens": 1,
+                "total_tokens": estimate * reported_factor + 1,
+            }
+            return AIMessage("ok", usage_metadata=usage) if reported_factor else AIMessage("ok")
+
+        return summarising(reply)
+
+    counts = []
+    for factor in (0, 3):
+        model = ScriptedChatModel(steps=[answer(factor)] * 40)
+        session = scripted_session(model)
+        for number in range(12):
+            await session.run(f"Question {number}: {FILLER}")
+        counts.append(sum(is_summary_request(r[0].text) for r in model.received))
+    assert counts[0] == 0, "by the estimate alone the conversation fits"
+    assert counts[1] > 0, "the server counts three times as many tokens: it did not fit"

@@ -44,6 +44,7 @@ CUT_MARKER = "\n[... cut: this message was too long for the model's context wind
 THRESHOLD = 0.8
 SUMMARY_SHARE = 0.15  # of the window, the most a summary may take
 MESSAGE_SHARE = 0.25  # of the window, the most one message may take
+MAX_CORRECTION = 4.0  # a server's count trusted up to this many times our estimate
 MESSAGE_LINE_CHARS = 2000  # of one message, the most a summary request shows
 
 
@@ -84,6 +85,8 @@ class CompactionMiddleware:
         self.threshold = threshold
         schemas = [convert_to_openai_tool(tool) for tool in tools]
         self.tool_tokens = estimate_tokens(json.dumps(schemas)) if schemas else 0
+        # Server-reported input tokens ÷ our estimate, from the last call that reported them.
+        self.correction = 1.0
 
     async def awrap_model_call(self, request: ModelCall, handler: ModelHandler) -> ModelAnswer:
         """Call with the summary and the messages after it; compact first when they would not fit."""
@@ -91,9 +94,9 @@ class CompactionMiddleware:
         head, messages = _leading_system(request.messages)
         messages = _after(messages, summary)
         view = [*head, *_summary_messages(summary), *messages]
-        fixed = message_tokens(request.system_message) + self.tool_tokens
-        if fixed + prompt_tokens(view) <= self.threshold * self.window:
-            return await handler(request.override(messages=view))
+        estimate = message_tokens(request.system_message) + self.tool_tokens + prompt_tokens(view)
+        if estimate * self.correction <= self.threshold * self.window:
+            return self._corrected(await handler(request.override(messages=view)), estimate)
         summary, kept, done = await compact(
             self,
             system=request.system_message,
@@ -104,18 +107,28 @@ class CompactionMiddleware:
         )
         if done is not None:
             emit_status(Stage.COMPACTED, done.line())
-        answer = await handler(
-            request.override(messages=[*head, *_summary_messages(summary), *kept])
-        )
+        view = [*head, *_summary_messages(summary), *kept]
+        answer = await handler(request.override(messages=view))
+        estimate = message_tokens(request.system_message) + self.tool_tokens + prompt_tokens(view)
+        answer = self._corrected(answer, estimate)
         update: dict[str, object] = dict(answer.update)
         if summary is not None:
             update["summary"] = summary
         return answer.override(update=update)
 
     def budget(self, system: BaseMessage, head: Sequence[BaseMessage]) -> int:
-        """Tokens the kept messages may take beside the system prompt, tools and a summary."""
+        """Tokens (as estimated) the kept messages may take beside the system prompt, tools and a summary."""
         fixed = message_tokens(system) + self.tool_tokens + prompt_tokens(head)
-        return int(self.threshold * self.window * (1 - SUMMARY_SHARE)) - fixed
+        return int(self.threshold * self.window * (1 - SUMMARY_SHARE) / self.correction) - fixed
+
+    def _corrected(self, answer: ModelAnswer, estimate: int) -> ModelAnswer:
+        """Learn from the input tokens the server reported how far off the estimate was."""
+        usage = answer.reply.message.usage_metadata if answer.reply is not None else None
+        reported = usage.get("input_tokens", 0) if usage else 0
+        if reported > 0 and estimate > 0:
+            # Only ever counted higher than the estimate: it errs high on purpose.
+            self.correction = min(MAX_CORRECTION, max(1.0, reported / estimate))
+        return answer
 
 
 async def compact(
