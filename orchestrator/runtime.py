@@ -206,6 +206,7 @@ class _Plan:
             model_middleware=tuple(model_middleware or ()),
             text_tool_calls=settings.text_tool_calls,
             context_tokens=settings.context_tokens,
+            summary_model=_summary_model(settings),
         )
         if tools is not None:
             given: list[ToolSource] = [StaticSource("given", tools)]
@@ -243,6 +244,13 @@ class _FolderOptions:
     reviewed: Reviewed | None
     ask_server: AskServer | None
     servers: McpClients | None
+
+
+def _summary_model(settings: Settings) -> BaseChatModel | None:
+    """ORCHESTRATOR_SUMMARY_MODEL's model, on the orchestrator's server; None when unset."""
+    if settings.summary_model is None:
+        return None
+    return build_chat_model(settings.model_copy(update={"model": settings.summary_model}))
 
 
 def _default_sources(

@@ -85,6 +85,11 @@ class Settings(BaseSettings):
         ge=1000,
         description="A model's input limit when its LangChain profile gives none.",
     )
+    summary_model: str | None = Field(
+        default=None,
+        description="`provider:model` that writes the summaries of long conversations "
+        "(default: each level's own model); same server and key as ORCHESTRATOR_MODEL.",
+    )
     tool_timeout_seconds: float = Field(
         default=60.0,
         gt=0,

@@ -28,7 +28,8 @@ class AgentSpec:
     context. `reply_limits` bound the tool names and arguments a reply may
     stream; `text_tool_calls` reads calls a model wrote as text
     (ORCHESTRATOR_TEXT_TOOL_CALLS). `context_tokens` is the model's input
-    limit when its profile gives none (see `llm.tokens`). `name` names the
+    limit when its profile gives none (see `llm.tokens`); `summary_model`
+    writes the summaries of older messages (see `model_pipeline.compaction`). `name` names the
     compiled graph.
     """
 
@@ -42,4 +43,5 @@ class AgentSpec:
     reply_limits: ReplyLimits = field(default_factory=ReplyLimits)
     text_tool_calls: bool = True
     context_tokens: int = DEFAULT_CONTEXT_TOKENS
+    summary_model: BaseChatModel | None = None  # writes summaries; None: `model`
     name: str = "orchestrator"

@@ -255,3 +255,20 @@ async def test_the_count_is_corrected_by_the_input_tokens_the_server_reports():
         counts.append(sum(is_summary_request(r[0].text) for r in model.received))
     assert counts[0] == 0, "by the estimate alone the conversation fits"
     assert counts[1] > 0, "the server counts three times as many tokens: it did not fit"
+
+
+async def test_summaries_are_written_by_the_summary_model_when_one_is_set():
+    with ChattyServer() as server:
+        settings = load_settings(
+            openai_base_url=server.base_url,
+            context_tokens=WINDOW,
+            summary_model="openai:summary-model",
+            **MODEL,
+        )
+        session = Orchestrator.create(settings, checkpointer=InMemorySaver()).session(user_id="u")
+        for turn in range(20):
+            await session.run(f"Question {turn}: {FILLER}")
+    summaries = [r for r in server.requests if is_summary_request(str(r["messages"][0]["content"]))]
+    turns = [r for r in server.requests if r not in summaries]
+    assert summaries and {r["model"] for r in summaries} == {"summary-model"}
+    assert {r["model"] for r in turns} == {"test-model"}

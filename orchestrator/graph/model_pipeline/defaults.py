@@ -48,7 +48,8 @@ def default_model_middleware(spec: AgentSpec) -> list[ModelMiddleware]:
         chain.append(RetrievalMiddleware(spec.retriever))
     chain.append(ModelBudgetMiddleware(identity))
     window, _ = context_window(spec.model, configured=spec.context_tokens)
-    chain.append(CompactionMiddleware(model=spec.model, window=window, tools=spec.tools))
+    summariser = spec.summary_model or spec.model
+    chain.append(CompactionMiddleware(model=summariser, window=window, tools=spec.tools))
     if spec.text_tool_calls:
         chain.append(TextCallsMiddleware(tool_names))
     chain.append(
