@@ -66,7 +66,6 @@ def folder_report(
         "not_loaded_because": _blocked_by(chain[:-1], store),
         "limits": {name: _sourced(view.limits[name], folder.name) for name in LIMIT_NAMES},
         "log_level": _sourced(view.log_level, folder.name),
-        "context_tokens": _sourced(view.context_tokens, folder.name) if view.context_tokens else None,
         "calls": _calls(folder, view),
         "config_keys": sorted(folder.config.config),
     }
@@ -82,6 +81,7 @@ def folder_report(
         "agent": agent,
         "yaml_only": _yaml_only(folder),
         "model": _model(view, settings, folder.name) if agent is not False else None,
+        "context_tokens": _window(view, folder.name) if agent is not False else None,
         "database": _database(view.database, settings, folder.name),
         "instructions": _instructions(folder, loaded) if agent else None,
         "actions": actions,
@@ -335,6 +335,11 @@ def _calls_text(calls: object) -> str:
         f"  calls: timeout {_value(calls['timeout_seconds'])} s (from {calls['timeout_from']}), "
         f"max_retries {calls['max_retries']}{''.join(f', {flag}' for flag in flags)}"
     )
+
+
+def _window(view: LevelView, name: str) -> Json | None:
+    """The window an agent's model gets when its profile gives none, and where it is set."""
+    return _sourced(view.context_tokens, name) if view.context_tokens is not None else None
 
 
 def _window_lines(entry: object) -> list[str]:
