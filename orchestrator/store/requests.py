@@ -236,23 +236,30 @@ class RequestLog:
         """
         user_id = storable_text(record.user_id or ANONYMOUS)
         values = _usage_values(record, user_id=user_id)
-        if task is not None and self.checkpoints is not None and task.checkpointer is self.checkpoints:
-            entry = (user_id, await self.database.user_token(user_id))
-            alone = partial(self._used_left, user_id, values)
-            rider = Rider(task.thread_id, ((ENTER_SQL, entry), (USAGE_SQL, values)), alone)
-            self.checkpoints.ride_along(task.task_id, rider)
-            return
-        async with self.database.user_transaction(user_id) as connection:
-            await connection.exec_driver_sql(USAGE_SQL, values)
+        if not await self._ride(task, user_id, USAGE_SQL, values):
+            async with self.database.user_transaction(user_id) as connection:
+                await connection.exec_driver_sql(USAGE_SQL, values)
 
-    async def _used_left(self, user_id: str, values: Params) -> None:
-        """Usage whose task's writes never took it along: on its own, a failure only logged."""
+    async def _ride(self, task: CallTask | None, user_id: str, sql: str, values: Params) -> bool:
+        """Commit `sql` with `task`'s checkpoint writes, when our checkpointer saves them.
 
-        async def write() -> None:
-            async with self.database.user_pipeline(user_id, durable=False) as connection:
-                await connection.execute(USAGE_SQL, values)
+        False when it cannot ride (no task, or another checkpointer): the caller writes it.
+        """
+        if task is None or self.checkpoints is None or task.checkpointer is not self.checkpoints:
+            return False
+        entry = (user_id, await self.database.user_token(user_id))
+        alone = partial(self._left, user_id, sql, values)
+        rider = Rider(task.thread_id, ((ENTER_SQL, entry), (sql, values)), alone)
+        self.checkpoints.ride_along(task.task_id, rider)
+        return True
 
-        await safely(write())
+    async def _alone(self, user_id: str, sql: str, values: Params, *, durable: bool) -> None:
+        async with self.database.user_pipeline(user_id, durable=durable) as connection:
+            await connection.execute(sql, values)
+
+    async def _left(self, user_id: str, sql: str, values: Params) -> None:
+        """A rider whose task's writes never took it along: on its own, a failure only logged."""
+        await safely(self._alone(user_id, sql, values, durable=False))
 
     async def _end(
         self, call: CallRecord, outcome: str, body: dict[str, object], *, task: CallTask | None = None
@@ -274,27 +281,14 @@ class RequestLog:
             "error": None if outcome == "completed" else Jsonb(stored),
         }
         if call.parent_request_id is None:  # nothing to close above it: one statement
-            if task is not None and self.checkpoints is not None and task.checkpointer is self.checkpoints:
-                entry = (user_id, await self.database.user_token(user_id))
-                alone = partial(self._end_left, user_id, ended)
-                rider = Rider(task.thread_id, ((ENTER_SQL, entry), (END_SQL, ended)), alone)
-                self.checkpoints.ride_along(task.task_id, rider)
-                return
-            # A call that ran in a task is saved by the task's durable writes, which follow.
-            await self._end_alone(user_id, ended, durable=task is None)
+            if not await self._ride(task, user_id, END_SQL, ended):
+                # A call that ran in a task is saved by the task's durable writes, which follow.
+                await self._alone(user_id, END_SQL, ended, durable=task is None)
             return
         async with self.database.user_transaction(user_id) as connection:
             row = (await connection.exec_driver_sql(END_SQL, ended)).first()
             if row is not None and row.status == "closed" and row.parent_request_id is not None:
                 await close_if_done(connection, row.parent_request_id, user_id)
-
-    async def _end_alone(self, user_id: str, ended: Params, *, durable: bool) -> None:
-        async with self.database.user_pipeline(user_id, durable=durable) as connection:
-            await connection.execute(END_SQL, ended)
-
-    async def _end_left(self, user_id: str, ended: Params) -> None:
-        """An end whose task's writes never took it along: on its own, a failure only logged."""
-        await safely(self._end_alone(user_id, ended, durable=False))
 
 
 USAGE_SQL = driver_sql(
