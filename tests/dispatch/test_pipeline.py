@@ -20,6 +20,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, interrupt
 from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from orchestrator.dispatch.dispatcher import default_middleware
 from orchestrator.dispatch.middleware import Handler
@@ -298,6 +299,18 @@ async def test_the_run_context_carries_the_users_database_and_meters_tool_billin
     assert session.usage.session.tool_cost_usd == 0.5
 
 
+async def writes_holding(connection: AsyncConnection, session: str, kind: str) -> list[str]:
+    """The transactions (xmin) of the session's checkpoint writes that hold a `kind` message."""
+    rows = await connection.execute(
+        text(
+            "SELECT DISTINCT xmin::text FROM checkpoint_writes "
+            "WHERE thread_id = :session AND position(CAST(:kind AS bytea) in blob) > 0"
+        ),
+        {"session": session, "kind": kind},
+    )
+    return list(rows.scalars().all())
+
+
 async def test_an_inline_calls_end_commits_with_the_checkpoint_writes_of_its_result(
     scripted, database_url: str, tmp_path: Path
 ):
@@ -323,15 +336,7 @@ async def test_an_inline_calls_end_commits_with_the_checkpoint_writes_of_its_res
                     {"session": session.session_id},
                 )
             ).one()
-            result_writes = (
-                await connection.execute(
-                    text(
-                        "SELECT DISTINCT xmin::text FROM checkpoint_writes "
-                        "WHERE thread_id = :session AND position('ToolMessage'::bytea in blob) > 0"
-                    ),
-                    {"session": session.session_id},
-                )
-            ).scalars().all()
+            result_writes = await writes_holding(connection, session.session_id, "ToolMessage")
 
     assert result_writes == [ended], "the end commits in the transaction of the task's writes"
     assert running != ended, "the start committed before, on its own"
@@ -354,15 +359,7 @@ async def test_a_model_calls_usage_commits_with_the_checkpoint_writes_of_its_rep
                     {"session": session.session_id},
                 )
             ).scalars().all()
-            replies = (
-                await connection.execute(
-                    text(
-                        "SELECT DISTINCT xmin::text FROM checkpoint_writes "
-                        "WHERE thread_id = :session AND position('AIMessage'::bytea in blob) > 0"
-                    ),
-                    {"session": session.session_id},
-                )
-            ).scalars().all()
+            replies = await writes_holding(connection, session.session_id, "AIMessage")
 
     assert len(usage) == len(set(usage)) == 2, "two model calls, each kept once, apart"
     assert set(usage) <= set(replies), "each commits in the transaction of its step's writes"
