@@ -16,6 +16,7 @@ from langchain_core.messages import (
     AIMessageChunk,
     BaseMessage,
     HumanMessage,
+    RemoveMessage,
     ToolCall,
     ToolMessage,
 )
@@ -24,12 +25,15 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, StateSnapshot, StreamPart
 
 from orchestrator.errors import QuestionsWaitingError, ToolError, UserError
-from orchestrator.events import StatusEvent, ToolEvent
+from orchestrator.events import Stage, StatusEvent, ToolEvent
 from orchestrator.graph.builder import MODEL_NODE
+from orchestrator.graph.model_pipeline.compaction import summarised
 from orchestrator.graph.prompts import CANCELLED_CALL, CANCELLED_TURN, FOLLOW_UP_LIMIT
+from orchestrator.graph.state import Summary
 from orchestrator.held_text import HeldText
 from orchestrator.notes import is_persons, note
 from orchestrator.settings import Settings
+from orchestrator.store.archived import archived_messages
 from orchestrator.store.checkpoints import PooledPostgresSaver
 from orchestrator.store.sessions import claim_session
 from orchestrator.store.storage import Storage
@@ -61,7 +65,7 @@ class Outcome:
 
     messages: list[BaseMessage]
     waiting: list[PendingQuestion]
-    summary: Mapping[str, object] | None = None  # the state's `summary` (see graph.state)
+    summary: Summary | None = None
 
     @classmethod
     def of(cls, state: StateSnapshot) -> Outcome:
@@ -310,8 +314,44 @@ class Session:
             return self._result(await self._stream(None, on_event))
 
     async def history(self) -> list[BaseMessage]:
-        """Every message of the conversation so far."""
-        return messages_of(await self.graph.aget_state(self.config))
+        """Every message of the conversation so far: those a summary stands for from the archive."""
+        held = messages_of(await self.graph.aget_state(self.config))
+        if self.storage is None:
+            return held
+        ids = {m.id for m in held}
+        archived = await archived_messages(self.storage.database, self.session_id, user_id=self.user_id)
+        return [*(m for m in archived if m.id not in ids), *held]
+
+    async def keep_summary(self, summary: Summary) -> None:
+        """Store a summary written outside a turn (a person's `/compact`), as a turn's is."""
+        async with self._holding():
+            state = await self._archive()
+            update: dict[str, object] = {"summary": summary}
+            update.update(self._forgetting(messages_of(state), summary))
+            await self.graph.aupdate_state(self.config, update, as_node=MODEL_NODE)
+
+    async def _forget_summarised(self, messages: list[BaseMessage], summary: Summary | None) -> None:
+        """Drop from the checkpoint the archived messages of earlier turns a summary stands for.
+
+        LangGraph reads and writes a thread's whole `messages` channel every step:
+        kept, a long conversation would cost each turn in proportion to its length.
+        """
+        forgetting = self._forgetting(messages, summary)
+        if forgetting:
+            await self.graph.aupdate_state(self.config, forgetting, as_node=MODEL_NODE)
+
+    def _forgetting(self, messages: list[BaseMessage], summary: Summary | None) -> dict[str, object]:
+        """The update that removes them (empty: none to remove, or no archive to keep them)."""
+        if self.storage is None:
+            return {}
+        start = turn_start(messages)
+        gone: list[BaseMessage] = []
+        for message in summarised(messages, summary):
+            if message.id == start:  # the last turn stays whole, for its result and a resume
+                break
+            if message.id in self._archived:
+                gone.append(RemoveMessage(id=message.id))
+        return {"messages": gone} if gone else {}
 
     async def _stream(
         self,
@@ -369,7 +409,9 @@ class Session:
             # Paused, or ended unlike a finished turn: the state as the checkpoint has it.
             return Outcome.of(await self._archive())
         await self._store(messages)
-        return Outcome(messages, [], last["data"].get("summary"))
+        summary = last["data"].get("summary")
+        await self._forget_summarised(messages, summary)
+        return Outcome(messages, [], summary)
 
     async def _drop_off(self) -> None:
         """Calls' ends that waited for their task's checkpoint writes, which never came."""
@@ -428,9 +470,7 @@ class Session:
         )
 
 
-def _compacted(
-    summary: Mapping[str, object] | None, *, start: str | None
-) -> dict[str, object] | None:
+def _compacted(summary: Summary | None, *, start: str | None) -> dict[str, object] | None:
     """What the turn that began with message `start` compacted, if it did."""
     if not summary or start is None or summary.get("turn") != start:
         return None
@@ -448,13 +488,14 @@ def _let_go(lookup: asyncio.Future[str] | None) -> None:
 
 def _to_event(part: StreamPart) -> TurnEvent | None:
     # Sub-agents run as subgraphs (a non-empty namespace): their tool progress is
-    # shown one level deeper per graph, while their stages and replies are theirs.
+    # shown one level deeper per graph, and their compactions (which name them);
+    # their other stages and replies are theirs.
     namespace = part["ns"]
     if part["type"] == "custom":
         event: StatusEvent | ToolEvent = part["data"]  # only our nodes write it
         if event["kind"] == "tool":
             return {**event, "depth": len(namespace)}
-        return None if namespace else event
+        return None if namespace and event["stage"] != Stage.COMPACTED else event
     message, metadata = part["data"]  # type: ignore[misc]  # the messages mode's pair
     is_reply = isinstance(message, AIMessageChunk | AIMessage)
     if namespace or not is_reply or metadata.get("langgraph_node") != MODEL_NODE:

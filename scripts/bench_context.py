@@ -1,12 +1,15 @@
 """Long conversations: a turn in a session of 10,000 messages against one of 10 (issue 29).
 
-    .venv/bin/python scripts/bench_context.py [--messages 10000] [--pairs 15] [--window 32000]
+    .venv/bin/python scripts/bench_context.py [--messages 10000] [--pairs 40] [--window 32000]
 
-Both sessions run in this process on one in-memory checkpointer, with the scripted
-(zero-latency) model and the product's default model chain, compaction included. The
-long session is filled with alternating user and model messages (about 60 tokens
-each), then each session gets one warm-up turn (the long one compacts in it), then
-turns alternate between the two sessions, `--pairs` of each.
+Both sessions run in this process as a chat runs them: with storage on an embedded
+PostgreSQL of the run's own (a fresh cluster in a temporary directory; checkpoints and
+the message archive, no embedding model), the scripted (zero-latency) model and the
+product's default model chain, compaction included. The long session is filled with
+alternating user and model messages (about 60 tokens each) and opened (which archives
+them, as a session a stopped process left is), then each session gets one warm-up turn
+(the long one compacts in it), then turns alternate between the two sessions, `--pairs`
+of each.
 
 - `turn_ratio_10k`: median turn time of the long session ÷ median of the short one
   (target ≤ 1.5).
@@ -14,6 +17,9 @@ turns alternate between the two sessions, `--pairs` of each.
   `llm/tokens.py`: system message, messages, tool schemas), summary calls included,
   ÷ the window (target ≤ 1.0); `max_request_tokens` and `window` beside it.
 - `compacted_turns`: turns (warm-up included) that wrote a summary.
+- `held_messages_long`: messages the long session's checkpoint holds at the end
+  (what the model sees and the last turn); the archive holds all of them
+  (`archived_messages_long`, which `/history` reads).
 
 The last line is one JSON object.
 """
@@ -23,12 +29,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
+import tempfile
 import time
 import uuid
+from pathlib import Path
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
-from langgraph.checkpoint.memory import InMemorySaver
 
 from orchestrator.graph.builder import MODEL_NODE
 from orchestrator.llm.summary import is_summary_request
@@ -36,9 +44,15 @@ from orchestrator.llm.tokens import prompt_tokens
 from orchestrator.runtime import Orchestrator
 from orchestrator.session import Session
 from orchestrator.settings import load_settings
+from orchestrator.store.embedded import embedded_logins, leave_embedded_server
+from orchestrator.store.storage import Storage
 from orchestrator.testing import ScriptedChatModel
 
-TEXT = "We talked about the garden party on Saturday, the chairs, the tables and the lemonade. "
+TEXT = (  # with its number, about 60 tokens (llm/tokens.py's estimate)
+    "We talked about the garden party on Saturday: who brings the chairs and the tables, "
+    "whether the lemonade is made the night before, where the cake goes if it rains, "
+    "and which of the neighbours to ask about borrowing their big umbrella. "
+)
 
 
 def reply(messages: list[BaseMessage]) -> str:
@@ -54,6 +68,7 @@ async def filled(runtime: Orchestrator, messages: int) -> Session:
         history.append(HumanMessage(f"{TEXT}({n})", id=uuid.uuid4().hex))
         history.append(AIMessage(f"Noted. {TEXT}({n})", id=uuid.uuid4().hex))
     await session.graph.aupdate_state(session.config, {"messages": history}, as_node=MODEL_NODE)
+    await session.open()  # archives them
     return session
 
 
@@ -63,10 +78,28 @@ async def timed(session: Session, text: str) -> tuple[float, bool]:
     return time.perf_counter() - start, result.compacted is not None
 
 
-async def main(arguments: argparse.Namespace) -> dict[str, object]:
+async def main(arguments: argparse.Namespace, home: Path) -> dict[str, object]:
     model = ScriptedChatModel(steps=[reply] * (4 * arguments.pairs + 20))
-    settings = load_settings(context_tokens=arguments.window)
-    runtime = Orchestrator.create(settings, model=model, tools=[], checkpointer=InMemorySaver())
+    logins = embedded_logins(home / "server", database="context")
+    settings = load_settings(
+        database_url=logins.owner_url,
+        database_app_url=logins.app_url,
+        data_dir=home / "data",
+        sub_graphs_dir=home / "none",
+        embeddings="none",
+        context_tokens=arguments.window,
+    )
+    storage = await Storage.open(settings)
+    try:
+        runtime = Orchestrator.create(settings, model=model, tools=[], storage=storage)
+        return await measure(runtime, model, arguments)
+    finally:
+        await storage.close()
+
+
+async def measure(
+    runtime: Orchestrator, model: ScriptedChatModel, arguments: argparse.Namespace
+) -> dict[str, object]:
     short = await filled(runtime, 10)
     long = await filled(runtime, arguments.messages)
     compacted = 0
@@ -79,6 +112,7 @@ async def main(arguments: argparse.Namespace) -> dict[str, object]:
             times[name].append(seconds)
             compacted += did
     largest = max(prompt_tokens(received) for received in model.received)
+    held = (await long.graph.aget_state(long.config)).values["messages"]
     return {
         "messages": arguments.messages,
         "turn_ms_10": round(1000 * statistics.median(times["short"]), 2),
@@ -88,12 +122,27 @@ async def main(arguments: argparse.Namespace) -> dict[str, object]:
         "window": arguments.window,
         "max_request_tokens_ratio": round(largest / arguments.window, 3),
         "compacted_turns": compacted,
+        "held_messages_long": len(held),
+        "archived_messages_long": len(await long.history()),
     }
+
+
+def run(arguments: argparse.Namespace) -> dict[str, object]:
+    """`main` on an embedded PostgreSQL of its own, stopped and removed after."""
+    for name in [n for n in os.environ if n.startswith("ORCHESTRATOR_")]:
+        del os.environ[name]  # the product's defaults, not the developer's settings
+    with tempfile.TemporaryDirectory(prefix="bench-context-") as directory:
+        home = Path(directory)
+        os.environ["ORCHESTRATOR_HOME"] = str(home)
+        try:
+            return asyncio.run(main(arguments, home))
+        finally:
+            leave_embedded_server(home / "server")
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=10_000)
-    parser.add_argument("--pairs", type=int, default=15)
+    parser.add_argument("--pairs", type=int, default=40)
     parser.add_argument("--window", type=int, default=32_000)
-    print(json.dumps(asyncio.run(main(parser.parse_args()))))
+    print(json.dumps(run(parser.parse_args())))

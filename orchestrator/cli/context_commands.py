@@ -6,7 +6,6 @@ from langchain_core.messages import BaseMessage, SystemMessage
 from rich.console import Console
 from rich.markup import escape
 
-from orchestrator.graph.builder import MODEL_NODE
 from orchestrator.graph.model_pipeline.compaction import (
     CompactionMiddleware,
     ContextUse,
@@ -66,9 +65,10 @@ async def compact_session(
         messages=messages,
         summary=summary,
         focus=focus,
+        run=session.context,
     )
     if new is None or done is None:
         out.print("Nothing to compact yet.")
         return
-    await session.graph.aupdate_state(session.config, {"summary": new}, as_node=MODEL_NODE)
+    await session.keep_summary(new)
     out.print(f"[dim]{escape(done.line())}[/dim]", highlight=False)

@@ -38,6 +38,8 @@ from psycopg.rows import DictRow, dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
+from orchestrator.store.written_values import WrittenValues
+
 # The channel of LangGraph's interrupt writes (its own constant is private since 1.0).
 INTERRUPT = "__interrupt__"
 
@@ -65,6 +67,7 @@ class PooledPostgresSaver(AsyncPostgresSaver):
         super().__init__(*args, **kwargs)
         self._peeked: dict[tuple[str, asyncio.Task[object] | None], CheckpointTuple | None] = {}
         self._riders: dict[str, list[Rider]] = {}  # by the id of the task they wait for
+        self._written = WrittenValues()
 
     def ride_along(self, task_id: str, rider: Rider) -> None:
         """Commit `rider` with the next checkpoint writes of task `task_id`.
@@ -108,6 +111,22 @@ class PooledPostgresSaver(AsyncPostgresSaver):
                 return self._peeked.pop(key)
         return await super().aget_tuple(config)
 
+    async def _load_checkpoint_tuple(self, value: DictRow) -> CheckpointTuple:
+        """LangGraph's, without deserializing the blobs this process wrote (see `WrittenValues`)."""
+        versions = value["checkpoint"].get("channel_versions") or {}
+        thread_id, namespace = value["thread_id"], value["checkpoint_ns"]
+        blobs, known = [], {}
+        for blob in value["channel_values"] or ():
+            channel = blob[0].decode()
+            found, kept = self._written.read(thread_id, namespace, channel, versions.get(channel))
+            if found:
+                known[channel] = kept
+            else:
+                blobs.append(blob)
+        loaded = await super()._load_checkpoint_tuple({**value, "channel_values": blobs})
+        loaded.checkpoint["channel_values"].update(known)
+        return loaded
+
     async def aput(
         self,
         config: RunnableConfig,
@@ -130,6 +149,8 @@ class PooledPostgresSaver(AsyncPostgresSaver):
                 blob_values[key] = copy["channel_values"].pop(key)
         blob_versions = {k: v for k, v in new_versions.items() if k in blob_values}
         blobs = self._dump_blobs(thread_id, checkpoint_ns, blob_values, blob_versions) if blob_versions else []
+        kept = {k: v for k, v in blob_values.items() if k in blob_versions and not isinstance(v, _DeltaSnapshot)}
+        self._written.wrote(thread_id, checkpoint_ns, kept, blob_versions)
         async with self._cursor(pipeline=True) as cursor:
             if blobs:
                 await cursor.executemany(self.UPSERT_CHECKPOINT_BLOBS_SQL, blobs)

@@ -13,7 +13,7 @@ LONG = "Plan the garden party for Saturday. " + "We need chairs, tables and lemo
 
 
 def test_context_shows_the_window_and_compact_summarises_older_messages(cli, tmp_path: Path):
-    lines = [f"{LONG} ({n})" for n in range(4)] + ["/context", "/compact chairs", "/context"]
+    lines = [f"{LONG} ({n})" for n in range(4)] + ["/context", "/compact chairs", "/context", "/history"]
     done = cli(
         "chat",
         cwd=tmp_path,
@@ -28,6 +28,8 @@ def test_context_shows_the_window_and_compact_summarises_older_messages(cli, tmp
     assert before_summary == "0" and int(after_summary) > 0
     assert int(after_messages) < int(before_messages), "the summarised messages left the view"
     assert "older message(s) summarised" in done.stdout
+    shown = [line for line in done.stdout.splitlines() if line.startswith("you: Plan the garden")]
+    assert len(shown) == 4, "/history shows the summarised messages too (from the archive)"
 
 
 def test_compact_with_nothing_to_summarise_says_so(cli, tmp_path: Path):

@@ -4,26 +4,34 @@ from __future__ import annotations
 
 import io
 import json
+import uuid
 from http import HTTPStatus
 from pathlib import Path
 
-from langchain_core.messages import AIMessage, SystemMessage, ToolMessage
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from rich.console import Console
 
 from orchestrator.events import Stage
-from orchestrator.graph.model_pipeline.compaction import SUMMARY_HEADER
+from orchestrator.graph.model_pipeline.compaction import (
+    SUMMARY_HEADER,
+    CompactionMiddleware,
+    compact_now,
+)
 from orchestrator.llm.offline import OfflineChatModel
 from orchestrator.llm.summary import SUMMARY_PROMPT, is_summary_request
 from orchestrator.llm.tokens import estimate_tokens, prompt_tokens
 from orchestrator.runtime import Orchestrator
 from orchestrator.settings import load_settings
+from orchestrator.store.archived import archived_messages
+from orchestrator.store.storage import Storage
 from orchestrator.terminal.render import TurnRenderer
 from orchestrator.testing import OpenAICompatibleServer, ScriptedChatModel
 from orchestrator.testing.openai_server import ErrorReply, JsonObject, Reply
 from orchestrator.testing.scripted import call_tools
-from tests.helpers import EventLog
+from orchestrator.usage.prices import ModelPrice
+from tests.helpers import EventLog, make_session
 from tests.tool_folders import parrot_agent
 
 WINDOW = 3000
@@ -65,22 +73,43 @@ def server_session(server: OpenAICompatibleServer, *, saver: InMemorySaver, sess
     return runtime.session(user_id="u", session_id=session_id)
 
 
-async def test_a_long_session_stays_in_its_window_and_keeps_every_message():
-    saver = InMemorySaver()
+async def test_a_long_session_stays_in_its_window_and_the_archive_keeps_every_message(
+    tmp_path: Path, database_url: str
+):
+    user, session_id = f"long-{uuid.uuid4().hex[:8]}", uuid.uuid4().hex[:12]
     with ChattyServer() as server:
-        session = server_session(server, saver=saver)
-        for turn in range(300):
-            result = await session.run(f"Question {turn}: {FILLER}")
-            assert result.answer.startswith("Answer"), turn
-        history = await session.history()
+        settings = load_settings(
+            database_url=database_url, data_dir=tmp_path, sub_graphs_dir=tmp_path / "none",
+            embeddings="none", openai_base_url=server.base_url, context_tokens=WINDOW, **MODEL,
+        )
+        storage = await Storage.open(settings)
+        try:
+            runtime = Orchestrator.create(settings, storage=storage)
+            session = runtime.session(user_id=user, session_id=session_id)
+            for turn in range(300):
+                result = await session.run(f"Question {turn}: {FILLER}")
+                assert result.answer.startswith("Answer"), turn
+            history = await session.history()
+            held = (await session.graph.aget_state(session.config)).values["messages"]
+            archived = await archived_messages(storage.database, session_id, user_id=user)
+            reopened = runtime.session(user_id=user, session_id=session_id)
+            assert await reopened.open() is False
+            after = await reopened.run("Question after the restart")
+        finally:
+            await storage.close()
     turns = [r for r in server.requests if not is_summary_request(str(r["messages"][0]["content"]))]
-    assert len(turns) == 300, "every turn answered"
+    assert len(turns) == 301, "every turn answered"
     assert server.summaries > 0, "the conversation was compacted"
     assert max(request_tokens(r) for r in server.requests) <= WINDOW
-    assert len(history) == 600, "the state (the archive's source) keeps every message"
-    last = turns[-1]["messages"]
+    assert len(archived) == 600, "the archive keeps every message"
+    assert [m.text for m in history] == [m.text for m in archived], "/history shows them all"
+    assert [m.text for m in history[::2]] == [f"Question {n}: {FILLER}" for n in range(300)]
+    assert len(held) < 60, "the checkpoint holds about what the window shows, not all 600"
+    last = turns[-2]["messages"]
     assert "Question 299" in str(last[-1]["content"])
     assert any("Summary" in str(m["content"]) for m in last if m["role"] == "system")
+    assert after.answer.startswith("Answer"), "a reopened session goes on from the summary"
+    assert "Summary" in str(turns[-1]["messages"][1]["content"])
 
 
 async def test_a_resumed_session_starts_from_the_stored_summary():
@@ -220,9 +249,13 @@ async def test_a_nested_agent_compacts_its_own_history_under_its_own_window(tmp_
     runtime = Orchestrator.create(
         settings, model=model, checkpointer=InMemorySaver(), ask=approve_all
     )
-    result = await runtime.session(user_id="u").run("make the parrot repeat the report")
+    events = EventLog()
+    result = await runtime.session(user_id="u").run("make the parrot repeat the report", on_event=events)
 
     assert result.answer == "The parrot is done."
+    shown = [e["detail"] for e in events if e["kind"] == "status" and e["stage"] == Stage.COMPACTED]
+    assert shown and all(d.startswith("context of parrot: ") for d in shown), "the person sees it"
+    assert result.compacted is None, "ask --json's `compacted` is the orchestrator's own"
     parrot = [r for r in model.received if "You are parrot" in r[0].text]
     top = [r for r in model.received if "You are parrot" not in r[0].text]
     assert any(is_summary_request(r[0].text) for r in model.received), "the parrot compacted"
@@ -272,3 +305,36 @@ async def test_summaries_are_written_by_the_summary_model_when_one_is_set():
     turns = [r for r in server.requests if r not in summaries]
     assert summaries and {r["model"] for r in summaries} == {"summary-model"}
     assert {r["model"] for r in turns} == {"test-model"}
+
+
+async def test_a_summary_call_is_counted_like_any_model_call():
+    with ChattyServer() as server:
+        session = server_session(server, saver=InMemorySaver())
+        results = [await session.run(f"Question {turn}: {FILLER}") for turn in range(24)]
+    compacting = [r for r in results if r.compacted is not None]
+    assert len(compacting) == server.summaries > 0
+    for result in compacting:
+        (counted,) = result.usage.models.values()
+        assert counted.calls == 2, "the turn's own call and its summary call"
+    quiet = [r for r in results if r.compacted is None]
+    assert all(next(iter(r.usage.models.values())).calls == 1 for r in quiet)
+
+
+async def test_a_summary_call_that_would_pass_the_budget_is_not_made():
+    model = ScriptedChatModel(steps=["Summary: never written."])
+    prices = {"scripted": ModelPrice(input=1.0, output=1.0)}
+    session = make_session(model, [], model_prices=prices, max_turn_cost_usd=0.000001)
+    history = [
+        message
+        for n in range(40)
+        for message in (HumanMessage(f"Question {n}: {FILLER}", id=f"q{n}"), AIMessage("ok", id=f"a{n}"))
+    ]
+    middleware = CompactionMiddleware(model=model, window=WINDOW)
+
+    summary, done = await compact_now(
+        middleware, system=SystemMessage("system"), messages=history, summary=None, run=session.context
+    )
+    assert model.received == [], "the model was not called"
+    assert done is not None and done.failed and "summary failed" in done.line()
+    assert summary is not None and summary["failed"] and summary["text"] == ""
+    assert session.usage.stop is not None, "the budget stops the turn's next call too"

@@ -217,3 +217,38 @@ async def test_langgraphs_own_saver_reads_the_writes_and_blobs_ours_serializes_i
     assert stock.metadata["step"] == 1
     assert [(task, channel) for task, channel, _ in stock.pending_writes] == [("t1", "messages"), ("t2", INTERRUPT)]
     assert stock.pending_writes[1][2] == {"question": "go?"}
+
+
+async def test_a_turn_reads_back_what_it_wrote_without_deserializing_and_sees_another_process_write(
+    database_url: str, tmp_path: Path, monkeypatch
+):
+    async with storage_for(database_url, tmp_path) as storage, storage_for(
+        database_url, tmp_path / "other"
+    ) as other:
+        ours = storage.checkpointer
+        assert isinstance(ours, PooledPostgresSaver)
+        model = ScriptedChatModel(steps=["Hello.", "From the other process.", "Again."])
+        runtime = Orchestrator.create(load_settings(), model=model, storage=storage)
+        session = runtime.session(user_id="u-written")
+        await session.run("hi")
+        config = {"configurable": {"thread_id": session.session_id, "checkpoint_ns": ""}}
+
+        loaded: list[str] = []
+        loads = ours.serde.loads_typed
+        monkeypatch.setattr(
+            ours.serde, "loads_typed", lambda data: loaded.append(data[0]) or loads(data)
+        )
+        mine = await ours.aget_tuple(config)
+        assert loaded == [], "the messages this process wrote are not deserialized again"
+
+        elsewhere = Orchestrator.create(load_settings(), model=model, storage=other)
+        await elsewhere.session(user_id="u-written", session_id=session.session_id).run("there?")
+        theirs = await ours.aget_tuple(config)
+        again = await session.run("and now?")
+
+    assert [m.text for m in mine.checkpoint["channel_values"]["messages"]] == ["hi", "Hello."]
+    assert loaded, "another process's write is read from the database"
+    assert [m.text for m in theirs.checkpoint["channel_values"]["messages"]][-1] == (
+        "From the other process."
+    )
+    assert again.answer == "Again."

@@ -4,10 +4,13 @@ Before each call the prompt (system message, tool schemas, summary, messages)
 is counted; past `threshold` of the model's window, the older messages are
 summarised by the level's own model and the model sees the summary and the
 last messages verbatim. A model message with tool calls and the results that
-answer it move together. Only the model's view changes: the state keeps every
-message (and so the archive, RAG and `/history`), and the summary is kept in
-the state (`summary`) with the id of the last message it covers, so a resumed
-session starts from it. A message too large on its own is cut with a marker.
+answer it move together. Here only the model's view changes; the summary is kept
+in the state (`summary`) with the id of the last message it covers, so a resumed
+session starts from it. Once a turn has ended and its messages are archived, the
+session drops from the state the messages of earlier turns a summary stands for
+(`summarised`): the archive (and so RAG and `/history`) keeps every one, and a
+turn's cost stays that of the window, not of the whole conversation. A message
+too large on its own is cut with a marker.
 A summary call that fails leaves the turn running on the cut history.
 """
 
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -30,12 +34,17 @@ from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.errors import GraphBubbleUp
 
+from orchestrator.errors import BudgetExceededError
 from orchestrator.events import Stage, emit_status
 from orchestrator.graph.model_pipeline.chain import ModelAnswer, ModelCall, ModelHandler
+from orchestrator.graph.model_usage import count_model_call, least_cost
 from orchestrator.graph.state import Summary
 from orchestrator.llm.summary import SUMMARY_PROMPT
 from orchestrator.llm.tokens import CHARS_PER_TOKEN, estimate_tokens, message_tokens, prompt_tokens
+from orchestrator.tools.context import RunContext
+from orchestrator.tools.request_log import CallTask
 from orchestrator.turns import turn_start
+from orchestrator.usage.prices import ModelIdentity
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +53,7 @@ CUT_MARKER = "\n[... cut: this message was too long for the model's context wind
 THRESHOLD = 0.8
 SUMMARY_SHARE = 0.15  # of the window, the most a summary may take
 MESSAGE_SHARE = 0.25  # of the window, the most one message may take
+KEEP_SHARE = 0.4  # of the window, the most the messages kept verbatim take after compacting
 MAX_CORRECTION = 4.0  # a server's count trusted up to this many times our estimate
 MESSAGE_LINE_CHARS = 2000  # of one message, the most a summary request shows
 
@@ -56,15 +66,16 @@ class Compacted:
     saved_tokens: int
     failed: bool = False
 
-    def line(self) -> str:
-        """One quiet line for the person."""
+    def line(self, *, agent_path: Sequence[str] = ()) -> str:
+        """One quiet line for the person; a nested agent's names the agent (`agent_path`)."""
+        where = f"context of {' > '.join(agent_path)}" if agent_path else "context"
         if self.failed:
             return (
-                f"context: summary failed; {self.messages} older message(s) left out "
+                f"{where}: summary failed; {self.messages} older message(s) left out "
                 f"of the model's view ({self.saved_tokens} tokens)"
             )
         return (
-            f"context: {self.messages} older message(s) summarised, "
+            f"{where}: {self.messages} older message(s) summarised, "
             f"{self.saved_tokens} tokens saved"
         )
 
@@ -83,6 +94,7 @@ class CompactionMiddleware:
         self.model = model
         self.window = window
         self.threshold = threshold
+        self.identity = ModelIdentity.of(model)
         schemas = [convert_to_openai_tool(tool) for tool in tools]
         self.tool_tokens = estimate_tokens(json.dumps(schemas)) if schemas else 0
         # Server-reported input tokens ÷ our estimate, from the last call that reported them.
@@ -104,9 +116,11 @@ class CompactionMiddleware:
             head=head,
             messages=messages,
             summary=summary,
+            run=request.run,
+            task=CallTask.of(request.config),  # its usage kept with the model step's writes
         )
         if done is not None:
-            emit_status(Stage.COMPACTED, done.line())
+            emit_status(Stage.COMPACTED, done.line(agent_path=request.run.agent_path))
         view = [*head, *_summary_messages(summary), *kept]
         answer = await handler(request.override(messages=view))
         estimate = message_tokens(request.system_message) + self.tool_tokens + prompt_tokens(view)
@@ -117,9 +131,14 @@ class CompactionMiddleware:
         return answer.override(update=update)
 
     def budget(self, system: BaseMessage, head: Sequence[BaseMessage]) -> int:
-        """Tokens (as estimated) the kept messages may take beside the system prompt, tools and a summary."""
+        """Tokens (as estimated) the kept messages may take beside the system prompt, tools and a summary.
+
+        At most `KEEP_SHARE` of the window: compacting just under the threshold
+        would call for another summary a few turns later.
+        """
         fixed = message_tokens(system) + self.tool_tokens + prompt_tokens(head)
-        return int(self.threshold * self.window * (1 - SUMMARY_SHARE) / self.correction) - fixed
+        room = int(self.threshold * self.window * (1 - SUMMARY_SHARE) / self.correction) - fixed
+        return min(room, int(KEEP_SHARE * self.window / self.correction))
 
     def _corrected(self, answer: ModelAnswer, estimate: int) -> ModelAnswer:
         """Learn from the input tokens the server reported how far off the estimate was."""
@@ -141,10 +160,13 @@ async def compact(
     summary: Summary | None,
     focus: str = "",
     force: bool = False,
+    run: RunContext | None = None,
+    task: CallTask | None = None,
 ) -> tuple[Summary | None, list[BaseMessage], Compacted | None]:
     """The new summary, the messages kept verbatim, and what was done (None: nothing to do).
 
-    `turn` is the id of the message that began the turn (kept with the summary).
+    `turn` is the id of the message that began the turn (kept with the summary). The
+    summary call is checked against the budgets of `run` and counted on its meter.
     """
     window = middleware.window
     limit = max(1, int(window * MESSAGE_SHARE)) * CHARS_PER_TOKEN
@@ -155,13 +177,13 @@ async def compact(
     saved = prompt_tokens(older)
     upto = older[-1].id or ""
     try:
-        text = await summarise(
-            middleware.model,
+        prompt = summary_request(
             older,
             previous=summary["text"] if summary else "",
             focus=focus,
             max_chars=int(window * middleware.threshold * (1 - SUMMARY_SHARE)) * CHARS_PER_TOKEN,
         )
+        text = await _summary_call(middleware, prompt, run=run, task=task)
     except GraphBubbleUp:
         raise
     except Exception as error:  # noqa: BLE001 - a failed summary never costs the turn
@@ -177,15 +199,39 @@ def _written(text: str, upto: str, turn: str, done: Compacted) -> Summary:
     return Summary(text=text, upto=upto, turn=turn, saved=done.saved_tokens, failed=done.failed)
 
 
-async def summarise(
-    model: BaseChatModel,
+async def _summary_call(
+    middleware: CompactionMiddleware,
+    prompt: list[BaseMessage],
+    *,
+    run: RunContext | None,
+    task: CallTask | None,
+) -> str:
+    """The summary the model writes for `prompt`, counted like any model call.
+
+    Raises BudgetExceededError, without calling the model, when a budget of
+    `run` would be passed.
+    """
+    if run is not None and run.usage is not None:
+        stop = run.usage.before_model(least_cost(run, middleware.identity, prompt))
+        if stop is not None:
+            raise BudgetExceededError(stop.message)
+    started = time.monotonic()
+    # Not streamed: the summary is not the answer.
+    reply = await middleware.model.ainvoke(prompt, config={"callbacks": [], "tags": ["nostream"]})
+    if run is not None and isinstance(reply, AIMessage):
+        seconds = time.monotonic() - started
+        await count_model_call(run, middleware.identity, reply, sent=prompt, seconds=seconds, task=task)
+    return reply.text.strip()
+
+
+def summary_request(
     messages: Sequence[BaseMessage],
     *,
     previous: str = "",
     focus: str = "",
     max_chars: int = 100_000,
-) -> str:
-    """The model's summary of `previous` (an earlier summary) and `messages`.
+) -> list[BaseMessage]:
+    """The request for a summary of `previous` (an earlier summary) and `messages`.
 
     The request itself must fit the window: past `max_chars` the oldest
     messages are left out of it (the earlier summary never is).
@@ -202,10 +248,7 @@ async def summarise(
     if previous:
         shown.insert(0, f"Earlier summary: {previous}")
     instruction = SUMMARY_PROMPT + (f" Focus on: {focus}." if focus else "")
-    prompt = [SystemMessage(instruction), HumanMessage("\n".join(shown))]
-    # Not streamed: the summary is not the answer.
-    reply = await model.ainvoke(prompt, config={"callbacks": [], "tags": ["nostream"]})
-    return reply.text.strip()
+    return [SystemMessage(instruction), HumanMessage("\n".join(shown))]
 
 
 def _speaker(message: BaseMessage) -> str:
@@ -236,6 +279,12 @@ def _after(messages: list[BaseMessage], summary: Summary | None) -> list[BaseMes
                 rest = rest[1:]
             return rest
     return messages
+
+
+def summarised(messages: Sequence[BaseMessage], summary: Summary | None) -> list[BaseMessage]:
+    """The messages of a conversation that `summary` stands for (the model no longer sees them)."""
+    rest = _after(list(messages), summary)
+    return list(messages[: len(messages) - len(rest)])
 
 
 def _summary_messages(summary: Summary | None) -> list[BaseMessage]:
@@ -331,6 +380,7 @@ async def compact_now(
     messages: list[BaseMessage],
     summary: Summary | None,
     focus: str = "",
+    run: RunContext | None = None,
 ) -> tuple[Summary | None, Compacted | None]:
     """A person's `/compact [focus]`: the new summary (None: nothing to summarise)."""
     new, _, done = await compact(
@@ -342,5 +392,6 @@ async def compact_now(
         summary=summary,
         focus=focus,
         force=True,
+        run=run,
     )
     return (new, done) if done is not None else (None, None)
