@@ -41,10 +41,12 @@ from orchestrator.errors import (
 from orchestrator.lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from orchestrator.actions.node import as_node
     from orchestrator.graph import AgentState, build_agent_graph
     from orchestrator.runtime import Orchestrator
     from orchestrator.session import Session
     from orchestrator.settings import Settings, load_settings
+    from orchestrator.tools.envelope import Envelope
     from orchestrator.tools.results import Billing, ToolResult
     from orchestrator.turns import ToolCallRecord, TurnResult
 
@@ -61,6 +63,8 @@ _LAZY = {
     "load_settings": "orchestrator.settings",
     "Billing": "orchestrator.tools.results",
     "ToolResult": "orchestrator.tools.results",
+    "Envelope": "orchestrator.tools.envelope",
+    "as_node": "orchestrator.actions.node",
 }
 
 
@@ -68,6 +72,8 @@ __getattr__ = lazy_exports(__name__, _LAZY)
 
 __all__ = [
     "AgentState",
+    "Envelope",
+    "as_node",
     "Billing",
     "BudgetExceededError",
     "ConfigError",

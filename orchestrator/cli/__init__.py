@@ -16,6 +16,7 @@ from orchestrator.cli.chat import ask, chat
 from orchestrator.cli.common import err
 from orchestrator.cli.manage import db_app, new_agent, requests_app, tools_app
 from orchestrator.cli.mcp_commands import mcp_app
+from orchestrator.cli.run_action import run_action
 from orchestrator.cli.session_commands import sessions_app
 from orchestrator.cli.usage_report import usage
 
@@ -70,6 +71,7 @@ def _options(
 
 app.command()(chat)
 app.command()(ask)
+app.command("run")(run_action)
 app.add_typer(tools_app, name="tools")
 app.command("new-agent")(new_agent)
 app.add_typer(db_app, name="db")

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from orchestrator.cli.common import err, identifier, out, settings_or_exit, user_errors
-from orchestrator.cli.startup import DatabaseStart, Startup, run_command
+from orchestrator.cli.startup import DatabaseStart, Startup, prepare_unattended, run_command
 from orchestrator.errors import UserError
 from orchestrator.settings import Settings
 from orchestrator.terminal.text import display_path, shown
@@ -89,7 +89,12 @@ def serve(
     protocol = claim_stdio() if transport is Transport.stdio else None
 
     def prepare(settings: Settings, database: DatabaseStart | None) -> Startup:
-        return _prepare_unattended(settings, database, allow_sensitive=allow_sensitive)
+        from orchestrator.serve.mcp_server import unattended_middleware
+
+        middleware = unattended_middleware(
+            settings, allow_sensitive=allow_sensitive, advice=ALLOW_ADVICE
+        )
+        return prepare_unattended(settings, database, middleware=middleware)
 
     async def command(startup: Startup, runtime: Orchestrator) -> int:
         return await _serve(
@@ -97,28 +102,6 @@ def serve(
         )
 
     raise typer.Exit(run_command(command, prepare=prepare))
-
-
-def _prepare_unattended(
-    settings: Settings, database: DatabaseStart | None, *, allow_sensitive: bool
-) -> Startup:
-    """What `chat` prepares, with no one asked: what awaits a decision stays undecided."""
-    from orchestrator.folders.approvals import review_folders
-    from orchestrator.llm.providers import build_chat_model
-    from orchestrator.serve.mcp_server import unattended_middleware
-
-    with user_errors():
-        model = build_chat_model(settings)
-        reviewed = review_folders(settings, _no_answer)
-    middleware = unattended_middleware(
-        settings, allow_sensitive=allow_sensitive, advice=ALLOW_ADVICE
-    )
-    url = database.url if database is not None else None
-    return Startup(settings, model, reviewed, url, middleware=middleware)
-
-
-def _no_answer(*_: object) -> None:
-    return None  # as at the end of input: nothing is decided now
 
 
 async def _serve(

@@ -224,6 +224,27 @@ def _prepare(settings: Settings, database: DatabaseStart | None, *, keep_message
     )
 
 
+def prepare_unattended(
+    settings: Settings,
+    database: DatabaseStart | None,
+    *,
+    middleware: list[ToolMiddleware] | None = None,
+) -> Startup:
+    """What `chat` prepares, with no one asked about folders: what awaits a decision stays undecided.
+
+    `middleware` replaces the dispatch pipeline's (`mcp serve`'s asks no one).
+    """
+    with user_errors():
+        model = _build_model(settings)
+        reviewed = review_folders(settings, _no_answer)
+    url = database.url if database is not None else None
+    return Startup(settings, model, reviewed, url, middleware=middleware)
+
+
+def _no_answer(*_: object) -> None:
+    return None  # as at the end of input: nothing is decided now
+
+
 def _review_dir(settings: Settings) -> Path:
     """Where each MCP definition asked about is written whole, for the person to read."""
     from orchestrator.folders.approvals import REGISTRY_DIR

@@ -20,7 +20,8 @@ so the event loop (other calls, timeouts, Ctrl-C) stays free meanwhile.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -245,8 +246,14 @@ class Tool(BaseModel):
         """Called by the loader before the tool is first used."""
         self._context = context
 
-    async def execute(self, request: ToolRequest) -> ToolResult:
-        """Validate the request's parameters against its action, then run the action."""
+    async def execute(self, request: ToolRequest | Mapping[str, object]) -> ToolResult:
+        """Validate the request's parameters against its action, then run the action.
+
+        `request` may be the plain dict of the original design (`request_id`,
+        `parent_request_id`, `action`, `parameters`); a missing `request_id` is made.
+        """
+        if not isinstance(request, ToolRequest):
+            request = _request_of(request, tool=self.name)
         spec = self.actions.get(request.action)
         if spec is None:
             raise ToolError(
@@ -266,3 +273,14 @@ class Tool(BaseModel):
                 partial(spec.handler, self, params, request), name=f"{self.name}_{spec.name}"
             )
         return await spec.handler(self, params, request)  # type: ignore[misc]
+
+
+def _request_of(given: Mapping[str, object], *, tool: str) -> ToolRequest:
+    """The `ToolRequest` a plain dict describes; an error naming what does not fit."""
+    fields = {"request_id": uuid.uuid4().hex, **given}
+    try:
+        return ToolRequest.model_validate(fields)
+    except ValidationError as error:
+        raise InvalidToolArgumentsError(
+            f"Invalid request for {tool}: {validation_problems(error)}."
+        ) from None

@@ -49,6 +49,12 @@ class ToolResult(BaseModel):
             retry_strategy=error.retry_strategy,
         )
 
+    def __getitem__(self, field: str) -> object:
+        """`result["status"]`, as code written for the original design's plain dicts reads it."""
+        if field not in type(self).model_fields:
+            raise KeyError(field)
+        return getattr(self, field)
+
     def to_model_text(self, *, max_chars: int) -> str:
         """JSON for the model: only the fields it can use, cut past `max_chars` with a note."""
         body = self.model_dump(

@@ -1,0 +1,57 @@
+"""One action as a graph of one node, so that its questions pause and resume as a chat's do.
+
+`orchestrator run` runs an action here: a sensitive action's approval is asked
+through LangGraph's `interrupt()`, read by the command from the person, and
+answered with `Command(resume=...)`, the answers the chat already uses.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TypedDict
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import Command
+
+from orchestrator.actions.address import Address
+from orchestrator.actions.runner import RUN_PREFIX, ActionRunner
+from orchestrator.tools.envelope import Envelope
+from orchestrator.tools.hitl import Decision
+from orchestrator.turns import PendingQuestion, questions_of
+
+Answer = Callable[[list[PendingQuestion]], Awaitable[dict[str, Decision]]]
+
+
+class OneAction(TypedDict, total=False):
+    """The graph's state: the action's arguments in, its envelope out."""
+
+    arguments: dict[str, object]
+    envelope: dict[str, object]
+
+
+async def run_one(
+    runner: ActionRunner, address: Address, arguments: Mapping[str, object], *, answer: Answer
+) -> Envelope:
+    """Run the action; each time it asks, `answer` gives the person's decisions, and it goes on."""
+    session = f"{RUN_PREFIX}{uuid.uuid4().hex}"
+
+    async def step(state: OneAction, config: RunnableConfig) -> OneAction:
+        envelope = await runner.run(address, state["arguments"], session_id=session, config=config)
+        return {"envelope": envelope.model_dump(mode="json")}
+
+    builder = StateGraph(OneAction)
+    builder.add_node("action", step)
+    builder.add_edge(START, "action")
+    builder.add_edge("action", END)
+    graph = builder.compile(checkpointer=InMemorySaver())
+    config: RunnableConfig = {"configurable": {"thread_id": session}}
+    await graph.ainvoke({"arguments": dict(arguments)}, config)
+    state = await graph.aget_state(config)
+    while state.interrupts:
+        decisions = await answer(questions_of(state))
+        await graph.ainvoke(Command(resume=decisions), config)
+        state = await graph.aget_state(config)
+    return Envelope.model_validate(state.values["envelope"])

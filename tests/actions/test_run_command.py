@@ -1,0 +1,131 @@
+"""`orchestrator run`: one approved action from the command line, by JSON or in words (issue 32)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from sqlalchemy import text
+
+from orchestrator.store import Database
+from orchestrator.testing import OpenAICompatibleServer
+from orchestrator.testing.openai_server import RawReply, RawToolCall
+from tests.helpers import server_env
+from tests.tool_folders import copy_shipped, write_folder
+
+ASKS = {"name": "echo", "description": "Repeats.", "version": "1.0", "requires_approval": True}
+
+
+def approved_echo(cli, home: Path, *, config: dict[str, object] | None = None) -> None:
+    write_folder(home / "sub_graphs", "echo", config=config)
+    assert cli("tools", "approve", "echo", cwd=home).returncode == 0
+
+
+def test_json_in_the_envelope_out_and_words_in_a_readable_line_out(cli, tmp_path: Path):
+    approved_echo(cli, tmp_path)
+
+    structured = cli("run", "echo", "say", "--json", '{"text": "hi", "times": 2}', cwd=tmp_path)
+    words = cli("run", "echo", "text: hello, there, times: 3", cwd=tmp_path)
+    sentence = cli("run", "echo", "say", "a whole sentence", cwd=tmp_path)
+
+    assert structured.returncode == 0, structured.stderr
+    envelope = json.loads(structured.stdout)
+    assert envelope["success"] is True and envelope["message"] == "hi hi"
+    assert envelope["metadata"]["operation"] == "echo.say" and envelope["error"] is None
+    assert set(envelope["metadata"]) == {
+        "operation", "tool", "action", "request_id", "timestamp", "duration_ms", "provider",
+    }
+    assert words.returncode == 0 and words.stdout.strip() == "hello, there hello, there hello, there"
+    assert sentence.returncode == 0 and sentence.stdout.strip() == "a whole sentence"
+
+
+def test_a_failure_is_an_envelope_with_its_error_and_a_nonzero_status(cli, tmp_path: Path):
+    approved_echo(cli, tmp_path)
+
+    invalid = cli("run", "echo", "say", "--json", '{"text": "hi", "times": 9}', cwd=tmp_path)
+    missing = cli("run", "echo", "times: 2", cwd=tmp_path)
+    not_json = cli("run", "echo", "--json", "[1, 2]", cwd=tmp_path)
+
+    assert invalid.returncode == 1
+    error = json.loads(invalid.stdout)["error"]
+    assert error["code"] == "invalid_arguments" and "times" in error["message"]
+    assert missing.returncode == 1
+    assert missing.stderr.strip().endswith("error: echo.say: text (What to repeat.) is missing")
+    assert not_json.returncode == 1 and "one JSON object" in not_json.stderr
+
+
+def test_a_folder_that_is_not_approved_is_refused_saying_how_to_approve_it(cli, tmp_path: Path):
+    write_folder(tmp_path / "sub_graphs", "echo")
+
+    refused = cli("run", "echo", "text: hi", cwd=tmp_path)
+    unknown = cli("run", "nowhere", "text: hi", cwd=tmp_path)
+
+    assert refused.returncode == 1
+    assert refused.stderr.strip().splitlines()[-1] == (
+        "error: The tool folder 'echo' is not approved: approve it with "
+        "`orchestrator tools approve echo` (or at the prompt of `orchestrator chat`)"
+    )
+    assert unknown.returncode == 1 and "No tool folder 'nowhere'" in unknown.stderr
+
+
+def test_a_nested_shipped_action_runs_by_its_path(cli, tmp_path: Path):
+    copy_shipped(tmp_path)
+    for name in ("personal_assistant_agent", "task_agent"):
+        assert cli("tools", "approve", name, cwd=tmp_path).returncode == 0, name
+    path = "personal_assistant_agent/task_agent"
+    user = f"ann-{tmp_path.name[-6:]}"
+
+    added = cli("run", path, "add", "title: Buy milk, due: 2026-12-01", "-u", user, cwd=tmp_path)
+    listed = cli("run", path, "list", "--json", "{}", "-u", user, cwd=tmp_path)
+
+    assert added.returncode == 0, added.stderr
+    assert added.stdout.splitlines()[0].startswith("Added task #1: Buy milk")
+    envelope = json.loads(listed.stdout)
+    assert [task["title"] for task in envelope["data"]] == ["Buy milk"]
+    assert envelope["metadata"]["operation"] == "task_agent.list"
+
+
+async def test_each_run_is_a_request_in_the_log_under_its_user(cli, tmp_path: Path, database: Database):
+    approved_echo(cli, tmp_path)
+    user = f"bob-{tmp_path.name[-6:]}"
+
+    done = cli("run", "echo", "say", "--json", '{"text": "logged"}', "-u", user, cwd=tmp_path)
+
+    request_id = json.loads(done.stdout)["metadata"]["request_id"]
+    async with database.user_transaction(user) as connection:
+        row = (
+            await connection.execute(
+                text("SELECT tool, action, status, session_id FROM requests WHERE request_id = :r"),
+                {"r": request_id},
+            )
+        ).one()
+    assert (row.tool, row.action, row.status) == ("echo", "say", "closed")
+    assert row.session_id.startswith("run-")
+
+
+def test_a_sensitive_action_asks_as_in_chat_and_yes_approves_it(cli, tmp_path: Path):
+    approved_echo(cli, tmp_path, config=ASKS)
+
+    approved = cli("run", "echo", "text: go", cwd=tmp_path, stdin="y\n")
+    rejected = cli("run", "echo", "text: go", cwd=tmp_path, stdin="n too risky\n")
+    scripted = cli("run", "echo", "text: go", "--yes", cwd=tmp_path)
+
+    assert approved.returncode == 0 and approved.stdout.strip() == "go", approved.stderr
+    assert "echo_say" in approved.stderr, "the question was shown"
+    assert rejected.returncode == 1
+    assert "The user rejected this call: too risky" in rejected.stdout
+    assert scripted.returncode == 0 and scripted.stdout.strip() == "go"
+
+
+def test_a_sentence_is_read_by_the_local_servers_structured_output(cli, tmp_path: Path):
+    approved_echo(cli, tmp_path)
+    filled = RawToolCall.of("echo_say", {"text": "good morning", "times": 2})
+    with OpenAICompatibleServer([RawReply(tool_calls=[filled])]) as server:
+        done = cli(
+            "run", "echo", "say good morning, twice please", cwd=tmp_path, env_extra=server_env(server)
+        )
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "good morning good morning"
+    (request,) = server.requests  # the structured output's request, and no other model call
+    assert request["messages"][-1]["content"] == "say good morning, twice please"
