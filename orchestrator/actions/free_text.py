@@ -12,15 +12,19 @@ from __future__ import annotations
 
 import json
 import re
+import time
 import typing
 from collections.abc import Mapping, Sequence
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, ValidationError
 
 from orchestrator.errors import InvalidToolArgumentsError
+from orchestrator.graph.model_usage import count_model_call
 from orchestrator.sources.adapter import ActionTool
+from orchestrator.tools.context import RunContext
+from orchestrator.usage.prices import ModelIdentity
 
 FILL_PROMPT = (
     "Fill in the parameters of the action {operation} ({description}) from the person's "
@@ -60,12 +64,17 @@ def choose_action(text: str, actions: Sequence[ActionTool]) -> tuple[ActionTool 
 
 
 async def which_action(
-    text: str, actions: Sequence[ActionTool], *, model: BaseChatModel | None
+    text: str,
+    actions: Sequence[ActionTool],
+    *,
+    model: BaseChatModel | None,
+    run: RunContext | None = None,
 ) -> tuple[ActionTool, str]:
     """The action the text asks for and the text for its parameters.
 
     Read without a model where the text says (see `choose_action`); else the
-    level's model chooses, when there is one. An error listing the actions otherwise.
+    level's model chooses, when there is one (its call counted on `run`'s meter).
+    An error listing the actions otherwise.
     """
     found, rest = choose_action(text, actions)
     if found is not None:
@@ -83,8 +92,8 @@ async def which_action(
     }
     listing = "; ".join(f"{tool.spec.name}: {tool.spec.description}" for tool in actions)
     prompt = [SystemMessage(CHOOSE_PROMPT.format(actions=listing)), HumanMessage(text)]
-    chosen = await model.with_structured_output(schema, method="function_calling").ainvoke(prompt)
-    name = chosen.get("action") if isinstance(chosen, dict) else None
+    chosen = await _structured(model, schema, prompt, run=run)
+    name = chosen.get("action")
     for tool in actions:
         if tool.spec.name == name:
             return tool, text
@@ -92,12 +101,12 @@ async def which_action(
 
 
 async def parameters_from_text(
-    text: str, tool: ActionTool, *, model: BaseChatModel | None
+    text: str, tool: ActionTool, *, model: BaseChatModel | None, run: RunContext | None = None
 ) -> dict[str, object]:
     """The parameters `text` gives for `tool`'s action, validated against what the caller may set.
 
     `model`: the level's model, asked with structured output when the text is
-    not in `key: value` form (None: offline, the form is required).
+    not in `key: value` form (None: offline); its call is counted on `run`'s meter.
     """
     visible = _visible(tool)
     fixed = sorted(_hidden(tool))
@@ -105,7 +114,7 @@ async def parameters_from_text(
     if pairs is not None:
         _refuse_fixed(pairs, fixed, tool)
     elif model is not None:
-        pairs = await _model_fill(model, text, tool, visible)
+        pairs = await _model_fill(model, text, tool, visible, run=run)
     elif (field := _single_text_field(visible)) is not None:
         pairs = {field: text.strip()}
     else:
@@ -162,7 +171,12 @@ def _value(raw: str, annotation: object) -> object:
 
 
 async def _model_fill(
-    model: BaseChatModel, text: str, tool: ActionTool, visible: type[BaseModel]
+    model: BaseChatModel,
+    text: str,
+    tool: ActionTool,
+    visible: type[BaseModel],
+    *,
+    run: RunContext | None,
 ) -> dict[str, object]:
     """What the level's model reads in `text`, every field optional: what it leaves out stays out."""
     schema = visible.model_json_schema()
@@ -171,12 +185,29 @@ async def _model_fill(
     schema.setdefault("description", tool.spec.description)
     instruction = FILL_PROMPT.format(operation=_operation(tool), description=tool.spec.description)
     prompt = [SystemMessage(instruction), HumanMessage(text)]
-    filled = await model.with_structured_output(schema, method="function_calling").ainvoke(prompt)
-    if not isinstance(filled, dict):
-        return {}
+    filled = await _structured(model, schema, prompt, run=run)
     pairs = {name: value for name, value in filled.items() if value is not None}
     _refuse_fixed(pairs, sorted(_hidden(tool)), tool)
     return {name: value for name, value in pairs.items() if name in visible.model_fields}
+
+
+async def _structured(
+    model: BaseChatModel,
+    schema: dict[str, object],
+    prompt: list[BaseMessage],
+    *,
+    run: RunContext | None,
+) -> dict[str, object]:
+    """What the model's tool call for `schema` holds (empty when it made none), its call counted."""
+    started = time.monotonic()
+    structured = model.with_structured_output(schema, method="function_calling", include_raw=True)
+    reply = await structured.ainvoke(prompt)
+    raw = reply.get("raw") if isinstance(reply, dict) else None
+    if run is not None and isinstance(raw, AIMessage):
+        seconds = time.monotonic() - started
+        await count_model_call(run, ModelIdentity.of(model), raw, sent=prompt, seconds=seconds)
+    parsed = reply.get("parsed") if isinstance(reply, dict) else None
+    return parsed if isinstance(parsed, dict) else {}
 
 
 def _validated(pairs: Mapping[str, object], visible: type[BaseModel], tool: ActionTool) -> dict[str, object]:

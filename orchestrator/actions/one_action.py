@@ -18,6 +18,7 @@ from langgraph.types import Command
 
 from orchestrator.actions.address import Address
 from orchestrator.actions.runner import RUN_PREFIX, ActionRunner
+from orchestrator.tools.context import RunContext
 from orchestrator.tools.envelope import Envelope
 from orchestrator.tools.hitl import Decision
 from orchestrator.turns import PendingQuestion, questions_of
@@ -33,13 +34,22 @@ class OneAction(TypedDict, total=False):
 
 
 async def run_one(
-    runner: ActionRunner, address: Address, arguments: Mapping[str, object], *, answer: Answer
+    runner: ActionRunner,
+    address: Address,
+    arguments: Mapping[str, object],
+    *,
+    answer: Answer,
+    context: RunContext | None = None,
 ) -> Envelope:
-    """Run the action; each time it asks, `answer` gives the person's decisions, and it goes on."""
-    session = f"{RUN_PREFIX}{uuid.uuid4().hex}"
+    """Run the action; each time it asks, `answer` gives the person's decisions, and it goes on.
+
+    `context`: the run's (its session, its meter); default: a new one.
+    """
+    context = context or runner.context(f"{RUN_PREFIX}{uuid.uuid4().hex}")
+    session = context.session_id or ""
 
     async def step(state: OneAction, config: RunnableConfig) -> OneAction:
-        envelope = await runner.run(address, state["arguments"], session_id=session, config=config)
+        envelope = await runner.run(address, state["arguments"], context=context, config=config)
         return {"envelope": envelope.model_dump(mode="json")}
 
     builder = StateGraph(OneAction)

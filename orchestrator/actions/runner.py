@@ -41,11 +41,13 @@ class ActionRunner:
         address: Address,
         arguments: Mapping[str, object],
         *,
+        context: RunContext | None = None,
         session_id: str | None = None,
         config: RunnableConfig | None = None,
     ) -> Envelope:
         """Run `address`'s action with `arguments`; its envelope, failures included.
 
+        `context` is the run's (see `context`; default: a new one, in `session_id`).
         Inside a LangGraph task (`config`), the request id follows from the task,
         so a node resumed after a question is the same request, not a second one.
         """
@@ -53,7 +55,7 @@ class ActionRunner:
         limits = level.limits if level is not None else Limits.from_settings(self.runtime.settings)
         middleware = self.middleware if self.middleware is not None else self.runtime.middleware
         dispatcher = Dispatcher([address.tool], limits=limits, middleware=middleware)
-        context = self._context(session_id or f"{RUN_PREFIX}{uuid.uuid4().hex}")
+        context = context or self.context(session_id or f"{RUN_PREFIX}{uuid.uuid4().hex}")
         if level is not None:  # whose question it is, when the action asks
             context = replace(context, agent_path=level.path)
         call = ToolCall(name=address.tool.name, args=dict(arguments), id=f"{RUN_PREFIX}{uuid.uuid4().hex}")
@@ -67,7 +69,8 @@ class ActionRunner:
             duration_ms=1000 * (time.monotonic() - clock),
         )
 
-    def _context(self, session_id: str) -> RunContext:
+    def context(self, session_id: str) -> RunContext:
+        """A run's context for `user` in the request log's session `session_id`, with a meter of its own."""
         settings = self.runtime.settings
         storage = self.runtime.storage
         return RunContext(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
     from orchestrator.actions.address import Address
     from orchestrator.runtime import Orchestrator
     from orchestrator.sources.folder_tools import LoadedTool
+    from orchestrator.tools.context import RunContext
     from orchestrator.tools.envelope import Envelope
     from orchestrator.tools.hitl import Decision
     from orchestrator.turns import PendingQuestion
@@ -93,16 +95,18 @@ async def _run(
 ) -> Envelope:
     from orchestrator.actions.address import check_approved, find_folder
     from orchestrator.actions.one_action import run_one
-    from orchestrator.actions.runner import ActionRunner
+    from orchestrator.actions.runner import RUN_PREFIX, ActionRunner
     from orchestrator.terminal.questions import question_asker
 
     check_approved(startup.reviewed, path)
     folder = find_folder(runtime.sub_agents, path, settings=runtime.settings)
+    runner = ActionRunner(runtime, user, middleware=startup.middleware)
+    # One context for the run: reading the words is part of its usage and cost.
+    context = runner.context(f"{RUN_PREFIX}{uuid.uuid4().hex}")
     if arguments is None:
-        address, arguments = await _from_words(folder, words)
+        address, arguments = await _from_words(folder, words, run=context)
     else:
         address = _named(folder, words[0] if words else None)
-    runner = ActionRunner(runtime, user, middleware=startup.middleware)
     with question_asker(interrupts=startup.interrupts, err=err) as asker:
 
         async def answer(questions: list[PendingQuestion]) -> dict[str, Decision]:
@@ -111,7 +115,7 @@ async def _run(
             answers = await asker.ask(questions)
             return {q.id: answers.decisions.get(q.id, ENDED) for q in questions}
 
-        return await run_one(runner, address, arguments, answer=answer)
+        return await run_one(runner, address, arguments, answer=answer, context=context)
 
 
 def _named(folder: LoadedTool, action: str | None) -> Address:
@@ -126,7 +130,9 @@ def _named(folder: LoadedTool, action: str | None) -> Address:
     return find_action(folder, action)
 
 
-async def _from_words(folder: LoadedTool, words: list[str]) -> tuple[Address, dict[str, object]]:
+async def _from_words(
+    folder: LoadedTool, words: list[str], *, run: RunContext
+) -> tuple[Address, dict[str, object]]:
     """The action and its parameters the words give: `[ACTION] text`."""
     from orchestrator.actions.address import Address, actions_of, find_action
     from orchestrator.actions.free_text import parameters_from_text, which_action
@@ -139,9 +145,9 @@ async def _from_words(folder: LoadedTool, words: list[str]) -> tuple[Address, di
         else:
             if not tools:
                 find_action(folder, words[0])  # says the folder has no actions of its own
-            tool, text = await which_action(" ".join(words), tools, model=model)
+            tool, text = await which_action(" ".join(words), tools, model=model, run=run)
             address = Address(folder, tool)
-        return address, await parameters_from_text(text, address.tool, model=model)
+        return address, await parameters_from_text(text, address.tool, model=model, run=run)
     except ToolError as error:  # the words do not make a call: said in one line
         raise UserError(str(error)) from None
 

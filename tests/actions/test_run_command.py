@@ -9,7 +9,7 @@ from sqlalchemy import text
 
 from orchestrator.store import Database
 from orchestrator.testing import OpenAICompatibleServer
-from orchestrator.testing.openai_server import RawReply, RawToolCall
+from orchestrator.testing.openai_server import RawReply, RawToolCall, Usage
 from tests.helpers import server_env
 from tests.tool_folders import copy_shipped, write_folder
 
@@ -117,15 +117,29 @@ def test_a_sensitive_action_asks_as_in_chat_and_yes_approves_it(cli, tmp_path: P
     assert scripted.returncode == 0 and scripted.stdout.strip() == "go"
 
 
-def test_a_sentence_is_read_by_the_local_servers_structured_output(cli, tmp_path: Path):
+async def test_a_sentence_is_read_by_the_local_servers_structured_output_and_counted(
+    cli, tmp_path: Path, database: Database
+):
     approved_echo(cli, tmp_path)
+    user = f"cy-{tmp_path.name[-6:]}"
     filled = RawToolCall.of("echo_say", {"text": "good morning", "times": 2})
-    with OpenAICompatibleServer([RawReply(tool_calls=[filled])]) as server:
+    with OpenAICompatibleServer([RawReply(tool_calls=[filled], usage=Usage(7, 5))]) as server:
         done = cli(
-            "run", "echo", "say good morning, twice please", cwd=tmp_path, env_extra=server_env(server)
+            "run", "echo", "say good morning, twice please", "-u", user, cwd=tmp_path,
+            env_extra=server_env(server),
         )
 
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "good morning good morning"
     (request,) = server.requests  # the structured output's request, and no other model call
     assert request["messages"][-1]["content"] == "say good morning, twice please"
+    async with database.user_transaction(user) as connection:
+        counted = (
+            await connection.execute(
+                text(
+                    "SELECT u.kind, u.input_tokens, u.output_tokens FROM request_usage u"
+                    " JOIN requests r ON r.session_id = u.session_id WHERE r.tool = 'echo'"
+                )
+            )
+        ).all()
+    assert [tuple(row) for row in counted] == [("model", 7, 5)], "reading the words is the run's usage"
