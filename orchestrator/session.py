@@ -10,6 +10,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 
 from langchain_core.messages import (
     AIMessage,
@@ -43,6 +44,7 @@ from orchestrator.tasks import BackgroundTask, TaskManager
 from orchestrator.tools.context import RunContext, UserDatabase
 from orchestrator.tools.hitl import Decision
 from orchestrator.tools.results import ToolResult
+from orchestrator.tracing.spans import span
 from orchestrator.turns import (
     AnsweredQuestion,
     EventHandler,
@@ -57,6 +59,15 @@ from orchestrator.turns import (
     turn_start,
 )
 from orchestrator.usage.meter import UsageMeter
+
+
+@dataclass(frozen=True)
+class TurnWindow:
+    """When a turn ran, and the id of the message it began with (what `/trace` draws)."""
+
+    turn_id: str
+    began: datetime
+    ended: datetime
 
 
 @dataclass(frozen=True)
@@ -111,6 +122,8 @@ class Session:
         self._follow_ups = 0  # follow-up turns since the user's last message
         self._claimed = False
         self._archived: set[str] = set()  # ids of the messages this process archived
+        self._turns = 0  # turns this object ran (the turn span's number)
+        self.last_turn: TurnWindow | None = None  # the last turn this object ran (`/trace`)
         self._turn = asyncio.Lock()  # one turn at a time: the user's, a resumed one, a follow-up
         self._answered: list[AnsweredQuestion] = []  # the current turn's questions answered here
         self._kept: list[BaseMessage] = []  # follow-up notices kept while a question waited
@@ -121,8 +134,14 @@ class Session:
 
     @property
     def config(self) -> RunnableConfig:
-        """The run config: which thread of the checkpointer holds this conversation."""
-        return {"configurable": {"thread_id": self.session_id}}
+        """The run config: which thread of the checkpointer holds this conversation.
+
+        Its metadata names the session and its user on every LangChain run (LangSmith).
+        """
+        return {
+            "configurable": {"thread_id": self.session_id},
+            "metadata": {"session_id": self.session_id, "user_id": self.user_id},
+        }
 
     @property
     def context(self) -> RunContext:
@@ -178,7 +197,7 @@ class Session:
         lookup = self._look_up(message)
         try:
             await self._claim()
-            async with self._holding():
+            async with self._holding(), self._traced(message.id):
                 try:
                     waiting = await self._waiting()
                     if waiting:
@@ -256,7 +275,9 @@ class Session:
                 )
             if decisions:
                 self._answered += [AnsweredQuestion(asked[i], d) for i, d in decisions.items()]
-                return self._result(await self._stream(Command(resume=dict(decisions)), on_event))
+                async with self._traced(turn_start(messages_of(state)), kind="turn (answered)"):
+                    outcome = await self._stream(Command(resume=dict(decisions)), on_event)
+                return self._result(outcome)
         return self._result(Outcome.of(state))
 
     async def _close_cancelled_turn(self) -> None:
@@ -310,8 +331,11 @@ class Session:
             if state.interrupts:
                 return self._result(Outcome.of(state))
             self._answered = []
-            self.usage.start_turn(turn_start(messages_of(state)))
-            return self._result(await self._stream(None, on_event))
+            start = turn_start(messages_of(state))
+            self.usage.start_turn(start)
+            async with self._traced(start, kind="turn (resumed)"):
+                outcome = await self._stream(None, on_event)
+            return self._result(outcome)
 
     async def history(self) -> list[BaseMessage]:
         """Every message of the conversation so far: those a summary stands for from the archive."""
@@ -423,6 +447,23 @@ class Session:
             await self._close_cancelled_turn()
         finally:
             await self._archive()
+
+    @asynccontextmanager
+    async def _traced(self, turn_id: str | None, *, kind: str = "turn") -> AsyncIterator[None]:
+        """The turn's span, when tracing is on (its model and tool calls are below it); its window."""
+        self._turns += 1
+        attributes = {
+            "orchestrator.session_id": self.session_id,
+            "enduser.id": self.user_id,
+            "orchestrator.turn_id": turn_id,
+            "orchestrator.turn": self._turns,
+        }
+        began = datetime.now(UTC)
+        try:
+            with span(kind, attributes):
+                yield
+        finally:
+            self.last_turn = TurnWindow(turn_id or "", began, datetime.now(UTC))
 
     @asynccontextmanager
     async def _holding(self) -> AsyncIterator[None]:

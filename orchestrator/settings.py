@@ -105,6 +105,10 @@ class Settings(BaseSettings):
         description="An inline call running longer moves to the background.",
     )
     log_level: LogLevel = "WARNING"
+    trace_content: bool = Field(
+        default=False,
+        description="Exported spans hold messages and tool arguments (redacted); see docs/tracing.md.",
+    )
     database_url: str | None = Field(
         default=None,
         validation_alias=AliasChoices("DATABASE_URL"),

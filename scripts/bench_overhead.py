@@ -19,6 +19,10 @@ JSON object:
   run one after another.
 - parallel_ratio_sync_tools: the same with blocking `time.sleep` tools, on the
   thread pool the CLI sets up.
+- tracing_ratio: N tool round trips through our graph with tracing on (a span per
+  model call and per tool call, exported over OTLP/HTTP in batches to a receiver on
+  127.0.0.1, a process of its own as a collector is) / the same graph without,
+  alternated; median (target <= 1.10).
 """
 
 from __future__ import annotations
@@ -26,7 +30,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
+import subprocess
+import sys
 import time
 import warnings
 from collections.abc import Awaitable, Callable
@@ -180,6 +187,54 @@ async def parallel_ratio(sleeper: BaseTool, pairs: int) -> float:
     return statistics.median(ratios)
 
 
+# A collector of its own process, as in production: its work is not this process's.
+RECEIVER = """
+import http.server, sys
+class Receiver(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.send_response(200)
+        self.end_headers()
+    def log_message(self, *args):
+        pass
+server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+print(server.server_address[1], flush=True)
+server.serve_forever()
+"""
+
+
+async def tracing_ratio(round_trip_count: int, repeats: int) -> float:
+    """Round trips with tracing exporting to a local receiver / the same graph without tracing."""
+    from orchestrator.tracing import provider
+
+    plain = ours(LoopModel(), [noop])  # built with tracing off: no tracing middleware
+    receiver = subprocess.Popen(
+        [sys.executable, "-c", RECEIVER], stdout=subprocess.PIPE, text=True
+    )
+    assert receiver.stdout is not None
+    port = int(receiver.stdout.readline())
+    os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = f"http://127.0.0.1:{port}"
+    try:
+        traced = ours(LoopModel(), [noop])
+        graphs = {"traced": traced, "plain": plain}
+        for graph in graphs.values():
+            await round_trips(graph, 20)
+        seconds: dict[str, list[float]] = {name: [] for name in graphs}
+        for repeat in range(repeats):
+            order = list(graphs) if repeat % 2 == 0 else list(reversed(graphs))
+            for name in order:
+                seconds[name].append(await timed(lambda g=graphs[name]: round_trips(g, round_trip_count)))
+        provider.flush()
+    finally:
+        provider.shutdown()
+        del os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"]
+        receiver.kill()
+        receiver.wait()
+    traced_s, plain_s = (statistics.median(seconds[k]) for k in ("traced", "plain"))
+    print(f"tracing: {round_trip_count} round trips, median {traced_s:.3f}s traced, {plain_s:.3f}s not")
+    return traced_s / plain_s
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--round-trips", type=int, default=200)
@@ -192,6 +247,7 @@ async def main() -> None:
         "pipeline_ratio": await pipeline_ratio(2000, options.repeats),
         "parallel_ratio": await parallel_ratio(nap, options.parallel_pairs),
         "parallel_ratio_sync_tools": await parallel_ratio(blocking_nap, options.parallel_pairs),
+        "tracing_ratio": await tracing_ratio(options.round_trips, options.repeats),
     }
     print(json.dumps({key: round(value, 3) for key, value in figures.items()}))
 

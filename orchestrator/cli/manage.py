@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from contextlib import nullcontext
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -28,6 +29,7 @@ from orchestrator.terminal.text import describe_folder, display_path, one_line, 
 
 if TYPE_CHECKING:
     from orchestrator.store.engine import Database
+    from orchestrator.store.request_list import ListedRequest
 
 tools_app = typer.Typer(no_args_is_help=True, help="List, approve and revoke tool folders.")
 db_app = typer.Typer(no_args_is_help=True, help="The database: schema, status, embeddings.")
@@ -245,10 +247,20 @@ def db_reembed() -> None:
 def requests_show(
     request_id: Annotated[str, typer.Argument(help="A request id, from ask --json or the log.")],
     user: UserOption = "local",
+    waterfall: Annotated[
+        bool,
+        typer.Option(
+            "--waterfall", help="Draw it as a timeline: each model and tool call a bar on one axis."
+        ),
+    ] = False,
 ) -> None:
     """Print the tree of tool calls under a request, each with its events and their times."""
     from orchestrator.cli.request_events import event_line
     from orchestrator.store.requests import events_by_request, request_tree
+
+    if waterfall:
+        with_database(lambda database: _show_waterfall(database, request_id, user=user))
+        return
 
     async def run(database: Database) -> None:
         nodes = await request_tree(database, request_id, user_id=user)
@@ -268,6 +280,72 @@ def requests_show(
                 out.print(f"{'  ' * (node.depth + 2)}{event_line(event)}", highlight=False)
 
     with_database(run)
+
+
+async def _show_waterfall(database: Database, request_id: str, *, user: str) -> None:
+    from orchestrator.store.timeline import request_timeline
+    from orchestrator.terminal.waterfall import waterfall
+
+    rows = await request_timeline(database, request_id, user_id=user)
+    if not rows:
+        raise UserError(f"No request {request_id} of user {user}.")
+    for line in waterfall(rows):
+        out.print(line, highlight=False)
+
+
+@requests_app.command("list")
+def requests_list(
+    user: UserOption = "local",
+    session: Annotated[str | None, typer.Option("--session", "-s", help="Of this session only.")] = None,
+    since: Annotated[
+        datetime | None,
+        typer.Option(
+            help="From this date or time on (YYYY-MM-DD[THH:MM]).",
+            formats=["%Y-%m-%d", "%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S"],
+        ),
+    ] = None,
+    limit: Annotated[int, typer.Option(min=1, max=10_000, help="At most this many.")] = 50,
+    as_json: JsonOption = False,
+) -> None:
+    """List your requests at the top of their trees, newest first (then `requests show ID`)."""
+    from orchestrator.store.request_list import recent_requests
+
+    async def run(database: Database) -> None:
+        found = await recent_requests(
+            database, user_id=user, session_id=session, since=_aware(since), limit=limit
+        )
+        if as_json:
+            out.print_json(data=[_listed_json(r) for r in found])
+            return
+        if not found:
+            out.print("No requests.")
+        for row in found:
+            action = f".{row.action}" if row.action else ""
+            out.print(
+                f"{row.request_id}  {row.created_at:%Y-%m-%d %H:%M:%S}  "
+                f"{escape(shown(row.tool + action))}  {escape(row.outcome or row.status)}  "
+                f"{row.seconds:.2f}s  {escape(shown(row.session_id or ''))}",
+                highlight=False,
+            )
+
+    with_database(run)
+
+
+def _aware(moment: datetime | None) -> datetime | None:
+    """A time given without a zone is the local time."""
+    return moment.astimezone() if moment is not None and moment.tzinfo is None else moment
+
+
+def _listed_json(row: ListedRequest) -> dict[str, object]:
+    return {
+        "request_id": row.request_id,
+        "session_id": row.session_id,
+        "tool": row.tool,
+        "action": row.action,
+        "status": row.outcome or row.status,
+        "created_at": row.created_at.isoformat(),
+        "seconds": round(row.seconds, 3),
+    }
 
 
 def _decide(name: str, *, approved: bool) -> None:

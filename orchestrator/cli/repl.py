@@ -6,6 +6,7 @@ import asyncio
 import json
 import time
 from collections.abc import Awaitable, Callable, Coroutine
+from datetime import timedelta
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool
@@ -41,6 +42,7 @@ HELP = """\
 [bold]/cancel ID[/bold]  cancel a running background task (the start of its id will do)
 [bold]/pending[/bold]    the questions this session's turn waits on
 [bold]/requests[/bold]   this session's tool calls: ids, status and how long each took
+[bold]/trace[/bold]      the last turn as a timeline: each model and tool call a bar
 [bold]/cost[/bold]       this session's tokens by model, cost and time
 [bold]/context[/bold]    how much of the model's context window the conversation takes
 [bold]/compact[/bold] \\[focus]  summarise older messages for the model now (all are kept)
@@ -50,10 +52,12 @@ A question the assistant asks takes one line: y approves, n \\[reason] rejects,
 e edits (new arguments as JSON on the next line); an ask_human question takes
 your answer. Ctrl-C at a question rejects it."""
 COMMANDS = (
-    "/help", "/tools", "/history", "/tasks", "/cancel", "/pending", "/requests", "/cost", "/context",
-    "/compact", "/exit",
+    "/help", "/tools", "/history", "/tasks", "/cancel", "/pending", "/requests", "/trace", "/cost",
+    "/context", "/compact", "/exit",
     "/quit",
 )
+# The database's clock and this process's may differ a little: the turn's window is widened.
+TRACE_SLACK = timedelta(seconds=1)
 # A Ctrl-C this soon after the one that cancelled a turn is the same keypress repeated, not "exit".
 REPEATED_CTRL_C_SECONDS = 1.0
 EXIT_HINT = "[dim](Ctrl-C again to exit, or Ctrl-D)[/dim]"
@@ -224,6 +228,8 @@ class ChatRepl:
             await self.show_pending()
         elif command == "/requests":
             await self.show_requests()
+        elif command == "/trace":
+            await self.show_trace()
         elif command == "/cost":
             self.out.print(cost_table(self.session.usage), highlight=False)
         elif command in ("/context", "/compact"):
@@ -324,6 +330,35 @@ class ChatRepl:
                 f"{'  ' if call.nested else ''}{call.request_id}  {shown(call.name)}  {state}  {took}",
                 highlight=False,
             )
+
+    async def show_trace(self) -> None:
+        """The last turn as a waterfall: its model and tool calls on one time axis."""
+        from orchestrator.store.timeline import turn_timeline
+        from orchestrator.terminal.waterfall import waterfall
+
+        storage, last = self.session.storage, self.session.last_turn
+        if storage is None:
+            self.out.print("No request log: this session is not stored.")
+            return
+        if last is None:
+            self.out.print("No turn yet in this chat.")
+            return
+        try:
+            rows = await turn_timeline(
+                storage.database,
+                user_id=self.session.user_id,
+                session_id=self.session.session_id,
+                turn_id=last.turn_id,
+                since=last.began - TRACE_SLACK,
+                until=last.ended + TRACE_SLACK,
+            )
+        except Exception as error:  # the chat goes on
+            self.err.print(f"[red]error:[/red] {escape(failure_line(error))}", highlight=False)
+            return
+        if not rows:
+            self.out.print("The last turn made no model or tool call the log holds.")
+        for row in waterfall(rows):
+            self.out.print(row, highlight=False)
 
     def show_tools(self) -> None:
         """The tools the model can call, then each sub-agent with the tree below it."""

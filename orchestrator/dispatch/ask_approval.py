@@ -33,6 +33,7 @@ from orchestrator.folders.sensitivity import SensitivityRules
 from orchestrator.tools.hitl import ALLOWED, INTERACTIVE, Decision, Question, ask_person, can_ask
 from orchestrator.tools.request_log import APPROVED, EDITED, INVALID_EDIT, REJECTED, safely
 from orchestrator.tools.results import ToolResult
+from orchestrator.tracing.spans import annotate
 
 REJECTED_MESSAGE = "The user rejected this call"
 REJECTED_CODE = "rejected"
@@ -274,6 +275,8 @@ def visible_arguments(request: CallRequest) -> dict[str, object]:
 async def _note(
     request: CallRequest, outcome: str, detail: dict[str, object], *, number: int
 ) -> None:
+    # On the call's span too, when traced: who decided what.
+    annotate({"orchestrator.decision": outcome, "orchestrator.decided_by": detail.get("by", "person")})
     observer = request.context.observer
     if observer is None:
         return

@@ -25,6 +25,7 @@ from orchestrator.dispatch.replay import request_id
 from orchestrator.dispatch.retry import TimeoutRetryMiddleware
 from orchestrator.dispatch.run import run_tool
 from orchestrator.dispatch.scope_check import ScopeMiddleware
+from orchestrator.dispatch.tracing import ToolTracingMiddleware
 from orchestrator.dispatch.usage_count import UsageMiddleware
 from orchestrator.dispatch.validate import ValidationMiddleware
 from orchestrator.folders.sensitivity import SensitivityRules
@@ -32,6 +33,7 @@ from orchestrator.levels import Limits
 from orchestrator.tools.context import RunContext
 from orchestrator.tools.request_log import CallRecord
 from orchestrator.tools.results import ToolResult
+from orchestrator.tracing.provider import enabled as tracing_enabled
 
 
 def default_middleware(
@@ -43,9 +45,13 @@ def default_middleware(
     `folders.sensitivity`); `sensitive_patterns` replace the default patterns
     of call names that do (the setting ORCHESTRATOR_SENSITIVE_PATTERNS).
     `gates` replace that approval gate (where no person can be asked, say).
+    With tracing on (an OTLP endpoint set), a span around each call comes first.
     """
     rules = SensitivityRules.of(sensitive_patterns)
+    # Only with an OTLP endpoint set: without, nothing of OpenTelemetry loads.
+    traced: list[ToolMiddleware] = [ToolTracingMiddleware()] if tracing_enabled() else []
     return [
+        *traced,
         RequestLogMiddleware(),
         ScopeMiddleware(),
         ValidationMiddleware(),

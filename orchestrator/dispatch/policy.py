@@ -12,6 +12,7 @@ from langchain_core.tools import BaseTool
 
 from orchestrator.errors import ToolError
 from orchestrator.tools.results import ToolResult
+from orchestrator.tracing.spans import annotate
 
 if TYPE_CHECKING:
     from orchestrator.levels import Limits
@@ -84,6 +85,7 @@ async def run_with_policy(
             result = ToolResult.from_error(error)
         if not _worth_retrying(result, policy) or number == tries:
             return result
+        annotate({"orchestrator.retries": number})  # on the call's span, when traced
         await sleep(backoff(number))
     raise AssertionError("unreachable")  # the loop always returns
 

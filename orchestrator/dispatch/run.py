@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Protocol, runtime_checkable
 
+from langchain_core.runnables import RunnableConfig
+
 from orchestrator.dispatch.attempt import attempt, langchain_work, sanitised
 from orchestrator.dispatch.middleware import CallRequest
 from orchestrator.errors import ToolError
@@ -51,4 +53,13 @@ def _work(request: CallRequest) -> Callable[[], Awaitable[object]]:
     if isinstance(tool, CallsItself):
         return lambda: tool.call_tool(request.arguments)
     assert tool is not None
-    return langchain_work(tool, request.arguments, request.config, name=request.name)
+    return langchain_work(tool, request.arguments, _with_ids(request), name=request.name)
+
+
+def _with_ids(request: CallRequest) -> RunnableConfig | None:
+    """The run's config, its metadata holding the call's request ids (LangSmith shows them)."""
+    config = request.config
+    if config is None:
+        return None
+    ids = {key: value for key, value in request.ids.items() if value is not None}
+    return {**config, "metadata": {**config.get("metadata", {}), **ids}}

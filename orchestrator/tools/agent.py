@@ -139,4 +139,7 @@ def _nested_config(request: ToolRequest) -> RunnableConfig:
     config = ensure_config()
     configurable = dict(config.get("configurable", {}))
     configurable.setdefault("thread_id", request.session_id)
-    return {**config, "configurable": configurable}
+    # LangSmith's runs of the agent carry the call that asked it.
+    ids = {"request_id": request.request_id, "parent_request_id": request.parent_request_id}
+    metadata = {**config.get("metadata", {}), **{k: v for k, v in ids.items() if v is not None}}
+    return {**config, "configurable": configurable, "metadata": metadata}

@@ -43,6 +43,7 @@ from orchestrator.llm.summary import SUMMARY_PROMPT
 from orchestrator.llm.tokens import CHARS_PER_TOKEN, estimate_tokens, message_tokens, prompt_tokens
 from orchestrator.tools.context import RunContext
 from orchestrator.tools.request_log import CallTask
+from orchestrator.tracing.spans import span
 from orchestrator.turns import turn_start
 from orchestrator.usage.prices import ModelIdentity
 
@@ -109,16 +110,25 @@ class CompactionMiddleware:
         estimate = message_tokens(request.system_message) + self.tool_tokens + prompt_tokens(view)
         if estimate * self.correction <= self.threshold * self.window:
             return self._corrected(await handler(request.override(messages=view)), estimate)
-        summary, kept, done = await compact(
-            self,
-            system=request.system_message,
-            turn=turn_start(request.state["messages"]) or "",
-            head=head,
-            messages=messages,
-            summary=summary,
-            run=request.run,
-            task=CallTask.of(request.config),  # its usage kept with the model step's writes
-        )
+        with span("compaction", {"orchestrator.window_tokens": self.window}) as opened:
+            summary, kept, done = await compact(
+                self,
+                system=request.system_message,
+                turn=turn_start(request.state["messages"]) or "",
+                head=head,
+                messages=messages,
+                summary=summary,
+                run=request.run,
+                task=CallTask.of(request.config),  # its usage kept with the model step's writes
+            )
+            if opened is not None and done is not None:
+                opened.set_attributes(
+                    {
+                        "orchestrator.summarised_messages": done.messages,
+                        "orchestrator.saved_tokens": done.saved_tokens,
+                        "orchestrator.summary_failed": done.failed,
+                    }
+                )
         if done is not None:
             emit_status(Stage.COMPACTED, done.line(agent_path=request.run.agent_path))
         view = [*head, *_summary_messages(summary), *kept]

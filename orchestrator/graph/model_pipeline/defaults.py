@@ -1,7 +1,7 @@
 """The model chain every agent's model calls go through, and the call of the model at its centre.
 
     added middleware -> round limit -> RAG context -> budget -> compaction -> text tool calls
-    -> reply check -> usage -> the model
+    -> reply check -> tracing (when on) -> usage -> the model
 
 A new concern of the model side (compaction, planning, tracing, guardrails)
 is a middleware: a file here, and a place in this list.
@@ -22,12 +22,14 @@ from orchestrator.graph.model_pipeline.model_budget import ModelBudgetMiddleware
 from orchestrator.graph.model_pipeline.reply_check import ReplyCheckMiddleware
 from orchestrator.graph.model_pipeline.retrieval import RetrievalMiddleware
 from orchestrator.graph.model_pipeline.round_limit import RoundLimitMiddleware
+from orchestrator.graph.model_pipeline.tracing import ModelTracingMiddleware
 from orchestrator.graph.model_pipeline.usage_counting import ModelUsageMiddleware
 from orchestrator.graph.model_pipeline.written_calls import TextCallsMiddleware
 from orchestrator.graph.spec import AgentSpec
 from orchestrator.llm.providers import reports_finish_reason
 from orchestrator.llm.reply import ReplyLimits, read_reply
 from orchestrator.llm.tokens import context_window
+from orchestrator.tracing.provider import enabled as tracing_enabled
 from orchestrator.usage.prices import ModelIdentity
 
 __all__ = ["ModelReader", "default_model_middleware", "model_chain"]
@@ -59,6 +61,8 @@ def default_model_middleware(spec: AgentSpec) -> list[ModelMiddleware]:
             reports_finish=reports_finish_reason(spec.model),
         )
     )
+    if tracing_enabled():  # only with an OTLP endpoint set: else nothing of it loads
+        chain.append(ModelTracingMiddleware(identity))
     chain.append(ModelUsageMiddleware(identity))
     return chain
 

@@ -1,0 +1,54 @@
+"""The user's requests at the top of their trees, newest first (`orchestrator requests list`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import text
+
+from orchestrator.store.engine import Database
+
+LIST = text(
+    """SELECT request_id, session_id, tool, action, status, outcome, created_at, updated_at
+    FROM requests
+    WHERE parent_request_id IS NULL
+      AND (CAST(:session AS text) IS NULL OR session_id = :session)
+      AND (CAST(:since AS timestamptz) IS NULL OR created_at >= :since)
+    ORDER BY created_at DESC LIMIT :limit"""
+)
+
+
+@dataclass(frozen=True)
+class ListedRequest:
+    """One top-level request: its id, session, tool and action, state, and times."""
+
+    request_id: str
+    session_id: str | None
+    tool: str
+    action: str | None
+    status: str
+    outcome: str | None
+    created_at: datetime
+    updated_at: datetime
+
+    @property
+    def seconds(self) -> float:
+        """How long it took (so far)."""
+        return max(0.0, (self.updated_at - self.created_at).total_seconds())
+
+
+async def recent_requests(
+    database: Database,
+    *,
+    user_id: str,
+    session_id: str | None = None,
+    since: datetime | None = None,
+    limit: int = 50,
+) -> list[ListedRequest]:
+    """The user's top-level requests (of one session, since a time), the newest first."""
+    async with database.user_transaction(user_id) as connection:
+        rows = await connection.execute(
+            LIST, {"session": session_id, "since": since, "limit": limit}
+        )
+        return [ListedRequest(**row._mapping) for row in rows]

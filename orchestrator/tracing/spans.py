@@ -1,0 +1,108 @@
+"""Spans of the orchestrator's own work, each a no-op when tracing is off.
+
+Attribute names follow OpenTelemetry's GenAI semantic conventions where they
+have one (`gen_ai.*`); the orchestrator's own are `orchestrator.*`. Message and
+argument content is recorded only with `ORCHESTRATOR_TRACE_CONTENT=1` (the setting
+`trace_content`, applied by the runtime), redacted as the request log redacts it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, TypeAlias
+
+from orchestrator.redact import redact
+from orchestrator.tracing.provider import tracer
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span, SpanContext
+
+Attribute: TypeAlias = str | bool | int | float
+CONTENT_CHARS = 8_000  # of one attribute's content: a span is no archive
+_content = False
+
+
+def record_content(on: bool) -> None:
+    """Whether message and argument content goes into spans (the setting `trace_content`)."""
+    global _content
+    _content = on
+
+
+def content_recorded() -> bool:
+    """Whether message and argument content goes into spans (`ORCHESTRATOR_TRACE_CONTENT=1`)."""
+    return _content
+
+
+@contextmanager
+def span(
+    name: str,
+    attributes: Mapping[str, Attribute | None] | None = None,
+    *,
+    kind: str = "INTERNAL",
+    links: Sequence[SpanContext] = (),
+) -> Iterator[Span | None]:
+    """A span of `name` around the block (a child of the current one); None when tracing is off.
+
+    An exception leaving the block is recorded on the span and marks it an error.
+    """
+    current = tracer()
+    if current is None:
+        yield None
+        return
+    from opentelemetry.trace import Link, SpanKind
+
+    with current.start_as_current_span(
+        name,
+        kind=SpanKind[kind],
+        attributes=_present(attributes or {}),
+        links=[Link(context) for context in links],
+    ) as opened:
+        yield opened
+
+
+def annotate(attributes: Mapping[str, Attribute | None]) -> None:
+    """Add `attributes` to the current span, if one is being recorded (a decision, a retry)."""
+    if tracer() is None:
+        return
+    from opentelemetry import trace
+
+    current = trace.get_current_span()
+    if current.is_recording():
+        current.set_attributes(_present(attributes))
+
+
+def set_content(target: Span | None, key: str, value: Callable[[], object]) -> None:
+    """Record `value()` (text, or JSON of it) under `key` when content is recorded; redacted, cut.
+
+    A function, so that nothing is made of the content when it is not recorded.
+    """
+    if target is None or not content_recorded():
+        return
+    made = value()
+    text = made if isinstance(made, str) else json.dumps(made, ensure_ascii=False, default=str)
+    target.set_attribute(key, redact(text)[:CONTENT_CHARS])
+
+
+def current_context() -> SpanContext | None:
+    """The current span's context, to link later work to (a background job to its turn)."""
+    if tracer() is None:
+        return None
+    from opentelemetry import trace
+
+    context = trace.get_current_span().get_span_context()
+    return context if context.is_valid else None
+
+
+def mark_failed(target: Span | None, description: str) -> None:
+    """Set the span's status to an error (a call that failed without raising)."""
+    if target is None:
+        return
+    from opentelemetry.trace import Status, StatusCode
+
+    target.set_status(Status(StatusCode.ERROR, description))
+
+
+def _present(attributes: Mapping[str, Attribute | None]) -> dict[str, Attribute]:
+    return {key: value for key, value in attributes.items() if value is not None}

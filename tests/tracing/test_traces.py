@@ -1,0 +1,163 @@
+"""OpenTelemetry traces of a turn through the tree, exported over OTLP to 127.0.0.1 (issue 34)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from langchain_core.messages import ToolMessage
+from langgraph.checkpoint.memory import InMemorySaver
+
+from orchestrator.redact import remember
+from orchestrator.runtime import Orchestrator
+from orchestrator.settings import load_settings
+from orchestrator.testing import ScriptedChatModel, call_tools
+from orchestrator.tracing import provider
+from tests.otlp_receiver import Receiver
+from tests.tool_folders import parrot_agent
+
+SECRET = "sk-trace-secret-4242"
+
+
+@pytest.fixture
+def receiver(monkeypatch: pytest.MonkeyPatch) -> Iterator[Receiver]:
+    """An OTLP receiver, and the process's tracing pointed at it (a provider of its own)."""
+    with Receiver() as running:
+        provider.shutdown()
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", running.url)
+        monkeypatch.setenv("OTEL_SERVICE_NAME", "orchestrator-test")
+        yield running
+        provider.shutdown()
+
+
+def usage(text: str) -> dict[str, object]:
+    """A scripted reply with the usage a server would report."""
+    from langchain_core.messages import AIMessage
+
+    return AIMessage(text, usage_metadata={"input_tokens": 11, "output_tokens": 3, "total_tokens": 14})
+
+
+def step(messages):
+    """The orchestrator asks the parrot, the parrot calls its echo, both answer."""
+    if "You are parrot" in messages[0].text:
+        if isinstance(messages[-1], ToolMessage):
+            return usage("Repeated.")
+        return call_tools(("echo_say", {"text": f"the key is {SECRET}"}))
+    if isinstance(messages[-1], ToolMessage):
+        return usage("The parrot repeated it.")
+    return call_tools(("parrot_ask", {"request": "repeat the key"}))
+
+
+async def nested_turn(tmp_path: Path) -> None:
+    root = tmp_path / "sub_graphs"
+    parrot_agent(root)
+    settings = load_settings(sub_graphs_dir=root, data_dir=tmp_path / "data")
+    runtime = Orchestrator.create(
+        settings, model=ScriptedChatModel(steps=[step] * 6), checkpointer=InMemorySaver(),
+        ask=lambda *_: True,
+    )
+    result = await runtime.session(user_id="ann", session_id="traced").run("have the parrot repeat")
+    assert result.answer == "The parrot repeated it."
+    provider.flush()
+
+
+async def test_a_nested_turn_is_one_trace_with_the_agents_calls_below_their_caller(
+    receiver: Receiver, tmp_path: Path
+):
+    await nested_turn(tmp_path)
+
+    assert len({span.trace_id for span in receiver.spans}) == 1, "one trace for the turn"
+    (turn,) = receiver.named("turn")
+    assert turn.attributes["orchestrator.session_id"] == "traced"
+    assert turn.attributes["enduser.id"] == "ann"
+    (ask,) = receiver.named("execute_tool parrot_ask")
+    (echo,) = receiver.named("execute_tool echo_say")
+    assert ask in receiver.ancestors(echo), "the nested call is a descendant of its caller"
+    assert turn in receiver.ancestors(ask)
+    assert echo.attributes["orchestrator.parent_request_id"] == ask.attributes["orchestrator.request_id"]
+    assert echo.attributes["gen_ai.tool.name"] == "echo_say"
+    assert echo.attributes["orchestrator.status"] == "success"
+    models = receiver.named("chat ")
+    assert len(models) == 4, "two model calls at each level"
+    for model in models:
+        assert model.attributes["gen_ai.operation.name"] == "chat"
+        assert model.attributes["gen_ai.request.model"]
+    answered = [m for m in models if "gen_ai.usage.input_tokens" in m.attributes]
+    assert answered and all(m.attributes["gen_ai.usage.input_tokens"] == 11 for m in answered)
+    parrot_models = [m for m in models if ask in receiver.ancestors(m)]
+    assert len(parrot_models) == 2, "the parrot's model calls are below the call that asked it"
+    assert not any(
+        key.startswith(("gen_ai.input", "gen_ai.output", "gen_ai.tool.call.arguments"))
+        for span in receiver.spans for key in span.attributes
+    ), "no content by default"
+
+
+async def test_content_is_recorded_only_when_asked_and_then_redacted(
+    receiver: Receiver, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    remember(SECRET)
+    monkeypatch.setenv("ORCHESTRATOR_TRACE_CONTENT", "1")
+
+    await nested_turn(tmp_path)
+
+    (echo,) = receiver.named("execute_tool echo_say")
+    arguments = str(echo.attributes["gen_ai.tool.call.arguments"])
+    assert "the key is [redacted]" in arguments and SECRET not in arguments
+    assert all(SECRET not in str(v) for span in receiver.spans for v in span.attributes.values())
+    assert any("gen_ai.input.messages" in span.attributes for span in receiver.named("chat "))
+
+
+@pytest.mark.process
+def test_without_an_endpoint_no_exporter_loads_and_no_span_is_made(tmp_path: Path):
+    """(langsmith, which LangChain imports, loads OpenTelemetry's SDK classes itself when the
+    package is installed: what must not load is the tracing this product sets up.)"""
+    script = """
+import asyncio, sys
+from langgraph.checkpoint.memory import InMemorySaver
+from orchestrator.runtime import Orchestrator
+from orchestrator.settings import load_settings
+from orchestrator.testing import ScriptedChatModel, call_tools
+
+async def main():
+    model = ScriptedChatModel(steps=[call_tools(("calculator", {"expression": "2+2"})), "4"])
+    runtime = Orchestrator.create(load_settings(), model=model, checkpointer=InMemorySaver())
+    print((await runtime.session(user_id="u").run("2+2?")).answer)
+
+asyncio.run(main())
+from orchestrator.tracing import provider
+loaded = [m for m in sys.modules if m.startswith(("opentelemetry.exporter", "opentelemetry.sdk.trace.export"))]
+print(sorted(loaded), provider._provider, provider._tracer)
+"""
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "ORCHESTRATOR_HOME": str(tmp_path)}
+    import os
+
+    if "PYTHONPATH" in os.environ:
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["4", "[] None None"]
+
+
+@pytest.mark.process  # the LangSmith client asks git for the revision it runs from
+async def test_langsmith_runs_reach_its_endpoint_with_the_session_and_request_ids(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    from langchain_core.tracers.langchain import wait_for_all_tracers
+
+    with Receiver() as langsmith:
+        monkeypatch.setenv("LANGSMITH_TRACING", "true")
+        monkeypatch.setenv("LANGSMITH_ENDPOINT", langsmith.url)
+        monkeypatch.setenv("LANGSMITH_API_KEY", "ls-test-key")
+        monkeypatch.setenv("LANGSMITH_PROJECT", "orchestrator-tests")
+        await nested_turn(tmp_path)
+        wait_for_all_tracers()
+
+    posted = b"".join(body for path, body in langsmith.bodies if "/runs" in path)
+    assert posted, [path for path, _ in langsmith.bodies]
+    assert b'"session_id":"traced"' in posted.replace(b" ", b"") and b"ann" in posted
+    assert b"request_id" in posted, "the parrot's runs carry the call that asked it"
