@@ -143,19 +143,37 @@ print(sorted(loaded), provider._provider, provider._tracer)
     assert done.stdout.splitlines() == ["4", "[] None None"]
 
 
-@pytest.mark.process  # the LangSmith client asks git for the revision it runs from
-async def test_langsmith_runs_reach_its_endpoint_with_the_session_and_request_ids(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-):
-    from langchain_core.tracers.langchain import wait_for_all_tracers
+LANGSMITH_TURN = """
+import asyncio, sys
+from pathlib import Path
+from langchain_core.tracers.langchain import wait_for_all_tracers
+from tests.tracing.test_traces import nested_turn
+
+asyncio.run(nested_turn(Path(sys.argv[1])))
+wait_for_all_tracers()
+"""
+
+
+@pytest.mark.process  # LangSmith reads its variables once a process: a process of its own
+def test_langsmith_runs_reach_its_endpoint_with_the_session_and_request_ids(tmp_path: Path):
+    import os
 
     with Receiver() as langsmith:
-        monkeypatch.setenv("LANGSMITH_TRACING", "true")
-        monkeypatch.setenv("LANGSMITH_ENDPOINT", langsmith.url)
-        monkeypatch.setenv("LANGSMITH_API_KEY", "ls-test-key")
-        monkeypatch.setenv("LANGSMITH_PROJECT", "orchestrator-tests")
-        await nested_turn(tmp_path)
-        wait_for_all_tracers()
+        env = {
+            **os.environ,
+            "HOME": str(tmp_path),
+            "ORCHESTRATOR_HOME": str(tmp_path),
+            "LANGSMITH_TRACING": "true",
+            "LANGSMITH_ENDPOINT": langsmith.url,
+            "LANGSMITH_API_KEY": "ls-test-key",
+            "LANGSMITH_PROJECT": "orchestrator-tests",
+        }
+        env.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
+        done = subprocess.run(
+            [sys.executable, "-c", LANGSMITH_TURN, str(tmp_path)],
+            capture_output=True, text=True, env=env, timeout=120, cwd=Path(__file__).parents[2],
+        )
+    assert done.returncode == 0, done.stderr
 
     posted = b"".join(body for path, body in langsmith.bodies if "/runs" in path)
     assert posted, [path for path, _ in langsmith.bodies]
