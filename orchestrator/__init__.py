@@ -35,6 +35,7 @@ from orchestrator.errors import (
     TransientToolError,
     UnknownModelError,
     UnknownToolError,
+    UnresolvedReferenceError,
     UserError,
     YamlTooLargeError,
 )
@@ -101,6 +102,7 @@ __all__ = [
     "TransientToolError",
     "TurnResult",
     "UnknownToolError",
+    "UnresolvedReferenceError",
     "UserError",
     "YamlTooLargeError",
     "build_agent_graph",
