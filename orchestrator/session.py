@@ -24,11 +24,13 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, StateSnapshot, StreamPart
 
 from orchestrator.errors import QuestionsWaitingError, ToolError, UserError
-from orchestrator.events import StatusEvent, ToolEvent
+from orchestrator.events import PlanEvent, StatusEvent, ToolEvent
 from orchestrator.graph.builder import MODEL_NODE
+from orchestrator.graph.planning.lifecycle import ended
 from orchestrator.graph.prompts import CANCELLED_CALL, CANCELLED_TURN, FOLLOW_UP_LIMIT
 from orchestrator.held_text import HeldText
 from orchestrator.notes import is_persons, note
+from orchestrator.plans import Plan, PlanView, plan_view
 from orchestrator.settings import Settings
 from orchestrator.store.checkpoints import PooledPostgresSaver
 from orchestrator.store.sessions import claim_session
@@ -50,6 +52,7 @@ from orchestrator.turns import (
     collect_turn,
     messages_of,
     questions_of,
+    turn_plan,
     turn_start,
 )
 from orchestrator.usage.meter import UsageMeter
@@ -62,10 +65,12 @@ class Outcome:
     messages: list[BaseMessage]
     waiting: list[PendingQuestion]
     summary: Mapping[str, object] | None = None  # the state's `summary` (see graph.state)
+    plan: Plan | None = None  # the state's last plan (see graph.planning)
 
     @classmethod
     def of(cls, state: StateSnapshot) -> Outcome:
-        return cls(messages_of(state), questions_of(state), state.values.get("summary"))
+        values = state.values
+        return cls(messages_of(state), questions_of(state), values.get("summary"), values.get("plan"))
 
 
 FOLLOW_UP = (
@@ -211,6 +216,11 @@ class Session:
             await self.graph.aupdate_state(self.config, {"messages": messages}, as_node=MODEL_NODE)
             await self._archive()
 
+    async def plan(self) -> PlanView | None:
+        """The session's last plan, as shown (None: its model never made one)."""
+        plan = (await self.graph.aget_state(self.config)).values.get("plan")
+        return plan_view(plan) if plan else None
+
     async def pending(self) -> list[PendingQuestion]:
         """The questions the session's turn waits on, in the order of its calls (empty: none)."""
         return questions_of(await self.graph.aget_state(self.config))
@@ -272,7 +282,10 @@ class Session:
             ToolMessage(content=content, tool_call_id=call["id"], name=call["name"], status="error")
             for call in _unanswered_calls(state.values.get("messages", []))
         ]
-        update = {"messages": [*notes, AIMessage(content=CANCELLED_TURN)]}
+        update: dict[str, object] = {"messages": [*notes, AIMessage(content=CANCELLED_TURN)]}
+        plan = state.values.get("plan")
+        if plan and plan["status"] == "running":  # its tasks not run are not run later either
+            update["plan"] = ended(plan, "cancelled")
         await self.graph.aupdate_state(self.config, update, as_node=MODEL_NODE)
 
     async def _deliver(self, task: BackgroundTask) -> None:
@@ -369,7 +382,7 @@ class Session:
             # Paused, or ended unlike a finished turn: the state as the checkpoint has it.
             return Outcome.of(await self._archive())
         await self._store(messages)
-        return Outcome(messages, [], last["data"].get("summary"))
+        return Outcome(messages, [], last["data"].get("summary"), last["data"].get("plan"))
 
     async def _drop_off(self) -> None:
         """Calls' ends that waited for their task's checkpoint writes, which never came."""
@@ -425,6 +438,7 @@ class Session:
             usage=self.usage.turn,
             budget_stop=self.usage.stop,
             compacted=_compacted(outcome.summary, start=start),
+            plan=turn_plan(outcome.plan, start=start),
         )
 
 
@@ -451,9 +465,9 @@ def _to_event(part: StreamPart) -> TurnEvent | None:
     # shown one level deeper per graph, while their stages and replies are theirs.
     namespace = part["ns"]
     if part["type"] == "custom":
-        event: StatusEvent | ToolEvent = part["data"]  # only our nodes write it
-        if event["kind"] == "tool":
-            return {**event, "depth": len(namespace)}
+        event: StatusEvent | ToolEvent | PlanEvent = part["data"]  # only our nodes write it
+        if event["kind"] in ("tool", "plan"):
+            return {**event, "depth": len(namespace)}  # type: ignore[return-value]
         return None if namespace else event
     message, metadata = part["data"]  # type: ignore[misc]  # the messages mode's pair
     is_reply = isinstance(message, AIMessageChunk | AIMessage)
