@@ -37,7 +37,6 @@ class BackgroundTask:
     result: ToolResult | None = None
     started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     finished_at: datetime | None = None
-    claimed: bool = False  # its result goes to whoever claimed it, not into a follow-up turn
 
     @property
     def task_id(self) -> str:
@@ -96,25 +95,6 @@ class TaskManager:
         task = self.tasks.get(request_id)
         return task is not None and task.status == "running"
 
-    async def claim(self, request_id: str) -> ToolResult | None:
-        """The result of the running call `request_id` when it ends; no follow-up turn reports it.
-
-        For a plan whose task runs here in the background (run again after a
-        crash): the plan waits for it. Cancelling the wait leaves the call running.
-        """
-        task = self.tasks.get(request_id)
-        if task is None:
-            return None
-        task.claimed = True
-        try:
-            return await asyncio.shield(task.work)
-        except asyncio.CancelledError:
-            if task.work.cancelled():  # the call itself: no result
-                return None
-            raise
-        except Exception:  # the executor returns failures as results: the report says it
-            return None
-
     def cancel(self, task_id: str) -> bool:
         """Cancel a running task; False if there is no such running task."""
         task = self.tasks.get(task_id)
@@ -155,7 +135,7 @@ class TaskManager:
             for listener in self.listeners:
                 listener(task)
             delivery = self._deliveries.get(task.call.session_id or "")
-            if delivery is not None and task.status != "cancelled" and not task.claimed:
+            if delivery is not None and task.status != "cancelled":
                 await delivery(task)
         except Exception as error:  # a report that fails must not take the process down
             logger.warning("reporting background task %s failed: %s", task.task_id, error)

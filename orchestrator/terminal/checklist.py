@@ -91,7 +91,7 @@ class PlanBoard:
     def is_root(self, plan_id: str) -> bool:
         """Whether the plan runs for no task of another plan here (it is shown on its own)."""
         under = self.under.get(plan_id)
-        return under is None or under not in self._task_requests(besides=plan_id)
+        return under is None or under not in set(self._task_requests(besides=plan_id))
 
     def lines(self) -> list[str]:
         """Every plan's checklist, a nested plan under the task whose agent made it."""
@@ -109,8 +109,8 @@ class PlanBoard:
 
     def drop(self, plan_id: str) -> None:
         """Forget a plan and the plans under its tasks (shown for good)."""
-        requests = {task["request_id"] for task in self.plans[plan_id]["tasks"]}
-        for other in [p for p, under in self.under.items() if under in requests]:
+        requests = {task["request_id"] for task in self.plans[plan_id]["tasks"]} - {None}
+        for other in [p for p, under in self.under.items() if under in requests and p != plan_id]:
             self.drop(other)
         self.plans.pop(plan_id, None)
         self.under.pop(plan_id, None)

@@ -176,11 +176,6 @@ class BackgroundRunner(Protocol):
 
     def running(self, request_id: str) -> bool: ...
 
-    async def claim(self, request_id: str) -> ToolResult | None:
-        """The result of the background call `request_id` once it ends, taken by the caller:
-        it is recorded, but no follow-up turn reports it (None: no such call, or cancelled)."""
-        ...
-
 
 async def safely(tracking: Awaitable[None]) -> None:
     """Run one request-log write; the log must never cost the user a tool result."""

@@ -131,10 +131,6 @@ class PlanTaskNode:
         )
         request.emit(ToolPhase.STARTING)
         result = await self.dispatcher.dispatch(request)
-        if is_acknowledgement(result) and context.background is not None:
-            # Run again in this process's background after a crash (an idempotent call
-            # recovery requeued): the plan waits for it, and its result is the task's.
-            result = await context.background.claim(request.record.request_id) or result
         request.emit(ToolPhase.COMPLETED, status=result.status)
         return _outcome(sent, result)
 
