@@ -32,13 +32,19 @@ DESCRIPTION_CHARS = 80
 
 
 def checklist(
-    view: PlanView, *, indent: int = 0, nested: Mapping[str, PlanView] | None = None
+    view: PlanView,
+    *,
+    indent: int = 0,
+    nested: Mapping[str, PlanView] | None = None,
+    shown_above: frozenset[str] = frozenset(),
 ) -> list[str]:
     """The lines of `view`: its goal, then each task (and the plan of the agent it called).
 
     `nested` are plans made below, by the request they run for: a task whose
-    request is one of them shows it under itself.
+    request is one of them shows it under itself (once: `shown_above` are the
+    plans it is shown under).
     """
+    above = shown_above | {view["id"]}
     pad = "  " * indent
     replans = f" · re-planned {view['replans']}x" if view["replans"] else ""
     lines = [
@@ -50,8 +56,8 @@ def checklist(
     for task in view["tasks"]:
         lines.append(_task_line(task, pad=pad, status=task["status"]))
         below = task.get("plan") or (nested or {}).get(task["request_id"] or "")
-        if below is not None:
-            lines.extend(checklist(below, indent=indent + 2, nested=nested))
+        if below is not None and below["id"] not in above:
+            lines.extend(checklist(below, indent=indent + 2, nested=nested, shown_above=above))
     return lines
 
 

@@ -124,9 +124,15 @@ def running(plan: Plan | None, messages: Sequence[BaseMessage]) -> Plan | None:
 
 
 def ended(plan: Plan, status: PlanStatus) -> Plan:
-    """`plan` ended with `status`: its tasks that never ran are skipped."""
+    """`plan` ended with `status`: its tasks that never ran are skipped.
+
+    Cancelled (the turn was), the tasks that were running did not finish: failed.
+    """
+    sent = {task["id"] for task in ready(plan)} if status == "cancelled" else set()
     tasks = [
-        {**task, "status": "skipped"} if task["status"] == "pending" else task
+        {**task, "status": "failed" if task["id"] in sent else "skipped"}
+        if task["status"] == "pending"
+        else task
         for task in plan["tasks"]
     ]
     return {**plan, "status": status, "tasks": tasks}  # type: ignore[typeddict-item]
