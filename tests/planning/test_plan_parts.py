@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 from langchain_core.tools import StructuredTool
+from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import BaseModel, Field, SkipValidation
 
 from orchestrator.errors import UnresolvedReferenceError
+from orchestrator.graph import AgentSpec, build_agent_graph
 from orchestrator.graph.planning.lifecycle import ended, made_plan, merge_plan, ready
 from orchestrator.graph.planning.references import referenced_tasks, resolve
 from orchestrator.graph.planning.validation import PlanRules, TaskSpec, argument_problems
+from orchestrator.levels import Limits, Planning
 from orchestrator.plans import Plan, PlanTask, TaskOutcome, plan_view
 from orchestrator.tools.results import ToolResult
 
@@ -157,3 +163,18 @@ def test_a_re_plan_keeps_the_done_tasks_and_sets_the_others_aside():
     assert (revised["id"], revised["request_id"], revised["call_id"], revised["replans"]) == ("p", "r2", "c2", 1)
     assert [(t["id"], t["status"]) for t in revised["tasks"]] == [("t1", "done"), ("t2", "pending")]
     assert [(t["id"], t["status"]) for t in revised["replaced"]] == [("t2", "failed"), ("t3", "skipped")]
+
+
+PLANNING_SNAPSHOT = Path(__file__).resolve().parents[1] / "snapshots" / "planning_graph.mmd"
+
+
+def test_a_planning_graph_has_the_plan_executor_after_the_model(scripted):
+    spec = AgentSpec(
+        model=scripted(), tools=[search],
+        limits=Limits(max_iterations=5, max_result_chars=4000, timeout_seconds=60.0),
+        planning=Planning(),
+    )
+    drawing = build_agent_graph(spec, checkpointer=InMemorySaver()).get_graph().draw_mermaid()
+    if os.environ.get("UPDATE_SNAPSHOTS"):
+        PLANNING_SNAPSHOT.write_text(drawing)
+    assert drawing == PLANNING_SNAPSHOT.read_text(), "graph changed: rerun with UPDATE_SNAPSHOTS=1, review"
