@@ -44,7 +44,7 @@ ARGUMENTS = "task {id}: {problems}"
 
 
 class TaskSpec(BaseModel):
-    """One task of a plan as the model writes it."""
+    """A call of one of your tools, once the tasks it depends on are done."""
 
     id: str = Field(pattern=ID_PATTERN, description="Short and unique: t1, t2, ...")
     description: str = Field(min_length=1, max_length=500, description="What it does, in a few words.")
@@ -59,7 +59,10 @@ class TaskSpec(BaseModel):
 
 
 class PlanArguments(BaseModel):
-    """`create_execution_plan`'s arguments: what the plan is for, and its tasks."""
+    """`create_execution_plan`'s arguments: what the plan is for, and its tasks.
+
+    (The docstrings of these models are the model's to read: they are the schema's descriptions.)
+    """
 
     goal: str = Field(min_length=1, max_length=1000, description="What the plan achieves.")
     tasks: list[TaskSpec] = Field(
