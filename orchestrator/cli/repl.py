@@ -19,7 +19,9 @@ from orchestrator.cli.terminal_turn import (
     rendered_answer,
     rendered_turn,
 )
+from orchestrator.graph.planning.plan_tool import PLAN_DESCRIPTION
 from orchestrator.notes import FROM_ORCHESTRATOR, is_note
+from orchestrator.plans import PLAN_TOOL
 from orchestrator.runtime import Orchestrator
 from orchestrator.session import PendingQuestion, Session, TurnResult
 from orchestrator.sources.folder_tools import LoadedTool
@@ -348,6 +350,8 @@ class ChatRepl:
         for tool in self.runtime.tools:
             if tool.name not in from_folders:
                 self._print_tool(tool, depth=0)
+        if self.runtime.settings.planning:  # the graph's own tool (see docs/planning.md)
+            self.out.print(f"[bold]{PLAN_TOOL}[/bold]  {escape(PLAN_DESCRIPTION.split('. ')[0])}.")
         for loaded in self.runtime.sub_agents:
             self._print_sub_agent(loaded, depth=0)
 

@@ -193,3 +193,24 @@ async def test_ask_json_has_the_plan_and_chat_shows_it_with_slash_plan(cli, tmp_
         "  ✓ t1 first sum · calculator · done",
         "  ✓ t2 second sum · calculator · done",
     ]
+
+
+async def test_in_chat_a_plan_is_shown_for_approval_and_edited_as_its_tasks(cli, tmp_path: Path):
+    plan = {"goal": "a sum", "tasks": [
+        {"id": "t1", "description": "the sum", "tool": "calculator", "arguments": {"expression": "1+1"}},
+    ]}
+    mine = [{"id": "t1", "description": "my sum", "tool": "calculator", "arguments": {"expression": "2+3"}}]
+    session = f"s-{uuid.uuid4().hex[:8]}"
+    with OpenAICompatibleServer([[(PLAN_TOOL, plan)], "It is 5."]) as server:
+        chat = cli(
+            "chat", "-s", session, cwd=tmp_path, stdin=f"a sum\ne\n{json.dumps(mine)}\n",
+            env_extra={**server_env(server), "ORCHESTRATOR_APPROVE_PLANS": "1"},
+        )
+
+    assert chat.returncode == 0, chat.stderr
+    assert "approval · orchestrator · create_execution_plan" in chat.stderr
+    assert "    goal: a sum\n    t1 the sum: calculator {\"expression\": \"1+1\"}\n" in chat.stderr
+    assert chat.stdout.strip() == "It is 5."
+    told = json.loads(server.requests[1]["messages"][-1]["content"])
+    assert told["message"].startswith("The user changed your plan before it ran")
+    assert told["data"]["tasks"][0]["result"]["data"] == {"expression": "2+3", "value": 5}
