@@ -20,7 +20,6 @@ the background, where its dependents could not have its result.
 
 from __future__ import annotations
 
-import logging
 from dataclasses import replace
 from typing import TypedDict
 
@@ -49,7 +48,6 @@ from orchestrator.tools.results import ToolResult
 PLAN_TASK_NODE = "plan_task"
 PLAN_NODE = "plan"
 
-logger = logging.getLogger(__name__)
 
 
 class PlanTaskInput(TypedDict):
