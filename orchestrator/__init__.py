@@ -35,6 +35,7 @@ from orchestrator.errors import (
     TransientToolError,
     UnknownModelError,
     UnknownToolError,
+    UnresolvedReferenceError,
     UserError,
     YamlTooLargeError,
 )
@@ -107,6 +108,7 @@ __all__ = [
     "TransientToolError",
     "TurnResult",
     "UnknownToolError",
+    "UnresolvedReferenceError",
     "UserError",
     "YamlTooLargeError",
     "build_agent_graph",

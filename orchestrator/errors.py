@@ -87,6 +87,14 @@ class UnknownToolError(ToolError):
     code = "unknown_tool"
 
 
+class UnresolvedReferenceError(ToolError):
+    """A plan's task refers to a value the result of an earlier task does not have
+    (`{{t1.data.city}}` when t1 returned no `city`): the task did not run."""
+
+    code = "unresolved_reference"
+    recoverable = False
+
+
 class McpServerError(ToolError):
     """An MCP server could not be started, or is blocked: its tools answer with this."""
 
@@ -244,6 +252,7 @@ __all__ = [
     "ComponentMigrationError",
     "TransientToolError",
     "UnknownToolError",
+    "UnresolvedReferenceError",
     "UserError",
     "YamlTooLargeError",
 ]

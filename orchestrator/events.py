@@ -12,6 +12,8 @@ from typing import Literal, TypedDict
 
 from langgraph.config import get_stream_writer
 
+from orchestrator.plans import PlanView, TaskStatus
+
 
 class Stage(StrEnum):
     """Where a turn is."""
@@ -63,7 +65,25 @@ class ToolEvent(TypedDict):
     depth: int
 
 
-Event = StatusEvent | ToolEvent
+class PlanEvent(TypedDict):
+    """A plan made, revised or ended (`plan`: all of it), or one task's change (`task`, `status`).
+
+    `plan_id` names the plan; `under` is the request its graph runs for (a
+    nested agent's call, which is a task of the plan above when that one
+    planned it; None at the top); `depth` as a tool event's.
+    """
+
+    kind: Literal["plan"]
+    plan_id: str
+    under: str | None
+    plan: PlanView | None
+    task: str | None
+    status: TaskStatus | None
+    request_id: str | None
+    depth: int
+
+
+Event = StatusEvent | ToolEvent | PlanEvent
 
 
 def _write(event: Event) -> None:
@@ -101,5 +121,29 @@ def emit_tool(
             parent_request_id=parent_request_id,
             status=status,
             depth=0,  # the session knows how deep the graph that wrote it runs
+        )
+    )
+
+
+def emit_plan(
+    plan_id: str,
+    *,
+    under: str | None,
+    plan: PlanView | None = None,
+    task: str | None = None,
+    status: TaskStatus | None = None,
+    request_id: str | None = None,
+) -> None:
+    """Report a plan (all of it) or one of its tasks' change of status."""
+    _write(
+        PlanEvent(
+            kind="plan",
+            plan_id=plan_id,
+            under=under,
+            plan=plan,
+            task=task,
+            status=status,
+            request_id=request_id,
+            depth=0,  # as a tool event's: the session knows the depth
         )
     )

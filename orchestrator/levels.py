@@ -51,6 +51,49 @@ LIMIT_NAMES = tuple(f.name for f in fields(Limits))
 
 
 @dataclass(frozen=True)
+class Planning:
+    """How a level plans: at most `max_tasks` tasks a plan, `max_replans` re-plans a turn,
+    and whether the person approves each plan before it runs (`approve`).
+
+    A level with planning off has none (None in its `LevelConfig`).
+    """
+
+    max_tasks: int = 20
+    max_replans: int = 2
+    approve: bool = False
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Planning | None:
+        """The orchestrator's own planning (None: ORCHESTRATOR_PLANNING=0)."""
+        if not settings.planning:
+            return None
+        return cls(
+            max_tasks=settings.max_plan_tasks,
+            max_replans=settings.max_replans,
+            approve=settings.approve_plans,
+        )
+
+    @classmethod
+    def below(
+        cls, parent: Planning | None, settings: Settings, *, on: bool | None, approve: bool | None
+    ) -> Planning | None:
+        """The planning of a folder's level below one with `parent`'s.
+
+        On unless the folder says `planning: false` (ORCHESTRATOR_PLANNING is the
+        top's alone); plans are approved when the folder says `approve_plans:
+        true`, or, unless it says false, when its parent's are.
+        """
+        if on is False:
+            return None
+        inherited = parent.approve if parent is not None else settings.approve_plans
+        return cls(
+            max_tasks=settings.max_plan_tasks,
+            max_replans=settings.max_replans,
+            approve=inherited if approve is None else approve,
+        )
+
+
+@dataclass(frozen=True)
 class LevelConfig:
     """What one level of the tree runs with; a child starts from its parent's.
 
@@ -66,3 +109,4 @@ class LevelConfig:
     system_prompt: str | None = None
     path: tuple[str, ...] = ()
     context_tokens: int | None = None  # the model's window when its profile has none
+    planning: Planning | None = None  # None: its agent does not plan

@@ -2,7 +2,9 @@
 
 They run through the same dispatch pipeline as any call: the request log's
 replay decision requeues an idempotent call (it then runs in the
-background) and fails any other as interrupted.
+background) and fails any other as interrupted. An idempotent task of a plan
+is left to its plan, which runs it again when its session's turn resumes:
+the plan needs its result, which a run in the background would not give it.
 """
 
 from __future__ import annotations
@@ -38,7 +40,12 @@ async def recover(runtime: Orchestrator, *, user_id: str) -> list[Recovered]:
         middleware=runtime.middleware,
     )
     recovered = []
-    for call in await storage.requests.orphaned(user_id=user_id):
+    orphans = await storage.requests.orphaned(user_id=user_id)
+    again = [call.request_id for call in orphans if call.idempotent]
+    planned = await storage.requests.plan_tasks(again, user_id=user_id)
+    for call in orphans:
+        if call.request_id in planned:
+            continue
         if call.call_name not in dispatcher.tools:  # gone since: nothing can run it again
             await storage.requests.interrupted(call)
             recovered.append(Recovered(call, "failed"))

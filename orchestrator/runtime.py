@@ -22,7 +22,7 @@ from orchestrator.graph.builder import build_agent_graph
 from orchestrator.graph.model_pipeline.chain import ModelMiddleware
 from orchestrator.graph.prompts import ORCHESTRATOR_PROMPT
 from orchestrator.graph.spec import AgentSpec
-from orchestrator.levels import LevelConfig, Limits
+from orchestrator.levels import LevelConfig, Limits, Planning
 from orchestrator.llm.providers import build_chat_model
 from orchestrator.redact import remember_settings
 from orchestrator.session import Session
@@ -198,6 +198,7 @@ class _Plan:
             log_level=settings.log_level,
             system_prompt=ORCHESTRATOR_PROMPT,
             context_tokens=settings.context_tokens,
+            planning=Planning.from_settings(settings),
         )
         spec = AgentSpec(
             model=model,
@@ -209,6 +210,7 @@ class _Plan:
             text_tool_calls=settings.text_tool_calls,
             context_tokens=settings.context_tokens,
             summary_model=_summary_model(settings),
+            planning=level.planning,
         )
         if tools is not None:
             given: list[ToolSource] = [StaticSource("given", tools)]
@@ -278,6 +280,7 @@ def _default_sources(
             system_prompt=system_prompt,
             name=name,
             context_tokens=level.context_tokens or spec.context_tokens,
+            planning=level.planning,
         )
         return build_agent_graph(agent)
 

@@ -26,13 +26,15 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, StateSnapshot, StreamPart
 
 from orchestrator.errors import QuestionsWaitingError, ToolError, UserError
-from orchestrator.events import Stage, StatusEvent, ToolEvent
+from orchestrator.events import PlanEvent, Stage, StatusEvent, ToolEvent
 from orchestrator.graph.builder import MODEL_NODE
 from orchestrator.graph.model_pipeline.compaction import summarised
+from orchestrator.graph.planning.lifecycle import ended
 from orchestrator.graph.prompts import CANCELLED_CALL, CANCELLED_TURN, FOLLOW_UP_LIMIT
 from orchestrator.graph.state import Summary
 from orchestrator.held_text import HeldText
 from orchestrator.notes import is_persons, note
+from orchestrator.plans import Plan, PlanView, plan_view
 from orchestrator.settings import Settings
 from orchestrator.store.archived import archived_messages
 from orchestrator.store.checkpoints import PooledPostgresSaver
@@ -56,6 +58,7 @@ from orchestrator.turns import (
     collect_turn,
     messages_of,
     questions_of,
+    turn_plan,
     turn_start,
 )
 from orchestrator.usage.meter import UsageMeter
@@ -77,10 +80,12 @@ class Outcome:
     messages: list[BaseMessage]
     waiting: list[PendingQuestion]
     summary: Summary | None = None
+    plan: Plan | None = None  # the state's last plan (see graph.planning)
 
     @classmethod
     def of(cls, state: StateSnapshot) -> Outcome:
-        return cls(messages_of(state), questions_of(state), state.values.get("summary"))
+        values = state.values
+        return cls(messages_of(state), questions_of(state), values.get("summary"), values.get("plan"))
 
 
 FOLLOW_UP = (
@@ -234,6 +239,11 @@ class Session:
             await self.graph.aupdate_state(self.config, {"messages": messages}, as_node=MODEL_NODE)
             await self._archive()
 
+    async def plan(self) -> PlanView | None:
+        """The session's last plan, as shown (None: its model never made one)."""
+        plan = (await self.graph.aget_state(self.config)).values.get("plan")
+        return plan_view(plan) if plan else None
+
     async def pending(self) -> list[PendingQuestion]:
         """The questions the session's turn waits on, in the order of its calls (empty: none)."""
         return questions_of(await self.graph.aget_state(self.config))
@@ -297,7 +307,10 @@ class Session:
             ToolMessage(content=content, tool_call_id=call["id"], name=call["name"], status="error")
             for call in _unanswered_calls(state.values.get("messages", []))
         ]
-        update = {"messages": [*notes, AIMessage(content=CANCELLED_TURN)]}
+        update: dict[str, object] = {"messages": [*notes, AIMessage(content=CANCELLED_TURN)]}
+        plan = state.values.get("plan")
+        if plan and plan["status"] == "running":  # its tasks not run are not run later either
+            update["plan"] = ended(plan, "cancelled")
         await self.graph.aupdate_state(self.config, update, as_node=MODEL_NODE)
 
     async def _deliver(self, task: BackgroundTask) -> None:
@@ -435,7 +448,7 @@ class Session:
         await self._store(messages)
         summary = last["data"].get("summary")
         await self._forget_summarised(messages, summary)
-        return Outcome(messages, [], summary)
+        return Outcome(messages, [], summary, last["data"].get("plan"))
 
     async def _drop_off(self) -> None:
         """Calls' ends that waited for their task's checkpoint writes, which never came."""
@@ -508,6 +521,7 @@ class Session:
             usage=self.usage.turn,
             budget_stop=self.usage.stop,
             compacted=_compacted(outcome.summary, start=start),
+            plan=turn_plan(outcome.plan, start=start),
         )
 
 
@@ -533,9 +547,9 @@ def _to_event(part: StreamPart) -> TurnEvent | None:
     # their other stages and replies are theirs.
     namespace = part["ns"]
     if part["type"] == "custom":
-        event: StatusEvent | ToolEvent = part["data"]  # only our nodes write it
-        if event["kind"] == "tool":
-            return {**event, "depth": len(namespace)}
+        event: StatusEvent | ToolEvent | PlanEvent = part["data"]  # only our nodes write it
+        if event["kind"] in ("tool", "plan"):
+            return {**event, "depth": len(namespace)}  # type: ignore[return-value]
         return None if namespace and event["stage"] != Stage.COMPACTED else event
     message, metadata = part["data"]  # type: ignore[misc]  # the messages mode's pair
     is_reply = isinstance(message, AIMessageChunk | AIMessage)

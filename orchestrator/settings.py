@@ -133,6 +133,22 @@ class Settings(BaseSettings):
             "(files_delete, drop_table) needs the user's decision first; `none` for no pattern."
         ),
     )
+    planning: bool = Field(
+        default=True,
+        description="Offer the model create_execution_plan (a plan of tasks run for it); "
+        "a folder's `planning: false` turns it off for its agent.",
+    )
+    max_plan_tasks: int = Field(default=20, ge=1, le=100, description="Tasks a plan may have.")
+    max_replans: int = Field(
+        default=2,
+        ge=0,
+        le=10,
+        description="Times a turn's model may revise a plan after a task failed.",
+    )
+    approve_plans: bool = Field(
+        default=False,
+        description="Show each plan for approval (approve, edit, reject) before it runs.",
+    )
     max_follow_ups: int = Field(
         default=3,
         ge=0,

@@ -9,7 +9,8 @@ from typing import Literal, TypedDict
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langgraph.types import StateSnapshot
 
-from orchestrator.events import StatusEvent, ToolEvent
+from orchestrator.events import PlanEvent, StatusEvent, ToolEvent
+from orchestrator.plans import Plan, PlanView, nested_plan, plan_view
 from orchestrator.tools.hitl import ALLOWED, Decision, Question
 from orchestrator.usage.budget import BudgetStop
 from orchestrator.usage.meter import Totals
@@ -23,7 +24,7 @@ class TokenEvent(TypedDict):
     message_id: str | None
 
 
-TurnEvent = StatusEvent | ToolEvent | TokenEvent
+TurnEvent = StatusEvent | ToolEvent | PlanEvent | TokenEvent
 EventHandler = Callable[[TurnEvent], None]
 
 
@@ -35,6 +36,7 @@ class ToolCallRecord:
     arguments: dict[str, object]
     status: str
     request_id: str | None = None
+    plan: PlanView | None = None  # the plan of the agent it called, if that made one
 
 
 @dataclass(frozen=True)
@@ -77,7 +79,9 @@ class TurnResult:
     `usage` is what the turn's model and tool calls used, at every level;
     `budget_stop` the budget that ended it, if one did; `compacted` what the
     turn's compaction of the orchestrator's history did, if it compacted
-    (`saved_tokens`, `failed`).
+    (`saved_tokens`, `failed`); `plan` the plan the orchestrator made in the
+    turn, if it made one (the plans of agents below are under its tasks, or
+    under their calls in `tool_calls`).
     """
 
     answer: str
@@ -89,6 +93,7 @@ class TurnResult:
     usage: Totals = field(default_factory=Totals)
     budget_stop: BudgetStop | None = None
     compacted: dict[str, object] | None = None
+    plan: PlanView | None = None
 
     @property
     def cost_usd(self) -> float | None:
@@ -100,15 +105,7 @@ class TurnResult:
         return {
             "answer": self.answer,
             "iterations": self.iterations,
-            "tool_calls": [
-                {
-                    "name": c.name,
-                    "arguments": c.arguments,
-                    "status": c.status,
-                    "request_id": c.request_id,
-                }
-                for c in self.tool_calls
-            ],
+            "tool_calls": [_call_json(c) for c in self.tool_calls],
             "questions": [
                 *(a.asked.to_json(a.decision) for a in self.answered),
                 *(q.to_json() for q in self.questions),
@@ -117,7 +114,27 @@ class TurnResult:
             "cost_usd": self.cost_usd,
             "budget_stop": self.budget_stop.to_json() if self.budget_stop else None,
             "compacted": self.compacted,
+            "plan": self.plan,
         }
+
+
+def _call_json(call: ToolCallRecord) -> dict[str, object]:
+    shown: dict[str, object] = {
+        "name": call.name,
+        "arguments": call.arguments,
+        "status": call.status,
+        "request_id": call.request_id,
+    }
+    if call.plan is not None:
+        shown["plan"] = call.plan
+    return shown
+
+
+def turn_plan(plan: Plan | None, *, start: str | None) -> PlanView | None:
+    """The plan of the turn that began with message `start`, as shown (None: it made none)."""
+    if not plan or start is None or plan["turn"] != start:
+        return None
+    return plan_view(plan)
 
 
 def messages_of(state: StateSnapshot) -> list[BaseMessage]:
@@ -182,4 +199,5 @@ def _record(
         arguments=args,
         status=str(artifact.get("status", outcome.status)),
         request_id=artifact.get("request_id"),
+        plan=nested_plan(artifact),
     )

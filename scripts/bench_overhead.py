@@ -4,7 +4,9 @@
         [--parallel-pairs 5]
 
 Every figure is a ratio of two runs measured alternately in this process, so
-the machine's speed cancels out. Prints one line per measurement, then one
+the machine's speed cancels out. Our graph is the product's default: it plans
+(the plan tool bound beside the tools, the plan executor's nodes in the graph);
+`--no-planning` leaves planning out. Prints one line per measurement, then one
 JSON object:
 - ratio_vs_prebuilt: time for N tool round trips (model -> no-op tool -> model)
   through our graph / the same through `create_react_agent`, both with the
@@ -47,7 +49,7 @@ from langchain_core.tools import BaseTool, tool
 
 from orchestrator.dispatch.dispatcher import Dispatcher
 from orchestrator.graph import AgentSpec, build_agent_graph
-from orchestrator.levels import Limits
+from orchestrator.levels import Limits, Planning
 from orchestrator.runtime import use_tool_threads
 from orchestrator.tools.context import RunContext
 
@@ -101,8 +103,11 @@ def blocking_nap() -> str:
 LIMITS = Limits(max_iterations=5, max_result_chars=4000, timeout_seconds=60.0)
 
 
+PLANNING: Planning | None = Planning()  # as ORCHESTRATOR_PLANNING's default
+
+
 def ours(model: BaseChatModel, tools: list[BaseTool]) -> Runnable:
-    return build_agent_graph(AgentSpec(model=model, tools=tools, limits=LIMITS))
+    return build_agent_graph(AgentSpec(model=model, tools=tools, limits=LIMITS, planning=PLANNING))
 
 
 def prebuilt(model: BaseChatModel, tools: list[BaseTool]) -> Runnable:
@@ -240,7 +245,10 @@ async def main() -> None:
     parser.add_argument("--round-trips", type=int, default=200)
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--parallel-pairs", type=int, default=5)
+    parser.add_argument("--no-planning", action="store_true", help="our graph without planning")
     options = parser.parse_args()
+    global PLANNING
+    PLANNING = None if options.no_planning else PLANNING
     use_tool_threads()
     figures = {
         "ratio_vs_prebuilt": await overhead_ratio(options.round_trips, options.repeats),

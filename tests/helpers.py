@@ -146,17 +146,19 @@ async def start_and_kill(
     started: Path,
     *,
     ready: Callable[[], Awaitable[bool]] | None = None,
+    lines: str = "y\nrun it\n",
 ) -> str:
     """Run `chat` until the tool started (and `ready()` holds), then SIGKILL it.
 
-    The id of the request it left running.
+    `lines` are its input (by default: approve the one new folder, then the
+    message). The id of the request it left running.
     """
     with open(tmp_path / "first.out", "w") as out, open(tmp_path / "first.err", "w") as err:
         first = subprocess.Popen(
             [sys.executable, "-m", "orchestrator", "chat", "-s", session],
             stdin=subprocess.PIPE, stdout=out, stderr=err, cwd=tmp_path, env=env, text=True,
         )
-        first.stdin.write("y\nrun it\n")
+        first.stdin.write(lines)
         first.stdin.flush()
         for _ in range(600):
             if started.exists() and (ready is None or await ready()):

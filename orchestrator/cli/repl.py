@@ -20,12 +20,15 @@ from orchestrator.cli.terminal_turn import (
     rendered_answer,
     rendered_turn,
 )
+from orchestrator.graph.planning.plan_tool import PLAN_DESCRIPTION
 from orchestrator.notes import FROM_ORCHESTRATOR, is_note
+from orchestrator.plans import PLAN_TOOL
 from orchestrator.runtime import Orchestrator
 from orchestrator.session import PendingQuestion, Session, TurnResult
 from orchestrator.sources.folder_tools import LoadedTool
 from orchestrator.tasks import BackgroundTask
 from orchestrator.terminal.answers import show_questions
+from orchestrator.terminal.checklist import checklist
 from orchestrator.terminal.invocation import command_name
 from orchestrator.terminal.lines import LineSource, quiet_keyboard
 from orchestrator.terminal.questions import AnswerChannel, QuestionAsker, answer_until_done
@@ -41,6 +44,7 @@ HELP = """\
 [bold]/tasks[/bold]      background tasks of this session, running and finished
 [bold]/cancel ID[/bold]  cancel a running background task (the start of its id will do)
 [bold]/pending[/bold]    the questions this session's turn waits on
+[bold]/plan[/bold]       this session's last plan, task by task
 [bold]/requests[/bold]   this session's tool calls: ids, status and how long each took
 [bold]/trace[/bold]      the last turn as a timeline: each model and tool call a bar
 [bold]/cost[/bold]       this session's tokens by model, cost and time
@@ -52,8 +56,8 @@ A question the assistant asks takes one line: y approves, n \\[reason] rejects,
 e edits (new arguments as JSON on the next line); an ask_human question takes
 your answer. Ctrl-C at a question rejects it."""
 COMMANDS = (
-    "/help", "/tools", "/history", "/tasks", "/cancel", "/pending", "/requests", "/trace", "/cost",
-    "/context", "/compact", "/exit",
+    "/help", "/tools", "/history", "/tasks", "/cancel", "/pending", "/plan", "/requests", "/trace",
+    "/cost", "/context", "/compact", "/exit",
     "/quit",
 )
 # The database's clock and this process's may differ a little: the turn's window is widened.
@@ -226,6 +230,8 @@ class ChatRepl:
             self.cancel(line.split()[1:])
         elif command == "/pending":
             await self.show_pending()
+        elif command == "/plan":
+            await self.show_plan()
         elif command == "/requests":
             await self.show_requests()
         elif command == "/trace":
@@ -273,6 +279,19 @@ class ChatRepl:
         show_questions(questions, self.out)
         self.out.print("[dim]they are asked before your next message[/dim]")
         self._questions_left = True
+
+    async def show_plan(self) -> None:
+        """The session's last plan as a checklist."""
+        try:
+            plan = await self.session.plan()
+        except Exception as error:  # the chat goes on
+            self.err.print(f"[red]error:[/red] {escape(failure_line(error))}", highlight=False)
+            return
+        if plan is None:
+            self.out.print("No plan in this session yet.")
+            return
+        for line in checklist(plan):
+            self.out.print(line, highlight=False)
 
     def show_tasks(self) -> None:
         tasks = self.runtime.tasks.of_session(self.session.session_id)
@@ -366,6 +385,8 @@ class ChatRepl:
         for tool in self.runtime.tools:
             if tool.name not in from_folders:
                 self._print_tool(tool, depth=0)
+        if self.runtime.settings.planning:  # the graph's own tool (see docs/planning.md)
+            self.out.print(f"[bold]{PLAN_TOOL}[/bold]  {escape(PLAN_DESCRIPTION.split('. ')[0])}.")
         for loaded in self.runtime.sub_agents:
             self._print_sub_agent(loaded, depth=0)
 

@@ -56,6 +56,19 @@ async def json_problems_within(
         return TOO_SLOW.format(seconds=seconds)
 
 
+def json_problems_before(
+    tool: BaseTool, arguments: Mapping[str, object], *, seconds: float
+) -> str | None:
+    """`json_problems` on this thread, giving up on a pattern past `seconds` (for a quick check)."""
+    token = _deadline.set(time.monotonic() + seconds)
+    try:
+        return json_problems(tool, arguments)
+    except TimeoutError:
+        return TOO_SLOW.format(seconds=seconds)
+    finally:
+        _deadline.reset(token)
+
+
 def json_problems(tool: BaseTool, arguments: Mapping[str, object]) -> str | None:
     """What is wrong with `arguments` for a tool described by a JSON schema (None: nothing).
 

@@ -6,6 +6,8 @@ A call needs one when any of these holds:
 - its author marked the action sensitive: `@action(sensitive=True)`;
 - its folder's `tool_config.yaml` lists the action in `sensitive_actions`;
 - its MCP server marks the tool destructive (`destructiveHint: true`);
+- it is a plan (`create_execution_plan`) of a level whose plans are approved
+  (ORCHESTRATOR_APPROVE_PLANS, or `approve_plans: true`);
 - its call name matches a sensitive pattern (the setting
   ORCHESTRATOR_SENSITIVE_PATTERNS; by default delete, remove, destroy, drop, purge).
 
@@ -39,11 +41,16 @@ NO_PATTERNS: Final = "none"  # the setting's word for "match no name"
 BY_AUTHOR: Final = "author"
 BY_CONFIG: Final = "tool_config.yaml"
 BY_SERVER: Final = "destructiveHint"
+BY_PLANNING: Final = "approve_plans"  # a level's plans are approved before they run
 
 WHY_FOLDER = "its folder's tool_config.yaml says requires_approval: true"
 WHY_AUTHOR = "its author marked the action sensitive"
 WHY_CONFIG = "its folder's tool_config.yaml lists the action in sensitive_actions"
 WHY_SERVER = "its MCP server marks it destructive (destructiveHint)"
+WHY_PLANNING = (
+    "plans are approved before they run (ORCHESTRATOR_APPROVE_PLANS, or approve_plans: true "
+    "in the agent's tool_config.yaml)"
+)
 WHY_PATTERN = "its name matches the sensitive pattern {pattern!r}"
 UNKNOWN_ACTIONS = (
     "{tool}: tool_config.yaml's sensitive_actions names {names}, not an action of it{known}"
@@ -109,6 +116,8 @@ class SensitivityRules:
             reasons.append(WHY_CONFIG)
         elif mark == BY_SERVER:
             reasons.append(WHY_SERVER)
+        elif mark == BY_PLANNING:
+            reasons.append(WHY_PLANNING)
         pattern = self.matching(name)
         if pattern is not None:
             reasons.append(WHY_PATTERN.format(pattern=pattern))

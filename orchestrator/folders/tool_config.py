@@ -182,6 +182,14 @@ class ToolConfig(BaseModel):
         min_length=1,
         description="An agent's system prompt ({name} and {description} are filled in).",
     )
+    planning: bool | None = Field(
+        default=None,
+        description="An agent's create_execution_plan: on unless false (see docs/planning.md).",
+    )
+    approve_plans: bool | None = Field(
+        default=None,
+        description="An agent's plans are approved before they run (default: as its parent's).",
+    )
     entry_point: str | None = None
     class_name: str | None = None
     config: dict[str, JsonValue] = Field(default_factory=dict)

@@ -1,16 +1,18 @@
 """Builds an agent graph: model node -> router -> tools node -> model node ...
 
 The same builder serves the orchestrator and every nested agent: each level
-gets its own model, tools and limits.
+gets its own model, tools and limits. A level that plans has the plan tool
+too, and after the tools node accepted a plan, the plan executor (see
+`graph.planning.executor`) runs its tasks before the model speaks again.
 """
 
 from __future__ import annotations
 
 import logging
-import uuid
-from typing import TypedDict, TypeVar
+from dataclasses import replace
+from typing import NotRequired, TypedDict
 
-from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolCall, ToolMessage
+from langchain_core.messages import AIMessage, SystemMessage, ToolCall, ToolMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.errors import GraphBubbleUp
@@ -26,17 +28,33 @@ from orchestrator.graph.calls import Rejection, refusal
 from orchestrator.graph.history import valid_history
 from orchestrator.graph.model_pipeline.chain import STOPPED, ModelCall, StateUpdate
 from orchestrator.graph.model_pipeline.defaults import model_chain
+from orchestrator.graph.node_support import MODEL_NODE, TOOLS_NODE, identified, run_context
+from orchestrator.graph.planning.executor import (
+    PLAN_NODE,
+    PLAN_TASK_NODE,
+    PlanNode,
+    PlanTaskNode,
+    route_plan,
+)
+from orchestrator.graph.planning.lifecycle import running
+from orchestrator.graph.planning.plan_call import (
+    accepted_plan,
+    extra_plan_calls,
+    plan_turn,
+    revised_request,
+)
+from orchestrator.graph.planning.plan_tool import plan_tool
 from orchestrator.graph.spec import AgentSpec
 from orchestrator.graph.state import AgentState, model_calls_this_turn
+from orchestrator.plans import PLAN_TOOL, Plan
 from orchestrator.tools.context import RunContext
 
-__all__ = ["MODEL_NODE", "STOPPED", "TOOLS_NODE", "AgentSpec", "build_agent_graph"]
-
-MODEL_NODE = "model"
-TOOLS_NODE = "tools"
+__all__ = [
+    "MODEL_NODE", "STOPPED", "TOOLS_NODE", "AgentSpec", "build_agent_graph", "identified",
+    "run_context",
+]
 
 logger = logging.getLogger(__name__)
-Message = TypeVar("Message", bound=BaseMessage)
 
 
 class ModelNode:
@@ -52,10 +70,16 @@ class ModelNode:
         self.tool_names = frozenset(tool.name for tool in spec.tools)
         self.system_prompt = SystemMessage(spec.system_prompt)
         self.chain = model_chain(spec)
+        self.plans = spec.planning is not None
 
     async def __call__(
         self, state: AgentState, config: RunnableConfig, runtime: Runtime[RunContext]
     ) -> StateUpdate:
+        if self.plans and running(state.get("plan"), state["messages"]) is not None:
+            # The tools node accepted a plan: the executor runs it (see `route_after_model`),
+            # and the model speaks again when it ended. A step of no writes, at a plan's start
+            # only: deciding after the tools node instead would cost every tool round one.
+            return {}
         iterations = model_calls_this_turn(state["messages"])
         emit_status(Stage.SUBMITTED if iterations == 0 else Stage.PROCESSING)
         request = ModelCall(
@@ -90,13 +114,16 @@ class ToolTask(TypedDict):
     """What the router sends one tool task: a call of the last model message.
 
     `rejection` says why the call must not run (see `graph.calls`); `index`
-    and `total` place it among the calls of its model turn.
+    and `total` place it among the calls of its model turn. A plan call has
+    the turn it is made in, and the failed plan of that turn it revises.
     """
 
     call: ToolCall
     rejection: Rejection | None
     index: int
     total: int
+    turn: NotRequired[str | None]
+    revising: NotRequired[Plan | None]
 
 
 class ToolTaskNode:
@@ -108,8 +135,9 @@ class ToolTaskNode:
     `GraphBubbleUp` goes through untouched).
     """
 
-    def __init__(self, dispatcher: Dispatcher) -> None:
+    def __init__(self, dispatcher: Dispatcher, *, plans: bool = False) -> None:
         self.dispatcher = dispatcher
+        self.plans = plans  # the level plans: an accepted plan call makes the plan to run
 
     async def __call__(
         self, task: ToolTask, config: RunnableConfig, runtime: Runtime[RunContext]
@@ -118,13 +146,13 @@ class ToolTaskNode:
         rejection = task["rejection"]
         if rejection is not None:
             return {"messages": [identified(self._refused(call, rejection, task))]}
+        context = run_context(runtime, config)
         request = self.dispatcher.request(
-            call,
-            run_context(runtime, config),
-            index=task["index"],
-            total=task["total"],
-            config=config,
+            call, context, index=task["index"], total=task["total"], config=config
         )
+        planning = self.plans and call["name"] == PLAN_TOOL
+        if planning:
+            request = revised_request(request, task.get("revising"))
         request.emit(ToolPhase.STARTING)
         result = await self.dispatcher.dispatch(request)
         handed_over = is_acknowledgement(result)
@@ -139,6 +167,13 @@ class ToolTaskNode:
                 "parent_request_id": result.parent_request_id,
             },
         )
+        if planning:
+            plan = accepted_plan(
+                result, call=call, revising=task.get("revising"), turn=task.get("turn"),
+                under=context.request_id,
+            )
+            if plan is not None:  # the plan runs; its end answers the call
+                return {"plan": plan}
         return {"messages": [identified(self.dispatcher.message(call, result))]}
 
     def _refused(self, call: ToolCall, rejection: Rejection, task: ToolTask) -> ToolMessage:
@@ -153,59 +188,64 @@ class ToolTaskNode:
 
 
 def route_after_model(state: AgentState) -> list[Send] | str:
-    """One tool task per call while the model asks for tools; the end of the turn when it answers."""
+    """One tool task per call while the model asks for tools; the end of the turn when it answers.
+
+    A plan call is told its turn and the plan it may revise; a second plan call of
+    the same message does not run. While an accepted plan runs, its tasks go to the
+    plan executor (see `graph.planning.executor`).
+    """
+    if running(state.get("plan"), state["messages"]) is not None:
+        return route_plan(state)
     last = state["messages"][-1]
     calls = last.tool_calls if isinstance(last, AIMessage) else []
     if not calls:
         return END
     rejected = state.get("rejected_calls") or {}
-    return [
-        Send(
-            TOOLS_NODE,
-            ToolTask(call=call, rejection=rejected.get(call["id"] or ""), index=i, total=len(calls)),
-        )
-        for i, call in enumerate(calls, start=1)
-    ]
-
-
-def run_context(runtime: Runtime[RunContext] | None, config: RunnableConfig) -> RunContext:
-    """The run's context; a graph run without one (a bare `ainvoke`) gets one from its config."""
-    if runtime is not None and runtime.context is not None:
-        return runtime.context
-    configurable = config.get("configurable", {})
-    session = configurable.get("thread_id")
-    return RunContext(
-        user_id=str(configurable.get("user_id") or "anonymous"),
-        session_id=None if session is None else str(session),
-    )
+    planned = any(call["name"] == PLAN_TOOL for call in calls)
+    if planned:
+        rejected = {**extra_plan_calls(last), **rejected}
+        turn, revising = plan_turn(state["messages"], state.get("plan"))
+    sends = []
+    for i, call in enumerate(calls, start=1):
+        task = ToolTask(call=call, rejection=rejected.get(call["id"] or ""), index=i, total=len(calls))
+        if planned and call["name"] == PLAN_TOOL:
+            task.update(turn=turn, revising=revising)
+        sends.append(Send(TOOLS_NODE, task))
+    return sends
 
 
 def build_agent_graph(
     spec: AgentSpec, *, checkpointer: BaseCheckpointSaver | None = None
 ) -> CompiledStateGraph:
-    """Compile the agent graph of `spec`: its model node, router and tools node."""
+    """Compile the agent graph of `spec`: its model node, router and tools node (and the plan
+    executor's nodes when it plans)."""
+    planning = spec.planning
+    if planning is not None:
+        spec = replace(spec, tools=[*spec.tools, plan_tool(spec.tools, planning)])
     graph = StateGraph(AgentState, context_schema=RunContext)
     graph.add_node(MODEL_NODE, ModelNode(spec))
     dispatcher = Dispatcher(spec.tools, limits=spec.limits, middleware=spec.tool_middleware)
-    graph.add_node(TOOLS_NODE, ToolTaskNode(dispatcher), input_schema=AgentState)  # type: ignore[arg-type]
+    tools_node = ToolTaskNode(dispatcher, plans=planning is not None)
+    graph.add_node(TOOLS_NODE, tools_node, input_schema=AgentState)  # type: ignore[arg-type]
     graph.add_edge(START, MODEL_NODE)
-    graph.add_conditional_edges(MODEL_NODE, route_after_model, [TOOLS_NODE, END])
     graph.add_edge(TOOLS_NODE, MODEL_NODE)
-    compiled = graph.compile(checkpointer=checkpointer, name=spec.name)
     # Two steps per round, and the final answer: the tool-round limit ends first.
-    return compiled.with_config(recursion_limit=2 * spec.limits.max_iterations + 5)
-
-
-def identified(message: Message) -> Message:
-    """`message`, with an id if it had none: given as the node returns it, kept by its saved write.
-
-    LangGraph's reducer would give it one each time the write is applied, and a
-    resumed turn applies a saved write again: the archive would take it for a
-    new message. (Streaming messages stamps them too; a run without it must.)
-    """
-    if message.id is None:
-        message.id = str(uuid.uuid4())
-    return message
+    steps = 2 * spec.limits.max_iterations + 5
+    if planning is None:
+        graph.add_conditional_edges(MODEL_NODE, route_after_model, [TOOLS_NODE, END])
+    else:
+        executor = [PLAN_TASK_NODE, PLAN_NODE]
+        graph.add_conditional_edges(MODEL_NODE, route_after_model, [TOOLS_NODE, *executor, END])
+        plan_task = PlanTaskNode(dispatcher)
+        graph.add_node(PLAN_TASK_NODE, plan_task, input_schema=AgentState)  # type: ignore[arg-type]
+        graph.add_node(PLAN_NODE, PlanNode(planning, max_result_chars=spec.limits.max_result_chars))
+        graph.add_edge(PLAN_TASK_NODE, PLAN_NODE)
+        graph.add_conditional_edges(PLAN_NODE, route_plan, [PLAN_TASK_NODE, MODEL_NODE, END])
+        # Each plan and re-plan: its start, two steps per round of tasks (a task each at
+        # most), and its end.
+        steps += (2 * planning.max_tasks + 3) * (planning.max_replans + 1)
+    compiled = graph.compile(checkpointer=checkpointer, name=spec.name)
+    return compiled.with_config(recursion_limit=steps)
 
 
 def _rejections(rejected: dict[str, Rejection], state: AgentState) -> StateUpdate:

@@ -12,7 +12,7 @@ from orchestrator.dispatch.middleware import ToolMiddleware
 from orchestrator.graph.model_pipeline.chain import ModelMiddleware
 from orchestrator.graph.model_pipeline.retrieval import Retriever
 from orchestrator.graph.prompts import ORCHESTRATOR_PROMPT
-from orchestrator.levels import Limits
+from orchestrator.levels import Limits, Planning
 from orchestrator.llm.reply import ReplyLimits
 from orchestrator.llm.tokens import DEFAULT_CONTEXT_TOKENS
 
@@ -29,8 +29,9 @@ class AgentSpec:
     stream; `text_tool_calls` reads calls a model wrote as text
     (ORCHESTRATOR_TEXT_TOOL_CALLS). `context_tokens` is the model's input
     limit when its profile gives none (see `llm.tokens`); `summary_model`
-    writes the summaries of older messages (see `model_pipeline.compaction`). `name` names the
-    compiled graph.
+    writes the summaries of older messages (see `model_pipeline.compaction`). With
+    `planning` the model has the plan tool and the graph the plan executor (see
+    `graph.planning`). `name` names the compiled graph.
     """
 
     model: BaseChatModel
@@ -44,4 +45,5 @@ class AgentSpec:
     text_tool_calls: bool = True
     context_tokens: int = DEFAULT_CONTEXT_TOKENS
     summary_model: BaseChatModel | None = None  # writes summaries; None: `model`
+    planning: Planning | None = None  # None: the agent does not plan
     name: str = "orchestrator"

@@ -9,6 +9,8 @@ from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMes
 from langgraph.graph.message import add_messages
 
 from orchestrator.graph.calls import Rejection
+from orchestrator.graph.planning.lifecycle import merge_plan
+from orchestrator.plans import Plan
 
 
 class AgentState(TypedDict):
@@ -27,6 +29,10 @@ class AgentState(TypedDict):
     # What the model sees in place of the messages up to and including `summary["upto"]`
     # (an id); the messages themselves stay (see `model_pipeline.compaction`).
     summary: NotRequired[Summary]
+    # The turn's plan, once the model made one (see `graph.planning`): kept after it ended,
+    # as the session's last plan. `Plan | None`, not `Plan`: LangGraph would start an
+    # aggregate channel of a TypedDict as an empty one, in every thread's state.
+    plan: NotRequired[Annotated[Plan | None, merge_plan]]
 
 
 class Summary(TypedDict):

@@ -35,6 +35,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from orchestrator.llm.summary import extractive_summary, is_summary_request
 from orchestrator.notes import is_note, is_persons
+from orchestrator.plans import PLAN_TOOL
 
 NO_MATCH = (
     "I am the built-in offline model, not a language model: I can only run a tool whose "
@@ -83,7 +84,10 @@ class OfflineChatModel(BaseChatModel):
     def bind_tools(
         self, tools: Sequence[BaseTool | JsonSchema], **kwargs: object
     ) -> Runnable[Any, AIMessage]:
-        return self.model_copy(update={"tool_schemas": [convert_to_openai_tool(t) for t in tools]})
+        schemas = [convert_to_openai_tool(t) for t in tools]
+        # It cannot lay out a plan: matching words, it would only ever pick the plan tool wrongly.
+        schemas = [schema for schema in schemas if schema["function"]["name"] != PLAN_TOOL]
+        return self.model_copy(update={"tool_schemas": schemas})
 
     def _generate(
         self,

@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from orchestrator.errors import ConfigError, ToolLoadError
-from orchestrator.levels import LevelConfig
+from orchestrator.levels import LevelConfig, Planning
 from orchestrator.redact import remember
 from orchestrator.settings import hide_passwords, password_of, required_env
 
@@ -50,6 +50,9 @@ class LevelResolver:
             log_level=config.log_level or parent.log_level,
             path=(*parent.path, config.name),
             context_tokens=config.llm.context_tokens or parent.context_tokens,
+            planning=Planning.below(
+                parent.planning, self.settings, on=config.planning, approve=config.approve_plans
+            ),
         )
 
     async def close(self) -> None:

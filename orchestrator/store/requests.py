@@ -24,6 +24,7 @@ from psycopg.types.json import Jsonb
 from sqlalchemy import bindparam, func, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from orchestrator.plans import PLAN_TOOL
 from orchestrator.store.checkpoints import PooledPostgresSaver, Rider
 from orchestrator.store.engine import ENTER_SQL, Database, driver_sql
 from orchestrator.store.models import request_events, request_usage, requests
@@ -227,6 +228,22 @@ class RequestLog:
             for row in rows
             if not is_alive(row.owner)
         ]
+
+    async def plan_tasks(self, request_ids: Sequence[str], *, user_id: str) -> set[str]:
+        """Those of `request_ids` that are tasks of a plan (their parent is a plan call)."""
+        if not request_ids:
+            return set()
+        parents = requests.alias("parents")
+        async with self.database.user_transaction(user_id) as connection:
+            rows = await connection.execute(
+                select(requests.c.request_id)
+                .join(parents, parents.c.request_id == requests.c.parent_request_id)
+                .where(
+                    requests.c.request_id.in_([storable_text(i) for i in request_ids]),
+                    parents.c.call_name == PLAN_TOOL,
+                )
+            )
+            return {row.request_id for row in rows}
 
     async def used(self, record: UsageRecord, *, task: CallTask | None = None) -> None:
         """Keep the tokens and cost of a model call or a billed tool call.

@@ -2,7 +2,8 @@
 
 - an approval: `y` approves, `n` rejects (`n too risky`: with a reason for the
   model), `e` edits: the new arguments as one JSON object on the next line (or
-  after the `e`); JSON that does not parse, or is no object, is asked again;
+  after the `e`); JSON that does not parse, or is no object, is asked again (a
+  plan's approval is edited as its tasks, a JSON list);
 - an authorization: `y` grants, `n` refuses (a reason may follow);
 - a question (`ask_human`): the line is the answer.
 """
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 
 from rich.console import Console
 
+from orchestrator.plans import PLAN_TOOL
 from orchestrator.session import PendingQuestion
 from orchestrator.terminal.text import one_line, shown
 from orchestrator.tools.hitl import (
@@ -78,17 +80,35 @@ def _first_word(text: str) -> tuple[str, str]:
     return (found.group(1).lower(), found.group(2)) if found else ("", text)
 
 
-def read_arguments(text: str) -> dict[str, object] | Unclear:
-    """Edited arguments from one line of JSON; an object, or what is wrong with it."""
+def read_arguments(text: str, *, question: Question | None = None) -> dict[str, object] | Unclear:
+    """Edited arguments from one line of JSON; an object, or what is wrong with it.
+
+    A plan (`create_execution_plan`) is edited as its tasks: a JSON list is its
+    new tasks, the goal kept (an object still replaces every argument).
+    """
     if _nesting(text) > MAX_NESTING:  # before parsing: Python's parser recurses
         return Unclear(f"Nested more than {MAX_NESTING} deep: give the arguments as plain JSON.")
     try:
         arguments = json.loads(text)
     except json.JSONDecodeError as error:
         return Unclear(f"Not JSON ({error.msg}): give the arguments as one JSON object.")
+    if isinstance(arguments, list) and question is not None and is_plan(question):
+        return {**question["action"]["args"], "tasks": arguments}
     if not isinstance(arguments, dict):
         return Unclear("Not a JSON object: give the arguments as one, e.g. {\"path\": \"a.txt\"}.")
     return arguments
+
+
+def is_plan(question: Question) -> bool:
+    """Whether `question` asks about a plan (its tasks are shown, and edited, as a list)."""
+    args = question["action"]["args"]
+    return question["action"]["name"] == PLAN_TOOL and isinstance(args.get("tasks"), list)
+
+
+def edit_default(question: Question) -> str:
+    """What an edit starts from: the call's arguments as JSON (a plan's: its tasks)."""
+    args = question["action"]["args"]
+    return json.dumps(args["tasks"] if is_plan(question) else args, ensure_ascii=False, default=str)
 
 
 def _nesting(text: str) -> int:
@@ -140,6 +160,9 @@ def describe(pending: PendingQuestion, number: int, total: int) -> str:
         # request_authorization: its description is the reason, said once here
         lines.append(f"    to use: {shown(str(args['tool_name']))}")
         lines.append(f"    because: {shown(str(args['reason']))}")
+    elif is_plan(question):  # the whole plan, a task a line (an edit gives the tasks as JSON)
+        lines.append(f"    goal: {shown(str(args.get('goal', '')))}")
+        lines.extend(f"    {line}" for line in _plan_tasks(args["tasks"]))
     else:
         lines.append(f"    arguments: {shown(json.dumps(args, ensure_ascii=False, default=str))}")
         # The tool's description, a line at a time (its newlines are not shown as `\n`).
@@ -150,6 +173,22 @@ def describe(pending: PendingQuestion, number: int, total: int) -> str:
     if question.get("problem"):
         lines.append(f"    [red]problem:[/red] {shown(question['problem'])}")
     return "\n".join(lines)
+
+
+def _plan_tasks(tasks: list[object]) -> list[str]:
+    lines = []
+    for task in tasks:
+        if not isinstance(task, dict):
+            lines.append(shown(json.dumps(task, ensure_ascii=False, default=str)))
+            continue
+        after = task.get("depends_on") or []
+        waits = f" [dim](after {shown(', '.join(map(str, after)))})[/dim]" if after else ""
+        arguments = json.dumps(task.get("arguments", {}), ensure_ascii=False, default=str)
+        lines.append(
+            f"{shown(str(task.get('id', '?')))} {shown(str(task.get('description', '')))}: "
+            f"[bold]{shown(str(task.get('tool', '?')))}[/bold] {shown(arguments)}{waits}"
+        )
+    return lines
 
 
 def show_questions(questions: list[PendingQuestion], console: Console) -> None:

@@ -10,7 +10,6 @@ approved unless the person typed it.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -22,7 +21,9 @@ from orchestrator.session import PendingQuestion, TurnResult
 from orchestrator.terminal.answers import (
     EditWanted,
     Unclear,
+    edit_default,
     hint,
+    is_plan,
     read_arguments,
     read_choice,
     show_questions,
@@ -118,14 +119,15 @@ class QuestionAsker:
     async def _edit(self, question: Question, text: str) -> Decision | None:
         """Arguments as JSON until they parse as an object (the gate checks them against its schema)."""
         action = question["action"]
-        current = json.dumps(action["args"], ensure_ascii=False, default=str)
+        current = edit_default(question)
         while True:
             if not text:
-                line = await self._read("new arguments (JSON)> ", default=current)
+                prompt = "new tasks (JSON)> " if is_plan(question) else "new arguments (JSON)> "
+                line = await self._read(prompt, default=current)
                 if line is None or isinstance(line, _CtrlC):
                     return self._rejected(line)
                 text = line
-            arguments = read_arguments(text)
+            arguments = read_arguments(text, question=question)
             if not isinstance(arguments, Unclear):
                 edited = {"name": action["name"], "args": arguments}
                 return EditDecision(type="edit", edited_action=edited)

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import re
 
-from rich.console import Console
+from rich.console import Console, Group
 from rich.markup import escape
 from rich.status import Status
 from rich.text import Text
 
-from orchestrator.events import BACKGROUND, Stage, ToolEvent, ToolPhase
+from orchestrator.events import BACKGROUND, PlanEvent, Stage, ToolEvent, ToolPhase
 from orchestrator.folders.untrusted import shown_name
 from orchestrator.session import TurnEvent, TurnResult
+from orchestrator.terminal.checklist import PlanBoard
 from orchestrator.terminal.markdown_out import MarkdownBlocks, print_markdown
 
 # In answers, line breaks and tabs stay; any other control character (an escape
@@ -47,6 +48,10 @@ class TurnRenderer:
     spinner only ever runs on a line of its own: it is stopped while text streams.
     When `out` is a terminal, answers are rendered as Markdown, a finished block
     at a time; piped, they are the model's text as it streams.
+
+    A plan is a checklist: on a terminal it stands above the spinner and changes
+    in place as its tasks run, and is printed for good when it ends; piped, it is
+    printed when it is made and when it ends.
     """
 
     def __init__(self, *, out: Console, err: Console) -> None:
@@ -57,11 +62,15 @@ class TurnRenderer:
         self._blocks = MarkdownBlocks() if out.is_terminal else None
         self._printed_block = False  # blocks are set apart by a blank line
         self._status: Status | None = err.status("") if err.is_terminal else None
+        self.plans = PlanBoard()
+        self._stage = ""
         self._show(STAGE_TEXT[Stage.SUBMITTED])
 
     def __call__(self, event: TurnEvent) -> None:
         if event["kind"] == "token":
             self._token(event["text"], event["message_id"])
+        elif event["kind"] == "plan":
+            self._plan(event)
         elif event["kind"] == "status":
             if event["stage"] in (Stage.COMPLETE, Stage.ERROR):
                 self._stop_status()
@@ -78,6 +87,24 @@ class TurnRenderer:
                 line = f"{indent}[dim]tool {escape(position)}: {escape(_ended(event))}[/dim]"
                 self.err.print(line, highlight=False)
             self._show(f"{position}: {event['phase']}")
+
+    def _plan(self, event: PlanEvent) -> None:
+        view = self.plans.apply(event)
+        if view is None:
+            return
+        plan_id = event["plan_id"]
+        made, whole = view["status"] == "running", event["plan"] is not None
+        if whole and not made and self.plans.is_root(plan_id):  # it ended: shown for good
+            self._print_plan(plan_id)
+            self.plans.drop(plan_id)
+        elif whole and made and self._status is None and self.plans.is_root(plan_id):
+            self._print_plan(plan_id)  # piped: as it is made, and as it ends
+        self._show(self._stage)
+
+    def _print_plan(self, plan_id: str) -> None:
+        self._end_line()
+        for line in self.plans.lines_of(plan_id):
+            self.err.print(line, highlight=False)
 
     def finish(self, result: TurnResult) -> None:
         """End the turn's output, printing what of the answer was not streamed."""
@@ -141,11 +168,14 @@ class TurnRenderer:
             self._mid_line = False
 
     def _show(self, text: str) -> None:
+        self._stage = text
         if self._status is None:
             return
         self._end_line()
         # Not highlighted: rich's highlighter takes minutes on a long enough line.
-        self._status.update(Text(text, style="dim"))
+        stage = Text(text, style="dim")
+        lines = self.plans.lines()
+        self._status.update(Group(*(Text.from_markup(line) for line in lines), stage) if lines else stage)
         self._status.start()
 
     def _stop_status(self) -> None:

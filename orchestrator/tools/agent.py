@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, ClassVar, Protocol
 from pydantic import BaseModel, Field, PrivateAttr
 
 from orchestrator.errors import OrchestratorError, ToolError
+from orchestrator.plans import PLAN_METADATA, plan_view
 from orchestrator.tools.base import Tool, ToolRequest, action
 from orchestrator.tools.context import RunContext, UserDatabase, current_context
 from orchestrator.tools.results import ToolResult
@@ -101,7 +102,12 @@ class AgentTool(Tool):
             if isinstance(message, AIMessage)
             for call in message.tool_calls
         ]
-        return request.result(state["messages"][-1].text, data={"tool_calls": calls})
+        plan = state.get("plan")
+        # For the person's views (its task's line, `ask --json`); the model above reads the report.
+        metadata: dict[str, object] = {PLAN_METADATA: plan_view(plan)} if plan else {}
+        return request.result(
+            state["messages"][-1].text, data={"tool_calls": calls}, metadata=metadata
+        )
 
     def _nested_context(self, request: ToolRequest) -> RunContext:
         # The agent's own calls take this call as their parent and add its name to the

@@ -42,6 +42,7 @@ def test_chat_slash_commands_and_exit(cli, tmp_path: Path):
     assert done.returncode == 0, done.stderr
     assert "/history" in done.stdout  # the help text
     assert "calculator" in done.stdout and "current_time" in done.stdout
+    assert "create_execution_plan  Lay out work that takes several tool calls" in done.stdout
     assert "value: 42" in done.stdout
     assert 'you: what is 2*21' in done.stdout
     assert 'assistant calls calculator({"expression": "2*21"})' in done.stdout

@@ -24,7 +24,9 @@ def runtime_for(base_url: str) -> Orchestrator:
 def assert_tool_round_trip(server: OpenAICompatibleServer) -> None:
     first, second = server.requests
     assert first["model"] == "test-model"
-    assert {t["function"]["name"] for t in first["tools"]} == {"calculator", "current_time", "ask_human", "request_authorization"}
+    assert {t["function"]["name"] for t in first["tools"]} == {
+        "calculator", "current_time", "ask_human", "request_authorization", "create_execution_plan",
+    }
     call = second["messages"][-2]["tool_calls"][0]
     reply = second["messages"][-1]
     assert reply["role"] == "tool" and reply["tool_call_id"] == call["id"]
