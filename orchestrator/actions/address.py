@@ -18,7 +18,9 @@ NOT_APPROVED = (
     "`orchestrator tools approve {key}` (or at the prompt of `orchestrator chat`)"
 )
 NOT_AN_ACTION = "{tool} has no action {action!r} (its actions: {actions})"
-NO_ACTIONS = "{tool} has no actions of its own to run (an MCP server's tools are run by their server)"
+NO_ACTIONS = (
+    "{tool} has no actions of its own to run (an MCP server's tools are run by their server)"
+)
 
 
 @dataclass(frozen=True)
@@ -59,7 +61,9 @@ def find_folder(loaded: Sequence[LoadedTool], path: str, *, settings: Settings) 
     level = list(loaded)
     found: LoadedTool | None = None
     for depth, name in enumerate(names):
-        found = next((f for f in level if name in (f.folder.name, f.tool.name if f.tool else "")), None)
+        found = next(
+            (f for f in level if name in (f.folder.name, f.tool.name if f.tool else "")), None
+        )
         if found is None:
             raise _missing(names[: depth + 1], settings=settings, around=level)
         level = found.children

@@ -210,7 +210,9 @@ async def _structured(
     return parsed if isinstance(parsed, dict) else {}
 
 
-def _validated(pairs: Mapping[str, object], visible: type[BaseModel], tool: ActionTool) -> dict[str, object]:
+def _validated(
+    pairs: Mapping[str, object], visible: type[BaseModel], tool: ActionTool
+) -> dict[str, object]:
     """`pairs` as the caller may send them; the first problem as an error naming its field."""
     try:
         visible.model_validate(dict(pairs))
@@ -218,7 +220,9 @@ def _validated(pairs: Mapping[str, object], visible: type[BaseModel], tool: Acti
         first = error.errors()[0]
         field = str(first["loc"][0]) if first["loc"] else "the parameters"
         info = visible.model_fields.get(field)
-        described = f"{field} ({info.description})" if info is not None and info.description else field
+        described = (
+            f"{field} ({info.description})" if info is not None and info.description else field
+        )
         problem = "is missing" if first["type"] == "missing" else f"is not valid: {first['msg']}"
         raise InvalidToolArgumentsError(
             PROBLEM.format(operation=_operation(tool), field=described, problem=problem)

@@ -58,7 +58,9 @@ class ActionRunner:
         context = context or self.context(session_id or f"{RUN_PREFIX}{uuid.uuid4().hex}")
         if level is not None:  # whose question it is, when the action asks
             context = replace(context, agent_path=level.path)
-        call = ToolCall(name=address.tool.name, args=dict(arguments), id=f"{RUN_PREFIX}{uuid.uuid4().hex}")
+        call = ToolCall(
+            name=address.tool.name, args=dict(arguments), id=f"{RUN_PREFIX}{uuid.uuid4().hex}"
+        )
         started, clock = datetime.now(UTC), time.monotonic()
         result = await dispatcher.dispatch(dispatcher.request(call, context, config=config))
         return Envelope.of(

@@ -24,25 +24,29 @@ if TYPE_CHECKING:
     from orchestrator.tools.hitl import Decision
     from orchestrator.turns import PendingQuestion
 
-NOT_AN_OBJECT = "--json takes the action's parameters as one JSON object, e.g. '{{\"to\": \"a@b.c\"}}': {problem}"
+NOT_AN_OBJECT = '--json takes the action\'s parameters as one JSON object, e.g. \'{{"to": "a@b.c"}}\': {problem}'
 NOTHING_TO_RUN = "Give the request in words, or its parameters with --json"
 WHICH_ACTION = "{tool} has several actions: name one before --json ({actions})"
 TOO_MANY = "With --json, give at most the action after the folder (got: {words})"
 
 
-
 def run_action(
-    folder: Annotated[str, typer.Argument(help="The folder: its name, or its path (a/b) when nested.")],
+    folder: Annotated[
+        str, typer.Argument(help="The folder: its name, or its path (a/b) when nested.")
+    ],
     words: Annotated[
         list[str] | None,
         typer.Argument(help="[ACTION] and the request in words (none with --json but the action)."),
     ] = None,
     parameters: Annotated[
         str | None,
-        typer.Option("--json", help="The action's parameters as a JSON object; prints the envelope."),
+        typer.Option(
+            "--json", help="The action's parameters as a JSON object; prints the envelope."
+        ),
     ] = None,
     yes: Annotated[
-        bool, typer.Option("--yes", help="Approve an action that needs your decision, without asking.")
+        bool,
+        typer.Option("--yes", help="Approve an action that needs your decision, without asking."),
     ] = False,
     user: UserOption = "local",
 ) -> None:
@@ -81,7 +85,6 @@ def run_action(
         return 0 if envelope.success else 1
 
     raise typer.Exit(run_command(command, prepare=prepare))
-
 
 
 async def _run(

@@ -37,5 +37,7 @@ class ToolTracingMiddleware:
                     opened.set_attribute("error.type", result.error_code)
                 if result.status == "failure":
                     mark_failed(opened, result.message[:200])
-                set_content(opened, "gen_ai.tool.call.result", lambda: result.message or result.data)
+                set_content(
+                    opened, "gen_ai.tool.call.result", lambda: result.message or result.data
+                )
         return result

@@ -88,7 +88,9 @@ async def turn_timeline(
         return await _with_models(connection, tools, session_id=session_id, turn_id=turn_id)
 
 
-async def request_timeline(database: Database, request_id: str, *, user_id: str) -> list[TimelineRow]:
+async def request_timeline(
+    database: Database, request_id: str, *, user_id: str
+) -> list[TimelineRow]:
     """The request and everything below it (model calls of agents included), by start."""
     async with database.user_transaction(user_id) as connection:
         tools = (await connection.execute(TREE_TOOLS, {"root": request_id})).all()

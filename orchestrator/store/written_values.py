@@ -23,7 +23,13 @@ class WrittenValues:
         self.limit = limit
         self._values: dict[tuple[str, str, str], tuple[str, object]] = {}
 
-    def wrote(self, thread_id: str, namespace: str, values: Mapping[str, object], versions: Mapping[str, object]) -> None:
+    def wrote(
+        self,
+        thread_id: str,
+        namespace: str,
+        values: Mapping[str, object],
+        versions: Mapping[str, object],
+    ) -> None:
         """Keep `values` as written under `versions` (channels without a version are not)."""
         for channel, value in values.items():
             key = (thread_id, namespace, channel)
@@ -32,7 +38,9 @@ class WrittenValues:
         while len(self._values) > self.limit:
             del self._values[next(iter(self._values))]
 
-    def read(self, thread_id: str, namespace: str, channel: str, version: object) -> tuple[bool, object]:
+    def read(
+        self, thread_id: str, namespace: str, channel: str, version: object
+    ) -> tuple[bool, object]:
         """(True, a shallow copy of the value) when this is the version written; else (False, None).
 
         A copy: a channel may take a list or dict it was restored from as its own.

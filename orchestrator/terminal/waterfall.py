@@ -55,5 +55,7 @@ def _tree(rows: Sequence[TimelineRow]) -> list[tuple[int, TimelineRow]]:
         depth, row = pending.pop()
         ordered.append((depth, row))
         if row.kind == "tool":
-            pending.extend((depth + 1, child) for child in reversed(children.get(row.request_id, [])))
+            pending.extend(
+                (depth + 1, child) for child in reversed(children.get(row.request_id, []))
+            )
     return ordered

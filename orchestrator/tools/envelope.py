@@ -76,8 +76,12 @@ class Envelope(BaseModel):
         )
         error = None
         if result.status == "failure":
-            details = result.model_dump(mode="json", include=set(DETAIL_FIELDS), exclude_defaults=True)
-            error = EnvelopeError(code=result.error_code or "error", message=result.message, details=details)
+            details = result.model_dump(
+                mode="json", include=set(DETAIL_FIELDS), exclude_defaults=True
+            )
+            error = EnvelopeError(
+                code=result.error_code or "error", message=result.message, details=details
+            )
         return cls(
             success=result.status != "failure",
             message=result.message,

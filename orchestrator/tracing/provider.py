@@ -94,7 +94,9 @@ def _start() -> TracerProvider:
 
 
 def _exporter():  # noqa: ANN202 (an OpenTelemetry SpanExporter, imported lazily)
-    protocol = next((os.environ[name] for name in PROTOCOLS if os.environ.get(name)), "http/protobuf")
+    protocol = next(
+        (os.environ[name] for name in PROTOCOLS if os.environ.get(name)), "http/protobuf"
+    )
     if protocol == "grpc":
         try:
             from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter

@@ -55,7 +55,9 @@ class ModelTracingMiddleware:
         message = answer.reply.message if answer.reply is not None else None
         if message is None:
             return
-        served = message.response_metadata.get("model_name") or message.response_metadata.get("model")
+        served = message.response_metadata.get("model_name") or message.response_metadata.get(
+            "model"
+        )
         tokens = tokens_of(message.usage_metadata)
         attributes: dict[str, str | int | float] = {}
         if served:
@@ -66,7 +68,11 @@ class ModelTracingMiddleware:
             attributes["gen_ai.usage.input_tokens"] = tokens.input
             attributes["gen_ai.usage.output_tokens"] = tokens.output
             meter = request.run.usage
-            cost = meter.price(self.identity, tokens, model=str(served) if served else None) if meter else None
+            cost = (
+                meter.price(self.identity, tokens, model=str(served) if served else None)
+                if meter
+                else None
+            )
             if cost is not None:
                 attributes["orchestrator.cost_usd"] = cost
         finish = message.response_metadata.get("finish_reason")
