@@ -179,3 +179,31 @@ def test_langsmith_runs_reach_its_endpoint_with_the_session_and_request_ids(tmp_
     assert posted, [path for path, _ in langsmith.bodies]
     assert b'"session_id":"traced"' in posted.replace(b" ", b"") and b"ann" in posted
     assert b"request_id" in posted, "the parrot's runs carry the call that asked it"
+
+
+async def test_a_plans_tasks_are_spans_of_their_own_with_their_calls_below(receiver: Receiver):
+    from langchain_core.tools import tool
+
+    from orchestrator.plans import PLAN_TOOL
+
+    @tool
+    async def step(name: str) -> str:
+        """Do one named step."""
+        return f"{name} ok"
+
+    tasks = [
+        {"id": t, "description": f"do {t}", "tool": "step", "arguments": {"name": t}, "depends_on": []}
+        for t in ("t1", "t2")
+    ]
+    model = ScriptedChatModel(steps=[call_tools((PLAN_TOOL, {"goal": "two steps", "tasks": tasks})), "Both done."])
+    runtime = Orchestrator.create(load_settings(), model=model, tools=[step], checkpointer=InMemorySaver())
+    result = await runtime.session(user_id="ann").run("do two steps")
+    provider.flush()
+
+    assert result.answer == "Both done."
+    plan_tasks = receiver.named("plan_task ")
+    assert sorted(span.name for span in plan_tasks) == ["plan_task t1", "plan_task t2"]
+    for task_span in plan_tasks:
+        (call,) = [s for s in receiver.named("execute_tool step") if task_span in receiver.ancestors(s)]
+        assert call.attributes["orchestrator.status"] == "success"
+    assert {span.trace_id for span in receiver.spans} == {plan_tasks[0].trace_id}, "one trace"

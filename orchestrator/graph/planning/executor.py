@@ -44,6 +44,7 @@ from orchestrator.levels import Planning
 from orchestrator.plans import PLAN_TOOL, Plan, PlanTask, TaskOutcome, plan_view
 from orchestrator.tools.context import RunContext
 from orchestrator.tools.results import ToolResult
+from orchestrator.tracing.spans import span
 
 PLAN_TASK_NODE = "plan_task"
 PLAN_NODE = "plan"
@@ -128,7 +129,9 @@ class PlanTaskNode:
             request_id=request.record.request_id,
         )
         request.emit(ToolPhase.STARTING)
-        result = await self.dispatcher.dispatch(request)
+        attributes = {"orchestrator.plan_id": sent["plan_id"], "orchestrator.plan_task": task["id"]}
+        with span(f"plan_task {task['id']}", attributes):  # the task's call span below it
+            result = await self.dispatcher.dispatch(request)
         request.emit(ToolPhase.COMPLETED, status=result.status)
         return _outcome(sent, result)
 
