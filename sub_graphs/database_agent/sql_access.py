@@ -33,6 +33,7 @@ READ_KEYWORDS = frozenset(
 BAD_LOGIN_CLASS = "28"
 # PostgreSQL's "cannot execute ... in a read-only transaction".
 READ_ONLY_SQLSTATE = "25006"
+BAD_LOGIN_PHRASES = ("authentication failed", "no pg_hba.conf entry", "access denied for user")
 # MySQL's error numbers for a refused login.
 MYSQL_BAD_LOGIN = frozenset({1044, 1045, 1698})
 
@@ -181,7 +182,11 @@ def _bad_login(orig: BaseException | None) -> bool:
     if isinstance(sqlstate, str):
         return sqlstate.startswith(BAD_LOGIN_CLASS)
     arguments = getattr(orig, "args", ())
-    return bool(arguments) and arguments[0] in MYSQL_BAD_LOGIN
+    if arguments and arguments[0] in MYSQL_BAD_LOGIN:
+        return True
+    # libpq reports a refused login at connect time with no SQLSTATE, only its words.
+    text = str(orig).lower()
+    return any(phrase in text for phrase in BAD_LOGIN_PHRASES)
 
 
 def _is_connection_failure(error: exc.OperationalError) -> bool:
@@ -199,7 +204,8 @@ def _is_connection_failure(error: exc.OperationalError) -> bool:
 def _where(url: URL) -> str:
     if url.get_backend_name() == "sqlite":
         return f"The SQLite database {url.database or ':memory:'}"
-    host = url.host or "localhost"
+    socket = url.query.get("host")
+    host = url.host or (socket if isinstance(socket, str) else None) or "localhost"
     port = f":{url.port}" if url.port else ""
     return f"The {url.get_backend_name()} database {url.database or ''} at {host}{port}".replace(
         "  ", " "
