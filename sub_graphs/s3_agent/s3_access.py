@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -70,6 +71,16 @@ def client_for(settings: S3Settings) -> BaseClient:
         aws_session_token=token,
         config=config,
     )
+
+
+def settings_key(settings: S3Settings) -> str:
+    """A digest of everything a client is built from, secrets included (their values unseen)."""
+    secrets = [
+        s.get_secret_value() if s else ""
+        for s in (settings.secret_access_key, settings.session_token)
+    ]
+    text = "\0".join([settings.model_dump_json(), *secrets])
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def location(bucket: str | None, key: str, *, default: str | None) -> tuple[str, str]:

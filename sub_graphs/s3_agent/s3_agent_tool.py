@@ -6,12 +6,13 @@ import base64
 import binascii
 import mimetypes
 
-from pydantic import BaseModel, Field, model_validator
+from botocore.client import BaseClient
+from pydantic import BaseModel, Field, PrivateAttr, model_validator
 
 from orchestrator.errors import InvalidToolArgumentsError, ToolError
 from orchestrator.tools import Tool, ToolRequest, ToolResult, action
 
-from .s3_access import S3Settings, client_for, failures, local_path, location
+from .s3_access import S3Settings, client_for, failures, local_path, location, settings_key
 
 BUCKET = "The bucket; the configured one when left out."
 KEY = "The object's key (its path in the bucket), or a whole s3://bucket/key."
@@ -58,13 +59,16 @@ class Delete(BaseModel):
 class S3Agent(Tool):
     """Lists, uploads, downloads and deletes files in the configured S3 store."""
 
+    # A client per settings: building one loads botocore's service model (a large JSON file).
+    _clients: dict[str, BaseClient] = PrivateAttr(default_factory=dict)
+
     @action(ListFiles)
     def list(self, params: ListFiles, request: ToolRequest) -> ToolResult:
         """List the files of a bucket, optionally under a prefix."""
         settings = self._settings()
         bucket, _ = location(params.bucket, "", default=settings.bucket)
         with failures(bucket=bucket):
-            page = client_for(settings).list_objects_v2(
+            page = self._client(settings).list_objects_v2(
                 Bucket=bucket, Prefix=params.prefix, MaxKeys=params.max_keys
             )
         files = [
@@ -107,7 +111,7 @@ class S3Agent(Tool):
                 else "application/octet-stream"
             )
         )
-        client = client_for(settings)
+        client = self._client(settings)
         with failures(bucket=bucket, key=key):
             put = client.put_object(
                 Bucket=bucket,
@@ -135,7 +139,7 @@ class S3Agent(Tool):
         """Download a file: its text (or base64 bytes), or saved as a local file in files_dir."""
         settings = self._settings()
         bucket, key = location(params.bucket, params.key, default=settings.bucket)
-        client = client_for(settings)
+        client = self._client(settings)
         if params.save_as is not None:
             target = local_path(settings, params.save_as)
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -176,7 +180,7 @@ class S3Agent(Tool):
         """Delete a file from a bucket."""
         settings = self._settings()
         bucket, key = location(params.bucket, params.key, default=settings.bucket)
-        client = client_for(settings)
+        client = self._client(settings)
         with failures(bucket=bucket, key=key):
             client.head_object(Bucket=bucket, Key=key)  # S3 deletes a missing key "successfully"
             client.delete_object(Bucket=bucket, Key=key)
@@ -188,6 +192,12 @@ class S3Agent(Tool):
 
     def _settings(self) -> S3Settings:
         return S3Settings.load(self.config, tool=self.name)
+
+    def _client(self, settings: S3Settings) -> BaseClient:
+        key = settings_key(settings)
+        if key not in self._clients:
+            self._clients[key] = client_for(settings)
+        return self._clients[key]
 
 
 def _body(params: Upload, settings: S3Settings) -> bytes:
