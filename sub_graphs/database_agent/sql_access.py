@@ -22,7 +22,7 @@ from sqlalchemy import Connection, Engine, create_engine, exc
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.pool import NullPool
 
-from orchestrator.errors import InvalidToolArgumentsError, ToolError, TransientToolError
+from orchestrator.errors import InvalidToolArgumentsError, ToolError
 from orchestrator.tools import ToolSettings
 
 # Statements a read may start with; anything else is refused before it reaches the database.
@@ -166,7 +166,9 @@ def _tool_error(error: exc.DBAPIError, *, where: str) -> ToolError:
     if error.connection_invalidated or (
         isinstance(error, exc.OperationalError) and _is_connection_failure(error)
     ):
-        return TransientToolError(f"Could not reach {where[0].lower()}{where[1:]}: {detail}")
+        return ToolError(
+            f"Could not reach {where[0].lower()}{where[1:]}: {detail}", code="server_unreachable"
+        )
     return InvalidToolArgumentsError(f"{where} refused the statement: {detail}")
 
 

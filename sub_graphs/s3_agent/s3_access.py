@@ -129,7 +129,9 @@ def failures(*, bucket: str | None = None, key: str | None = None) -> Iterator[N
             recoverable=False,
         ) from None
     except EndpointConnectionError as error:
-        raise TransientToolError(f"Could not reach the S3 server: {error}") from None
+        raise ToolError(
+            f"Could not reach the S3 server: {error}", code="server_unreachable"
+        ) from None
     except BotoCoreError as error:
         raise ToolError(f"S3 call failed: {error}", code="s3_error") from None
 
@@ -146,7 +148,7 @@ def _client_error(error: ClientError, *, what: str) -> ToolError:
         )
     if code in REFUSED:
         return ToolError(
-            f"S3 refused access to {what}: {message}", code="access_denied", recoverable=False
+            f"S3 refused access to {what}: {message}", code="refused", recoverable=False
         )
     if code in BUSY:
         return TransientToolError(f"S3 could not serve {what} now: {message}")

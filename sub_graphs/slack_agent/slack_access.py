@@ -96,7 +96,7 @@ def failures(*, channel: str | None = None) -> Iterator[None]:
         raise _api_error(str(error.response.get("error", "")), where=where) from None
     except (URLError, OSError) as error:
         reason = getattr(error, "reason", error)
-        raise TransientToolError(f"Could not reach Slack: {reason}") from None
+        raise ToolError(f"Could not reach Slack: {reason}", code="server_unreachable") from None
     except SlackClientError as error:
         raise ToolError(f"Slack call failed: {error}", code="slack_error") from None
 
@@ -111,9 +111,7 @@ def _api_error(code: str, *, where: str) -> ToolError:
     if code in NOT_FOUND:
         return ToolError(f"Slack: {where}: {code}", code="not_found", recoverable=False)
     if code in REFUSED:
-        return ToolError(
-            f"Slack refused it: {where}: {code}", code="access_denied", recoverable=False
-        )
+        return ToolError(f"Slack refused it: {where}: {code}", code="refused", recoverable=False)
     if code in BUSY:
         return TransientToolError(f"Slack is busy: {code}")
     return ToolError(f"Slack answered {code} ({where})", code="slack_error")

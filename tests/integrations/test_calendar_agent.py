@@ -10,7 +10,7 @@ from pathlib import Path
 import caldav
 import pytest
 
-from orchestrator.errors import ToolError, TransientToolError
+from orchestrator.errors import ToolError
 from orchestrator.testing import load_tool_folder
 from orchestrator.tools import Tool, ToolRequest
 from tests.integrations.caldav_server import PASSWORD, USER, RadicaleServer
@@ -100,7 +100,7 @@ async def test_each_failure_is_a_clear_error(radicale: RadicaleServer, monkeypat
     ) as bad_login:
         await call("list")
     monkeypatch.setenv("CALENDAR_AGENT_URL", f"http://127.0.0.1:{free_port()}/")
-    with pytest.raises(TransientToolError, match="Could not reach the CalDAV server") as down:
+    with pytest.raises(ToolError, match="Could not reach the CalDAV server") as down:
         await call("list")
     monkeypatch.delenv("CALENDAR_AGENT_URL")
     with pytest.raises(ToolError, match="calendar_agent is not configured: url: Field required"):
@@ -108,7 +108,7 @@ async def test_each_failure_is_a_clear_error(radicale: RadicaleServer, monkeypat
 
     assert {no_event.value.code, no_calendar.value.code} == {"not_found"}
     assert (bad_login.value.code, bad_login.value.recoverable) == ("bad_credentials", False)
-    assert down.value.recoverable
+    assert (down.value.code, down.value.recoverable) == ("server_unreachable", True)
     assert "wrong" not in str(bad_login.value)
 
 

@@ -13,7 +13,7 @@ import psycopg
 import pytest
 from sqlalchemy.engine import make_url
 
-from orchestrator.errors import InvalidToolArgumentsError, ToolError, TransientToolError
+from orchestrator.errors import InvalidToolArgumentsError, ToolError
 from orchestrator.testing import load_tool_folder
 from orchestrator.tools import ToolRequest
 from tests.integrations.folders import approved_copy, free_port
@@ -218,7 +218,7 @@ async def test_each_failure_is_a_clear_error(shop_url: str, tmp_path: Path, monk
         await call("query", sql="SELECT 1")
     monkeypatch.setenv("DATABASE_AGENT_URL", f"postgresql://clerk:pw@127.0.0.1:{free_port()}/shop")
     with pytest.raises(
-        TransientToolError, match=r"Could not reach the postgresql database shop at 127.0.0.1:\d+"
+        ToolError, match=r"Could not reach the postgresql database shop at 127.0.0.1:\d+"
     ) as down:
         await call("query", sql="SELECT 1")
     monkeypatch.setenv("DATABASE_AGENT_URL", f"sqlite:///{tmp_path / 'nowhere.db'}")
@@ -236,7 +236,7 @@ async def test_each_failure_is_a_clear_error(shop_url: str, tmp_path: Path, monk
         await call("query", sql="SELECT 1")
 
     assert (login.value.code, login.value.recoverable) == ("bad_credentials", False)
-    assert (down.value.code, down.value.recoverable) == ("transient", True)
+    assert (down.value.code, down.value.recoverable) == ("server_unreachable", True)
     assert no_file.value.code == "not_found"
     assert unset.value.code == "not_configured"
     assert "wrong" not in str(login.value), "the password is not repeated"

@@ -14,7 +14,7 @@ import yaml
 from moto import settings as moto_settings
 from moto.server import ThreadedMotoServer
 
-from orchestrator.errors import InvalidToolArgumentsError, ToolError, TransientToolError
+from orchestrator.errors import InvalidToolArgumentsError, ToolError
 from orchestrator.testing import load_tool_folder
 from orchestrator.tools import Tool, ToolRequest
 from tests.integrations.folders import approved_copy, free_port
@@ -149,12 +149,12 @@ async def test_each_failure_is_a_clear_error(s3, moto_url: str, tmp_path: Path, 
     ):
         await call("upload", bucket="reports", key="x", file="../../etc/passwd")
     monkeypatch.setenv("S3_AGENT_ENDPOINT_URL", f"http://127.0.0.1:{free_port()}")
-    with pytest.raises(TransientToolError, match="Could not reach the S3 server") as down:
+    with pytest.raises(ToolError, match="Could not reach the S3 server") as down:
         await call("list", bucket="reports")
 
     assert {no_key.value.code, no_bucket.value.code, delete_missing.value.code} == {"not_found"}
     assert too_large.value.code == "too_large" and no_dir.value.code == "not_configured"
-    assert down.value.recoverable
+    assert (down.value.code, down.value.recoverable) == ("server_unreachable", True)
 
 
 @pytest.fixture
@@ -192,7 +192,7 @@ async def test_bad_credentials_and_a_refused_call_are_clear_errors(
 
     assert (bad.value.code, bad.value.recoverable) == ("bad_credentials", False)
     assert listed.data["count"] == 1
-    assert (refused.value.code, refused.value.recoverable) == ("access_denied", False)
+    assert (refused.value.code, refused.value.recoverable) == ("refused", False)
 
 
 def test_orchestrator_run_takes_json_and_words_and_a_delete_asks(cli, s3, tmp_path: Path):

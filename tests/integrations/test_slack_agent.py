@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.errors import InvalidToolArgumentsError, ToolError, TransientToolError
+from orchestrator.errors import InvalidToolArgumentsError, ToolError
 from orchestrator.testing import load_tool_folder
 from orchestrator.tools import Tool, ToolRequest
 from tests.integrations.folders import approved_copy, free_port
@@ -82,15 +82,16 @@ async def test_each_failure_is_a_clear_error(slack: SlackServer, monkeypatch):
     with pytest.raises(ToolError, match="Slack refused the token: invalid_auth") as bad_token:
         await call("read", channel=GENERAL)
     monkeypatch.setenv("SLACK_AGENT_BASE_URL", f"http://127.0.0.1:{free_port()}/api/")
-    with pytest.raises(TransientToolError, match="Could not reach Slack") as down:
+    with pytest.raises(ToolError, match="Could not reach Slack") as down:
         await call("read", channel=GENERAL)
     monkeypatch.delenv("SLACK_AGENT_TOKEN")
     with pytest.raises(ToolError, match="slack_agent is not configured: token: Field required"):
         await call("read", channel=GENERAL)
 
     assert {unknown.value.code, missing.value.code} == {"not_found"}
-    assert (refused.value.code, bad_token.value.code) == ("access_denied", "bad_credentials")
-    assert down.value.recoverable and not bad_token.value.recoverable
+    assert (refused.value.code, bad_token.value.code) == ("refused", "bad_credentials")
+    assert (down.value.code, down.value.recoverable) == ("server_unreachable", True)
+    assert not bad_token.value.recoverable
     posted = [m for c in slack.channels.values() for m in c.messages if m["user"] == "U0000BOT"]
     assert posted == [], "nothing was posted"
 

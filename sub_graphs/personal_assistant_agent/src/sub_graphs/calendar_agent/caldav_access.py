@@ -15,7 +15,7 @@ from caldav.lib import error as dav_error
 from pydantic import Field, SecretStr
 from pydantic_settings import SettingsConfigDict
 
-from orchestrator.errors import ToolError, TransientToolError
+from orchestrator.errors import ToolError
 from orchestrator.tools import ToolSettings
 
 PRODID = "-//orchestrator//calendar_agent//EN"
@@ -137,7 +137,7 @@ def failures(settings: CalendarSettings, *, uid: str | None = None) -> Iterator[
         if "forbidden" in str(error.reason).lower():
             raise ToolError(
                 f"The CalDAV server refused access: {error.reason}",
-                code="access_denied",
+                code="refused",
                 recoverable=False,
             ) from None
         raise ToolError(
@@ -156,8 +156,9 @@ def failures(settings: CalendarSettings, *, uid: str | None = None) -> Iterator[
             recoverable=False,
         ) from None
     except requests.exceptions.RequestException as error:
-        raise TransientToolError(
-            f"Could not reach the CalDAV server at {settings.url}: {type(error).__name__}"
+        raise ToolError(
+            f"Could not reach the CalDAV server at {settings.url}: {type(error).__name__}",
+            code="server_unreachable",
         ) from None
     except dav_error.DAVError as error:
         raise ToolError(
