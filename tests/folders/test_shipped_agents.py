@@ -193,10 +193,17 @@ async def test_two_level_call_carries_request_ids_down_the_tree(
     assert result.answer == "Done: I added 'Buy milk' to your list."
     assert model.bound_tools == [
         "current_time", "calculator", "ask_human", "request_authorization", "search_messages",
-        "personal_assistant_agent_ask", "create_execution_plan",
+        "database_agent_describe_schema", "database_agent_query", "database_agent_write",
+        "personal_assistant_agent_ask",
+        "s3_agent_delete", "s3_agent_download", "s3_agent_list", "s3_agent_upload",
+        "slack_agent_post", "slack_agent_read", "create_execution_plan",
     ]
-    inner_tools = {t.name for t in runtime.sub_agents[0].tool.tools}
-    assert inner_tools == {"email_agent_send", "task_agent_add", "task_agent_complete", "task_agent_list"}
+    [assistant] = [agent for agent in runtime.sub_agents if agent.tool.name == "personal_assistant_agent"]
+    inner_tools = {t.name for t in assistant.tool.tools}
+    assert inner_tools == {
+        "calendar_agent_create", "calendar_agent_delete", "calendar_agent_list",
+        "email_agent_send", "task_agent_add", "task_agent_complete", "task_agent_list",
+    }
     calls = {r.tool: r for r in caplog.records if hasattr(r, "tool")}
     outer, inner = calls["personal_assistant_agent_ask"], calls["task_agent_add"]
     assert outer.parent_request_id is None

@@ -351,8 +351,8 @@ def test_the_first_start_says_it_asks_about_the_shipped_agents_and_a_approves_th
     settings: Settings,
 ):
     shutil.copytree(SHIPPED, settings.sub_graphs_dir)
-    write_folder(settings.sub_graphs_dir, "mine")
-    prompt, screen = piped_prompt("n\na\n", settings)  # `mine` is asked about first
+    write_folder(settings.sub_graphs_dir, "aardvark")
+    prompt, screen = piped_prompt("n\na\n", settings)  # `aardvark` is asked about first (a-z)
 
     reviewed = review_folders(settings, prompt)
 

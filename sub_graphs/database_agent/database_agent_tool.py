@@ -1,0 +1,156 @@
+"""SQL on the database the folder's configuration names: reads, a schema, and writes if allowed."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+from sqlalchemy import Connection, text
+
+from orchestrator.errors import InvalidToolArgumentsError, ToolError
+from orchestrator.tools import Tool, ToolRequest, ToolResult, action
+
+from .schema import describe, summary
+from .sql_access import (
+    READ_KEYWORDS,
+    DatabaseSettings,
+    engine_for,
+    failures,
+    first_keyword,
+    jsonable,
+    transaction,
+)
+
+Scalar = str | int | float | bool | None
+
+READ_ONLY = (
+    "query only reads: {keyword!r} statements are writes; use write (if this folder's "
+    "configuration allows writes)"
+)
+WRITES_OFF = (
+    "Writes are off for this database: database_agent's configuration says allow_writes: false "
+    "(set DATABASE_AGENT_ALLOW_WRITES=true, or allow_writes in its tool_config.yaml, to allow them)"
+)
+NOT_A_READ = "write is for statements that change data; {keyword!r} reads: use query"
+
+
+class Query(BaseModel):
+    sql: str = Field(
+        min_length=1,
+        description="One read-only SQL statement (SELECT, WITH, EXPLAIN...). Put values in "
+        "named placeholders such as :city, never in the text.",
+    )
+    parameters: dict[str, Scalar] = Field(
+        default_factory=dict,
+        description='Values for the named placeholders, e.g. {"city": "Paris"} for :city.',
+    )
+    max_rows: int | None = Field(
+        default=None,
+        ge=1,
+        description="Return at most this many rows (the configured row limit caps it).",
+    )
+
+
+class Write(BaseModel):
+    sql: str = Field(
+        min_length=1,
+        description="One SQL statement that changes data or tables (INSERT, UPDATE, DELETE, "
+        "CREATE...), with values in named placeholders such as :id.",
+    )
+    parameters: dict[str, Scalar] = Field(
+        default_factory=dict,
+        description='Values for the named placeholders, e.g. {"id": 7} for :id.',
+    )
+
+
+class DescribeSchema(BaseModel):
+    table: str | None = Field(
+        default=None, description="One table or view to describe; all of them when left out."
+    )
+    schema_name: str | None = Field(
+        default=None, description="The database schema (PostgreSQL: public when left out)."
+    )
+
+
+class DatabaseAgent(Tool):
+    """Runs parameterised SQL on the configured database."""
+
+    @action(Query)
+    def query(self, params: Query, request: ToolRequest) -> ToolResult:
+        """Run a read-only SQL query with named parameters; returns columns and rows (limited)."""
+        settings = self._settings()
+        keyword = first_keyword(params.sql)
+        if keyword not in READ_KEYWORDS:
+            raise ToolError(READ_ONLY.format(keyword=keyword), code="read_only", recoverable=False)
+        limit = min(params.max_rows or settings.max_rows, settings.max_rows)
+        engine = engine_for(settings)
+        with transaction(
+            engine, write=False, timeout_seconds=settings.statement_timeout_seconds
+        ) as connection:
+            result = connection.execute(text(params.sql), params.parameters)
+            columns = list(result.keys())
+            fetched = result.fetchmany(limit + 1)
+        rows = [
+            {column: jsonable(value) for column, value in zip(columns, row, strict=True)}
+            for row in fetched[:limit]
+        ]
+        truncated = len(fetched) > limit
+        return request.result(
+            _rows_message(len(rows), columns, truncated=truncated, limit=limit),
+            data={"columns": columns, "rows": rows, "row_count": len(rows), "truncated": truncated},
+            metadata={"provider": engine.dialect.name},
+        )
+
+    @action(Write, sensitive=True)
+    def write(self, params: Write, request: ToolRequest) -> ToolResult:
+        """Run one SQL statement that changes data or tables, if writes are allowed; committed."""
+        settings = self._settings()
+        if not settings.allow_writes:
+            raise ToolError(WRITES_OFF, code="writes_disabled", recoverable=False)
+        keyword = first_keyword(params.sql)
+        if keyword in READ_KEYWORDS - {"with"}:
+            raise InvalidToolArgumentsError(NOT_A_READ.format(keyword=keyword))
+        engine = engine_for(settings)
+        with transaction(
+            engine, write=True, timeout_seconds=settings.statement_timeout_seconds
+        ) as connection:
+            outcome = _write(connection, params)
+        count = outcome["rows_affected"]
+        message = (
+            "Done."
+            if count is None or count < 0
+            else f"Done: {count} row{'s' if count != 1 else ''} affected."
+        )
+        return request.result(message, data=outcome, metadata={"provider": engine.dialect.name})
+
+    @action(DescribeSchema)
+    def describe_schema(self, params: DescribeSchema, request: ToolRequest) -> ToolResult:
+        """Describe the database's tables and views: columns, types, primary and foreign keys."""
+        settings = self._settings()
+        engine = engine_for(settings)
+        with failures(engine), engine.connect() as connection:
+            tables = describe(connection, schema=params.schema_name, table=params.table)
+        return request.result(
+            summary(tables), data={"tables": tables}, metadata={"provider": engine.dialect.name}
+        )
+
+    def _settings(self) -> DatabaseSettings:
+        return DatabaseSettings.load(self.config, tool=self.name)
+
+
+def _rows_message(count: int, columns: list[str], *, truncated: bool, limit: int) -> str:
+    if not columns:
+        return "The statement returned no columns."
+    shown = f"{count} row{'s' if count != 1 else ''} ({', '.join(columns)})"
+    return shown + (
+        f"; more exist past the limit of {limit}: narrow the query" if truncated else ""
+    )
+
+
+def _write(connection: Connection, params: Write) -> dict[str, object]:
+    result = connection.execute(text(params.sql), params.parameters)
+    if result.returns_rows:
+        columns = list(result.keys())
+        rows = [
+            {c: jsonable(v) for c, v in zip(columns, row, strict=True)} for row in result.fetchall()
+        ]
+        return {"rows_affected": result.rowcount, "columns": columns, "rows": rows}
+    return {"rows_affected": result.rowcount}

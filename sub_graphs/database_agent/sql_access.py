@@ -1,0 +1,240 @@
+"""Connections to the configured database: read-only unless writing, errors said for the model.
+
+Read-only is the database's own rule where the dialect has one (PostgreSQL and MySQL:
+a READ ONLY transaction; SQLite: `PRAGMA query_only`), and every read transaction is
+rolled back, never committed. A statement the database refuses, a login it rejects or a
+server it cannot reach is a `ToolError` naming what happened, never a traceback.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import decimal
+import uuid
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+
+from pydantic import Field, SecretStr
+from pydantic_settings import SettingsConfigDict
+from sqlalchemy import Connection, Engine, create_engine, exc
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.pool import NullPool
+
+from orchestrator.errors import InvalidToolArgumentsError, ToolError
+from orchestrator.tools import ToolSettings
+
+# Statements a read may start with; anything else is refused before it reaches the database.
+READ_KEYWORDS = frozenset(
+    {"select", "with", "show", "explain", "describe", "desc", "values", "table"}
+)
+# SQLSTATE class 28: invalid authorization (a wrong password, an unknown role).
+BAD_LOGIN_CLASS = "28"
+# PostgreSQL's "cannot execute ... in a read-only transaction".
+READ_ONLY_SQLSTATE = "25006"
+BAD_LOGIN_PHRASES = ("authentication failed", "no pg_hba.conf entry", "access denied for user")
+# MySQL's error numbers for a refused login.
+MYSQL_BAD_LOGIN = frozenset({1044, 1045, 1698})
+
+
+class DatabaseSettings(ToolSettings):
+    """The database: `config` of tool_config.yaml, overridden by DATABASE_AGENT_* variables."""
+
+    model_config = SettingsConfigDict(env_prefix="DATABASE_AGENT_")
+
+    url: SecretStr
+    allow_writes: bool = False
+    max_rows: int = Field(default=100, ge=1, le=10_000)
+    statement_timeout_seconds: float = Field(default=30, gt=0)
+
+
+def engine_for(settings: DatabaseSettings) -> Engine:
+    """An engine without a pool: each call connects and leaves nothing open behind it."""
+    try:
+        url = _with_driver(make_url(settings.url.get_secret_value()))
+        _sqlite_file_exists(url)
+        return create_engine(url, poolclass=NullPool)
+    except (exc.ArgumentError, ValueError) as error:
+        raise ToolError(
+            f"database_agent's url is not a SQLAlchemy URL: {error}",
+            code="not_configured",
+            recoverable=False,
+        ) from None
+    except ImportError as error:
+        raise ToolError(
+            f"database_agent's url needs a driver that is not installed: {error.name or error} "
+            "(install it into the orchestrator's environment)",
+            code="not_configured",
+            recoverable=False,
+        ) from None
+
+
+def _sqlite_file_exists(url: URL) -> None:
+    # SQLite makes an empty database where a path names none: a typo would read as "no tables".
+    database = url.database or ""
+    if (
+        url.get_backend_name() != "sqlite"
+        or database in ("", ":memory:")
+        or database.startswith("file:")
+    ):
+        return
+    if not Path(database).expanduser().is_file():
+        raise ToolError(
+            f"There is no SQLite database at {database} (database_agent's url)",
+            code="not_found",
+            recoverable=False,
+        )
+
+
+def _with_driver(url: URL) -> URL:
+    # SQLAlchemy's default PostgreSQL driver is psycopg2; the orchestrator ships psycopg 3.
+    if url.drivername == "postgresql":
+        return url.set(drivername="postgresql+psycopg")
+    return url
+
+
+@contextmanager
+def transaction(engine: Engine, *, write: bool, timeout_seconds: float) -> Iterator[Connection]:
+    """A connection in a transaction: committed after a write, always rolled back after a read."""
+    with failures(engine), engine.connect() as connection:
+        _prepare(connection, write=write, timeout_seconds=timeout_seconds)
+        try:
+            yield connection
+        except BaseException:
+            connection.rollback()
+            raise
+        if write:
+            connection.commit()
+        else:
+            connection.rollback()
+
+
+def _prepare(connection: Connection, *, write: bool, timeout_seconds: float) -> None:
+    dialect = connection.dialect.name
+    milliseconds = int(timeout_seconds * 1000)
+    if dialect == "postgresql":
+        if not write:
+            connection.exec_driver_sql("SET TRANSACTION READ ONLY")
+        connection.exec_driver_sql(f"SET LOCAL statement_timeout = {milliseconds}")
+    elif dialect == "sqlite":
+        connection.exec_driver_sql(f"PRAGMA query_only = {'OFF' if write else 'ON'}")
+    elif dialect in ("mysql", "mariadb"):
+        connection.exec_driver_sql(f"SET SESSION max_execution_time = {milliseconds}")
+        if not write:
+            connection.exec_driver_sql("SET SESSION TRANSACTION READ ONLY")
+
+
+def first_keyword(sql: str) -> str:
+    """The statement's first word, lower case, past comments and opening parentheses."""
+    text = sql.lstrip()
+    while True:
+        if text.startswith("--"):
+            text = text.partition("\n")[2].lstrip()
+        elif text.startswith("/*"):
+            text = text.partition("*/")[2].lstrip()
+        elif text.startswith("("):
+            text = text[1:].lstrip()
+        else:
+            break
+    word = text.split(None, 1)[0] if text else ""
+    return word.rstrip(";(").lower()
+
+
+@contextmanager
+def failures(engine: Engine) -> Iterator[None]:
+    """Database errors as ToolErrors: unreachable, login refused, statement refused."""
+    where = _where(engine.url)
+    try:
+        yield
+    except exc.DBAPIError as error:
+        raise _tool_error(error, where=where) from None
+
+
+def _tool_error(error: exc.DBAPIError, *, where: str) -> ToolError:
+    detail = _first_line(error.orig) if error.orig is not None else _first_line(error)
+    if _bad_login(error.orig):
+        return ToolError(
+            f"{where} refused the login: {detail}", code="bad_credentials", recoverable=False
+        )
+    if _read_only_refusal(error.orig):
+        return ToolError(
+            f"{where} refused the write: {detail} (query only reads)",
+            code="read_only",
+            recoverable=False,
+        )
+    if error.connection_invalidated or (
+        isinstance(error, exc.OperationalError) and _is_connection_failure(error)
+    ):
+        return ToolError(
+            f"Could not reach {where[0].lower()}{where[1:]}: {detail}", code="server_unreachable"
+        )
+    return InvalidToolArgumentsError(f"{where} refused the statement: {detail}")
+
+
+def _read_only_refusal(orig: BaseException | None) -> bool:
+    if getattr(orig, "sqlstate", None) == READ_ONLY_SQLSTATE:
+        return True
+    text = str(orig).lower()
+    return "readonly database" in text or "read-only transaction" in text
+
+
+def _bad_login(orig: BaseException | None) -> bool:
+    sqlstate = getattr(orig, "sqlstate", None)
+    if isinstance(sqlstate, str):
+        return sqlstate.startswith(BAD_LOGIN_CLASS)
+    arguments = getattr(orig, "args", ())
+    if arguments and arguments[0] in MYSQL_BAD_LOGIN:
+        return True
+    # libpq reports a refused login at connect time with no SQLSTATE, only its words.
+    text = str(orig).lower()
+    return any(phrase in text for phrase in BAD_LOGIN_PHRASES)
+
+
+def _is_connection_failure(error: exc.OperationalError) -> bool:
+    # psycopg says nothing by SQLSTATE when no server answered; SQLite cannot open its file.
+    sqlstate = getattr(error.orig, "sqlstate", None)
+    if sqlstate is not None:
+        return sqlstate.startswith("08")
+    text = str(error.orig).lower()
+    return any(
+        phrase in text
+        for phrase in ("connection", "could not connect", "unable to open database", "timeout")
+    )
+
+
+def _where(url: URL) -> str:
+    if url.get_backend_name() == "sqlite":
+        return f"The SQLite database {url.database or ':memory:'}"
+    socket = url.query.get("host")
+    host = url.host or (socket if isinstance(socket, str) else None) or "localhost"
+    port = f":{url.port}" if url.port else ""
+    return f"The {url.get_backend_name()} database {url.database or ''} at {host}{port}".replace(
+        "  ", " "
+    )
+
+
+def _first_line(error: object) -> str:
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return lines[0] if lines else type(error).__name__
+
+
+def jsonable(value: object) -> object:
+    """A value of a row as JSON can carry it: dates as ISO text, decimals as numbers, bytes as base64."""
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    if isinstance(value, (datetime.date, datetime.time)):
+        return value.isoformat()
+    if isinstance(value, datetime.timedelta):
+        return value.total_seconds()
+    if isinstance(value, decimal.Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, Mapping):
+        return {str(key): jsonable(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple, set)):
+        return [jsonable(item) for item in value]
+    return str(value)

@@ -1,0 +1,156 @@
+"""A server on 127.0.0.1 speaking Slack's Web API JSON: channels, posts, history, its errors."""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from urllib.parse import parse_qsl, urlsplit
+
+TOKEN = "xoxb-test-token"
+
+
+@dataclass
+class Channel:
+    id: str
+    name: str
+    messages: list[dict[str, object]] = field(default_factory=list)  # newest first
+    member: bool = True
+
+
+class SlackServer:
+    """Answers chat.postMessage, conversations.history and conversations.list as Slack does.
+
+    A wrong token is `invalid_auth`; an unknown channel `channel_not_found`; a channel the
+    bot is not in `not_in_channel`. Every call is kept in `calls` (method, arguments).
+    """
+
+    def __init__(self) -> None:
+        self.channels = {
+            "C0000GENERAL": Channel("C0000GENERAL", "general"),
+            "C00000RANDOM": Channel("C00000RANDOM", "random", member=False),
+        }
+        self.calls: list[tuple[str, dict[str, str]]] = []
+        self._clock = 1_764_000_000
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}/api/"
+
+    def __enter__(self) -> SlackServer:
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join()
+
+    def add_message(self, channel: str, user: str, text: str) -> str:
+        with self._lock:
+            self._clock += 60
+            ts = f"{self._clock}.000100"
+            self.channels[channel].messages.insert(
+                0, {"type": "message", "user": user, "text": text, "ts": ts}
+            )
+            return ts
+
+    def answer(
+        self, method: str, token: str | None, arguments: dict[str, str]
+    ) -> dict[str, object]:
+        self.calls.append((method, arguments))
+        if token != TOKEN:
+            return {"ok": False, "error": "invalid_auth"}
+        handler = {
+            "chat.postMessage": self._post,
+            "conversations.history": self._history,
+            "conversations.list": self._list,
+        }.get(method)
+        if handler is None:
+            return {"ok": False, "error": "unknown_method"}
+        return handler(arguments)
+
+    def _channel(self, arguments: dict[str, str]) -> Channel | dict[str, object]:
+        channel = self.channels.get(arguments.get("channel", ""))
+        if channel is None:
+            return {"ok": False, "error": "channel_not_found"}
+        if not channel.member:
+            return {"ok": False, "error": "not_in_channel"}
+        return channel
+
+    def _post(self, arguments: dict[str, str]) -> dict[str, object]:
+        channel = self._channel(arguments)
+        if not isinstance(channel, Channel):
+            return channel
+        ts = self.add_message(channel.id, "U0000BOT", arguments["text"])
+        return {
+            "ok": True,
+            "channel": channel.id,
+            "ts": ts,
+            "message": {"type": "message", "user": "U0000BOT", "text": arguments["text"], "ts": ts},
+        }
+
+    def _history(self, arguments: dict[str, str]) -> dict[str, object]:
+        channel = self._channel(arguments)
+        if not isinstance(channel, Channel):
+            return channel
+        limit = int(arguments.get("limit", 100))
+        return {
+            "ok": True,
+            "messages": channel.messages[:limit],
+            "has_more": len(channel.messages) > limit,
+        }
+
+    def _list(self, arguments: dict[str, str]) -> dict[str, object]:
+        listed = [
+            {"id": c.id, "name": c.name, "is_member": c.member} for c in self.channels.values()
+        ]
+        return {"ok": True, "channels": listed, "response_metadata": {"next_cursor": ""}}
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802
+                self._reply(dict(parse_qsl(urlsplit(self.path).query)))
+
+            def do_POST(self) -> None:  # noqa: N802
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode()
+                if "json" in (self.headers.get("Content-Type") or ""):
+                    arguments = {
+                        k: str(v) for k, v in json.loads(body or "{}").items() if v is not None
+                    }
+                else:
+                    arguments = dict(parse_qsl(body))
+                self._reply({**dict(parse_qsl(urlsplit(self.path).query)), **arguments})
+
+            def _reply(self, arguments: dict[str, str]) -> None:
+                method = urlsplit(self.path).path.removeprefix("/api/")
+                authorization = self.headers.get("Authorization") or ""
+                token = (
+                    authorization.removeprefix("Bearer ")
+                    if authorization
+                    else arguments.pop("token", None)
+                )
+                payload = json.dumps(server.answer(method, token, arguments)).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json; charset=utf-8")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        return Handler
