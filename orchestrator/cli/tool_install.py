@@ -82,7 +82,7 @@ def _agreed(folder: ToolFolder, unmet: list[Needed]) -> bool:
     )
     with person_terminal() as terminal:
         prompt = ApprovalPrompt(err=err, terminal=terminal)
-        return prompt.confirm(text, question="Install them? [y/N] ") is True
+        return prompt.confirm(text, question="Install them? \\[y/N] ") is True
 
 
 def _command(unmet: list[Needed]) -> str:
