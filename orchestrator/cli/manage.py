@@ -31,7 +31,9 @@ from orchestrator.terminal.text import describe_folder, display_path, one_line, 
 if TYPE_CHECKING:
     from orchestrator.store.engine import Database
 
-tools_app = typer.Typer(no_args_is_help=True, help="List, approve and revoke tool folders.")
+tools_app = typer.Typer(
+    no_args_is_help=True, help="List, approve, revoke, show and install tool folders."
+)
 db_app = typer.Typer(no_args_is_help=True, help="The database: schema, status, embeddings.")
 requests_app = typer.Typer(no_args_is_help=True, help="Tool calls, as the request log kept them.")
 MCP_MARK = "  (MCP server)"  # in `tools list`, after the path of such a folder

@@ -77,6 +77,9 @@ def test_tools_list_approve_and_revoke(cli, tmp_path: Path):
         ("personal_assistant_agent", 0, "new"),
         ("email_agent", 1, "new"),
         ("task_agent", 1, "new"),
+        ("research_agent", 0, "new"),
+        ("document_analysis_agent", 1, "new"),
+        ("web_search_agent", 1, "new"),
         ("spy", 0, "new"),
     ]
     assert listing["problems"][0]["path"].endswith("broken")
