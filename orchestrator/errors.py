@@ -182,6 +182,11 @@ class ToolLoadError(ToolFolderError):
     """An approved folder whose code cannot be used; the message says why."""
 
 
+class MissingPackageError(ToolLoadError):
+    """An approved folder whose code imports a package this Python lacks; the message says
+    which, and how to install it (`orchestrator tools install NAME`)."""
+
+
 class ComponentMigrationError(ToolLoadError):
     """A tool folder's `migrations/` cannot be applied: a bad file name, a file changed
     since it ran, or SQL that fails; the message names the file."""
@@ -250,6 +255,7 @@ __all__ = [
     "ToolFolderError",
     "ToolLoadError",
     "ComponentMigrationError",
+    "MissingPackageError",
     "TransientToolError",
     "UnknownToolError",
     "UnresolvedReferenceError",

@@ -292,6 +292,7 @@ def _default_sources(
         reviewed=folders.reviewed,
         ask_server=folders.ask_server,
         servers=folders.servers,
+        embedder=storage.embedder if storage is not None else None,
     )
     return [StaticSource("builtin", builtins), source]
 

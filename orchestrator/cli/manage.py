@@ -21,7 +21,9 @@ from orchestrator.cli.common import (
     user_errors,
     with_database,
 )
+from orchestrator.cli.folder_lookup import find_folder
 from orchestrator.cli.scaffold import Kind, children_directory, create_agent_folder
+from orchestrator.cli.tool_install import install_tool
 from orchestrator.errors import ConfigError, UserError
 from orchestrator.folders.approvals import ApprovalStore, discover_approved_first
 from orchestrator.folders.discovery import Discovery, ToolFolder, walk
@@ -31,7 +33,9 @@ if TYPE_CHECKING:
     from orchestrator.store.engine import Database
     from orchestrator.store.request_list import ListedRequest
 
-tools_app = typer.Typer(no_args_is_help=True, help="List, approve and revoke tool folders.")
+tools_app = typer.Typer(
+    no_args_is_help=True, help="List, approve, revoke, show and install tool folders."
+)
 db_app = typer.Typer(no_args_is_help=True, help="The database: schema, status, embeddings.")
 requests_app = typer.Typer(no_args_is_help=True, help="Tool calls, as the request log kept them.")
 MCP_MARK = "  (MCP server)"  # in `tools list`, after the path of such a folder
@@ -76,6 +80,9 @@ def revoke_tool(name: Annotated[str, typer.Argument(help="Tool name, or its path
     _decide(name, approved=False)
 
 
+tools_app.command("install")(install_tool)
+
+
 @tools_app.command("show")
 def show_tool(
     name: Annotated[str, typer.Argument(help="Tool name, or its path key.")],
@@ -92,7 +99,7 @@ def show_tool(
         settings = settings_or_exit()
         store = ApprovalStore.of(settings)
         tree = discover_approved_first(settings, store)
-        report = folder_report(settings, tree, store, _find_folder(tree, name))
+        report = folder_report(settings, tree, store, find_folder(tree, name))
     print_report(report, as_json=as_json)
 
 
@@ -352,36 +359,10 @@ def _decide(name: str, *, approved: bool) -> None:
     with user_errors():
         settings = settings_or_exit()
         store = ApprovalStore.of(settings)
-        folder = _find_folder(discover_approved_first(settings, store), name)
+        folder = find_folder(discover_approved_first(settings, store), name)
         store.decide(folder, approved=approved)
     verdict = "approved" if approved else "revoked"
     out.print(f"{verdict}: {describe_folder(folder)}", highlight=False)
-
-
-def _find_folder(tree: Discovery, name: str) -> ToolFolder:
-    """The folder `name` means: its tool name, its path key, or the path `tools list` prints.
-
-    Folders refused for sharing a name count too: a name that two folders
-    share approves neither, so a folder dropped beside yours is never the one
-    approved by your folder's name.
-    """
-    folders = {f.path: f for f in [*(n.folder for n in walk(tree.nodes)), *tree.same_named]}
-    matches = [f for f in folders.values() if _means(name, f)]
-    if not matches:
-        raise UserError(f"No tool folder named {name!r}; `orchestrator tools list` shows them.")
-    if len(matches) > 1:
-        paths = " or ".join(display_path(folder.path) for folder in matches)
-        raise UserError(f"{name!r} names several folders; give the path of one: {paths}")
-    return matches[0]
-
-
-def _means(name: str, folder: ToolFolder) -> bool:
-    if name in (folder.name, folder.key):
-        return True
-    try:  # a path, as `tools list` prints it (relative to here) or absolute
-        return Path(name).resolve() == folder.path.resolve()
-    except (OSError, ValueError):  # not a usable path
-        return False
 
 
 def _listing_json(rows: list[tuple[ToolFolder, str]], tree: Discovery) -> dict[str, object]:

@@ -10,7 +10,7 @@ from typing import Literal
 
 from orchestrator.errors import UserError
 from orchestrator.folders.discovery import CHILDREN_DIR
-from orchestrator.folders.tool_config import NAME_PATTERN
+from orchestrator.folders.tool_config import NAME_PATTERN, config_path
 
 Kind = Literal["tool", "agent"]
 TEMPLATES = files("orchestrator") / "templates"
@@ -45,7 +45,7 @@ def children_directory(parent: str, *, sub_graphs: Path) -> Path:
     or a path to one.
     """
     for candidate in (sub_graphs / parent, Path(parent)):
-        if (candidate / "tool_config.yaml").is_file():
+        if config_path(candidate).is_file():
             return candidate / CHILDREN_DIR
     raise UserError(NO_PARENT.format(parent=parent, sub_graphs=sub_graphs))
 

@@ -19,6 +19,7 @@ from orchestrator.folders.tool_config import (
     CONFIG_FILE,
     ToolConfig,
     ToolConfigError,
+    config_path,
     parse_tool_config,
 )
 
@@ -42,6 +43,8 @@ class ToolFolder:
     files: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
     # Its `migrations/*.sql` as they were hashed: what runs is what was approved.
     migrations: Mapping[str, bytes] = field(default_factory=dict, repr=False, compare=False)
+    # Its `requirements.txt` as hashed: what approval shows and `tools install` installs.
+    requirements: bytes | None = field(default=None, repr=False, compare=False)
 
     @property
     def name(self) -> str:
@@ -160,12 +163,12 @@ def _shown_path(path: Path, root: Path) -> str:
 
 
 def is_tool_folder(path: Path) -> bool:
-    """True for a directory holding a `tool_config.yaml`.
+    """True for a directory holding a `tool_config.yaml` (at its top, or in `src/config/`).
 
     Anything by that name counts (a FIFO, a link to a device): reading it then
     says what is wrong with it, instead of the folder passing unnoticed.
     """
-    return os.path.lexists(path / CONFIG_FILE)
+    return os.path.lexists(config_path(path))
 
 
 def discover_tree(directory: Path, *, prefer: Rank | None = None) -> Discovery:
@@ -202,7 +205,7 @@ def walk(nodes: list[FolderNode]) -> Iterator[FolderNode]:
 
 def _inspect(path: Path, *, root: Path, found: Discovery) -> ToolFolder | None:
     try:
-        _check_regular(path / CONFIG_FILE)
+        _check_regular(config_path(path))
         # One read: the configuration used is the one in the bytes the digest covers.
         taken = snapshot(path, exclude=child_folders(path))
         if taken.config is None:  # swapped for a directory since it was checked
@@ -222,6 +225,7 @@ def _inspect(path: Path, *, root: Path, found: Discovery) -> ToolFolder | None:
         sources=taken.sources,
         files=taken.files,
         migrations=taken.migrations,
+        requirements=taken.requirements,
     )
     if folder.entry not in folder.sources and not config.entry_optional:  # YAML-only agents have none
         found.skip(path, f"entry point {config.entry_file} not found")

@@ -7,7 +7,8 @@ they stay inside the folder. Left out: the folder's own sub-tool folders
 (approved on their own), the caches tools write when they run (`__pycache__`,
 `.pytest_cache`, ...), and the folder's `.git` and `.venv`, which change under
 everyday use (`git status` rewrites `.git/index`; a `.venv` links to its Python
-outside). The loader never imports from any of them: it imports the `.py`
+outside), and its `.env` (its settings and secrets, which the person edits;
+read as settings, never run). The loader never imports from any of them: it imports the `.py`
 sources kept here, and a dot-name is no module name. What a tool loads by its
 own means (a `.venv`, its own `sys.path` entries, programs it starts) is not
 covered by the approval.
@@ -45,6 +46,11 @@ MAX_FILES = 50_000
 MAX_BYTES = 512 * 1024 * 1024
 MAX_DEPTH = 40  # directories below the folder
 CONFIG_FILE = "tool_config.yaml"  # kept as hashed: it is parsed from these very bytes
+# Where it may be: at the folder's top, or in `src/config/` as the Basic Orchestrator seed has it.
+CONFIG_PATHS = (CONFIG_FILE, f"src/config/{CONFIG_FILE}")
+REQUIREMENTS_FILE = "requirements.txt"  # kept as hashed: shown at approval, installed on a yes
+# Settings and secrets the person edits (read as settings, never run): not part of an approval.
+UNHASHED_FILES = frozenset({".env"})
 MIGRATIONS_DIR = "migrations"  # its `*.sql` are kept as hashed: they run from these very bytes
 
 
@@ -64,6 +70,7 @@ class Snapshot:
     parsed is what was approved, never a second read. `files` is each file's own
     SHA-256 by its path, to say which files changed since an approval.
     `migrations` are the `migrations/*.sql` files as hashed, by their path.
+    `requirements` is its `requirements.txt` as hashed (None if it has none).
     """
 
     digest: str
@@ -71,6 +78,7 @@ class Snapshot:
     config: bytes | None = field(default=None, repr=False)
     files: Mapping[str, str] = field(default_factory=dict, repr=False)
     migrations: Mapping[str, bytes] = field(default_factory=dict, repr=False)
+    requirements: bytes | None = field(default=None, repr=False)
 
 
 def snapshot(folder: Path, *, exclude: Collection[Path] = ()) -> Snapshot:
@@ -87,6 +95,8 @@ class _Scan:
         self.sources: dict[str, SourceFile] = {}
         self.config: bytes | None = None
         self.migrations: dict[str, bytes] = {}
+        self.requirements: bytes | None = None
+        self.config_at: str | None = None
         self.hashes: dict[str, str] = {}
         self.files = 0
         self.bytes = 0
@@ -94,7 +104,12 @@ class _Scan:
     def run(self) -> Snapshot:
         self._directory(self.root, PurePosixPath(), above=(self.root,))
         return Snapshot(
-            self.digest.hexdigest(), self.sources, self.config, self.hashes, self.migrations
+            self.digest.hexdigest(),
+            self.sources,
+            self.config,
+            self.hashes,
+            self.migrations,
+            self.requirements,
         )
 
     def _directory(self, real: Path, rel: PurePosixPath, *, above: tuple[Path, ...]) -> None:
@@ -111,6 +126,8 @@ class _Scan:
         mode = os.lstat(path).st_mode
         if rel.name in IGNORED_DIRS and not stat.S_ISREG(mode):
             return  # wherever it leads: never imported (a `.venv` may be a link)
+        if rel.as_posix() in UNHASHED_FILES:
+            return  # the folder's own `.env`: its settings, edited without a new approval
         if stat.S_ISLNK(mode):
             path, mode = self._follow(path, rel)
         if stat.S_ISDIR(mode):
@@ -149,9 +166,10 @@ class _Scan:
             raise FolderRefusedError(f"more than {MAX_FILES:,} files to hash")
         content = hashlib.sha256()
         kept: list[bytes] = []
-        is_config = rel.as_posix() == CONFIG_FILE
+        is_config = rel.as_posix() in CONFIG_PATHS
         is_migration = rel.parent.as_posix() == MIGRATIONS_DIR and rel.suffix == ".sql"
-        keep = rel.suffix == ".py" or is_config or is_migration
+        is_requirements = rel.as_posix() == REQUIREMENTS_FILE
+        keep = rel.suffix == ".py" or is_config or is_migration or is_requirements
         try:
             with open_regular(path, follow_links=False) as fd:
                 for chunk in chunks(fd, limit=MAX_BYTES - self.bytes, name=str(rel)):
@@ -168,7 +186,13 @@ class _Scan:
         self.digest.update(os.fsencode(rel.as_posix()) + b"\0" + content.digest())
         self.hashes[rel.as_posix()] = content.hexdigest()
         if is_config:
-            self.config = b"".join(kept)
+            if self.config_at is not None:
+                raise FolderRefusedError(
+                    f"both {self.config_at} and {rel.as_posix()} are there: keep one"
+                )
+            self.config, self.config_at = b"".join(kept), rel.as_posix()
+        elif is_requirements:
+            self.requirements = b"".join(kept)
         elif is_migration:
             self.migrations[rel.as_posix()] = b"".join(kept)
         elif keep:

@@ -13,15 +13,25 @@ from types import ModuleType
 
 from pydantic import ValidationError
 
-from orchestrator.errors import ToolLoadError, validation_problems
+from orchestrator.errors import MissingPackageError, ToolLoadError, validation_problems
 from orchestrator.folders.discovery import FolderNode, ToolFolder
 from orchestrator.folders.hashing import SourceFile
-from orchestrator.folders.importer import import_folder, package_name
+from orchestrator.folders.importer import PACKAGE, import_folder, package_name
+from orchestrator.folders.requirements import providing, read_requirements
+from orchestrator.install import pip_install
 from orchestrator.tools.agent import AgentTool
 from orchestrator.tools.base import Tool
 
 ACTION_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 MAX_FUNCTION_NAME = 64  # what OpenAI-style APIs accept for a tool's name
+MISSING_REQUIREMENT = (
+    "it imports {module}, from the package {requirement} of its requirements.txt, which is not "
+    "installed here: `orchestrator tools install {name}` installs it"
+)
+MISSING_PACKAGE = (
+    "it imports {module}, which is not installed here and not in its requirements.txt: "
+    "install it ({install}), or ask the folder's author to list it there"
+)
 
 
 def load_tool(folder: ToolFolder, *, sources: Mapping[str, SourceFile] | None = None) -> Tool:
@@ -88,10 +98,26 @@ def _import_entry_point(folder: ToolFolder, sources: Mapping[str, SourceFile]) -
         return import_folder(
             package_name(folder.path), root=folder.path, sources=sources, entry=folder.entry
         )
+    except ModuleNotFoundError as error:
+        if error.name is None or error.name.startswith(PACKAGE):
+            raise ToolLoadError(_failed(folder, error)) from None
+        raise MissingPackageError(missing_package(folder, error.name)) from None
     except Exception as error:  # any failure of foreign code is this folder's problem only
-        raise ToolLoadError(
-            f"entry point {folder.config.entry_file} failed to import: {type(error).__name__}: {error}"
-        ) from None
+        raise ToolLoadError(_failed(folder, error)) from None
+
+
+def _failed(folder: ToolFolder, error: Exception) -> str:
+    return f"entry point {folder.config.entry_file} failed to import: {type(error).__name__}: {error}"
+
+
+def missing_package(folder: ToolFolder, module: str) -> str:
+    """What to say of a folder whose code imports `module`, which this Python does not have."""
+    needed = providing(module, read_requirements(folder.requirements))
+    if needed is not None:
+        return MISSING_REQUIREMENT.format(
+            module=module, requirement=needed.requirement, name=folder.name
+        )
+    return MISSING_PACKAGE.format(module=module, install=pip_install(module.partition(".")[0]))
 
 
 def _tool_class(module: ModuleType, folder: ToolFolder) -> type[Tool]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path, PurePosixPath
 from typing import Annotated, Literal
 
@@ -20,6 +21,7 @@ from pydantic import (
 
 from orchestrator.errors import ToolConfigError, validation_problems
 from orchestrator.folders.files import read_regular
+from orchestrator.folders.hashing import CONFIG_PATHS
 from orchestrator.folders.mcp_config import McpServerConfig
 from orchestrator.folders.safe_yaml import load_bounded
 
@@ -280,6 +282,17 @@ class ToolConfig(BaseModel):
         """True for a folder that may have no Python at all: an MCP server, or a
         `kind: agent` folder naming no entry point."""
         return self.mcp is not None or (self.kind == "agent" and self.entry_point is None)
+
+
+def config_path(folder: Path) -> Path:
+    """The folder's `tool_config.yaml`: at its top, else `src/config/` (the seed's place).
+
+    The top one when there is neither (whose absence is then what is reported).
+    """
+    for relative in CONFIG_PATHS:
+        if os.path.lexists(folder / relative):
+            return folder / relative
+    return folder / CONFIG_FILE
 
 
 def load_tool_config(path: Path) -> ToolConfig:

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
     from orchestrator.folders.tool_config import ToolConfig
     from orchestrator.settings import Settings
+    from orchestrator.tools.context import TextEmbedder
 
 logger = logging.getLogger(__name__)
 
@@ -81,8 +82,10 @@ class FolderSource:
         reviewed: Reviewed | None = None,
         ask_server: AskServer | None = None,
         servers: McpClients | None = None,
+        embedder: TextEmbedder | None = None,
     ) -> None:
         self.settings = settings
+        self.embedder = embedder  # handed to the tools (ToolContext.embedder)
         self.level = level
         self.loaded: list[LoadedTool] = []
         self.servers = servers
@@ -164,7 +167,10 @@ class FolderSource:
         level = self._levels.child(parent, folder.config, agent=isinstance(tool, AgentTool))
         migrate_folder(folder, level.database)  # its tables, before it can use them
         data_dir = _data_dir(self.settings.data_dir, folder.key)
-        tool.bind_context(ToolContext(data_dir=data_dir, database=level.database))
+        context = ToolContext(
+            data_dir=data_dir, database=level.database, folder=folder.path, embedder=self.embedder
+        )
+        tool.bind_context(context)
         self._set_log_level(folder, level)
         children: list[LoadedTool] = []
         if isinstance(tool, AgentTool):

@@ -43,13 +43,34 @@ def describe_folder(folder: ToolFolder) -> str:
         capabilities += f"\n  MCP server: {'connects to' if server.url else 'runs'} {shown(what)}"
     from orchestrator.terminal.folder_reach import reach_lines  # it imports `shown` from here
 
-    reach = "".join(f"\n{line}" for line in reach_lines(folder.config))
+    lines = [*reach_lines(folder.config), *requirement_lines(folder)]
+    reach = "".join(f"\n{line}" for line in lines)
     return (
         f"[bold]{shown(folder.name)}[/bold] {shown(folder.config.version)}\n"
         f"  {shown(description)}\n"
         f"  capabilities: {capabilities}{reach}\n"
         f"  path: {shown(display_path(folder.path))}"
     )
+
+
+def requirement_lines(folder: ToolFolder) -> list[str]:
+    """Its requirements.txt, each with what this environment has, and how to add what is missing."""
+    from orchestrator.folders.requirements import read_requirements
+
+    requirements = read_requirements(folder.requirements)
+    if not requirements.needed and not requirements.unreadable:
+        return []
+    listed = ", ".join(shown(item.describe()) for item in requirements.needed) or "nothing"
+    lines = [f"  requires (requirements.txt): {listed}"]
+    if requirements.unreadable:
+        lines.append(f"  [red]not requirements: {shown(', '.join(requirements.unreadable))}[/red]")
+    if requirements.unmet:
+        names = ", ".join(shown(item.name) for item in requirements.unmet)
+        lines.append(
+            f"  [yellow]missing from this environment: {names}; once approved, "
+            f"`orchestrator tools install {shown(folder.name)}` installs them[/yellow]"
+        )
+    return lines
 
 
 def shown(text: str) -> str:

@@ -41,7 +41,10 @@ from orchestrator.tools.results import ToolResult
 from orchestrator.tools.threads import in_thread
 
 if TYPE_CHECKING:
-    from orchestrator.tools.context import UserTransactions
+    from orchestrator.tools.context import TextEmbedder, UserTransactions
+    from orchestrator.tools.tool_settings import ToolSettings
+
+SettingsT = TypeVar("SettingsT", bound="ToolSettings")
 
 Params = TypeVar("Params", bound=BaseModel)
 ToolT = TypeVar("ToolT", bound="Tool")
@@ -184,13 +187,17 @@ def _annotated_params(handler: Callable[..., object]) -> type[BaseModel]:
 
 @dataclass(frozen=True)
 class ToolContext:
-    """What the host gives a loaded tool: where it may keep files, and the database.
+    """What the host gives a loaded tool: where it may keep files, the database, the embedder.
 
     `database.user_transaction(request.user_id)` sees only that user's rows.
+    `folder` is the tool's folder (its own `.env` feeds its settings); `embedder`
+    the orchestrator's embedding model, when one is configured.
     """
 
     data_dir: Path
     database: UserTransactions | None = None  # the store's Database; the store is above this layer
+    folder: Path | None = None
+    embedder: TextEmbedder | None = None
 
     def require_database(self, tool: str) -> UserTransactions:
         """The database, or a ToolError saying the tool needs one."""
@@ -241,6 +248,12 @@ class Tool(BaseModel):
         if self._context is None:
             raise OrchestratorError(f"tool {self.name} was not loaded by a host (no context)")
         return self._context
+
+    def settings(self, settings: type[SettingsT]) -> SettingsT:
+        """`settings` read for this tool: the environment, its folder's `.env`, the
+        orchestrator's `.env`, then its `config:` (a ToolError says what is missing)."""
+        folder = self._context.folder if self._context is not None else None
+        return settings.load(self.config, tool=self.name, folder=folder)
 
     def bind_context(self, context: ToolContext) -> None:
         """Called by the loader before the tool is first used."""

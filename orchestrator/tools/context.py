@@ -27,6 +27,19 @@ class UserTransactions(Protocol):
     def user_transaction(self, user_id: str) -> AbstractAsyncContextManager[AsyncConnection]: ...
 
 
+class TextEmbedder(Protocol):
+    """An embedding model for a tool's own texts (the store's `Embedder` is one)."""
+
+    @property
+    def vectors_name(self) -> str:
+        """The name stored beside each vector it makes (vectors of other models do not compare)."""
+        ...
+
+    async def embed_documents(self, texts: list[str]) -> list[list[float]]: ...
+
+    async def embed_query(self, text: str) -> list[float]: ...
+
+
 @dataclass(frozen=True)
 class UserDatabase:
     """A database as one user sees it: every transaction sees only that user's rows."""

@@ -133,7 +133,7 @@ class DatabaseAgent(Tool):
         )
 
     def _settings(self) -> DatabaseSettings:
-        return DatabaseSettings.load(self.config, tool=self.name)
+        return self.settings(DatabaseSettings)
 
 
 def _rows_message(count: int, columns: list[str], *, truncated: bool, limit: int) -> str:

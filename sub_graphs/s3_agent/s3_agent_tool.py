@@ -191,7 +191,7 @@ class S3Agent(Tool):
         )
 
     def _settings(self) -> S3Settings:
-        return S3Settings.load(self.config, tool=self.name)
+        return self.settings(S3Settings)
 
     def _client(self, settings: S3Settings) -> BaseClient:
         key = settings_key(settings)

@@ -71,7 +71,7 @@ class SlackAgent(Tool):
         )
 
     def _settings(self) -> SlackSettings:
-        return SlackSettings.load(self.config, tool=self.name)
+        return self.settings(SlackSettings)
 
 
 def _message(item: dict[str, object]) -> dict[str, object]:

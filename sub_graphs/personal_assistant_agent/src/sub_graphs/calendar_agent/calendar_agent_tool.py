@@ -144,7 +144,7 @@ class CalendarAgent(Tool):
         )
 
     def _settings(self) -> CalendarSettings:
-        return CalendarSettings.load(self.config, tool=self.name)
+        return self.settings(CalendarSettings)
 
 
 def _line(event: dict[str, object]) -> str:

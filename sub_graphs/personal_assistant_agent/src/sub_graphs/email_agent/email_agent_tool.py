@@ -55,7 +55,7 @@ class EmailAgent(Tool):
     @action(SendEmail)
     async def send(self, params: SendEmail, request: ToolRequest) -> ToolResult:
         """Send a plain-text email."""
-        smtp = SmtpSettings.load(self.config, tool=self.name)
+        smtp = self.settings(SmtpSettings)
         message = EmailMessage()
         message["From"] = smtp.from_address
         message["To"] = ", ".join(params.to)

@@ -1,0 +1,205 @@
+"""Web search through a SearXNG server's JSON API, and web pages read as Markdown."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Literal
+
+import httpx
+from pydantic import AliasChoices, BaseModel, Field
+from pydantic_settings import SettingsConfigDict
+
+from orchestrator.tools import NotAI, Tool, ToolError, ToolRequest, ToolResult, ToolSettings, action
+
+from .pages import fetch
+
+NO_SERVER = (
+    "{tool} is not configured: searxng_url is not set (set SEARXNG_URL in the environment, the "
+    "folder's .env or the orchestrator's .env, or searxng_url in its tool_config.yaml)"
+)
+CUT_NOTE = "\n\n[cut: the page goes on past {limit} characters]"
+
+
+class WebSettings(ToolSettings):
+    """`config:` of tool_config.yaml, overridden by the folder's .env and the environment."""
+
+    model_config = SettingsConfigDict(env_prefix="WEB_SEARCH_AGENT_")
+
+    searxng_url: str | None = Field(  # needed by search only
+        default=None,
+        validation_alias=AliasChoices("SEARXNG_URL", "WEB_SEARCH_AGENT_SEARXNG_URL", "searxng_url"),
+    )
+    language: str | None = None
+    timeout_seconds: float = Field(default=20, gt=0)
+    max_page_bytes: int = Field(default=2_000_000, ge=1024)
+    max_page_chars: int = Field(default=20_000, ge=200)
+    max_redirects: int = Field(default=5, ge=0, le=20)
+    allow_private_addresses: bool = False
+    user_agent: str = "orchestrator-web-search-agent/1.0"
+
+
+class Search(BaseModel):
+    query: str = Field(min_length=1, max_length=500, description="What to search the web for.")
+    max_results: int = Field(default=5, ge=1, le=20, description="How many results, at most.")
+    language: str | None = Field(
+        default=None, description="Language of the results, e.g. en or de (optional)."
+    )
+    safesearch: Annotated[Literal[0, 1, 2], NotAI] = Field(
+        default=1, description="0 off, 1 moderate, 2 strict (fixed by the deployment)."
+    )
+
+
+class FetchPage(BaseModel):
+    url: str = Field(min_length=8, max_length=2000, description="The page's http(s) address.")
+
+
+class WebSearchAgent(Tool):
+    """Searches the web and reads pages."""
+
+    @action(Search)
+    async def search(self, params: Search, request: ToolRequest) -> ToolResult:
+        """Search the web; each result has a title, a snippet, its url and its position."""
+        settings = self.settings(WebSettings)
+        query = {
+            "q": params.query,
+            "format": "json",
+            "pageno": 1,
+            "safesearch": params.safesearch,
+        }
+        language = params.language or settings.language
+        if language:
+            query["language"] = language
+        answer = await self._search(settings, query)
+        results = [
+            {
+                "title": str(item.get("title") or item.get("url")),
+                "snippet": str(item.get("content") or ""),
+                "url": str(item["url"]),
+                "position": position,
+            }
+            for position, item in enumerate(
+                (r for r in answer.get("results", []) if isinstance(r, dict) and r.get("url")),
+                start=1,
+            )
+            if position <= params.max_results
+        ]
+        return request.result(
+            _listing(params.query, results),
+            data={
+                "query": params.query,
+                "provider": "searxng",
+                "results": results,
+                "total_results": len(results),
+                "timestamp": datetime.now(UTC).isoformat(timespec="seconds"),
+            },
+            metadata={"provider": "searxng"},
+        )
+
+    @action(FetchPage)
+    async def fetch_page(self, params: FetchPage, request: ToolRequest) -> ToolResult:
+        """Read a web page and return its text as Markdown (cut at the configured size)."""
+        settings = self.settings(WebSettings)
+        async with _client(settings) as client:
+            try:
+                page = await fetch(
+                    client,
+                    params.url,
+                    allow_private=settings.allow_private_addresses,
+                    max_bytes=settings.max_page_bytes,
+                    max_redirects=settings.max_redirects,
+                )
+            except httpx.HTTPError as error:
+                raise _unreachable(params.url, error) from None
+        markdown, cut = page.markdown, page.cut_at_bytes
+        if len(markdown) > settings.max_page_chars:
+            markdown, cut = markdown[: settings.max_page_chars], True
+        note = CUT_NOTE.format(limit=settings.max_page_chars) if cut else ""
+        heading = f"# {page.title}\n\nSource: {page.url}\n\n" if page.title else f"Source: {page.url}\n\n"
+        return request.result(
+            heading + markdown + note,
+            data={
+                "url": page.url,
+                "title": page.title,
+                "markdown": markdown,
+                "truncated": cut,
+                "bytes_read": page.bytes_read,
+            },
+            metadata={"provider": "web"},
+        )
+
+    async def _search(self, settings: WebSettings, query: dict[str, object]) -> dict[str, object]:
+        if not settings.searxng_url:
+            raise ToolError(NO_SERVER.format(tool=self.name), code="not_configured", recoverable=False)
+        endpoint = settings.searxng_url.rstrip("/") + "/search"
+        async with _client(settings) as client:
+            try:
+                response = await client.get(endpoint, params=query)
+            except httpx.HTTPError as error:
+                raise _unreachable(settings.searxng_url, error) from None
+        _check_search(response, settings.searxng_url)
+        try:
+            answer = response.json()
+        except ValueError:
+            answer = None
+        if not isinstance(answer, dict):
+            raise ToolError(
+                f"{settings.searxng_url} did not answer with SearXNG's JSON "
+                f"(content type {response.headers.get('content-type')!r}): is it a SearXNG server?",
+                code="bad_response",
+                recoverable=False,
+            )
+        return answer
+
+
+def _client(settings: WebSettings) -> httpx.AsyncClient:
+    # Redirects are followed by `fetch`, each hop checked; proxies from the environment
+    # are not used, so the address checked is the address connected to.
+    return httpx.AsyncClient(
+        timeout=settings.timeout_seconds,
+        follow_redirects=False,
+        trust_env=False,
+        headers={"User-Agent": settings.user_agent, "Accept": "text/html, text/plain, */*;q=0.5"},
+    )
+
+
+def _check_search(response: httpx.Response, server: str) -> None:
+    status = response.status_code
+    if status in (401, 407):
+        raise ToolError(
+            f"{server} refused the credentials (HTTP {status})", code="bad_credentials",
+            recoverable=False,
+        )
+    if status == 403:
+        raise ToolError(
+            f"{server} refused the search (HTTP 403): SearXNG answers so when its JSON format "
+            "is off; add json to search.formats in its settings.yml",
+            code="refused",
+            recoverable=False,
+        )
+    if status == 404:
+        raise ToolError(
+            f"{server} has no /search (HTTP 404): is SEARXNG_URL the server's base URL?",
+            code="not_found",
+            recoverable=False,
+        )
+    if status == 429:
+        raise ToolError(f"{server} asks to slow down (HTTP 429)", code="rate_limited")
+    if status >= 400:
+        raise ToolError(f"{server} answered HTTP {status}", code="server_error")
+
+
+def _unreachable(where: str, error: httpx.HTTPError) -> ToolError:
+    if isinstance(error, httpx.TimeoutException):
+        return ToolError(f"{where} did not answer in time", code="timeout")
+    return ToolError(
+        f"Could not reach {where}: {error or type(error).__name__}", code="server_unreachable"
+    )
+
+
+def _listing(query: str, results: list[dict[str, object]]) -> str:
+    if not results:
+        return f"No results for {query!r}."
+    return "\n\n".join(
+        f"{r['position']}. {r['title']}\n   {r['snippet']}\n   {r['url']}".replace("\n   \n", "\n")
+        for r in results
+    )

@@ -1,0 +1,160 @@
+"""document_analysis_agent: PDF, DOCX, HTML and Markdown in the user's own table, cited by file and page."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+from orchestrator.errors import ToolError
+from orchestrator.store import Database
+from orchestrator.store.embeddings import Embedder
+from orchestrator.testing import KeywordEmbeddings, load_tool_folder
+from orchestrator.tools import Tool, ToolRequest
+from tests.integrations.documents import write_docx, write_pdf
+from tests.tool_folders import SHIPPED, copy_shipped
+
+DOCS = SHIPPED / "research_agent" / "src" / "sub_graphs" / "document_analysis_agent"
+DOCS_KEY = "research_agent/document_analysis_agent"
+REPORT = [
+    ["Annual report 2025", "Our company sold bicycles in six countries."],
+    ["Finances", "Revenue grew by 12 percent to 40 million euros.", "Costs stayed flat."],
+    ["Outlook", "The board expects steady growth and opens a shop in Oslo."],
+]
+
+
+def request(action: str, user: str = "ada", **parameters: object) -> ToolRequest:
+    return ToolRequest(request_id="r1", action=action, parameters=parameters, user_id=user)
+
+
+@pytest.fixture
+def documents(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    monkeypatch.setenv("DOCUMENT_ANALYSIS_AGENT_DOCUMENTS_DIR", str(folder))
+    return folder
+
+
+def analysis(database: Database, *, embedder: Embedder | None = None) -> Tool:
+    return load_tool_folder(DOCS, database=database, embedder=embedder)
+
+
+async def test_an_ingested_pdf_answers_with_file_and_page(database: Database, documents: Path):
+    write_pdf(documents / "report.pdf", REPORT)
+    tool = analysis(database, embedder=Embedder(KeywordEmbeddings(), "keywords"))
+
+    ingested = await tool.execute(request("ingest", path="report.pdf"))
+    answer = await tool.execute(request("ask", question="How much did revenue grow?", max_passages=1))
+
+    assert ingested.message == "Read report.pdf: 3 pages, 3 passages (embedded with keywords)."
+    assert answer.data["citations"] == ["report.pdf, page 2"]
+    [passage] = answer.data["passages"]
+    assert passage["document"] == "report.pdf" and passage["page"] == 2
+    assert "Revenue grew by 12 percent" in passage["text"]
+    assert answer.message.startswith("From your documents:\n\n[report.pdf, page 2] Finances Revenue grew")
+    assert answer.message.endswith("Sources: report.pdf, page 2")
+
+
+async def test_never_another_users_document(database: Database, documents: Path):
+    write_pdf(documents / "secret.pdf", [["Bob's salary is 90000 euros."]])
+    tool = analysis(database, embedder=Embedder(KeywordEmbeddings(), "keywords"))
+    await tool.execute(request("ingest", user="bob", path="secret.pdf"))
+
+    with pytest.raises(ToolError, match="Nothing in your documents matches") as nothing:
+        await tool.execute(request("ask", user="carol", question="What is Bob's salary?"))
+    listed = await tool.execute(request("list_documents", user="carol"))
+    with pytest.raises(ToolError, match="There is no document 'secret.pdf'"):
+        await tool.execute(request("forget", user="carol", document="secret.pdf"))
+    mine = await tool.execute(request("ask", user="bob", question="What is Bob's salary?"))
+
+    assert nothing.value.code == "not_found"
+    assert listed.message == "No documents yet." and listed.data == []
+    assert mine.data["citations"] == ["secret.pdf, page 1"]
+    # PostgreSQL itself keeps them apart: carol's transaction sees no row, whatever the query says.
+    async with database.user_transaction("carol") as connection:
+        seen = (await connection.execute(text("SELECT count(*) FROM document_chunks"))).scalar()
+    assert seen == 0
+
+
+async def test_docx_html_and_markdown_are_read_too(database: Database, documents: Path):
+    write_docx(documents / "plan.docx", [["Plan", "Hire two mechanics."], ["Later", "Open in Bergen."]])
+    (documents / "page.html").write_text(
+        "<html><head><title>T</title><script>var hidden = 1</script></head>"
+        "<body><h1>Repairs</h1><p>Repairs take <b>three days</b>.</p></body></html>"
+    )
+    (documents / "notes.md").write_text("# Notes\n\nThe warranty lasts five years.\n")
+    tool = analysis(database)  # no embedder: PostgreSQL's full-text search
+
+    for name in ("plan.docx", "page.html", "notes.md"):
+        await tool.execute(request("ingest", user="dora", path=name))
+    bergen = await tool.execute(request("ask", user="dora", question="Where do we open later?"))
+    repairs = await tool.execute(request("ask", user="dora", question="how long do repairs take"))
+    warranty = await tool.execute(request("ask", user="dora", question="warranty years"))
+    listed = await tool.execute(request("list_documents", user="dora"))
+
+    assert bergen.data["citations"][0] == "plan.docx, page 2"
+    assert repairs.data["citations"] == ["page.html"]
+    assert "# Repairs Repairs take **three days**." in repairs.data["passages"][0]["text"]
+    assert "hidden" not in repairs.message
+    assert warranty.data["citations"] == ["notes.md"]
+    assert listed.message == "notes.md\npage.html\nplan.docx (2 pages)"
+
+
+async def test_ingesting_again_replaces_the_document(database: Database, documents: Path):
+    tool = analysis(database)
+    write_pdf(documents / "memo.pdf", [["The meeting is on Monday."]])
+    await tool.execute(request("ingest", user="erin", path="memo.pdf"))
+    write_pdf(documents / "memo.pdf", [["Moved:", "the meeting is on Friday."]])
+    await tool.execute(request("ingest", user="erin", path="memo.pdf"))
+
+    answer = await tool.execute(request("ask", user="erin", question="meeting"))
+
+    assert [p["text"] for p in answer.data["passages"]] == ["Moved: the meeting is on Friday."]
+
+
+async def test_failures_are_clear_tool_errors(database: Database, documents: Path, tmp_path: Path):
+    (tmp_path / "outside.md").write_text("not yours to read")
+    (documents / "broken.pdf").write_bytes(b"%PDF-1.4 this is no PDF")
+    (documents / "image.png").write_bytes(b"\x89PNG")
+    tool = analysis(database)
+
+    async def error_of(**parameters: object) -> ToolError:
+        with pytest.raises(ToolError) as caught:
+            await tool.execute(request("ingest", **parameters))
+        return caught.value
+
+    outside = await error_of(path="../outside.md")
+    missing = await error_of(path="nowhere.pdf")
+    broken = await error_of(path="broken.pdf")
+    image = await error_of(path="image.png")
+    with pytest.raises(ToolError, match="needs the database") as no_database:
+        await load_tool_folder(DOCS).execute(request("list_documents"))
+
+    assert outside.code == "refused" and "outside the documents folder" in str(outside)
+    assert missing.code == "not_found"
+    assert broken.code == "unreadable" and str(broken).startswith("broken.pdf cannot be read")
+    assert image.code == "unsupported_content"
+    assert not no_database.value.recoverable
+
+
+def test_ingest_and_ask_structured_and_in_words_through_orchestrator_run(cli, tmp_path: Path):
+    copy_shipped(tmp_path)
+    for name in ("research_agent", "research_agent/src/sub_graphs/document_analysis_agent"):
+        assert cli("tools", "approve", name, cwd=tmp_path).returncode == 0, name
+    write_pdf(tmp_path / "report.pdf", REPORT)
+    user = f"fay-{tmp_path.name[-6:]}"
+
+    ingested = cli("run", DOCS_KEY, "ingest", "--json", '{"path": "report.pdf"}', "-u", user, cwd=tmp_path)
+    words = cli("run", DOCS_KEY, "ask", "Where does the board open a shop?", "-u", user, cwd=tmp_path)
+    other = cli("run", DOCS_KEY, "ask", "--json", '{"question": "shop"}', "-u", "someone-else", cwd=tmp_path)
+    forget = cli("run", DOCS_KEY, "forget", "document: report.pdf", "-u", user, cwd=tmp_path)
+
+    assert ingested.returncode == 0, ingested.stderr
+    envelope = json.loads(ingested.stdout)
+    assert envelope["success"] and envelope["data"]["pages"] == 3
+    assert words.returncode == 0, words.stderr
+    assert "[report.pdf, page 3]" in words.stdout and "opens a shop in Oslo" in words.stdout
+    assert other.returncode == 1 and json.loads(other.stdout)["error"]["code"] == "not_found"
+    assert forget.returncode == 1, "a sensitive action: at the end of piped input, rejected"
