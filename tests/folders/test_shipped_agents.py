@@ -193,7 +193,7 @@ async def test_two_level_call_carries_request_ids_down_the_tree(
     assert result.answer == "Done: I added 'Buy milk' to your list."
     assert model.bound_tools == [
         "current_time", "calculator", "ask_human", "request_authorization", "search_messages",
-        "personal_assistant_agent_ask",
+        "personal_assistant_agent_ask", "research_agent_ask",
     ]
     inner_tools = {t.name for t in runtime.sub_agents[0].tool.tools}
     assert inner_tools == {"email_agent_send", "task_agent_add", "task_agent_complete", "task_agent_list"}
