@@ -29,6 +29,7 @@ from orchestrator.folders.mcp_config import McpServerConfig
 from orchestrator.private import open_private_log
 from orchestrator.redact import redact
 from orchestrator.sources.mcp.definitions import ServerDefinition
+from orchestrator.sources.mcp.sandboxed import ServerSandbox
 from orchestrator.sources.mcp.thread import McpThread
 
 logger = logging.getLogger(__name__)
@@ -73,6 +74,7 @@ class McpClient:
     definition differs is closed and its calls refused. `errlog` receives a
     stdio server's standard error (by default, ours). The session lives on
     `thread` (see `McpThread`); these methods may be awaited on any loop.
+    With `sandbox`, a stdio server runs held by it (see `sandboxed`).
     """
 
     def __init__(
@@ -83,8 +85,10 @@ class McpClient:
         folder: Path,
         thread: McpThread,
         errlog: Path | None = None,
+        sandbox: ServerSandbox | None = None,
     ) -> None:
         self.name = name
+        self.sandbox = sandbox  # a stdio server's, unless it runs unconfined
         self.config = config
         self.folder = folder
         self.thread = thread
@@ -183,6 +187,9 @@ class McpClient:
 
     async def _opened(self) -> _Open:
         self._check_launch()
+        if self.sandbox is not None and self.config.command is not None:
+            command = self.config.connection(folder=self.folder)["command"]  # type: ignore[typeddict-item]
+            self.sandbox.check(name=self.name, command=command, folder=self.folder)
         loop = asyncio.get_running_loop()
         ready: asyncio.Future[tuple[ClientSession, ServerDefinition]] = loop.create_future()
         stop = asyncio.Event()
@@ -234,6 +241,8 @@ class McpClient:
 
     def _session(self) -> AbstractAsyncContextManager[ClientSession]:
         connection = self.config.connection(folder=self.folder)
+        if connection["transport"] == "stdio" and self.sandbox is not None:
+            connection = self.sandbox.wrap(connection, folder=self.folder)
         if connection["transport"] == "stdio" and self.errlog is not None:
             return _stdio_session(connection, self.errlog)
         return create_session(connection)
