@@ -24,7 +24,7 @@ from mcp.client.stdio import stdio_client
 from mcp.types import CONNECTION_CLOSED, CallToolResult, Tool
 from pydantic import JsonValue
 
-from orchestrator.errors import McpServerError, ToolError, TransientToolError
+from orchestrator.errors import ConfigError, McpServerError, ToolError, TransientToolError
 from orchestrator.folders.mcp_config import McpServerConfig
 from orchestrator.private import open_private_log
 from orchestrator.redact import redact
@@ -185,11 +185,20 @@ class McpClient:
             shown = redact(" ".join(str(part) for part in _launch_words(launch)))
             raise McpServerError(LAUNCH_CHANGED.format(name=self.name, launch=shown))
 
+    def _check_sandbox(self) -> None:
+        """Refuse, before any process starts, a sandbox that is required and cannot be enforced."""
+        if self.sandbox is None or self.config.command is None:
+            return
+        try:
+            connection = self.config.connection(folder=self.folder)
+            assert connection["transport"] == "stdio"
+            self.sandbox.check(name=self.name, command=connection["command"], folder=self.folder)
+        except ConfigError as error:  # a variable or command missing: said as any failed start
+            raise self._not_started(str(error)) from None
+
     async def _opened(self) -> _Open:
         self._check_launch()
-        if self.sandbox is not None and self.config.command is not None:
-            command = self.config.connection(folder=self.folder)["command"]  # type: ignore[typeddict-item]
-            self.sandbox.check(name=self.name, command=command, folder=self.folder)
+        self._check_sandbox()
         loop = asyncio.get_running_loop()
         ready: asyncio.Future[tuple[ClientSession, ServerDefinition]] = loop.create_future()
         stop = asyncio.Event()
