@@ -20,7 +20,7 @@ import re
 import shutil
 import sys
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
@@ -29,7 +29,7 @@ from orchestrator.sandbox.policy import DEVICES, PROC_READ, SYSTEM_READ, Policy
 
 VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 UNSET = "sandbox path {path!r}: ${{{name}}} is set neither in the folder's config nor in the environment"
-PORT = Field(ge=1, le=65535)
+Port = Annotated[int, Field(ge=1, le=65535)]
 
 
 class SandboxConfig(BaseModel):
@@ -42,9 +42,11 @@ class SandboxConfig(BaseModel):
         description="process: a sandboxed child process; inline: in the orchestrator, unconfined "
         "(default: process for an MCP stdio server, inline for Python folders)",
     )
-    read: list[str] = Field(default_factory=list, description="Paths it may read, beyond the defaults.")
+    read: list[str] = Field(
+        default_factory=list, description="Paths it may read, beyond the defaults."
+    )
     write: list[str] = Field(default_factory=list, description="Paths it may read and change.")
-    connect: list[int] = Field(default_factory=list, description="TCP ports it may connect to.")
+    connect: list[Port] = Field(default_factory=list, description="TCP ports it may connect to.")
     memory_mb: int = Field(default=4096, ge=16, le=1024 * 1024)
     cpu_seconds: int | None = Field(default=None, ge=1)
     max_files: int = Field(default=1024, ge=16, le=1024 * 1024)
@@ -96,7 +98,9 @@ def policy(
 
 def runtimes() -> list[str]:
     """This Python's installation (a virtual environment and the one it was made from)."""
-    return _unique([sys.prefix, sys.base_prefix, str(_root(Path(os.path.realpath(sys.executable))))])
+    return _unique(
+        [sys.prefix, sys.base_prefix, str(_root(Path(os.path.realpath(sys.executable))))]
+    )
 
 
 def installation(command: str | None) -> list[str]:

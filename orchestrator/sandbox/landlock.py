@@ -104,7 +104,9 @@ def restrict(
     scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if abi >= SCOPE_ABI else 0
     attr = _RulesetAttr(handled, net, scoped)
     size = 8 if abi < NET_ABI else 16 if abi < SCOPE_ABI else 24
-    ruleset = _syscall(CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
+    ruleset = _syscall(
+        CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0)
+    )
     try:
         for path in read:
             _allow_path(ruleset, path, READ & handled)

@@ -18,7 +18,16 @@ from orchestrator.sandbox import landlock
 
 LAUNCHER = Path(__file__).with_name("launcher.py")
 # Read (and execute) for every sandboxed process: the system's programs, libraries, settings.
-SYSTEM_READ = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc", "/sys/devices/system/cpu")
+SYSTEM_READ = (
+    "/usr",
+    "/lib",
+    "/lib64",
+    "/lib32",
+    "/bin",
+    "/sbin",
+    "/etc",
+    "/sys/devices/system/cpu",
+)
 # Read and written (no files made there): the devices programs expect.
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty")
 # Of /proc, only what describes the machine (a process's own directory is added at launch).
