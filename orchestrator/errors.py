@@ -245,6 +245,7 @@ __all__ = [
     "IncompleteReplyError",
     "InvalidToolArgumentsError",
     "McpServerError",
+    "SandboxUnavailableError",
     "ModelUnavailableError",
     "QuestionsWaitingError",
     "OrchestratorError",

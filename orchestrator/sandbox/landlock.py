@@ -52,17 +52,13 @@ class _NetPort(ctypes.Structure):
     _fields_ = [("allowed_access", ctypes.c_uint64), ("port", ctypes.c_uint64)]
 
 
-class LandlockUnavailable(OSError):
-    """The kernel cannot apply a ruleset (not Linux, Landlock off, a call failed)."""
-
-
 def _syscall(number: int, *args: object) -> int:
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
     result = int(libc.syscall(ctypes.c_long(number), *args))
     if result < 0:
         code = ctypes.get_errno()
-        raise LandlockUnavailable(code, os.strerror(code))
+        raise OSError(code, os.strerror(code))  # standard library only: no error class of ours
     return result
 
 
@@ -72,7 +68,7 @@ def abi_version() -> int:
         return 0
     try:
         return _syscall(CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(1))
-    except (LandlockUnavailable, OSError, AttributeError):
+    except (OSError, AttributeError):
         return 0
 
 
@@ -116,7 +112,7 @@ def restrict(
             rule = _NetPort(CONNECT_TCP, port)
             _syscall(ADD_RULE, ruleset, RULE_NET_PORT, ctypes.byref(rule), ctypes.c_uint32(0))
         if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-            raise LandlockUnavailable(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
         _syscall(RESTRICT_SELF, ruleset, ctypes.c_uint32(0))
     finally:
         os.close(ruleset)
