@@ -275,6 +275,15 @@ class ToolConfig(BaseModel):
                 )
         return self
 
+    @model_validator(mode="after")
+    def _process_isolation_for_servers(self) -> ToolConfig:
+        if self.mcp is None and self.sandbox.isolation == "process":
+            raise ValueError(
+                "sandbox: `isolation: process` is for MCP servers: Python folders and agents "
+                "run inline (a sandboxed process of their own is not available yet)"
+            )
+        return self
+
     @property
     def sandboxed(self) -> bool:
         """True when the folder's code runs in a sandboxed process of its own."""
