@@ -155,6 +155,8 @@ def _load(chain: list[FolderNode], store: ApprovalStore) -> Loaded:
     status = store.status(node.folder)
     if status != Status.APPROVED and not _yaml_only(node.folder):
         return Loaded(None, note=f"not shown: the folder is {status}; its code runs once approved")
+    if node.folder.config.sandboxed:  # its code runs only in its held process, never here
+        return Loaded(None, note="not listed here: its code runs only in its sandboxed process")
     approved = {n.folder.key for n in _walk(node) if store.status(n.folder) == Status.APPROVED}
     try:
         tool = load_tool(node.folder, sources=visible_sources(node, approved))

@@ -41,12 +41,18 @@ def sandbox_report(settings: Settings, folder: ToolFolder) -> Json:
         )
     except ConfigError as error:
         return {"held": True, "note": None, "problem": str(error)}
+    if config.mcp is None:  # a Python folder's process: the worker's needs too
+        from orchestrator.sources.folder_tools import tool_data_dir
+        from orchestrator.sources.isolated.process import worker_policy
+
+        rules = worker_policy(rules, tool_data=tool_data_dir(settings.data_dir, folder.key))
     return {
         "held": True,
         "note": None,
         "problem": None,
         "abi": landlock.abi_version(),
         "read": rules.read,
+        "listed": rules.listed,
         "write": rules.write,
         "connect": rules.connect,
         "memory_mb": rules.memory_mb,
@@ -83,6 +89,7 @@ def sandbox_lines(report: object) -> list[str]:
     lines = [
         f"  sandbox: a process of its own, held ({held})",
         f"    reads: {_paths(report['read'])}",
+        *([f"    lists (no files read): {_paths(report['listed'])}"] if report["listed"] else []),
         f"    writes: {_paths(report['write'])}",
         f"    connects to TCP ports: {', '.join(map(str, report['connect'])) or 'none'}",
         f"    limits: {report['memory_mb']} MB of memory, {cpu}, {report['max_files']} open files",

@@ -276,11 +276,11 @@ class ToolConfig(BaseModel):
         return self
 
     @model_validator(mode="after")
-    def _process_isolation_for_servers(self) -> ToolConfig:
-        if self.mcp is None and self.sandbox.isolation == "process":
+    def _process_isolation_for_tools(self) -> ToolConfig:
+        if self.kind == "agent" and self.sandbox.isolation == "process":
             raise ValueError(
-                "sandbox: `isolation: process` is for MCP servers: Python folders and agents "
-                "run inline (a sandboxed process of their own is not available yet)"
+                "sandbox: `isolation: process` is for tool folders and MCP servers: "
+                "an agent runs inline, and its tool folders may each ask for a process"
             )
         return self
 

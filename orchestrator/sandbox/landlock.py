@@ -87,13 +87,15 @@ def restrict(
     write: Iterable[str],
     connect: Iterable[int] | None,
     abi: int,
+    listed: Iterable[str] = (),
 ) -> None:
     """Hold this process (and whatever it executes) to the rules, for good.
 
     `read` paths may be read and executed, `write` paths read and changed in
     any way; everything else is denied. `connect`: the TCP ports it may
     connect to (None: TCP is not restricted). Paths that do not exist are left
-    out. Signals and abstract Unix sockets stay within the sandbox (ABI 6).
+    out. `listed` folders may be listed only. Signals and abstract Unix sockets
+    stay within the sandbox (ABI 6).
     """
     handled = fs_rights(abi)
     net = CONNECT_TCP if connect is not None and abi >= NET_ABI else 0
@@ -108,6 +110,8 @@ def restrict(
             _allow_path(ruleset, path, READ & handled)
         for path in write:
             _allow_path(ruleset, path, handled)
+        for path in listed:
+            _allow_path(ruleset, path, READ_DIR)
         for port in connect if net else ():
             rule = _NetPort(CONNECT_TCP, port)
             _syscall(ADD_RULE, ruleset, RULE_NET_PORT, ctypes.byref(rule), ctypes.c_uint32(0))
@@ -128,6 +132,8 @@ def _allow_path(ruleset: int, path: str, rights: int) -> None:
     try:
         if not stat.S_ISDIR(os.fstat(fd).st_mode):
             rights &= FILE_RIGHTS
+        if not rights:  # a file given as a folder to list: nothing to allow
+            return
         rule = _PathBeneath(rights, fd)
         _syscall(ADD_RULE, ruleset, RULE_PATH_BENEATH, ctypes.byref(rule), ctypes.c_uint32(0))
     finally:

@@ -35,6 +35,7 @@ def apply(policy: dict[str, object]) -> None:
         write=_strings(policy.get("write")),
         connect=[int(port) for port in connect] if isinstance(connect, list) else None,
         abi=abi,
+        listed=_strings(policy.get("listed")),
     )
 
 

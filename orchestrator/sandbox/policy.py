@@ -38,6 +38,9 @@ PROC_READ = ("/proc/meminfo", "/proc/cpuinfo", "/proc/stat", "/proc/loadavg", "/
 class Policy:
     """Paths the process may read, paths it may change, TCP ports it may connect to, limits.
 
+    `listed` folders may be listed, not their files read (what Python's import
+    needs of the folder above a package on `sys.path`).
+
     `connect` None means TCP is not restricted (never the case for a folder's
     sandbox, whose default is no port at all).
     """
@@ -45,6 +48,7 @@ class Policy:
     read: list[str]
     write: list[str]
     connect: list[int] | None = field(default_factory=list)
+    listed: list[str] = field(default_factory=list)  # folders it may list, not read files of
     memory_mb: int | None = None
     cpu_seconds: int | None = None
     max_files: int | None = None

@@ -54,8 +54,9 @@ def test_the_section_is_checked_and_defaults_hold_an_mcp_stdio_server_not_a_pyth
     for wrong in ({"connect": [70000]}, {"reads": ["/x"]}, {"isolation": "vm"}, {"memory_mb": 1}):
         with pytest.raises(ToolConfigError, match="sandbox"):
             config(mcp=TIME, sandbox=wrong)
-    with pytest.raises(ToolConfigError, match="not available yet"):  # issue 35's item 3
-        config(sandbox={"isolation": "process"})
+    assert config(sandbox={"isolation": "process"}).sandboxed  # a Python folder may ask for it
+    with pytest.raises(ToolConfigError, match="an agent runs inline"):
+        config(kind="agent", sandbox={"isolation": "process"})
 
 
 def test_paths_take_home_variables_from_the_folders_config_then_the_environment(
