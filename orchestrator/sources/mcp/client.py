@@ -28,6 +28,7 @@ from orchestrator.errors import ConfigError, McpServerError, ToolError, Transien
 from orchestrator.folders.mcp_config import McpServerConfig
 from orchestrator.private import open_private_log
 from orchestrator.redact import redact
+from orchestrator.sources.mcp.calling import call_tool
 from orchestrator.sources.mcp.definitions import ServerDefinition
 from orchestrator.sources.mcp.sandboxed import ServerSandbox
 from orchestrator.sources.mcp.thread import McpThread
@@ -126,7 +127,7 @@ class McpClient:
     async def _call(self, tool: str, arguments: dict[str, object]) -> CallToolResult:
         current = await self._pinned_session()
         try:
-            return await current.session.call_tool(tool, arguments)
+            return await _call_tool(current, tool, arguments)
         except CLOSED:  # it died while idle: the call never reached it, so it may be sent again
             await self._lost(current)
             current = await self._pinned_session()
@@ -144,7 +145,7 @@ class McpClient:
         self, current: _Open, tool: str, arguments: dict[str, object]
     ) -> CallToolResult:
         try:
-            return await current.session.call_tool(tool, arguments)
+            return await _call_tool(current, tool, arguments)
         except CLOSED as error:
             await self._lost(current)
             raise TransientToolError(
@@ -272,6 +273,13 @@ async def _stdio_session(connection: Connection, errlog: Path) -> AsyncIterator[
         async with stdio_client(parameters, errlog=log) as (read, write):
             async with ClientSession(read, write) as session:
                 yield session
+
+
+async def _call_tool(current: _Open, tool: str, arguments: dict[str, object]) -> CallToolResult:
+    """One call on the session, its content checked against the output schema given at start."""
+    known = current.definition.tools.get(tool)
+    schema = known.outputSchema if known is not None else None
+    return await call_tool(current.session, tool, arguments, output_schema=schema)
 
 
 def _launch_words(launch: dict[str, JsonValue]) -> list[JsonValue]:
