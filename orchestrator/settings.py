@@ -135,7 +135,8 @@ class Settings(BaseSettings):
     )
     require_sandbox: bool = Field(
         default=False,
-        description="Refuse to start a sandboxed folder (an MCP stdio server) whose rules this "
+        description="Refuse to start a sandboxed folder (an MCP stdio server, a Python folder "
+        "with isolation: process) whose rules this "
         "machine cannot all enforce, rather than run it unconfined (see docs/sandbox.md).",
     )
     planning: bool = Field(
