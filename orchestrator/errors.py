@@ -101,6 +101,14 @@ class McpServerError(ToolError):
     code = "mcp_server_unavailable"
 
 
+class SandboxUnavailableError(McpServerError):
+    """A folder's sandbox rules cannot all be enforced on this machine and
+    ORCHESTRATOR_REQUIRE_SANDBOX is set: its process is not started."""
+
+    code = "sandbox_unavailable"
+    recoverable = False
+
+
 class BudgetExceededError(ToolError):
     """A budget stops the turn: the call did not run, and no other will this turn."""
 
@@ -242,6 +250,7 @@ __all__ = [
     "IncompleteReplyError",
     "InvalidToolArgumentsError",
     "McpServerError",
+    "SandboxUnavailableError",
     "ModelUnavailableError",
     "QuestionsWaitingError",
     "OrchestratorError",

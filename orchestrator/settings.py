@@ -133,6 +133,12 @@ class Settings(BaseSettings):
             "(files_delete, drop_table) needs the user's decision first; `none` for no pattern."
         ),
     )
+    require_sandbox: bool = Field(
+        default=False,
+        description="Refuse to start a sandboxed folder (an MCP stdio server, a Python folder "
+        "with isolation: process) whose rules this "
+        "machine cannot all enforce, rather than run it unconfined (see docs/sandbox.md).",
+    )
     planning: bool = Field(
         default=True,
         description="Offer the model create_execution_plan (a plan of tasks run for it); "

@@ -14,8 +14,20 @@
   PostgreSQL included. Alternating, median of paired ratios.
   `call_overhead_ratio_bare` is the same without the request log (the
   inter-process round trip against an in-process call), and
-  `sdk_overhead_ratio` our MCP call without the log ÷ the SDK's own
-  `ClientSession.call_tool` on the same session: what our layer adds.
+  `sdk_overhead_ratio` our MCP call without the log ÷ the session's own
+  call (`McpClient.call`: the `tools/call` on the kept session, on its
+  thread): what the pipeline adds.
+  `call_overhead_ratio_text` is `call_overhead_ratio` for a tool of the same
+  server that returns text only: no output schema, which the SDK's server
+  checks against its metaschema on every call (about 1.8 ms here).
+- `sandbox_call_ratio`: a call of the echo server under its default sandbox
+  (Landlock and resource limits, see docs/sandbox.md) ÷ the same server
+  unconfined (`isolation: inline`), both through the pipeline without the log.
+  Alternating, median of paired ratios (target <= 1.1).
+- `sandbox_startup_ratio`: the reference `mcp-server-time` started (launched,
+  initialized, its tools listed) under its default sandbox ÷ unconfined, each
+  start closed before the next. Alternating, median of paired ratios (target
+  <= 1.2).
 
 Last line, one JSON object of these figures.
 """
@@ -48,6 +60,12 @@ def echo(text: str) -> str:
     return text
 
 
+@app.tool(structured_output=False)
+def say(text: str) -> str:
+    """Repeat the text, as text only (no output schema for either side to check)."""
+    return text
+
+
 app.run()
 '''
 ECHO_TOOL = '''
@@ -73,7 +91,13 @@ SERVERS = {
 }
 
 
-def folder(root: Path, name: str, mcp: dict[str, object] | None = None, code: str = "") -> None:
+def folder(
+    root: Path,
+    name: str,
+    mcp: dict[str, object] | None = None,
+    code: str = "",
+    sandbox: dict[str, object] | None = None,
+) -> None:
     import yaml
 
     path = root / name
@@ -85,6 +109,8 @@ def folder(root: Path, name: str, mcp: dict[str, object] | None = None, code: st
     }
     if mcp is not None:
         config["mcp"] = mcp
+    if sandbox is not None:
+        config["sandbox"] = sandbox
     (path / "tool_config.yaml").write_text(yaml.safe_dump(config))
     if code:
         (path / f"{name}_tool.py").write_text(code)
@@ -152,12 +178,11 @@ async def call_ratios(home: Path, calls: int) -> dict[str, float]:
 
     sub_graphs = home / "calls" / "sub_graphs"
     (home / "calls").mkdir()
-    (home / "calls" / "echo_server.py").write_text(ECHO_SERVER)
-    folder(
-        sub_graphs,
-        "echo",
-        {"command": sys.executable, "args": [str(home / "calls" / "echo_server.py")]},
-    )
+    echo = {"command": sys.executable, "args": ["echo_server.py"]}  # in its folder: readable
+    folder(sub_graphs, "echo", echo)
+    folder(sub_graphs, "free", echo, sandbox={"isolation": "inline"})
+    for name in ("echo", "free"):
+        (sub_graphs / name / "echo_server.py").write_text(ECHO_SERVER)
     folder(sub_graphs, "fecho", code=ECHO_TOOL)
     settings = load_settings(
         data_dir=home / "calls" / "data", sub_graphs_dir=sub_graphs, embeddings="none"
@@ -200,20 +225,71 @@ async def call_ratios(home: Path, calls: int) -> dict[str, float]:
             "call_overhead_ratio": await paired(
                 call("echo_echo", logged), call("fecho_echo", logged), calls
             ),
+            "call_overhead_ratio_text": await paired(
+                call("echo_say", logged), call("fecho_echo", logged), calls
+            ),
             "call_overhead_ratio_bare": await paired(
                 call("echo_echo", bare), call("fecho_echo", bare), calls
             ),
             "sdk_overhead_ratio": await paired(call("echo_echo", bare), sdk, calls),
+            "sandbox_call_ratio": await paired(
+                call("echo_echo", bare), call("free_echo", bare), calls
+            ),
         }
     finally:
         await runtime.close()
         await storage.close()
 
 
+async def sandbox_startup_ratio(home: Path, rounds: int) -> dict[str, float]:
+    """mcp-server-time started and closed under its default sandbox, against unconfined."""
+    from orchestrator.folders.mcp_config import McpServerConfig
+    from orchestrator.folders.sandbox_config import SandboxConfig, data_directory
+    from orchestrator.sources.mcp.client import McpClient
+    from orchestrator.sources.mcp.sandboxed import ServerSandbox
+    from orchestrator.sources.mcp.thread import McpThread
+
+    where = home / "sandbox_start"
+    where.mkdir()
+    config = McpServerConfig.model_validate(SERVERS["clock"])
+    sandbox = ServerSandbox(config=SandboxConfig(), data=data_directory(where / "data", "clock"))
+    thread = McpThread()
+
+    def client(held: bool) -> McpClient:
+        return McpClient(
+            name="clock",
+            config=config,
+            folder=where,
+            thread=thread,
+            errlog=where / "clock.log",
+            sandbox=sandbox if held else None,
+        )
+
+    async def start(held: bool) -> Callable[[], Awaitable[object]]:
+        async def once() -> object:
+            server = client(held)
+            definition = await server.start()
+            await server.close()
+            return definition
+
+        return once
+
+    try:
+        held, free = await start(True), await start(False)
+        ratio = await paired(held, free, rounds, warm_up=2)
+    finally:
+        await asyncio.to_thread(thread.stop)
+    return {"sandbox_startup_ratio": ratio}
+
+
 async def paired(
-    ours: Callable[[], Awaitable[object]], peer: Callable[[], Awaitable[object]], calls: int
+    ours: Callable[[], Awaitable[object]],
+    peer: Callable[[], Awaitable[object]],
+    calls: int,
+    *,
+    warm_up: int = 10,
 ) -> float:
-    for _ in range(10):  # warm up both
+    for _ in range(warm_up):  # warm up both
         await ours()
         await peer()
     ratios = []
@@ -241,6 +317,7 @@ def main() -> None:
             f"{figures['startup_none_s']} s with none"
         )
         figures |= asyncio.run(call_ratios(home, options.calls))
+        figures |= asyncio.run(sandbox_startup_ratio(home, options.rounds * 3))
     print(json.dumps(figures))
 
 

@@ -25,6 +25,11 @@ JSON object:
   model call and per tool call, exported over OTLP/HTTP in batches to a receiver on
   127.0.0.1, a process of its own as a collector is) / the same graph without,
   alternated; median (target <= 1.10).
+- process_isolation_ratio: a no-op action of a tool folder with `sandbox:
+  {isolation: process}` (its warm child, held by Landlock) / the same action of
+  the same folder inline, both through the whole dispatch pipeline with the
+  request log on the embedded PostgreSQL; alternating, median of paired
+  ratios (target <= 3).
 """
 
 from __future__ import annotations
@@ -240,6 +245,82 @@ async def tracing_ratio(round_trip_count: int, repeats: int) -> float:
     return traced_s / plain_s
 
 
+NOOP_TOOL = '''
+from pydantic import BaseModel
+
+from orchestrator.tools import Tool, ToolRequest, ToolResult, action
+
+
+class Nothing(BaseModel):
+    pass
+
+
+class Noop(Tool):
+    @action(Nothing)
+    async def noop(self, params: Nothing, request: ToolRequest) -> ToolResult:
+        """Do nothing."""
+        return request.result("done")
+'''
+
+
+async def process_isolation_ratio(calls: int) -> float:
+    """A no-op action in a folder's held process / inline, through the pipeline and request log."""
+    import tempfile
+    from pathlib import Path
+
+    import yaml
+
+    from orchestrator.llm.offline import OfflineChatModel
+    from orchestrator.runtime import Orchestrator
+    from orchestrator.settings import load_settings
+    from orchestrator.store import Storage
+    from orchestrator.tools.context import UserDatabase
+
+    with tempfile.TemporaryDirectory(prefix="bench-isolation-") as directory:
+        sub_graphs = Path(directory) / "sub_graphs"
+        for name, sandbox in (("inline", {}), ("held", {"isolation": "process"})):
+            folder = sub_graphs / name
+            folder.mkdir(parents=True)
+            config = {"name": name, "description": "no-op", "version": "1", "sandbox": sandbox}
+            (folder / "tool_config.yaml").write_text(yaml.safe_dump(config))
+            (folder / f"{name}_tool.py").write_text(NOOP_TOOL)
+        settings = load_settings(
+            data_dir=Path(directory) / "data", sub_graphs_dir=sub_graphs, embeddings="none"
+        )
+        storage = await Storage.open(settings)
+        yes = lambda *_: True  # noqa: E731
+        runtime = await Orchestrator.start(
+            settings, model=OfflineChatModel(), storage=storage, ask=yes, ask_server=yes
+        )
+        try:
+            dispatcher = Dispatcher(runtime.tools, limits=LIMITS)
+            context = RunContext(
+                user_id="bench",
+                session_id="bench",
+                observer=storage.requests,
+                database=UserDatabase(storage.database, "bench"),
+            )
+            numbers = iter(range(10**9))
+
+            async def once(name: str) -> float:
+                call = {"name": name, "args": {}, "id": f"c{next(numbers)}", "type": "tool_call"}
+                started = time.perf_counter()
+                result = await dispatcher.dispatch(dispatcher.request(call, context))  # type: ignore[arg-type]
+                assert result.status == "success", result.message
+                return time.perf_counter() - started
+
+            for _ in range(20):  # warm up both
+                await once("held_noop")
+                await once("inline_noop")
+            ratios = [await once("held_noop") / await once("inline_noop") for _ in range(calls)]
+        finally:
+            await runtime.close()
+            await storage.close()
+    ratio = statistics.median(ratios)
+    print(f"a no-op action in its held process: {ratio:.2f}x inline ({calls} pairs, median)")
+    return ratio
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--round-trips", type=int, default=200)
@@ -256,6 +337,7 @@ async def main() -> None:
         "parallel_ratio": await parallel_ratio(nap, options.parallel_pairs),
         "parallel_ratio_sync_tools": await parallel_ratio(blocking_nap, options.parallel_pairs),
         "tracing_ratio": await tracing_ratio(options.round_trips, options.repeats),
+        "process_isolation_ratio": await process_isolation_ratio(options.round_trips),
     }
     print(json.dumps({key: round(value, 3) for key, value in figures.items()}))
 

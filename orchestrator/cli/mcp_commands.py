@@ -160,16 +160,33 @@ def add(
         list[str] | None,
         typer.Option(help="NAME=ENVNAME (HTTP): header NAME is our environment variable ENVNAME."),
     ] = None,
+    read: Annotated[
+        list[str] | None, typer.Option(help="A path the sandboxed server may read (repeatable).")
+    ] = None,
+    write: Annotated[
+        list[str] | None,
+        typer.Option(help="A path the sandboxed server may read and change (repeatable)."),
+    ] = None,
+    connect: Annotated[
+        list[int] | None,
+        typer.Option(min=1, max=65535, help="A TCP port the sandboxed server may connect to."),
+    ] = None,
 ) -> None:
-    """Write sub_graphs/NAME/tool_config.yaml for an MCP server (approved at the next chat)."""
+    """Write sub_graphs/NAME/tool_config.yaml for an MCP server (approved at the next chat).
+
+    A stdio server runs sandboxed (docs/sandbox.md): --read, --write and --connect
+    add to what it may reach.
+    """
     launched = url or " ".join(command or [])
     with user_errors():
         section = server_section(command or [], url=url, env=env or [], headers=header or [])
+        sandbox = {"read": read, "write": write, "connect": connect}
         folder = write_server_folder(
             name,
             directory=settings_or_exit().sub_graphs_dir,
             section=section,
             description=description or f"MCP server: {launched}",
+            sandbox={key: value for key, value in sandbox.items() if value},
         )
     out.print(ADDED.format(folder=shown(display_path(folder))), highlight=False)
 
@@ -189,7 +206,12 @@ def server_section(
 
 
 def write_server_folder(
-    name: str, *, directory: Path, section: dict[str, object], description: str
+    name: str,
+    *,
+    directory: Path,
+    section: dict[str, object],
+    description: str,
+    sandbox: dict[str, object] | None = None,
 ) -> Path:
     """Write `directory/name/tool_config.yaml` for the MCP server `section` describes.
 
@@ -212,6 +234,7 @@ def write_server_folder(
         "description": description,
         "version": "1",
         "mcp": section,
+        **({"sandbox": sandbox} if sandbox else {}),
     }
     try:
         ToolConfig.model_validate(config)

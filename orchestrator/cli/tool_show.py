@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from orchestrator.cli.common import out
 from orchestrator.cli.tool_show_actions import action_lines, folder_actions
 from orchestrator.cli.tool_show_mcp import definitions_line, kind_lines, mcp_report
+from orchestrator.cli.tool_show_sandbox import sandbox_lines, sandbox_report
 from orchestrator.errors import ToolLoadError
 from orchestrator.folders.approvals import ApprovalStore, Status
 from orchestrator.folders.discovery import Discovery, FolderNode, ToolFolder
@@ -68,6 +69,7 @@ def folder_report(
         "log_level": _sourced(view.log_level, folder.name),
         "calls": _calls(folder, view),
         "config_keys": sorted(folder.config.config),
+        "sandbox": sandbox_report(settings, folder),
     }
     if folder.config.mcp is not None:
         return {**report, **mcp_report(settings, store, folder)}
@@ -109,6 +111,7 @@ def print_report(report: Json, *, as_json: bool) -> None:
         f"  log level: {_log_level_text(report['log_level'])}",
         *_window_lines(report.get("context_tokens")),
         _calls_text(report["calls"]),
+        *sandbox_lines(report.get("sandbox")),
         *_instruction_lines(report.get("instructions")),
         *_config_lines(report["config_keys"]),
         *action_lines(report),
@@ -152,6 +155,8 @@ def _load(chain: list[FolderNode], store: ApprovalStore) -> Loaded:
     status = store.status(node.folder)
     if status != Status.APPROVED and not _yaml_only(node.folder):
         return Loaded(None, note=f"not shown: the folder is {status}; its code runs once approved")
+    if node.folder.config.sandboxed:  # its code runs only in its held process, never here
+        return Loaded(None, note="not listed here: its code runs only in its sandboxed process")
     approved = {n.folder.key for n in _walk(node) if store.status(n.folder) == Status.APPROVED}
     try:
         tool = load_tool(node.folder, sources=visible_sources(node, approved))

@@ -10,7 +10,8 @@ from langchain_core.runnables import RunnableConfig
 from orchestrator.dispatch.attempt import attempt, langchain_work, sanitised
 from orchestrator.dispatch.middleware import CallRequest
 from orchestrator.errors import ToolError
-from orchestrator.sources.adapter import ActionTool, action_request
+from orchestrator.sources.adapter import ActionTool, action_request, tool_request
+from orchestrator.tools.base import ToolRequest
 from orchestrator.tools.context import running_in
 from orchestrator.tools.results import ToolResult
 
@@ -21,6 +22,17 @@ class CallsItself(Protocol):
 
     async def call_tool(self, arguments: dict[str, object]) -> ToolResult:
         """Run one call with `arguments` (validated, fixed values merged)."""
+        ...
+
+
+@runtime_checkable
+class RunsRequests(Protocol):
+    """A tool the pipeline hands its `ToolRequest`, ids and all (a folder's process, say)."""
+
+    action: str
+
+    async def run_request(self, request: ToolRequest) -> ToolResult:
+        """Run one call (its parameters validated, fixed values merged)."""
         ...
 
 
@@ -50,6 +62,9 @@ def _work(request: CallRequest) -> Callable[[], Awaitable[object]]:
         if request.parsed is not None:
             call.with_parsed(request.parsed)
         return lambda: tool.run_action(call)
+    if isinstance(tool, RunsRequests):
+        request_of = tool_request(tool.action, request.arguments, ids=request.ids)
+        return lambda: tool.run_request(request_of)
     if isinstance(tool, CallsItself):
         return lambda: tool.call_tool(request.arguments)
     assert tool is not None

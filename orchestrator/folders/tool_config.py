@@ -24,6 +24,7 @@ from orchestrator.folders.files import read_regular
 from orchestrator.folders.hashing import CONFIG_PATHS
 from orchestrator.folders.mcp_config import McpServerConfig
 from orchestrator.folders.safe_yaml import load_bounded
+from orchestrator.folders.sandbox_config import SandboxConfig
 
 CONFIG_FILE = "tool_config.yaml"
 # Tool names become part of function names the model calls (`<name>_<action>`, at most 64).
@@ -238,6 +239,10 @@ class ToolConfig(BaseModel):
     mcp: McpServerConfig | None = Field(
         default=None, description="The folder is an MCP server: how to launch or reach it."
     )
+    sandbox: SandboxConfig = Field(
+        default_factory=SandboxConfig,
+        description="Where its code runs and what it may touch (see docs/sandbox.md).",
+    )
 
     @field_validator("version", mode="before")
     @classmethod
@@ -271,6 +276,22 @@ class ToolConfig(BaseModel):
                     f"an MCP server folder (`mcp:`) has no {what}: its tools are the server's"
                 )
         return self
+
+    @model_validator(mode="after")
+    def _process_isolation_for_tools(self) -> ToolConfig:
+        if self.kind == "agent" and self.sandbox.isolation == "process":
+            raise ValueError(
+                "sandbox: `isolation: process` is for tool folders and MCP servers: "
+                "an agent runs inline, and its tool folders may each ask for a process"
+            )
+        return self
+
+    @property
+    def sandboxed(self) -> bool:
+        """True when the folder's code runs in a sandboxed process of its own."""
+        if self.mcp is not None:
+            return self.mcp.command is not None and self.sandbox.held(process_by_default=True)
+        return self.sandbox.held(process_by_default=False)
 
     @property
     def entry_file(self) -> str:

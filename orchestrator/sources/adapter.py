@@ -88,11 +88,18 @@ def action_request(
     tool: ActionTool, arguments: Mapping[str, object], *, ids: Mapping[str, str | None]
 ) -> ToolRequest:
     """The `ToolRequest` of one call of `tool`, for the run it belongs to."""
+    return tool_request(tool.spec.name, arguments, ids=ids)
+
+
+def tool_request(
+    action: str, arguments: Mapping[str, object], *, ids: Mapping[str, str | None]
+) -> ToolRequest:
+    """The `ToolRequest` of one call of `action`, for the run it belongs to."""
     context = current_context()
     return ToolRequest(
         request_id=ids.get("request_id") or uuid.uuid4().hex,
         parent_request_id=ids.get("parent_request_id"),
-        action=tool.spec.name,
+        action=action,
         parameters=to_jsonable_python(dict(arguments)),
         session_id=context.session_id if context is not None else None,
         user_id=context.user_id if context is not None else None,

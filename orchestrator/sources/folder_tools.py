@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from langchain_core.tools import BaseTool
 
-from orchestrator.errors import ConfigError, ToolLoadError
+from orchestrator.errors import ConfigError, SandboxUnavailableError, ToolLoadError
 from orchestrator.folders.approvals import ApprovalStore, Ask, Reviewed, review_folders
 from orchestrator.folders.discovery import CHILDREN_DIR, FolderNode, ToolFolder
 from orchestrator.folders.importer import package_name
@@ -26,6 +26,7 @@ from orchestrator.folders.untrusted import printable
 from orchestrator.levels import LevelConfig
 from orchestrator.sources.adapter import langchain_tools
 from orchestrator.sources.folder_migrations import migrate_folder
+from orchestrator.sources.isolated.process import FolderProcesses
 from orchestrator.sources.level_resolver import LevelResolver
 from orchestrator.sources.mcp.clients import AskServer, McpClients
 from orchestrator.tools.agent import AgentTool, GraphFactory
@@ -42,7 +43,7 @@ logger = logging.getLogger(__name__)
 
 NOT_STARTED = "MCP server %s: not started here (only Orchestrator.start, asynchronous, starts them)"
 
-__all__ = ["FolderSource", "LoadedTool", "visible_sources"]
+__all__ = ["FolderSource", "LoadedTool", "tool_data_dir", "visible_sources"]
 
 
 @dataclass
@@ -94,6 +95,9 @@ class FolderSource:
         self._reviewed = reviewed
         self._ask_server = ask_server
         self._levels = LevelResolver(settings)
+        self.processes = FolderProcesses(
+            data_dir=settings.data_dir, require_sandbox=settings.require_sandbox
+        )
         self._done = False
 
     @property
@@ -129,6 +133,7 @@ class FolderSource:
         """Stop the MCP servers and close the databases folders of their own opened."""
         if self.servers is not None:
             await self.servers.close()
+        await self.processes.close()
         await self._levels.close()
 
     def _review(self) -> Reviewed:
@@ -147,6 +152,8 @@ class FolderSource:
             try:
                 if node.folder.config.mcp is not None:
                     loaded.extend(self._load_server(node.folder, parent=parent))
+                elif node.folder.config.sandboxed:
+                    loaded.append(self._load_isolated(node.folder, parent=parent))
                 else:
                     loaded.append(self._load(node, approved, parent=parent))
             except (ToolLoadError, ConfigError) as error:
@@ -166,7 +173,7 @@ class FolderSource:
         scopes = resolve_scopes(tool, folder.config.parameters)
         level = self._levels.child(parent, folder.config, agent=isinstance(tool, AgentTool))
         migrate_folder(folder, level.database)  # its tables, before it can use them
-        data_dir = _data_dir(self.settings.data_dir, folder.key)
+        data_dir = tool_data_dir(self.settings.data_dir, folder.key)
         context = ToolContext(
             data_dir=data_dir, database=level.database, folder=folder.path, embedder=self.embedder
         )
@@ -184,6 +191,21 @@ class FolderSource:
         config = call_config(folder.config, level)
         tools = langchain_tools(tool, config=config, scopes=scopes, folder=folder.path)
         return LoadedTool(folder, tool, children, tools, unapproved, level=level)
+
+    def _load_isolated(self, folder: ToolFolder, *, parent: LevelConfig) -> LoadedTool:
+        """A folder whose actions run in a sandboxed process of its own, started now."""
+        from orchestrator.sources.isolated.tool import isolated_tools
+
+        level = self._levels.child(parent, folder.config, agent=False)
+        tool_data = tool_data_dir(self.settings.data_dir, folder.key)
+        process = self.processes.process(folder, tool_data=tool_data)
+        try:
+            process.start_now()
+        except SandboxUnavailableError as error:  # not its code's fault: not asked again
+            raise ConfigError(str(error)) from None
+        config = call_config(folder.config, level)
+        tools = isolated_tools(process, config=config, folder=folder.path)
+        return LoadedTool(folder, None, langchain=tools, level=level)
 
     def _load_server(self, folder: ToolFolder, *, parent: LevelConfig) -> list[LoadedTool]:
         """The folder of an MCP server whose definition is approved; none otherwise."""
@@ -218,6 +240,7 @@ def _nobody_answers(*_: object) -> None:
     return None  # no one to ask: nothing new is approved now
 
 
-def _data_dir(data_dir: Path, key: str) -> Path:
+def tool_data_dir(data_dir: Path, key: str) -> Path:
+    """A folder's `ToolContext.data_dir`."""
     # data/tools/assistant/mail for the folder sub_graphs/assistant/src/sub_graphs/mail
     return data_dir / "tools" / key.replace(f"/{CHILDREN_DIR.as_posix()}/", "/")

@@ -11,7 +11,9 @@ from __future__ import annotations
 import re
 
 from orchestrator.folders.mcp_config import McpServerConfig
+from orchestrator.folders.sandbox_config import SandboxConfig
 from orchestrator.folders.tool_config import DatabaseOverride, ModelOverride, ToolConfig
+from orchestrator.sandbox.policy import Policy, unenforced
 from orchestrator.terminal.text import shown
 
 KEYISH = re.compile(r"KEY|TOKEN|AUTH", re.IGNORECASE)
@@ -23,7 +25,33 @@ def reach_lines(config: ToolConfig) -> list[str]:
     lines = _model(config.llm) + _database(config.db)
     if config.mcp is not None:
         lines += _server(config.mcp)
+    return lines + sandbox_lines(config)
+
+
+def sandbox_lines(config: ToolConfig) -> list[str]:
+    """What the folder's process may touch, and the rules this machine will not enforce."""
+    if config.mcp is not None and config.mcp.command is not None and not config.sandboxed:
+        return ["  [red]sandbox: none (isolation: inline): it runs with all you can reach[/red]"]
+    if not config.sandboxed:
+        return []
+    sandbox = config.sandbox
+    lines = [
+        f"  sandbox: {line}" if n == 0 else f"           {line}"
+        for n, line in enumerate(_reach(sandbox))
+    ]
+    missing = unenforced(Policy(read=[], write=[], connect=sandbox.connect))
+    lines += [f"  [red]not enforced on this machine: {shown(rule)}[/red]" for rule in missing]
     return lines
+
+
+def _reach(sandbox: SandboxConfig) -> list[str]:
+    reads = ", ".join(["the system", "its folder", "its program", *map(shown, sandbox.read)])
+    writes = ", ".join(["its own data directory", *map(shown, sandbox.write)])
+    ports = ", ".join(str(port) for port in sorted(set(sandbox.connect))) or "none"
+    limits = f"{sandbox.memory_mb} MB of memory, {sandbox.max_files} open files"
+    if sandbox.cpu_seconds is not None:
+        limits += f", {sandbox.cpu_seconds} s of CPU"
+    return [f"reads {reads}", f"writes {writes}", f"connects to TCP ports: {ports}", limits]
 
 
 def _model(llm: ModelOverride) -> list[str]:

@@ -73,10 +73,20 @@ def server_folder(sub_graphs: Path, name: str, mcp: dict[str, object], **config:
 
 
 def fixture_folder(sub_graphs: Path, name: str, control: Path, **config: object) -> Path:
-    """A folder for the fixture server over stdio, steered through `control`."""
+    """A folder for the fixture server over stdio, steered through `control`.
+
+    Its sandbox lets it read its program (in tests/, outside the folder), the other
+    servers' control directories (which it may be told to await) and read and write
+    `control`.
+    """
     control.mkdir(parents=True, exist_ok=True)
     mcp = {"command": sys.executable, "args": [str(FIXTURE), "--control", str(control)]}
-    return server_folder(sub_graphs, name, mcp, **config)
+    return server_folder(sub_graphs, name, mcp, **{"sandbox": fixture_sandbox(control), **config})
+
+
+def fixture_sandbox(control: Path) -> dict[str, list[str]]:
+    """The `sandbox:` section the fixture server steered through `control` needs."""
+    return {"read": [str(FIXTURE.parent), str(control.parent)], "write": [str(control)]}
 
 
 def pids(control: Path) -> list[int]:
@@ -217,7 +227,10 @@ async def test_reference_servers_start_after_approval_and_answer_through_chat_op
         sub_graphs, "time", {"command": "mcp-server-time", "args": ["--local-timezone", "UTC"]}
     )
     server_folder(
-        sub_graphs, "git", {"command": "mcp-server-git", "args": ["--repository", str(repo)]}
+        sub_graphs,
+        "git",
+        {"command": "mcp-server-git", "args": ["--repository", str(repo)]},
+        sandbox={"read": [str(repo)]},  # the default sandbox, and the repository to read
     )
     fixture_folder(sub_graphs, "refused", tmp_path / "refused")
     person = Person(folders={"refused": False})
@@ -480,7 +493,7 @@ async def test_servers_start_together_and_one_that_never_answers_is_skipped_and_
     }
     silent.mkdir()
     (silent / "hang").write_text("")
-    server_folder(sub_graphs, "silent", slow)
+    server_folder(sub_graphs, "silent", slow, sandbox=fixture_sandbox(silent))
 
     with caplog.at_level(logging.WARNING):
         async with started(Person()) as runtime:
@@ -715,10 +728,13 @@ def test_a_synchronous_create_starts_no_server(tmp_path: Path, caplog: pytest.Lo
 async def test_mcp_add_writes_a_folder_the_next_start_offers(tmp_path: Path):
     control = tmp_path / "fx"
     control.mkdir()
+    sandbox = fixture_sandbox(control)
     added = run_cli(
         "mcp",
         "add",
         "fx",
+        *(f"--read={path}" for path in sandbox["read"]),
+        *(f"--write={path}" for path in sandbox["write"]),
         "--",
         sys.executable,
         str(FIXTURE),

@@ -438,3 +438,21 @@ def test_arguments_are_checked_against_the_servers_whole_schema(tmp_path: Path):
     assert json_problems(greet, {"account": "acme", "text": "hi"}) is None
     assert json_problems(greet, {"account": "acme", "text": 3}) == "text: 3 is not of type 'string'"
     assert json_problems(greet, {"text": "hi"}) == "'account' is a required property"
+
+
+def test_structured_content_is_checked_against_the_output_schema_with_a_kept_validator():
+    from orchestrator.sources.mcp import calling
+
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    calling._validator.cache_clear()
+
+    calling.check_content("count", {"n": 3}, schema)
+    calling.check_content("count", {"n": 4}, schema)
+    with pytest.raises(RuntimeError, match="Invalid structured content returned by tool count"):
+        calling.check_content("count", {"n": "three"}, schema)
+    with pytest.raises(RuntimeError, match="did not return structured content"):
+        calling.check_content("count", None, schema)
+    with pytest.raises(RuntimeError, match="Invalid schema for tool bad"):
+        calling.check_content("bad", {}, {"type": 12})
+
+    assert calling._validator.cache_info().misses == 2  # one per schema, however many calls

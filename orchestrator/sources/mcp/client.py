@@ -24,11 +24,13 @@ from mcp.client.stdio import stdio_client
 from mcp.types import CONNECTION_CLOSED, CallToolResult, Tool
 from pydantic import JsonValue
 
-from orchestrator.errors import McpServerError, ToolError, TransientToolError
+from orchestrator.errors import ConfigError, McpServerError, ToolError, TransientToolError
 from orchestrator.folders.mcp_config import McpServerConfig
 from orchestrator.private import open_private_log
 from orchestrator.redact import redact
+from orchestrator.sources.mcp.calling import call_tool
 from orchestrator.sources.mcp.definitions import ServerDefinition
+from orchestrator.sources.mcp.sandboxed import ServerSandbox
 from orchestrator.sources.mcp.thread import McpThread
 
 logger = logging.getLogger(__name__)
@@ -73,6 +75,7 @@ class McpClient:
     definition differs is closed and its calls refused. `errlog` receives a
     stdio server's standard error (by default, ours). The session lives on
     `thread` (see `McpThread`); these methods may be awaited on any loop.
+    With `sandbox`, a stdio server runs held by it (see `sandboxed`).
     """
 
     def __init__(
@@ -83,8 +86,10 @@ class McpClient:
         folder: Path,
         thread: McpThread,
         errlog: Path | None = None,
+        sandbox: ServerSandbox | None = None,
     ) -> None:
         self.name = name
+        self.sandbox = sandbox  # a stdio server's, unless it runs unconfined
         self.config = config
         self.folder = folder
         self.thread = thread
@@ -122,7 +127,7 @@ class McpClient:
     async def _call(self, tool: str, arguments: dict[str, object]) -> CallToolResult:
         current = await self._pinned_session()
         try:
-            return await current.session.call_tool(tool, arguments)
+            return await _call_tool(current, tool, arguments)
         except CLOSED:  # it died while idle: the call never reached it, so it may be sent again
             await self._lost(current)
             current = await self._pinned_session()
@@ -140,7 +145,7 @@ class McpClient:
         self, current: _Open, tool: str, arguments: dict[str, object]
     ) -> CallToolResult:
         try:
-            return await current.session.call_tool(tool, arguments)
+            return await _call_tool(current, tool, arguments)
         except CLOSED as error:
             await self._lost(current)
             raise TransientToolError(
@@ -181,8 +186,20 @@ class McpClient:
             shown = redact(" ".join(str(part) for part in _launch_words(launch)))
             raise McpServerError(LAUNCH_CHANGED.format(name=self.name, launch=shown))
 
+    def _check_sandbox(self) -> None:
+        """Refuse, before any process starts, a sandbox that is required and cannot be enforced."""
+        if self.sandbox is None or self.config.command is None:
+            return
+        try:
+            connection = self.config.connection(folder=self.folder)
+            assert connection["transport"] == "stdio"
+            self.sandbox.check(name=self.name, command=connection["command"], folder=self.folder)
+        except ConfigError as error:  # a variable or command missing: said as any failed start
+            raise self._not_started(str(error)) from None
+
     async def _opened(self) -> _Open:
         self._check_launch()
+        self._check_sandbox()
         loop = asyncio.get_running_loop()
         ready: asyncio.Future[tuple[ClientSession, ServerDefinition]] = loop.create_future()
         stop = asyncio.Event()
@@ -234,6 +251,8 @@ class McpClient:
 
     def _session(self) -> AbstractAsyncContextManager[ClientSession]:
         connection = self.config.connection(folder=self.folder)
+        if connection["transport"] == "stdio" and self.sandbox is not None:
+            connection = self.sandbox.wrap(connection, folder=self.folder)
         if connection["transport"] == "stdio" and self.errlog is not None:
             return _stdio_session(connection, self.errlog)
         return create_session(connection)
@@ -254,6 +273,13 @@ async def _stdio_session(connection: Connection, errlog: Path) -> AsyncIterator[
         async with stdio_client(parameters, errlog=log) as (read, write):
             async with ClientSession(read, write) as session:
                 yield session
+
+
+async def _call_tool(current: _Open, tool: str, arguments: dict[str, object]) -> CallToolResult:
+    """One call on the session, its content checked against the output schema given at start."""
+    known = current.definition.tools.get(tool)
+    schema = known.outputSchema if known is not None else None
+    return await call_tool(current.session, tool, arguments, output_schema=schema)
 
 
 def _launch_words(launch: dict[str, JsonValue]) -> list[JsonValue]:

@@ -24,10 +24,12 @@ from pydantic import JsonValue
 from orchestrator.errors import McpServerError, ToolLoadError
 from orchestrator.folders.approvals import LATER, ApprovalStore, Later, Reviewed, Status
 from orchestrator.folders.discovery import FolderNode, ToolFolder
+from orchestrator.folders.sandbox_config import data_directory
 from orchestrator.folders.untrusted import printable
 from orchestrator.settings import Settings
 from orchestrator.sources.mcp.definitions import ServerDefinition, changes
 from orchestrator.sources.mcp.pins import approved_definition, decide, pin_status, pinned
+from orchestrator.sources.mcp.sandboxed import ServerSandbox
 from orchestrator.sources.mcp.thread import McpThread
 
 if TYPE_CHECKING:  # the SDK loads only when there is a server to start
@@ -65,9 +67,19 @@ class McpClients:
     `open` then settles each one's definition with the person, once.
     """
 
-    def __init__(self, folders: Iterable[ToolFolder], *, store: ApprovalStore, logs: Path) -> None:
+    def __init__(
+        self,
+        folders: Iterable[ToolFolder],
+        *,
+        store: ApprovalStore,
+        logs: Path,
+        data_dir: Path | None = None,
+        require_sandbox: bool = False,
+    ) -> None:
         self.store = store
         self.logs = logs
+        self.data_dir = data_dir if data_dir is not None else logs.parent.parent
+        self.require_sandbox = require_sandbox
         self.folders = {folder.key: folder for folder in folders if folder.config.mcp is not None}
         self.servers: dict[str, McpClient] = {}
         self.approved: dict[str, ServerDefinition] = {}
@@ -80,7 +92,13 @@ class McpClients:
     def of(cls, settings: Settings, reviewed: Reviewed) -> McpClients:
         """The servers of the approved MCP folders of `reviewed`, at every level."""
         folders = _approved(reviewed.tree.nodes, reviewed.approved)
-        return cls(folders, store=ApprovalStore.of(settings), logs=settings.data_dir / LOGS)
+        return cls(
+            folders,
+            store=ApprovalStore.of(settings),
+            logs=settings.data_dir / LOGS,
+            data_dir=settings.data_dir,
+            require_sandbox=settings.require_sandbox,
+        )
 
     def start(self) -> Future[list[ServerDefinition | BaseException]]:
         """Start every server at once (the first call; later ones get the same starts)."""
@@ -132,10 +150,22 @@ class McpClients:
                 folder=folder.path,
                 thread=self.thread,
                 errlog=log,
+                sandbox=self._sandbox(folder),
             )
             self.servers[key].approved_launch = self._approved_launch(folder)
         starts = (server.started() for server in self.servers.values())
         return await asyncio.gather(*starts, return_exceptions=True)
+
+    def _sandbox(self, folder: ToolFolder) -> ServerSandbox | None:
+        """The folder's sandbox, unless its server runs unconfined (`isolation: inline`, a URL)."""
+        if not folder.config.sandboxed:
+            return None
+        return ServerSandbox(
+            config=folder.config.sandbox,
+            data=data_directory(self.data_dir, folder.key),
+            settings=folder.config.config,
+            require=self.require_sandbox,
+        )
 
     def _approved_launch(self, folder: ToolFolder) -> dict[str, JsonValue] | None:
         """The launch of the approved definition, unless the folder was approved again since.

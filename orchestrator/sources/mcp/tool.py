@@ -22,6 +22,7 @@ from orchestrator.sources.mcp.client import McpClient
 from orchestrator.sources.mcp.content import tool_result
 from orchestrator.sources.mcp.definitions import ServerDefinition, ToolDefinition
 from orchestrator.sources.mcp.marks import check_config, function_name, hint
+from orchestrator.sources.mcp.sandboxed import denial_note
 from orchestrator.sources.mcp.tool_scope import JsonScope
 from orchestrator.tools.results import ToolResult
 
@@ -47,8 +48,16 @@ class McpTool(StructuredTool):
         return self.scope.visible if self.scope is not None else self.full_schema
 
     async def call_tool(self, arguments: dict[str, object]) -> ToolResult:
-        """Run the tool on its server; the server's answer in the envelope."""
-        return tool_result(await self.server.call(self.remote_name, arguments))
+        """Run the tool on its server; the server's answer in the envelope.
+
+        Under a sandbox, an answer that reads as a permission denial says so in its
+        metadata (and so in the request log): the rule that refused it is not known.
+        """
+        result = tool_result(await self.server.call(self.remote_name, arguments))
+        note = denial_note(result.message) if self.server.sandbox is not None else None
+        if note is not None:
+            result.metadata["sandbox"] = note
+        return result
 
 
 def mcp_tools(

@@ -1,0 +1,6 @@
+"""Python tool folders with `sandbox: {isolation: process}`: their actions run in a child process.
+
+One warm child per folder (`process.FolderProcess`), held by the folder's
+sandbox (Landlock and resource limits, see `sandbox`), speaking JSON lines
+over its standard input and output (`protocol`); `worker` is the child's side.
+"""
