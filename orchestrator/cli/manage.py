@@ -139,11 +139,10 @@ def new_agent(
 def db_upgrade() -> None:
     """Create or upgrade the schema (also done at every start)."""
 
-    from orchestrator.store.migrations import upgrade
+    from orchestrator.store.queue_schema import upgrade_all
 
     async def run(database: Database) -> None:
-        applied = await upgrade(database)
-        done = ", ".join(f"{m.version} ({m.description})" for m in applied)
+        done = ", ".join(await upgrade_all(database))
         out.print(f"{database.where}: {f'applied {done}' if done else 'up to date'}", highlight=False)
 
     with_database(run)
