@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import importlib
 import os
 import platform
 import sys
@@ -77,7 +78,7 @@ PROCESS_WATCH = ProcessWatch()
 platform.processor()
 # croniter (procrastinate's, the job queue's) runs `file` on the interpreter when first imported:
 # imported here, that is no process started by whichever test first touches the queue.
-import croniter  # noqa: E402, F401
+importlib.import_module("croniter")
 sys.addaudithook(PROCESS_WATCH)  # hooks cannot be removed; this one is idle unless watching
 
 

@@ -29,12 +29,13 @@ CREATE TABLE job_queue.approved_folders (
     PRIMARY KEY (folder_key, digest)
 );
 
--- The process behind each worker registration: where a job runs, and whether a worker takes the
--- queue's jobs or only holds the calls its own process moved to the background.
+-- The process behind each worker registration: where a job runs, and the queues it takes jobs
+-- from (one per folder content it loaded; none when it only holds the calls its own process
+-- moved to the background).
 CREATE TABLE job_queue.worker_processes (
     worker_id bigint PRIMARY KEY REFERENCES job_queue.procrastinate_workers (id) ON DELETE CASCADE,
     owner text NOT NULL,
-    takes_jobs boolean NOT NULL,
+    queues text[] NOT NULL,
     concurrency integer NOT NULL,
     started_at timestamptz NOT NULL DEFAULT now()
 );
