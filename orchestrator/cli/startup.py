@@ -340,7 +340,13 @@ def _with_jobs(runtime: Orchestrator, options: JobOptions) -> Orchestrator:
 
     takes = runtime.settings.embedded_worker if options.takes_jobs is None else options.takes_jobs
     spawn = options.spawn_for_left and runtime.settings.embedded_worker
-    return replace(runtime, tasks=JobRunner(runtime, takes_jobs=takes, spawn_for_left=spawn))
+    runner = JobRunner(runtime, takes_jobs=takes, spawn_for_left=spawn, on_note=_job_note)
+    return replace(runtime, tasks=runner)
+
+
+def _job_note(line: str) -> None:
+    with suppress(OSError):  # the terminal may be gone: the jobs go on
+        err.print(f"[yellow]note:[/yellow] {shown(line)}", highlight=False)
 
 
 async def _close(

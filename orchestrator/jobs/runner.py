@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from sqlalchemy import text
@@ -26,7 +27,7 @@ from orchestrator.jobs.trust import approval_of, record, record_local_decisions,
 from orchestrator.runtime import Orchestrator
 from orchestrator.store.job_requests import BackgroundCall, JobRequests
 from orchestrator.store.queue_schema import SCHEMA
-from orchestrator.store.requests import ANONYMOUS, OWNER
+from orchestrator.store.requests import ANONYMOUS, OWNER, is_alive
 from orchestrator.tasks import BackgroundTask, Delivery, Listener
 from orchestrator.tools.request_log import CallRecord, Handover, RequestObserver
 from orchestrator.tools.results import ToolResult
@@ -35,15 +36,24 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     from orchestrator.jobs.queue import JobArgs, JobQueue
+    from orchestrator.jobs.stalled import Settled
     from orchestrator.jobs.worker import JobWorker
 
 logger = logging.getLogger(__name__)
 
-# Whether jobs wait in the queues of these contents: asked at a session's start, without
-# loading the queue (procrastinate) unless they do.
-WAITING = text(
-    f"""SELECT EXISTS (SELECT 1 FROM {SCHEMA}.procrastinate_jobs
-        WHERE status = 'todo' AND queue_name = ANY(:queues))"""
+# Work for a worker of this process, asked at a session's start without loading the queue
+# (procrastinate) unless there is some: jobs waiting in the queues of its contents, and running
+# jobs whose worker is silent, or (its owner: on this machine, maybe gone) to look at.
+WORK = text(
+    f"""SELECT NULL AS owner, true AS silent WHERE EXISTS (
+            SELECT 1 FROM {SCHEMA}.procrastinate_jobs
+            WHERE status = 'todo' AND queue_name = ANY(CAST(:queues AS text[])))
+        UNION ALL
+        SELECT p.owner, (w.id IS NULL OR w.last_heartbeat < now() - make_interval(secs => :seconds))
+        FROM {SCHEMA}.procrastinate_jobs j
+        LEFT JOIN {SCHEMA}.procrastinate_workers w ON w.id = j.worker_id
+        LEFT JOIN {SCHEMA}.worker_processes p ON p.worker_id = j.worker_id
+        WHERE j.status = 'doing'"""
 )
 STILL_QUEUED = f"""
     SELECT DISTINCT queue_name FROM {SCHEMA}.procrastinate_jobs
@@ -53,12 +63,34 @@ WAITING_HERE = (
     "{count} background task(s) run in this process: waiting for them to end "
     "(Ctrl-C cancels them; closing the terminal does not)"
 )
+SETTLED = {
+    "requeued": "running it again",
+    "failed": "marked failed",
+    "cancelled": "cancelled, as asked",
+}
+LEFT_BY_WORKER = "{name} ({request_id}) was left running by a stopped process: {what}"
+
+
+def settled_line(settled: Settled) -> str:
+    """What became of a job whose worker stopped, in one line for the person."""
+    call = settled.call
+    name = call.call_name if call is not None else "a background call"
+    what = SETTLED.get(settled.outcome, settled.outcome)
+    return LEFT_BY_WORKER.format(name=name, request_id=settled.job.args.request_id, what=what)
 
 
 class JobRunner:
     """The job queue as one process's runtime sees it (a `TaskBoard`; see the module)."""
 
-    def __init__(self, runtime: Orchestrator, *, takes_jobs: bool, spawn_for_left: bool = False) -> None:
+    def __init__(
+        self,
+        runtime: Orchestrator,
+        *,
+        takes_jobs: bool,
+        spawn_for_left: bool = False,
+        on_note: Callable[[str], None] | None = None,
+    ) -> None:
+        """`on_note` is told, in a line, what became of the jobs of workers that stopped."""
         storage = runtime.storage
         if storage is None:
             raise ValueError("background jobs need the runtime's storage: they are in the database")
@@ -66,6 +98,7 @@ class JobRunner:
         self.storage = storage
         self.takes_jobs = takes_jobs
         self.spawn_for_left = spawn_for_left
+        self.on_note = on_note
         self.listeners: list[Listener] = []
         self.deliveries = Deliveries(storage.database, listeners=self.listeners)
         self.jobs = JobRequests(storage.database)
@@ -145,13 +178,17 @@ class JobRunner:
         return outcome is not None
 
     async def catch_up(self, session_id: str) -> list[BackgroundTask]:
-        """What ended while no one had the session open, now claimed here to deliver; a worker
-        of this process starts when jobs it could run wait."""
+        """What ended while no one had the session open, now claimed here to deliver.
+
+        First, a worker of this process starts if there is work for it: jobs
+        it could run wait, or a stopped worker left jobs (settled as it starts:
+        run again, or failed and so reported here).
+        """
         user = self._users.get(session_id, ANONYMOUS)
-        ended = await self.deliveries.catch_up(session_id, user_id=user)
-        if self.takes_jobs and self._worker is None and await self._jobs_wait_for_us():
+        self.deliveries.watch(session_id, user_id=user)
+        if self._worker is None and await self._work_for_us():
             await self._ready()
-        return ended
+        return await self.deliveries.catch_up(session_id, user_id=user)
 
     def waiting(self, session_id: str) -> int:
         """How many jobs this process made in the session have not reached it yet."""
@@ -231,9 +268,21 @@ class JobRunner:
             settings=self.runtime.settings,
             executor=executor,
             queues=self._content_queues(),
+            on_settled=self._settled,
         )
         await worker.start()
         return worker
+
+    def _settled(self, settled: list[Settled]) -> None:
+        """Jobs of stopped workers: told; one of an open session run again is waited for as ours."""
+        for done in settled:
+            call = done.call
+            if call is None or call.session_id not in self._users:
+                continue
+            if self.on_note is not None:
+                self.on_note(settled_line(done))
+            if done.outcome == "requeued":
+                self._expect(call)
 
     async def _hold(
         self,
@@ -261,12 +310,12 @@ class JobRunner:
 
         return sorted({content_queue(f.digest) for f in self._folders.values() if f.config.mcp is None})
 
-    async def _jobs_wait_for_us(self) -> bool:
-        queues = self._content_queues()
-        if not queues:
-            return False
+    async def _work_for_us(self) -> bool:
+        queues = self._content_queues() if self.takes_jobs else []
+        seconds = self.runtime.settings.worker_stalled_seconds
         async with self.storage.database.admin_transaction() as connection:
-            return bool(await connection.scalar(WAITING, {"queues": queues}))
+            rows = (await connection.execute(WORK, {"queues": queues, "seconds": seconds})).all()
+        return any(row.silent or (row.owner is not None and not is_alive(row.owner)) for row in rows)
 
     def _expect(self, call: CallRecord) -> None:
         session = call.session_id or ""

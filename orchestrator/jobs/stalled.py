@@ -22,6 +22,7 @@ from orchestrator.jobs.queue import JobArgs, JobQueue
 from orchestrator.store.job_requests import JobRequests
 from orchestrator.store.queue_schema import SCHEMA
 from orchestrator.store.requests import RequestLog, is_alive
+from orchestrator.tools.request_log import CallRecord
 
 logger = logging.getLogger(__name__)
 
@@ -80,46 +81,54 @@ async def stalled_jobs(queue: JobQueue, *, seconds: float) -> list[Stalled]:
     return found
 
 
-async def settle_stalled(
-    queue: JobQueue, log: RequestLog, *, seconds: float
-) -> list[tuple[Stalled, str]]:
-    """Settle every stalled job; each with what became of it: `requeued`, `failed`,
-    `cancelled` or `ended` (its call had ended)."""
+@dataclass(frozen=True)
+class Settled:
+    """A stalled job settled, and how: `requeued`, `failed`, `cancelled`, or `ended` (its call
+    had ended before its worker stopped); `call` is its call, as the request log holds it."""
+
+    job: Stalled
+    outcome: str
+    call: CallRecord | None
+
+
+async def settle_stalled(queue: JobQueue, log: RequestLog, *, seconds: float) -> list[Settled]:
+    """Settle every stalled job (those another worker settles meanwhile are left out)."""
     settled = []
     for job in await stalled_jobs(queue, seconds=seconds):
         try:
-            outcome = await _settle(queue, log, job)
+            done = await _settle(queue, log, job)
         except Exception as error:  # one job's trouble must not stop the others being settled
             logger.warning("settling stalled job %s failed: %s: %s", job.job_id, type(error).__name__, error)
             continue
-        if outcome is not None:
-            settled.append((job, outcome))
+        if done is not None:
+            settled.append(done)
     return settled
 
 
-async def _settle(queue: JobQueue, log: RequestLog, job: Stalled) -> str | None:
+async def _settle(queue: JobQueue, log: RequestLog, job: Stalled) -> Settled | None:
     if job.outcome is not None:  # its call ended; its worker stopped before ending the job
         status = "succeeded" if job.outcome == "completed" else "failed"
-        return "ended" if await queue.finish(job.job_id, status) else None
+        return Settled(job, "ended", None) if await queue.finish(job.job_id, status) else None
     jobs = JobRequests(log.database)
     held = await jobs.load(job.args.request_id, user_id=job.args.user_id)
+    call = held.call if held is not None else None
     if job.cancelled:  # it was being cancelled when its worker stopped: it is
         if not await queue.finish(job.job_id, "aborted"):
             return None
-        if held is not None:
-            await log.cancelled(held.call)
-        return "cancelled"
+        if call is not None:
+            await log.cancelled(call)
+        return Settled(job, "cancelled", call)
     if job.attempts + 1 < job.tries:
         at = datetime.now(UTC) + timedelta(seconds=backoff(job.attempts + 1))
         assert job.args.digest is not None  # `tries` is 1 for a call of no folder
         if not await queue.retry(job.job_id, at=at, digest=job.args.digest):
             return None  # another worker settled it
-        if held is not None:
+        if call is not None:
             detail = AGAIN.format(owner=job.owner or "unknown", attempt=job.attempts + 2, tries=job.tries)
-            await jobs.requeued(held.call, job_id=job.job_id, detail=detail)
-        return "requeued"
+            await jobs.requeued(call, job_id=job.job_id, detail=detail)
+        return Settled(job, "requeued", call)
     if not await queue.finish(job.job_id, "failed"):
         return None
-    if held is not None:
-        await log.interrupted(held.call)
-    return "failed"
+    if call is not None:
+        await log.interrupted(call)
+    return Settled(job, "failed", call)

@@ -21,13 +21,13 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from procrastinate.worker import Worker
 from procrastinate.connector import BaseAsyncConnector
 from procrastinate.manager import JobManager
+from procrastinate.worker import Worker
 
 from orchestrator.errors import ToolError
 from orchestrator.jobs.queue import EXECUTOR, HELD, Executor, JobArgs, JobQueue
-from orchestrator.jobs.stalled import Stalled, settle_stalled
+from orchestrator.jobs.stalled import Settled, settle_stalled
 from orchestrator.redact import redact
 from orchestrator.settings import Settings
 from orchestrator.store.queue_schema import SCHEMA
@@ -57,7 +57,7 @@ TAKERS_SQL = f"""
 FETCH_POLL_SECONDS = 5.0  # a worker that takes jobs looks for them this often, besides NOTIFY
 HELD_ONLY_POLL_SECONDS = 24 * 3600.0  # one that takes none has nothing to look for
 ABORTS = f"procrastinate_queue_v1#{HELD}"  # the channel of cancellations of held jobs
-Settled = Callable[[list[tuple[Stalled, str]]], None]
+OnSettled = Callable[[list[Settled]], None]
 
 
 class _Registering(JobManager):
@@ -126,7 +126,7 @@ class JobWorker:
         executor: Executor | None = None,
         queues: list[str] | None = None,
         concurrency: int | None = None,
-        on_settled: Settled | None = None,
+        on_settled: OnSettled | None = None,
     ) -> None:
         self.queue = queue
         self.log = log
@@ -178,10 +178,11 @@ class JobWorker:
             running.result()
             raise RuntimeError("the job worker stopped before it registered")
         self.worker_id = manager.registered.result()
+        await self._settle_logged()  # at once: what stopped workers left is known before any wait
         self._tasks = [running, _task(self._watch_stalled(), name="stalled jobs")]
         return self.worker_id
 
-    async def settle_stalled(self) -> list[tuple[Stalled, str]]:
+    async def settle_stalled(self) -> list[Settled]:
         """Settle the jobs of stopped workers now (as each heartbeat does)."""
         settled = await settle_stalled(
             self.queue, self.log, seconds=self.settings.worker_stalled_seconds
@@ -244,11 +245,14 @@ class JobWorker:
 
     async def _watch_stalled(self) -> None:
         while True:
-            try:
-                await self.settle_stalled()
-            except Exception as error:  # the database may be away a moment: look again later
-                logger.warning("looking for stalled jobs failed: %s: %s", type(error).__name__, error)
             await asyncio.sleep(self.settings.worker_heartbeat_seconds)
+            await self._settle_logged()
+
+    async def _settle_logged(self) -> None:
+        try:
+            await self.settle_stalled()
+        except Exception as error:  # the database may be away a moment: look again later
+            logger.warning("looking for stalled jobs failed: %s: %s", type(error).__name__, error)
 
     async def _until_done(self, held: _Held, observer: RequestObserver | None) -> None:
         try:
