@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from contextlib import nullcontext
@@ -23,10 +24,11 @@ from orchestrator.cli.common import (
 from orchestrator.cli.scaffold import Kind, children_directory, create_agent_folder
 from orchestrator.errors import ConfigError, UserError
 from orchestrator.folders.approvals import ApprovalStore, discover_approved_first
-from orchestrator.folders.discovery import Discovery, ToolFolder, walk
+from orchestrator.folders.discovery import Discovery, FolderNode, ToolFolder, walk
 from orchestrator.terminal.text import describe_folder, display_path, one_line, shown
 
 if TYPE_CHECKING:
+    from orchestrator.settings import Settings
     from orchestrator.store.engine import Database
 
 tools_app = typer.Typer(no_args_is_help=True, help="List, approve and revoke tool folders.")
@@ -277,6 +279,34 @@ def _decide(name: str, *, approved: bool) -> None:
         store.decide(folder, approved=approved)
     verdict = "approved" if approved else "revoked"
     out.print(f"{verdict}: {describe_folder(folder)}", highlight=False)
+    _tell_the_workers(settings, folder, store)
+
+
+def _tell_the_workers(settings: Settings, folder: ToolFolder, store: ApprovalStore) -> None:
+    """Record the decision in an external database at once, for the workers that check it.
+
+    The embedded database learns it when `chat`, `ask` or a worker next starts
+    (starting it here would make this quick command slow).
+    """
+    if not settings.database_url:
+        return
+    from orchestrator.jobs.trust import decisions_of, record
+    from orchestrator.store.engine import Database
+    from orchestrator.store.queue_schema import upgrade_all
+
+    async def run() -> None:
+        database = Database.from_settings(settings)
+        try:
+            await upgrade_all(database)
+            await record(database, decisions_of(store, Discovery(nodes=[FolderNode(folder)])))
+        finally:
+            await database.close()
+
+    try:
+        asyncio.run(run())
+    except Exception as error:  # the decision stands here; the workers learn it at the next start
+        line = f"not recorded in the database for the workers yet ({type(error).__name__}: {error})"
+        err.print(f"[yellow]note:[/yellow] {escape(one_line(line))}", highlight=False)
 
 
 def _find_folder(tree: Discovery, name: str) -> ToolFolder:

@@ -127,6 +127,7 @@ class JobRunner:
         job_id = await queue.defer(_args(handover, folder))
         await self.jobs.queued(call, job_id=job_id)
         self._expect(call)
+        await self.deliveries.listen()  # its result comes back through the database
         return True
 
     def adopt(
@@ -297,6 +298,7 @@ class JobRunner:
             args = _args(handover, folder) if handover is not None else _bare_args(call)
             job_id = await worker.hold(args, work, call, observer=observer)
             await self.jobs.held(call, job_id=job_id)
+            await self.deliveries.listen()
         except Exception as error:  # the queue is away: the call still runs here, as before
             logger.warning("holding %s as a job failed: %s: %s", call.request_id, type(error).__name__, error)
             await _record_when_done(work, call, observer)

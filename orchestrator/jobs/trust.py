@@ -15,17 +15,21 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
-from langchain_core.tools import BaseTool
 from sqlalchemy import text
 
 from orchestrator.folders.approvals import ApprovalStore, Reviewed, discover_approved_first
 from orchestrator.folders.discovery import Discovery, FolderNode, ToolFolder, walk
-from orchestrator.runtime import Orchestrator
 from orchestrator.settings import Settings
 from orchestrator.store.engine import Database
 from orchestrator.store.queue_schema import SCHEMA
 from orchestrator.store.requests import OWNER
+
+if TYPE_CHECKING:  # types only: `tools approve` records decisions without loading LangChain
+    from langchain_core.tools import BaseTool
+
+    from orchestrator.runtime import Orchestrator
 
 # The latest decision about a content wins: one person's revocation holds for the whole team.
 RECORD = text(
