@@ -154,12 +154,16 @@ def db_upgrade() -> None:
 def db_status() -> None:
     """Where the database is, its schema version, and how many messages are embedded."""
     from orchestrator.store.messages import message_counts
-    from orchestrator.store.migrations import schema_status
+    from orchestrator.store.migrations import applied_migrations, schema_status
+    from orchestrator.store.queue_schema import COMPONENT, queue_migrations
 
     async def run(database: Database) -> None:
         status = await schema_status(database)
         out.print(f"database: {database.where}", highlight=False)
         out.print(f"schema version: {status.version} (pending: {len(status.pending)})")
+        queued = (await applied_migrations(database)).get(COMPONENT, set())
+        waiting = [m for m in queue_migrations() if m.version not in queued]
+        out.print(f"job queue schema version: {max(queued, default=0)} (pending: {len(waiting)})")
         if not status.pending:
             counts = await message_counts(database)
             out.print(

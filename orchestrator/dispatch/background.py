@@ -52,11 +52,11 @@ class BackgroundMiddleware:
         if work.done():
             return work.result()
         observer = request.context.observer
+        if observer is not None and not background:  # before the runner records what it does
+            await safely(observer.acknowledged(request.record, detail=OUTLIVED))
         runner.adopt(
             work, request.record, observer=observer, started_at=started, handover=_handover(request)
         )
-        if observer is not None and not background:
-            await safely(observer.acknowledged(request.record, detail=OUTLIVED))
         return acknowledgement(request)
 
 

@@ -217,12 +217,16 @@ class JobRunner:
             self._worker.cancel_running()
 
     async def close(self) -> None:
-        """Wait for the jobs running here, leave the queue; start a worker for what is left."""
+        """Wait for the jobs running here, leave the queue; start a worker for what is left.
+
+        Results stop coming into the sessions first: one that ends while this
+        waits is reported when its session is next opened.
+        """
+        await self.deliveries.close()
         if self._holding:
             await asyncio.wait(list(self._holding.values()))
         if self._worker is not None:
             await self._worker.stop()
-        await self.deliveries.close()
         if self._queue is not None:
             try:
                 await self._leave_no_job_behind()

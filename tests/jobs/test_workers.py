@@ -289,3 +289,65 @@ async def _newest_request(database: Database) -> str:
                 "ORDER BY created_at DESC LIMIT 1"
             )
         )
+
+
+async def test_cancel_in_chat_reaches_the_worker_process_and_tasks_shows_it(
+    cli, tmp_path: Path, database_logins: Logins, database: Database
+):
+    noted, _ = brewer(tmp_path)  # its gate never opens: only the cancellation ends it
+    cli("tools", "approve", "brewer", cwd=tmp_path)
+    with OpenAICompatibleServer([CALL, "Brewing."]) as server:
+        env = job_env(server, database_logins, tmp_path)
+        async with worker(tmp_path, env) as running:
+            chat_env = {**env, "ORCHESTRATOR_EMBEDDED_WORKER": "0"}
+            async with started("chat", home=tmp_path, env=chat_env, name="chat", stdin=True) as chat:
+                assert chat.process.stdin is not None
+                chat.process.stdin.write("make coffee\n")
+                chat.process.stdin.flush()
+                await until(lambda: bool(runs(noted)), alive=chat.process)
+                [(request_id, _)] = runs(noted)
+                chat.process.stdin.write(f"/tasks\n/cancel {request_id[:8]}\n")
+                chat.process.stdin.flush()
+                await until(lambda: _ended(database, request_id), alive=chat.process)
+                chat.process.stdin.write("/tasks\n")
+                chat.process.stdin.close()
+                assert chat.process.wait(timeout=120) == 0, chat.stderr()
+            assert stop(running) == 0
+
+    assert await outcome(database, request_id) == "cancelled"
+    lines = chat.stdout().splitlines()
+    assert lines[0] == "Brewing."
+    assert lines[1].startswith(f"{request_id}  brewer_brew  running on ")
+    assert lines[2] == f"cancelling task {request_id}"
+    assert lines[3].startswith(f"{request_id}  brewer_brew  cancelled")
+
+
+async def test_closing_the_terminal_does_not_cancel_a_job_the_chat_runs(
+    cli, tmp_path: Path, database_logins: Logins, database: Database
+):
+    noted, gate = brewer(tmp_path)
+    cli("tools", "approve", "brewer", cwd=tmp_path)
+    session = f"s-{uuid.uuid4().hex[:8]}"
+    script = [CALL, "Brewing, here.", "Your coffee is ready.", "Hello."]
+    with OpenAICompatibleServer(script) as server:
+        env = job_env(server, database_logins, tmp_path)  # the chat runs jobs itself: no worker
+        chat_args = ("chat", "-s", session)
+        async with started(*chat_args, home=tmp_path, env=env, name="chat", stdin=True) as chat:
+            assert chat.process.stdin is not None
+            chat.process.stdin.write("make coffee\n")
+            chat.process.stdin.flush()
+            await until(lambda: bool(runs(noted)), alive=chat.process)
+            [(request_id, pid)] = runs(noted)
+            chat.process.send_signal(signal.SIGHUP)  # the terminal closed
+            await until(lambda: "waiting for them to end" in chat.stderr(), alive=chat.process)
+            assert await outcome(database, request_id) is None, "still running"
+            gate.write_text("open")
+            assert chat.process.wait(timeout=120) == 128 + signal.SIGHUP, chat.stderr()
+        again = ask("-s", session, "hello", home=tmp_path, env=env)
+
+    assert pid == chat.pid, "the chat's own worker ran it"
+    assert await outcome(database, request_id) == "completed"
+    assert "1 background task(s) run in this process: waiting for them to end" in chat.stderr()
+    # No one had the session open when it ended: the next command reports it.
+    assert f"while you were away:\n  task {request_id} (brewer_brew): completed" in again.stderr
+    assert again.stdout.splitlines() == ["Your coffee is ready.", "Hello."]
