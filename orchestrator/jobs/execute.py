@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from orchestrator.jobs.queue import JobArgs
 from orchestrator.jobs.trust import approved_contents, refusal, tool_folders
 from orchestrator.levels import Limits
 from orchestrator.runtime import Orchestrator
+from orchestrator.store.engine import Database
 from orchestrator.store.job_requests import JobRequests
 from orchestrator.store.storage import Storage
 from orchestrator.store.usage_log import session_totals
@@ -40,6 +42,7 @@ logger = logging.getLogger(__name__)
 
 NOT_APPROVED = "not_approved"  # the error code of a refused job
 NO_LEVEL = "{name} did not run on worker {worker}: it has no agent {path} to run it at"
+CHECK_SECONDS = 1.0  # how old a folder's hash, or the database's approval, may be when a job runs
 
 
 class JobExecutor:
@@ -60,18 +63,16 @@ class JobExecutor:
         self.jobs = JobRequests(storage.database)
         self._folders = tool_folders(runtime)
         self._levels: dict[tuple[str, ...], Dispatcher | None] = {}
+        self._checked = _Checked(storage.database)
 
     async def run(self, args: JobArgs, *, job_id: int) -> None:
         """Run the job's call, unless it ended already (cancelled before it started, say)."""
-        held = await self.jobs.load(args.request_id, user_id=args.user_id)
-        if held is None or held.outcome is not None:
+        call = await self.jobs.take(args.request_id, user_id=args.user_id, job_id=job_id, worker=self.name)
+        if call is None:
             logger.info("job %s: request %s has ended already", job_id, args.request_id)
             return
-        call = held.call
         level = self._level(args.agent_path)
         tool = level.tools.get(call.call_name) if level is not None else None
-        if not await self.jobs.taken(call, job_id=job_id, worker=self.name):
-            return  # cancelled meanwhile
         why = await self._refusal(call, tool, args) if level is not None else self._no_level(call, args)
         if why is not None:
             logger.warning("job %s refused: %s", job_id, why)
@@ -109,16 +110,14 @@ class JobExecutor:
         folder = self._folders.get(id(tool)) if tool is not None else None
         loaded = None
         if folder is not None and folder.key == args.folder:
-            # Hashed again now: what runs must be what was approved, not what was there at start.
-            loaded = await asyncio.to_thread(_hash_now, folder.path)
-        approved = await approved_contents(self.storage.database, [args.folder])
+            loaded = await self._checked.content(folder.path)
         return refusal(
             call.call_name,
             key=args.folder,
             want=args.digest,
             loaded=loaded,
             found=self.found.get(args.folder),
-            approved=(args.folder, args.digest) in approved,
+            approved=await self._checked.approved(args.folder, args.digest),
         )
 
     def _no_level(self, call: CallRecord, args: JobArgs) -> str:
@@ -146,6 +145,34 @@ class JobExecutor:
         assert agent is not None and isinstance(agent.tool, AgentTool)
         limits = agent.level.limits if agent.level is not None else Limits.from_settings(self.runtime.settings)
         return Dispatcher(agent.tool.tools, limits=limits, middleware=middleware)
+
+
+class _Checked:
+    """A folder's content on disk, and whether the database approves a content: each looked at
+    again once it is `CHECK_SECONDS` old, so that a busy worker does not hash a folder, nor ask
+    the database, for every job (a change or a revocation holds from then on)."""
+
+    def __init__(self, database: Database) -> None:
+        self.database = database
+        self._contents: dict[Path, tuple[float, str | None]] = {}
+        self._approvals: dict[tuple[str, str], tuple[float, bool]] = {}
+
+    async def content(self, path: Path) -> str | None:
+        """The content hash of the folder at `path` now (None: it is gone, or refused)."""
+        now = time.monotonic()
+        known = self._contents.get(path)
+        if known is None or now - known[0] > CHECK_SECONDS:
+            known = self._contents[path] = (now, await asyncio.to_thread(_hash_now, path))
+        return known[1]
+
+    async def approved(self, key: str, digest: str) -> bool:
+        """Whether the database approves `key` at content `digest`."""
+        now = time.monotonic()
+        known = self._approvals.get((key, digest))
+        if known is None or now - known[0] > CHECK_SECONDS:
+            approved = (key, digest) in await approved_contents(self.database, [key])
+            known = self._approvals[(key, digest)] = (now, approved)
+        return known[1]
 
 
 def _hash_now(path: Path) -> str | None:

@@ -13,6 +13,7 @@ user's transaction, under row-level security.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -21,6 +22,21 @@ from orchestrator.store.requests import ANONYMOUS, OWNER
 from orchestrator.store.text import storable_text
 from orchestrator.tools.request_log import CallRecord
 
+# A worker takes a call: it runs there now, unless it ended (cancelled before it started); the
+# call as the log holds it, in the same round trip.
+TAKE_SQL = """
+    WITH moved AS (
+        UPDATE requests SET status = 'running', owner = %(owner)s, job_id = %(job_id)s,
+            background = true, updated_at = now()
+        WHERE request_id = %(request_id)s AND outcome IS NULL
+        RETURNING request_id, parent_request_id, session_id, user_id, tool, action, call_name,
+            parameters, background, idempotent, outcome
+    ), logged AS (
+        INSERT INTO request_events (request_id, user_id, status, detail)
+        SELECT request_id, user_id, 'running', %(detail)s FROM moved
+    )
+    SELECT * FROM moved
+"""
 # One statement each: the request's new state and its event, only while it has not ended.
 _MOVE = """
     WITH moved AS (
@@ -111,19 +127,37 @@ class JobRequests:
         self.database = database
 
     async def queued(self, call: CallRecord, *, job_id: int) -> bool:
-        """The call is a job of the queue now (unless a worker took it first, or it ended)."""
+        """The call is a job of the queue now (unless a worker took it first, or it ended).
+
+        Not waiting for the disk: the job is there already, and the worker that
+        takes it records the same.
+        """
         values = _values(call, job_id=job_id, status="queued", owner=None, event="queued")
-        return await self._move(QUEUED_SQL, call, {**values, "detail": f"job {job_id}", "was": OWNER})
+        values |= {"detail": f"job {job_id}", "was": OWNER}
+        return await self._move(QUEUED_SQL, call, values, durable=False)
 
     async def held(self, call: CallRecord, *, job_id: int) -> bool:
         """The call outlived its budget and goes on here, as job `job_id` of this process."""
         values = _values(call, job_id=job_id, status="running", owner=OWNER, event="held")
         return await self._move(ANY_SQL, call, {**values, "detail": f"job {job_id} on {OWNER}"})
 
-    async def taken(self, call: CallRecord, *, job_id: int, worker: str) -> bool:
-        """A worker runs it now; False when it ended already (cancelled before it started)."""
-        values = _values(call, job_id=job_id, status="running", owner=OWNER, event="running")
-        return await self._move(ANY_SQL, call, {**values, "detail": worker})
+    async def take(self, request_id: str, *, user_id: str, job_id: int, worker: str) -> CallRecord | None:
+        """A worker runs the call now: the call; None when it ended already (cancelled before
+        it started) or the log has no such request.
+
+        Not waiting for the disk: the call's end, which does, takes it along (the
+        WAL is written in order), and a job whose worker stops runs again or fails.
+        """
+        values = {
+            "request_id": storable_text(request_id),
+            "owner": OWNER,
+            "job_id": job_id,
+            "detail": worker,
+        }
+        async with self.database.user_pipeline(_text(user_id), durable=False) as connection:
+            cursor = await connection.execute(TAKE_SQL, values)
+        row = await cursor.fetchone()
+        return _call(row) if row is not None else None
 
     async def requeued(self, call: CallRecord, *, job_id: int, detail: str) -> bool:
         """Its worker stopped and it is safe to run again: it waits in the queue once more."""
@@ -137,21 +171,7 @@ class JobRequests:
         row = await cursor.fetchone()
         if row is None:
             return None
-        (request_id, parent, session, user, tool, action, name, parameters, background,
-         idempotent, outcome) = row
-        call = CallRecord(
-            request_id=request_id,
-            parent_request_id=parent,
-            session_id=session,
-            user_id=user,
-            tool=tool,
-            action=action,
-            call_name=name or tool,
-            parameters=parameters or {},
-            background=background,
-            idempotent=idempotent,
-        )
-        return JobCall(call, outcome)
+        return JobCall(_call(row), row[10])
 
     async def undelivered(self, session_id: str, *, user_id: str) -> list[UndeliveredJob]:
         """The session's jobs whose result has not reached it (ended or not), oldest first."""
@@ -208,10 +228,34 @@ class JobRequests:
             for row in await cursor.fetchall()
         ]
 
-    async def _move(self, sql: str, call: CallRecord, values: dict[str, object]) -> bool:
-        async with self.database.user_pipeline(_user(call)) as connection:
+    async def _move(
+        self, sql: str, call: CallRecord, values: dict[str, object], *, durable: bool = True
+    ) -> bool:
+        async with self.database.user_pipeline(_user(call), durable=durable) as connection:
             cursor = await connection.execute(sql, values)
         return cursor.rowcount > 0
+
+
+def _call(row: Sequence[object]) -> CallRecord:
+    """A row of CALL_SQL or TAKE_SQL as the call it holds."""
+    (request_id, parent, session, user, tool, action, name, parameters, background,
+     idempotent, _) = row
+    return CallRecord(
+        request_id=str(request_id),
+        parent_request_id=_maybe(parent),
+        session_id=_maybe(session),
+        user_id=_maybe(user),
+        tool=str(tool),
+        action=_maybe(action),
+        call_name=str(name or tool),
+        parameters=dict(parameters) if isinstance(parameters, dict) else {},
+        background=bool(background),
+        idempotent=bool(idempotent),
+    )
+
+
+def _maybe(value: object) -> str | None:
+    return None if value is None else str(value)
 
 
 def _values(

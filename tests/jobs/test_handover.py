@@ -186,5 +186,5 @@ async def _ended_job(log: RequestLog, database: Database, request_id: str, *, us
         tool="brewer", action="brew", call_name="brewer_brew", parameters={}, background=True,
     )
     await log.started(call)
-    await JobRequests(database).taken(call, job_id=1, worker="a worker")
+    await JobRequests(database).take(request_id, user_id=user, job_id=1, worker="a worker")
     await log.finished(call, ToolResult(message="coffee is ready", request_id=request_id))
