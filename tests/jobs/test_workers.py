@@ -343,11 +343,14 @@ async def test_closing_the_terminal_does_not_cancel_a_job_the_chat_runs(
             assert await outcome(database, request_id) is None, "still running"
             gate.write_text("open")
             assert chat.process.wait(timeout=120) == 128 + signal.SIGHUP, chat.stderr()
+            assert await outcome(database, request_id) == "completed", chat.stderr()
         again = ask("-s", session, "hello", home=tmp_path, env=env)
 
     assert pid == chat.pid, "the chat's own worker ran it"
     assert await outcome(database, request_id) == "completed"
     assert "1 background task(s) run in this process: waiting for them to end" in chat.stderr()
     # No one had the session open when it ended: the next command reports it.
-    assert f"while you were away:\n  task {request_id} (brewer_brew): completed" in again.stderr
-    assert again.stdout.splitlines() == ["Your coffee is ready.", "Hello."]
+    assert again.returncode == 0, again.stderr
+    assert "while you were away:" in again.stderr, again.stderr
+    assert f"task {request_id} (brewer_brew): completed" in again.stderr, again.stderr
+    assert again.stdout.splitlines() == ["Your coffee is ready.", "Hello."], again.stderr
