@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 STARTED = "worker {name}: {count} folder content(s), {concurrency} job(s) at once; Ctrl-C stops"
 STOPPING = "stopping: waiting for {count} running job(s) (Ctrl-C again leaves them to other workers)"
 SKIPPED = "[yellow]note:[/yellow] not run here: {key} (content {digest}): not approved in the database"
+STOPPED_BY_ITSELF = "error: the worker stopped (the database went away?); start it again"
 
 ConcurrencyOption = Annotated[
     int | None,
@@ -107,7 +108,10 @@ async def _work(settings: Settings, concurrency: int | None, *, until_idle: bool
             ),
             highlight=False,
         )
-        await _until_stopped(worker, idle_seconds=settings.worker_idle_seconds if until_idle else None)
+        idle = settings.worker_idle_seconds if until_idle else None
+        if await _until_stopped(worker, idle_seconds=idle):
+            err.print(STOPPED_BY_ITSELF, highlight=False)
+            return 1
     finally:
         await queue.close()
         if runtime is not None:
@@ -116,24 +120,30 @@ async def _work(settings: Settings, concurrency: int | None, *, until_idle: bool
     return 0
 
 
-async def _until_stopped(worker: JobWorker, *, idle_seconds: float | None) -> None:
-    """Run until a signal (or, with `idle_seconds`, that long with nothing to do); then stop."""
+async def _until_stopped(worker: JobWorker, *, idle_seconds: float | None) -> bool:
+    """Run until a signal (or, with `idle_seconds`, that long with nothing to do), then stop;
+    True if the worker stopped by itself first."""
     stop = asyncio.Event()
     _on_signals(stop.set)
     idle_for = 0.0
     tick = worker.settings.worker_heartbeat_seconds
-    while not stop.is_set():
-        try:
-            await asyncio.wait_for(stop.wait(), timeout=tick if idle_seconds is not None else None)
-        except TimeoutError:
+    signalled = asyncio.ensure_future(stop.wait())
+    while not stop.is_set() and not worker.stopped:
+        await asyncio.wait({signalled}, timeout=tick)
+        if stop.is_set() or await worker.until_stopped(0):
+            break
+        if idle_seconds is not None:
             busy = worker.running or await worker.waiting_jobs()
             idle_for = 0.0 if busy else idle_for + tick
-            if idle_for >= (idle_seconds or 0):
+            if idle_for >= idle_seconds:
                 break
+    signalled.cancel()
+    by_itself = worker.stopped
     if worker.running:
         err.print(STOPPING.format(count=worker.running), highlight=False)
     _on_signals(_leave_now)
     await worker.stop()
+    return by_itself
 
 
 def _on_signals(handler: Callable[[], None]) -> None:

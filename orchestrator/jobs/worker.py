@@ -151,6 +151,18 @@ class JobWorker:
         taken = self.executor.running if self.executor is not None else 0
         return taken + sum(not held.work.done() for held in self._held.values())
 
+    @property
+    def stopped(self) -> bool:
+        """Whether procrastinate's worker stopped by itself (its database went away, say)."""
+        return bool(self._tasks) and self._tasks[0].done()
+
+    async def until_stopped(self, timeout: float | None) -> bool:
+        """Wait at most `timeout` seconds for it to stop by itself; whether it did."""
+        if not self._tasks:
+            return False
+        done, _ = await asyncio.wait({self._tasks[0]}, timeout=timeout)
+        return bool(done)
+
     def holds(self, request_id: str) -> bool:
         """Whether this process runs the call `request_id` itself, and it has not ended."""
         return any(h.call.request_id == request_id and not h.work.done() for h in self._held.values())
