@@ -34,7 +34,7 @@ from orchestrator.sources.search_messages import search_messages_tool
 from orchestrator.sources.source import LoadsNow, ToolSource, unique_tools
 from orchestrator.sources.static import StaticSource
 from orchestrator.store.storage import Storage
-from orchestrator.tasks import TaskManager
+from orchestrator.tasks import TaskBoard, TaskManager
 from orchestrator.tracing.spans import record_content
 
 logger = logging.getLogger(__name__)
@@ -71,7 +71,7 @@ class Orchestrator:
     graph: CompiledStateGraph
     middleware: list[ToolMiddleware]
     storage: Storage | None = None
-    tasks: TaskManager = field(default_factory=TaskManager)
+    tasks: TaskBoard = field(default_factory=TaskManager)  # who runs background calls
 
     @classmethod
     def create(cls, settings: Settings, **options: Unpack[OrchestratorOptions]) -> Orchestrator:

@@ -42,7 +42,7 @@ from orchestrator.store.sessions import claim_session
 from orchestrator.store.storage import Storage
 from orchestrator.store.text import storable_text
 from orchestrator.store.usage_log import session_totals
-from orchestrator.tasks import BackgroundTask, TaskManager
+from orchestrator.tasks import BackgroundTask, TaskBoard
 from orchestrator.tools.context import RunContext, UserDatabase
 from orchestrator.tools.hitl import Decision
 from orchestrator.tools.results import ToolResult
@@ -112,7 +112,7 @@ class Session:
         user_id: str,
         session_id: str | None = None,
         storage: Storage | None = None,
-        tasks: TaskManager | None = None,
+        tasks: TaskBoard | None = None,
     ) -> None:
         self.graph = graph
         self.settings = settings
@@ -135,7 +135,7 @@ class Session:
         # Called once when another process runs a turn of this session and this one waits.
         self.on_busy: Callable[[], None] | None = None
         if tasks is not None:
-            tasks.deliver_to(self.session_id, self._deliver)
+            tasks.deliver_to(self.session_id, self.deliver, user_id=user_id)
 
     @property
     def config(self) -> RunnableConfig:
@@ -313,7 +313,8 @@ class Session:
             update["plan"] = ended(plan, "cancelled")
         await self.graph.aupdate_state(self.config, update, as_node=MODEL_NODE)
 
-    async def _deliver(self, task: BackgroundTask) -> None:
+    async def deliver(self, task: BackgroundTask) -> None:
+        """Report how a background task ended: its follow-up turn, then `on_follow_up`."""
         result = await self.follow_up(task)
         if self.on_follow_up is not None:
             self.on_follow_up(task, result)

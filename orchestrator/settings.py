@@ -162,6 +162,37 @@ class Settings(BaseSettings):
         description="Follow-up turns background tasks may start in a row after one user message.",
     )
 
+    embedded_worker: bool = Field(
+        default=True,
+        description="`chat` and `ask` run background jobs in their own process too (0: only "
+        "`orchestrator worker` processes run them).",
+    )
+    worker_concurrency: int = Field(
+        default=4, ge=1, le=256, description="Jobs a worker runs at once (`worker --concurrency`)."
+    )
+    worker_heartbeat_seconds: float = Field(
+        default=10.0,
+        gt=0,
+        le=3600,
+        allow_inf_nan=False,
+        description="How often a worker says it is alive, and looks for jobs whose worker is not.",
+    )
+    worker_stalled_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        le=MAX_SECONDS,
+        allow_inf_nan=False,
+        description="A worker silent this long has stopped: its jobs run again (idempotent) or fail.",
+    )
+    worker_idle_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        le=MAX_SECONDS,
+        allow_inf_nan=False,
+        description="`worker --until-idle` (started when a command leaves queued jobs) stops "
+        "after this long with nothing to do.",
+    )
+
     max_turn_cost_usd: float | None = Field(
         default=None,
         gt=0,

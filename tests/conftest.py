@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import importlib
 import os
 import platform
 import sys
@@ -17,7 +18,7 @@ from orchestrator import redact
 from orchestrator.store.embedded import embedded_admin_url, embedded_logins
 from orchestrator.store.engine import Database
 from orchestrator.store.logins import Logins
-from orchestrator.store.migrations import upgrade
+from orchestrator.store.queue_schema import upgrade_all
 from orchestrator.testing import ScriptedChatModel, block_remote_connections
 from orchestrator.testing.scripted import Step
 from tests.helpers import run_cli
@@ -75,6 +76,9 @@ PROCESS_WATCH = ProcessWatch()
 # The first platform.processor() runs `uname -p` and keeps its answer: asked here, it is no
 # process started by whichever test first builds a client that reports the platform.
 platform.processor()
+# croniter (procrastinate's, the job queue's) runs `file` on the interpreter when first imported:
+# imported here, that is no process started by whichever test first touches the queue.
+importlib.import_module("croniter")
 sys.addaudithook(PROCESS_WATCH)  # hooks cannot be removed; this one is idle unless watching
 
 
@@ -172,7 +176,7 @@ def database_url(database_logins: Logins) -> str:
 async def _migrate(logins: Logins) -> None:
     database = Database(logins.owner_url, app_url=logins.app_url)
     try:
-        await upgrade(database)
+        await upgrade_all(database)
     finally:
         await database.close()
 

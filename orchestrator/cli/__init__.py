@@ -1,4 +1,5 @@
-"""The `orchestrator` command: chat and ask, plus tools, new-agent, db, requests, sessions, mcp and usage."""
+"""The `orchestrator` command: chat and ask, plus tools, new-agent, db, requests, sessions, mcp,
+usage, worker and tasks."""
 
 from __future__ import annotations
 
@@ -18,7 +19,9 @@ from orchestrator.cli.manage import db_app, new_agent, requests_app, tools_app
 from orchestrator.cli.mcp_commands import mcp_app
 from orchestrator.cli.run_action import run_action
 from orchestrator.cli.session_commands import sessions_app
+from orchestrator.cli.tasks import tasks_app
 from orchestrator.cli.usage_report import usage
+from orchestrator.cli.worker import worker
 
 INTERNAL_ERROR = (
     "error: internal error ({error}); set ORCHESTRATOR_LOG_LEVEL=DEBUG to see the traceback"
@@ -79,6 +82,8 @@ app.add_typer(requests_app, name="requests")
 app.add_typer(sessions_app, name="sessions")
 app.add_typer(mcp_app, name="mcp")
 app.command()(usage)
+app.command()(worker)
+app.add_typer(tasks_app, name="tasks")
 
 
 def main() -> None:

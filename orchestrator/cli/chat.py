@@ -15,7 +15,7 @@ import typer
 from rich.markup import escape
 
 from orchestrator.cli.common import JsonOption, UserOption, err, identifier, out, user_errors
-from orchestrator.cli.startup import Startup, run_command
+from orchestrator.cli.startup import JobOptions, Startup, run_command
 from orchestrator.terminal.signals import Interrupts
 
 if TYPE_CHECKING:
@@ -77,9 +77,11 @@ def chat(
             questions = await resume_turn(conversation, out=out, err=err)
             if questions is None:
                 return 1
+            if not questions:
+                await _while_away(runtime, conversation)
             return await repl.run(questions)
 
-    raise typer.Exit(run_command(run, messages_on_stdin=True))
+    raise typer.Exit(run_command(run, messages_on_stdin=True, jobs=JobOptions()))
 
 
 AnswersOption = Annotated[
@@ -87,6 +89,14 @@ AnswersOption = Annotated[
     typer.Option(
         "--answers-from-stdin",
         help="Standard input holds the answers to questions, one a line, not message text.",
+    ),
+]
+NoWaitOption = Annotated[
+    bool,
+    typer.Option(
+        "--no-wait",
+        help="Return once answered: background tasks go on in a worker and report into the "
+        "session when it is next opened.",
     ),
 ]
 
@@ -99,13 +109,15 @@ def ask(
     session: SessionOption = None,
     as_json: JsonOption = False,
     answers_from_stdin: AnswersOption = False,
+    no_wait: NoWaitOption = False,
 ) -> None:
     """Send one message and print the answer (--json: answer, tool_calls, questions, iterations).
 
     Piped standard input is sent too, before the message. Questions the turn
     asks are asked on the terminal; with none, they are rejected, or, with
     --answers-from-stdin, answered from standard input, one line each. A
-    budget that stops the turn makes the exit status 3.
+    budget that stops the turn makes the exit status 3. Background tasks the
+    turn starts are waited for, and reported, unless --no-wait.
     """
     from orchestrator.cli.ask_input import message_to_send
 
@@ -122,13 +134,19 @@ def ask(
         conversation = _open_session(runtime, user, chosen)
         with question_asker(interrupts=startup.interrupts, err=err) as asker:
             if as_json:
-                return await _ask_json(runtime, conversation, text, startup.interrupts, asker)
-            return await _ask(runtime, conversation, text, asker)
+                return await _ask_json(
+                    runtime, conversation, text, startup.interrupts, asker, wait=not no_wait
+                )
+            return await _ask(runtime, conversation, text, asker, wait=not no_wait)
 
-    raise typer.Exit(run_command(run))
+    # --no-wait: this process takes no job, which would keep it from returning.
+    jobs = JobOptions(takes_jobs=False) if no_wait else JobOptions()
+    raise typer.Exit(run_command(run, jobs=jobs))
 
 
-async def _ask(runtime: Orchestrator, session: Session, text: str, asker: QuestionAsker) -> int:
+async def _ask(
+    runtime: Orchestrator, session: Session, text: str, asker: QuestionAsker, *, wait: bool = True
+) -> int:
     from orchestrator.cli.ask_input import exit_status
     from orchestrator.cli.cost import show_turn_cost
     from orchestrator.cli.repl import show_background_results
@@ -142,10 +160,13 @@ async def _ask(runtime: Orchestrator, session: Session, text: str, asker: Questi
         return 1
     if waiting and await _rendered_answers(session, waiting, asker) is None:
         return 1
+    await _while_away(runtime, session)
     result = await rendered_turn(session, text, out=out, err=err)
     if result is not None and result.questions:
         result = await _rendered_answers(session, result.questions, asker)
     show_turn_cost(result, err)
+    if not wait:
+        return exit_status(result)
     await _wait_for_tasks(runtime, session)
     left = await session.pending()  # a background task's follow-up turn may ask too
     if left and await _rendered_answers(session, left, asker) is None:
@@ -170,11 +191,17 @@ async def _rendered_answers(
 
 
 async def _ask_json(
-    runtime: Orchestrator, session: Session, text: str, interrupts: Interrupts, asker: QuestionAsker
+    runtime: Orchestrator,
+    session: Session,
+    text: str,
+    interrupts: Interrupts,
+    asker: QuestionAsker,
+    *,
+    wait: bool = True,
 ) -> int:
     # Standard output is the JSON object's alone: what a tool prints goes to stderr.
     with stdout_to_stderr() as print_json:
-        return await _json_turn(runtime, session, text, interrupts, asker, print_json)
+        return await _json_turn(runtime, session, text, interrupts, asker, print_json, wait=wait)
 
 
 async def _json_turn(
@@ -184,6 +211,8 @@ async def _json_turn(
     interrupts: Interrupts,
     asker: QuestionAsker,
     print_json: Callable[[dict[str, object]], None],
+    *,
+    wait: bool = True,
 ) -> int:
     from orchestrator.cli.ask_input import exit_status, turn_json
     from orchestrator.cli.terminal_turn import failure_line
@@ -201,10 +230,12 @@ async def _json_turn(
         if await session.open():
             await session.resume()  # an interrupted turn is finished first, quietly
         await _quiet_answers(session, await session.pending(), asker)  # so is a waiting one
+        await _while_away(runtime, session)
         result = await session.run(text)
         result = await _quiet_answers(session, result.questions, asker) or result
-        await _wait_for_tasks(runtime, session)
-        await _quiet_answers(session, await session.pending(), asker)
+        if wait:
+            await _wait_for_tasks(runtime, session)
+            await _quiet_answers(session, await session.pending(), asker)
     except asyncio.CancelledError:
         name = interrupts.received.name if interrupts.received else "cancelled"
         stopped = turn_json(None, session=session, error=f"interrupted ({name})")
@@ -303,10 +334,22 @@ async def _recover(runtime: Orchestrator, user_id: str) -> None:
 
 async def _wait_for_tasks(runtime: Orchestrator, session: Session) -> None:
     """`ask` is one exchange: it waits for the background tasks it started, and their reports."""
-    running = [t for t in runtime.tasks.of_session(session.session_id) if t.status == "running"]
-    if running:
-        err.print(f"[dim]waiting for {len(running)} background task(s); Ctrl-C stops[/dim]")
+    waiting = runtime.tasks.waiting(session.session_id)
+    if waiting:
+        err.print(f"[dim]waiting for {waiting} background task(s); Ctrl-C stops[/dim]")
         await runtime.tasks.drain(session.session_id)
+
+
+async def _while_away(runtime: Orchestrator, session: Session) -> None:
+    """Report what background tasks of the session ended while no one had it open."""
+    ended = await runtime.tasks.catch_up(session.session_id)
+    if not ended:
+        return
+    err.print("[dim]while you were away:[/dim]")
+    for task in ended:
+        err.print(f"  [dim]task {task.task_id} ({escape(task.tool)}): {task.status}[/dim]", highlight=False)
+    for task in ended:
+        await session.deliver(task)  # its follow-up turn, printed as any follow-up is
 
 
 def _line_source(startup: Startup) -> tuple[LineSource, bool]:

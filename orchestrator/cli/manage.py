@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from contextlib import nullcontext
@@ -26,10 +27,11 @@ from orchestrator.cli.scaffold import Kind, children_directory, create_agent_fol
 from orchestrator.cli.tool_install import install_tool
 from orchestrator.errors import ConfigError, UserError
 from orchestrator.folders.approvals import ApprovalStore, discover_approved_first
-from orchestrator.folders.discovery import Discovery, ToolFolder, walk
+from orchestrator.folders.discovery import Discovery, FolderNode, ToolFolder, walk
 from orchestrator.terminal.text import describe_folder, display_path, one_line, shown
 
 if TYPE_CHECKING:
+    from orchestrator.settings import Settings
     from orchestrator.store.engine import Database
     from orchestrator.store.request_list import ListedRequest
 
@@ -148,11 +150,10 @@ def new_agent(
 def db_upgrade() -> None:
     """Create or upgrade the schema (also done at every start)."""
 
-    from orchestrator.store.migrations import upgrade
+    from orchestrator.store.queue_schema import upgrade_all
 
     async def run(database: Database) -> None:
-        applied = await upgrade(database)
-        done = ", ".join(f"{m.version} ({m.description})" for m in applied)
+        done = ", ".join(await upgrade_all(database))
         out.print(f"{database.where}: {f'applied {done}' if done else 'up to date'}", highlight=False)
 
     with_database(run)
@@ -162,12 +163,16 @@ def db_upgrade() -> None:
 def db_status() -> None:
     """Where the database is, its schema version, and how many messages are embedded."""
     from orchestrator.store.messages import message_counts
-    from orchestrator.store.migrations import schema_status
+    from orchestrator.store.migrations import applied_migrations, schema_status
+    from orchestrator.store.queue_schema import COMPONENT, queue_migrations
 
     async def run(database: Database) -> None:
         status = await schema_status(database)
         out.print(f"database: {database.where}", highlight=False)
         out.print(f"schema version: {status.version} (pending: {len(status.pending)})")
+        queued = (await applied_migrations(database)).get(COMPONENT, set())
+        waiting = [m for m in queue_migrations() if m.version not in queued]
+        out.print(f"job queue schema version: {max(queued, default=0)} (pending: {len(waiting)})")
         if not status.pending:
             counts = await message_counts(database)
             out.print(
@@ -363,6 +368,34 @@ def _decide(name: str, *, approved: bool) -> None:
         store.decide(folder, approved=approved)
     verdict = "approved" if approved else "revoked"
     out.print(f"{verdict}: {describe_folder(folder)}", highlight=False)
+    _tell_the_workers(settings, folder, store)
+
+
+def _tell_the_workers(settings: Settings, folder: ToolFolder, store: ApprovalStore) -> None:
+    """Record the decision in an external database at once, for the workers that check it.
+
+    The embedded database learns it when `chat`, `ask` or a worker next starts
+    (starting it here would make this quick command slow).
+    """
+    if not settings.database_url:
+        return
+    from orchestrator.jobs.trust import decisions_of, record
+    from orchestrator.store.engine import Database
+    from orchestrator.store.queue_schema import upgrade_all
+
+    async def run() -> None:
+        database = Database.from_settings(settings)
+        try:
+            await upgrade_all(database)
+            await record(database, decisions_of(store, Discovery(nodes=[FolderNode(folder)])))
+        finally:
+            await database.close()
+
+    try:
+        asyncio.run(run())
+    except Exception as error:  # the decision stands here; the workers learn it at the next start
+        line = f"not recorded in the database for the workers yet ({type(error).__name__}: {error})"
+        err.print(f"[yellow]note:[/yellow] {escape(one_line(line))}", highlight=False)
 
 
 def _listing_json(rows: list[tuple[ToolFolder, str]], tree: Discovery) -> dict[str, object]:

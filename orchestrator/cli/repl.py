@@ -225,9 +225,9 @@ class ChatRepl:
         elif command == "/history":
             await self.show_history()
         elif command == "/tasks":
-            self.show_tasks()
+            await self.show_tasks()
         elif command == "/cancel":
-            self.cancel(line.split()[1:])
+            await self.cancel(line.split()[1:])
         elif command == "/pending":
             await self.show_pending()
         elif command == "/plan":
@@ -293,34 +293,37 @@ class ChatRepl:
         for line in checklist(plan):
             self.out.print(line, highlight=False)
 
-    def show_tasks(self) -> None:
-        tasks = self.runtime.tasks.of_session(self.session.session_id)
+    async def show_tasks(self) -> None:
+        """The session's background tasks, running and ended, wherever they run."""
+        try:
+            tasks = await self.runtime.tasks.tasks_of(self.session.session_id)
+        except Exception as error:  # the chat goes on (a database that is gone, say)
+            self.err.print(f"[red]error:[/red] {escape(failure_line(error))}", highlight=False)
+            return
         if not tasks:
             self.out.print("No background tasks in this session.")
         for task in tasks:
-            ended = f", ended {task.finished_at:%H:%M:%S}" if task.finished_at else ""
-            self.out.print(
-                f"{task.task_id}  {shown(task.tool)}  {task.status}  "
-                f"(started {task.started_at:%H:%M:%S}{ended})",
-                highlight=False,
-            )
+            self.out.print(task_line(task), highlight=False)
 
-    def cancel(self, arguments: list[str]) -> None:
-        """Cancel the running task whose id is, or starts with, the one given."""
+    async def cancel(self, arguments: list[str]) -> None:
+        """Cancel the task not ended whose id is, or starts with, the one given."""
         if len(arguments) != 1:
             self.err.print("usage: /cancel ID (/tasks lists the ids)")
             return
         given = arguments[0]
-        running = [
-            task.task_id
-            for task in self.runtime.tasks.of_session(self.session.session_id)
-            if task.status == "running" and task.task_id.startswith(given)
-        ]
-        if len(running) > 1 and given not in running:
-            self.err.print(f"{escape(given)} starts several running tasks' ids: {', '.join(running)}")
+        try:
+            tasks = await self.runtime.tasks.tasks_of(self.session.session_id)
+            running = [t.task_id for t in tasks if t.status in LIVE and t.task_id.startswith(given)]
+            if len(running) > 1 and given not in running:
+                listed = ", ".join(running)
+                self.err.print(f"{escape(given)} starts several running tasks' ids: {listed}")
+                return
+            task_id = given if given in running or not running else running[0]
+            cancelled = await self.runtime.tasks.cancel_task(task_id)
+        except Exception as error:  # the chat goes on
+            self.err.print(f"[red]error:[/red] {escape(failure_line(error))}", highlight=False)
             return
-        task_id = given if given in running or not running else running[0]
-        if self.runtime.tasks.cancel(task_id):
+        if cancelled:
             self.out.print(f"cancelling task {escape(task_id)}")
         else:
             self.err.print(f"No running task {escape(given)}; /tasks lists them.")
@@ -435,6 +438,19 @@ def show_background_results(
 
     runtime.tasks.listeners.append(ended)
     session.on_follow_up = answered
+
+
+LIVE = ("queued", "running")  # the states of a task that has not ended
+
+
+def task_line(task: BackgroundTask) -> str:
+    """One line of `/tasks`: id, tool, status, when, and where it runs (a worker's name)."""
+    ended = f", ended {task.finished_at:%H:%M:%S}" if task.finished_at else ""
+    where = f" on {shown(task.where)}" if task.where and task.status == "running" else ""
+    return (
+        f"{task.task_id}  {shown(task.tool)}  {task.status}{where}  "
+        f"(started {task.started_at:%H:%M:%S}{ended})"
+    )
 
 
 def describe_message(message: BaseMessage) -> str:

@@ -23,7 +23,7 @@ import threading
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from concurrent.futures import Future
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -158,6 +158,21 @@ class Startup:
     servers: McpClients | None = None  # the approved MCP servers, starting
     interrupts: Interrupts = field(default_factory=Interrupts)
     middleware: Sequence[ToolMiddleware] | None = None  # replaces the dispatch pipeline's
+    # Background calls as jobs of the queue (`chat`, `ask`), this process taking jobs too or
+    # not; None: they run in this process only (`mcp serve`).
+    jobs: JobOptions | None = None
+
+
+@dataclass(frozen=True)
+class JobOptions:
+    """How a command's background calls go to the job queue (see `orchestrator.jobs.runner`).
+
+    `takes_jobs`: this process runs jobs too (None: as ORCHESTRATOR_EMBEDDED_WORKER says).
+    `spawn_for_left`: jobs it made that still wait when it ends get a worker started for them.
+    """
+
+    takes_jobs: bool | None = None
+    spawn_for_left: bool = True
 
 
 Command = Callable[[Startup, "Orchestrator"], Awaitable[int]]
@@ -165,12 +180,17 @@ Prepare = Callable[[Settings, DatabaseStart | None], Startup]
 
 
 def run_command(
-    command: Command, *, messages_on_stdin: bool = False, prepare: Prepare | None = None
+    command: Command,
+    *,
+    messages_on_stdin: bool = False,
+    prepare: Prepare | None = None,
+    jobs: JobOptions | None = None,
 ) -> int:
     """Prepare (settings, model, database, approvals), then run `command` on its event loop.
 
     `messages_on_stdin`: the command reads messages from standard input (`chat`).
     `prepare` replaces the preparation that asks the person (`mcp serve` asks no one).
+    `jobs`: background calls go to the job queue, so (see `JobOptions`).
     """
     settings = settings_or_exit()
     exit_on_signals()
@@ -183,6 +203,7 @@ def run_command(
                 startup = prepare(settings, database)
             else:
                 startup = _prepare(settings, database, keep_messages=messages_on_stdin)
+            startup.jobs = jobs
         except KeyboardInterrupt:
             err.print("\ninterrupted")
             return 130
@@ -324,22 +345,47 @@ async def _with_runtime(startup: Startup, command: Command) -> int:
             model=startup.model,
             middleware=startup.middleware,
         )
+        if startup.jobs is not None:
+            runtime = _with_jobs(runtime, startup.jobs)
         _idle_agent_notes(runtime)
         resume_collection()  # started: what the command does from here is collected as usual
         return await command(startup, runtime)
     finally:
-        await asyncio.shield(_close(runtime, storage, servers, settings=settings))
+        closing = _close(runtime, storage, servers, settings=settings, interrupts=startup.interrupts)
+        await asyncio.shield(closing)
+
+
+def _with_jobs(runtime: Orchestrator, options: JobOptions) -> Orchestrator:
+    """The runtime whose background calls are jobs of the queue (see `orchestrator.jobs`)."""
+    from orchestrator.jobs.runner import JobRunner
+
+    takes = runtime.settings.embedded_worker if options.takes_jobs is None else options.takes_jobs
+    spawn = options.spawn_for_left and runtime.settings.embedded_worker
+    runner = JobRunner(runtime, takes_jobs=takes, spawn_for_left=spawn, on_note=_job_note)
+    return replace(runtime, tasks=runner)
+
+
+def _job_note(line: str) -> None:
+    with suppress(OSError):  # the terminal may be gone: the jobs go on
+        err.print(f"[yellow]note:[/yellow] {shown(line)}", highlight=False)
 
 
 async def _close(
-    runtime: Orchestrator | None, storage: Storage | None, servers: McpClients, *, settings: Settings
+    runtime: Orchestrator | None,
+    storage: Storage | None,
+    servers: McpClients,
+    *,
+    settings: Settings,
+    interrupts: Interrupts,
 ) -> None:
     if runtime is not None:
-        running = [t for t in runtime.tasks.tasks.values() if t.status == "running"]
-        if running:
-            with suppress(OSError):
-                err.print(f"cancelling {len(running)} background task(s) still running")
-        await runtime.tasks.close()
+        note = runtime.tasks.closing_note()
+        if note:
+            with suppress(OSError):  # the terminal may be gone (SIGHUP): the tasks go on
+                err.print(f"[dim]{note}[/dim]")
+        # Ctrl-C (or SIGTERM) now cancels them; a closed terminal (SIGHUP) does not.
+        with interrupts.while_closing(stop=runtime.tasks.cancel_running):
+            await runtime.tasks.close()
         await runtime.close()
     await servers.close()  # done already by the runtime's close, unless it never started
     if storage is not None:

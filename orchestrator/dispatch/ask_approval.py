@@ -26,7 +26,7 @@ from typing import Protocol
 from langchain_core.tools import BaseTool
 from pydantic import ValidationError
 
-from orchestrator.dispatch.middleware import CallRequest, Handler
+from orchestrator.dispatch.middleware import CallRequest, Handler, visible_arguments
 from orchestrator.dispatch.validate import declared_parameters, parameters_model
 from orchestrator.errors import ToolError, validation_problems
 from orchestrator.folders.sensitivity import SensitivityRules
@@ -94,7 +94,8 @@ class SensitiveCallGate:
 
     Which calls need one, `rules` says (see `folders.sensitivity`). Outside a
     graph run (a call run again by recovery) no one can be asked: such a call
-    does not run.
+    does not run; nor does one made inside a job a worker runs. The job's own
+    call was decided on before it was handed over: it runs as decided.
     """
 
     def __init__(self, rules: SensitivityRules | None = None) -> None:
@@ -103,9 +104,9 @@ class SensitiveCallGate:
     async def review(self, request: CallRequest) -> CallRequest | ToolResult:
         tool = request.tool
         why = self.rules.why(request.name, tool.metadata if tool is not None else None)
-        if why is None or tool is None:
+        if why is None or tool is None or request.context.job == request.record.request_id:
             return request
-        if not can_ask():
+        if not can_ask() or request.context.job is not None:
             message = NO_ONE_TO_ASK.format(name=request.name)
             return request.failed(ToolError(message, code=REJECTED_CODE, recoverable=False))
         number, problem = 0, None
@@ -263,13 +264,6 @@ def edit_schema(tool: BaseTool) -> dict[str, object]:
     """The JSON schema of the arguments the model (and so an edit) may set."""
     schema = tool.tool_call_schema
     return dict(schema) if isinstance(schema, dict) else schema.model_json_schema()
-
-
-def visible_arguments(request: CallRequest) -> dict[str, object]:
-    """The call's arguments without those its configuration fixes (which may be secrets)."""
-    scope = getattr(request.tool, "scope", None)
-    hidden = scope.hidden if scope is not None else frozenset()
-    return {key: value for key, value in request.arguments.items() if key not in hidden}
 
 
 async def _note(

@@ -1,5 +1,5 @@
 """Background handover: a call that is long-running by nature, or outlives its inline budget,
-goes on after its turn and is reported into the session when it ends (see `tasks`)."""
+goes on after its turn and is reported into the session when it ends (see `tasks`, `jobs`)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from datetime import UTC, datetime
 
 from langchain_core.runnables import RunnableConfig
 
-from orchestrator.dispatch.middleware import CallRequest, Handler
+from orchestrator.dispatch.middleware import CallRequest, Handler, visible_arguments
 from orchestrator.tools.hitl import INTERACTIVE
-from orchestrator.tools.request_log import safely
+from orchestrator.tools.request_log import Handover, safely
 from orchestrator.tools.results import ToolResult
 
 ACKNOWLEDGED = (
@@ -26,15 +26,20 @@ class BackgroundMiddleware:
     """Hands a call to the run's background runner when it must not hold up the turn.
 
     Without a runner every call runs inline, as long as it takes. A call whose
-    tool says `background: true` is handed over at once; any other after the
-    level's inline budget. The model hears at once that it goes on.
+    tool says `background: true` is handed over at once: queued as a job, for
+    a worker (`runner.defer`), where the runner has a queue; else it starts
+    here and the runner adopts it. Any other call is adopted after the level's
+    inline budget. The model hears at once that it goes on. A call a worker
+    runs as its job (`context.job`) runs here, the rest of the pipeline on.
     """
 
     async def awrap_tool_call(self, request: CallRequest, handler: Handler) -> ToolResult:
         runner = request.context.background
-        if runner is None or _interactive(request):
+        if runner is None or _interactive(request) or _the_job(request):
             return await handler(request)
         background = request.record.background
+        if background and await runner.defer(_handover(request)):
+            return acknowledgement(request)
         if background:
             request = request.override(config=_detached(request.config))  # it outlives the run
         started = datetime.now(UTC)  # a task started when its call did, not when handed over
@@ -47,10 +52,28 @@ class BackgroundMiddleware:
         if work.done():
             return work.result()
         observer = request.context.observer
-        runner.adopt(work, request.record, observer=observer, started_at=started)
-        if observer is not None and not background:
+        if observer is not None and not background:  # before the runner records what it does
             await safely(observer.acknowledged(request.record, detail=OUTLIVED))
+        runner.adopt(
+            work, request.record, observer=observer, started_at=started, handover=_handover(request)
+        )
         return acknowledgement(request)
+
+
+def _the_job(request: CallRequest) -> bool:
+    """Whether this is the call a worker runs as its job (handed over already)."""
+    return request.context.job == request.record.request_id
+
+
+def _handover(request: CallRequest) -> Handover:
+    assert request.tool is not None  # validation answered calls of unknown tools
+    return Handover(
+        call=request.record,
+        tool=request.tool,
+        arguments=visible_arguments(request),
+        agent_path=request.context.agent_path,
+        max_retries=request.policy.max_retries,
+    )
 
 
 def _interactive(request: CallRequest) -> bool:

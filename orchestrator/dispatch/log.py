@@ -24,7 +24,8 @@ class RequestLogMiddleware:
 
     A call the log already knows (a resumed turn, a recovered call) is not
     simply run again: `replay.decide` says whether it runs, is answered from
-    the log, or goes on in the background. A call that pauses (a LangGraph
+    the log, or goes on in the background; the call a worker took as its job
+    (`context.job`) runs. A call that pauses (a LangGraph
     interrupt inside it) is recorded as paused, with the questions it asks, so
     that resuming runs it again.
     """
@@ -34,7 +35,8 @@ class RequestLogMiddleware:
         if observer is None:
             return await handler(request)
         # A new call is recorded at once; only one the log knew is judged by what it holds.
-        if not await _started(observer, record):
+        job = request.context.job == record.request_id  # taken by this worker, which recorded it
+        if not job and not await _started(observer, record):
             decision = await decide(record, log=observer, runner=request.context.background)
             if decision.taken:  # the id is another call's: this one is new, under an id of its own
                 record = replace(record, request_id=uuid.uuid4().hex)

@@ -107,3 +107,10 @@ def _wrapped(layer: ToolMiddleware, handler: Handler) -> Handler:
         return await layer.awrap_tool_call(request, handler)
 
     return run
+
+
+def visible_arguments(request: CallRequest) -> dict[str, object]:
+    """The call's arguments without those its configuration fixes (which may be secrets)."""
+    scope = getattr(request.tool, "scope", None)
+    hidden = scope.hidden if scope is not None else frozenset()
+    return {key: value for key, value in request.arguments.items() if key not in hidden}

@@ -9,7 +9,8 @@ request ids (see `request_id`). What the log says of each decides:
 - it ended (completed, failed, cancelled): its recorded outcome is the answer;
 - it paused (a LangGraph interrupt inside it): it runs again, now resumed;
 - it runs again in this process's background (recovery requeued it, being
-  idempotent): the model hears that it goes on in the background;
+  idempotent), or a job of the queue holds it: the model hears that it goes
+  on in the background;
 - it runs in another live process: it fails here, it is not started twice;
 - a dead process left it open: an idempotent call runs again, any other
   fails as interrupted.
@@ -94,7 +95,7 @@ async def decide(
     if prior.status == PAUSED:  # it asked for something (an interrupt): the answer is here now
         await _noted(log.resumed(call))
         return ReplayDecision(rerun=True)
-    if runner is not None and runner.running(call.request_id):
+    if prior.queued or (runner is not None and runner.running(call.request_id)):
         return ReplayDecision(run=False, in_background=True)
     if prior.owner_alive and not prior.ours:
         elsewhere = ELSEWHERE.format(name=call.call_name)

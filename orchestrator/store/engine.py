@@ -92,6 +92,12 @@ class Database:
         return self.url.set(drivername="postgresql").render_as_string(hide_password=False)
 
     @property
+    def app_libpq_url(self) -> str:
+        """The application's login as a plain `postgresql://` URL, for psycopg itself."""
+        url = self.app_engine.url.set(drivername="postgresql")
+        return url.render_as_string(hide_password=False)
+
+    @property
     def where(self) -> str:
         """Where the database is, for messages (no password)."""
         host = self.url.host or self.url.query.get("host") or "localhost"

@@ -122,6 +122,17 @@ async def schema_status(database: Database) -> SchemaStatus:
     )
 
 
+async def applied_migrations(database: Database) -> dict[str, set[int]]:
+    """The versions applied, by component (`core`, `jobs`, a folder's key), in one transaction."""
+    async with database.admin_transaction() as connection:
+        await _ensure_version_table(connection)
+        rows = await connection.execute(text(f"SELECT {_COMPONENT}, version FROM schema_migrations m"))
+        applied: dict[str, set[int]] = {}
+        for component, version in rows:
+            applied.setdefault(component, set()).add(version)
+    return applied
+
+
 async def lock(connection: AsyncConnection) -> None:
     """Hold the schema's lock until the transaction ends (with the version table in place)."""
     await connection.execute(text("SELECT pg_advisory_xact_lock(hashtext(:key))"), {"key": LOCK_KEY})

@@ -68,6 +68,8 @@ requests = Table(
     Column("idempotent", Boolean),
     Column("owner", Text),
     Column("closed_at", DateTime(timezone=True)),
+    Column("job_id", BigInteger),
+    Column("delivered_at", DateTime(timezone=True)),
 )
 
 request_events = Table(

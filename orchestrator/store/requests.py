@@ -189,7 +189,7 @@ class RequestLog:
                     select(
                         requests.c.status, requests.c.outcome, requests.c.result,
                         requests.c.error, requests.c.owner, requests.c.tool,
-                        requests.c.call_name, requests.c.parameters,
+                        requests.c.call_name, requests.c.parameters, requests.c.job_id,
                     ).where(requests.c.request_id == storable_text(call.request_id))
                 )
             ).first()
@@ -202,14 +202,20 @@ class RequestLog:
             owner_alive=is_alive(row.owner),
             ours=row.owner == OWNER,
             same_call=_same_call(call, tool=row.tool, name=row.call_name, parameters=row.parameters),
+            queued=row.job_id is not None,
         )
 
     async def orphaned(self, *, user_id: str) -> list[CallRecord]:
-        """The user's requests still open under a process that no longer runs."""
+        """The user's requests still open under a process that no longer runs.
+
+        Not a job's: the job queue finds those whose worker stopped (see `jobs.stalled`).
+        """
         async with self.database.user_transaction(user_id) as connection:
             rows = (
                 await connection.execute(
-                    select(requests).where(requests.c.status.in_(("created", "running")))
+                    select(requests).where(
+                        requests.c.status.in_(("created", "running")), requests.c.job_id.is_(None)
+                    )
                 )
             ).all()
         return [

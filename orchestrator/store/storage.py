@@ -20,8 +20,8 @@ from orchestrator.store.embeddings import (
 )
 from orchestrator.store.engine import Database
 from orchestrator.store.messages import MessageStore
-from orchestrator.store.migrations import upgrade
 from orchestrator.store.pool import ServerPool
+from orchestrator.store.queue_schema import upgrade_all
 from orchestrator.store.rag import Retriever
 from orchestrator.store.requests import RequestLog
 from orchestrator.store.sessions import SessionLeases
@@ -70,7 +70,7 @@ class Storage:
         database = await asyncio.to_thread(Database.from_settings, settings)
         pool = _checkpoint_pool(database)
         try:
-            await upgrade(database)
+            await upgrade_all(database)
             await pool.open()
             checkpointer = PooledPostgresSaver(pool)  # type: ignore[arg-type]
             await checkpointer.setup()

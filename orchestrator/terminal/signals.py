@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 
@@ -57,6 +57,24 @@ class Interrupts:
         finally:
             self._turn = None
 
+    @contextmanager
+    def while_closing(self, *, stop: Callable[[], None]) -> Iterator[None]:
+        """While the command's cleanup waits for work that outlives its turn (background jobs
+        running in this process): Ctrl-C or SIGTERM calls `stop`, a closed terminal (SIGHUP)
+        changes nothing, so the work goes on without it."""
+        if threading.current_thread() is not threading.main_thread() or self._main is None:
+            yield  # signals reach only the main thread, while the handlers are installed
+            return
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGINT, stop)
+        loop.add_signal_handler(signal.SIGTERM, stop)
+        loop.add_signal_handler(signal.SIGHUP, _nothing)
+        try:
+            yield
+        finally:
+            for number in HANDLED:
+                loop.add_signal_handler(number, self._received, number)
+
     def _received(self, number: signal.Signals) -> None:
         if self.received is not None:
             return  # already ending: let the cleanup finish
@@ -67,6 +85,10 @@ class Interrupts:
         self.received = signal.Signals(number)
         if self._main is not None:
             self._main.cancel()
+
+
+def _nothing() -> None:
+    return None
 
 
 def exit_on_signals() -> None:

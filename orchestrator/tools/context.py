@@ -61,7 +61,9 @@ class RunContext:
     agents this graph runs under, from the top: empty for the orchestrator,
     `("personal_assistant_agent",)` for the agent it calls, and so on down.
     `lookup` is the RAG context of the turn's message, which the session
-    starts looking up when the turn begins.
+    starts looking up when the turn begins. `job` is the request a worker runs
+    as a job (see `orchestrator.jobs`): that call runs here, where it was
+    handed to, and is never handed over again.
     """
 
     user_id: str
@@ -73,6 +75,7 @@ class RunContext:
     database: UserDatabase | None = None
     agent_path: tuple[str, ...] = ()
     lookup: asyncio.Future[str] | None = None  # the turn's RAG context, looked up as it began
+    job: str | None = None
 
     def below(self, request_id: str) -> RunContext:
         """The context of a nested agent run for the call `request_id`."""

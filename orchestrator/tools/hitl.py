@@ -28,6 +28,8 @@ from langgraph.config import get_config
 from langgraph.types import interrupt
 from pydantic import TypeAdapter, ValidationError
 
+from orchestrator.tools.context import current_context
+
 QuestionKind = Literal["approval", "question", "authorization"]
 
 # What each kind of question may be answered with.
@@ -68,8 +70,12 @@ def can_ask() -> bool:
     """Whether a question can be asked here: inside a graph run, which an answer resumes.
 
     Outside one (a call recovery runs again after a crash, a tool invoked
-    directly) there is no one to ask, and `interrupt()` cannot pause anything.
+    directly), or inside a job a worker runs (however deep), there is no one
+    to ask, and `interrupt()` cannot pause anything.
     """
+    context = current_context()
+    if context is not None and context.job is not None:
+        return False
     try:
         get_config()
     except RuntimeError:

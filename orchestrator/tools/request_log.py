@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     from langchain_core.runnables import RunnableConfig
+    from langchain_core.tools import BaseTool
 
 logger = logging.getLogger(__name__)
 
@@ -36,6 +37,7 @@ class PriorCall:
     owner_alive: bool
     ours: bool  # owned by this process
     same_call: bool = True  # the record is of this tool with these arguments
+    queued: bool = False  # a job of the queue holds it: it runs, or will, on a worker
 
     @property
     def ended(self) -> bool:
@@ -162,8 +164,29 @@ class RequestObserver(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class Handover:
+    """A call going to the background before it started: what a worker needs to run it.
+
+    The request log holds the call itself (`call`); `arguments` are those it
+    runs with, the person's edit included, without the values its tool's
+    configuration fixes (the worker adds its own); `agent_path` is the level
+    it was made at; `max_retries` its folder's.
+    """
+
+    call: CallRecord
+    tool: BaseTool
+    arguments: dict[str, object]
+    agent_path: tuple[str, ...] = ()
+    max_retries: int = 0
+
+
 class BackgroundRunner(Protocol):
-    """Takes over calls that run in the background (the task manager)."""
+    """Takes over calls that run in the background (the task manager, the job queue)."""
+
+    async def defer(self, handover: Handover) -> bool:
+        """Queue a call that has not started, to run elsewhere; False: it runs here (`adopt`)."""
+        ...
 
     def adopt(
         self,
@@ -172,9 +195,15 @@ class BackgroundRunner(Protocol):
         *,
         observer: RequestObserver | None,
         started_at: datetime | None = None,
-    ) -> object: ...
+        handover: Handover | None = None,
+    ) -> object:
+        """Take over a call running in this process (begun at `started_at`); `handover` says
+        how it could run elsewhere, should this process stop."""
+        ...
 
-    def running(self, request_id: str) -> bool: ...
+    def running(self, request_id: str) -> bool:
+        """Whether this process runs the call `request_id` in the background."""
+        ...
 
 
 async def safely(tracking: Awaitable[None]) -> None:

@@ -16,6 +16,7 @@ from langchain_core.messages import HumanMessage
 from orchestrator.store import Database, MessageStore
 from orchestrator.store.embeddings import Embedder, EmbeddingWorker
 from orchestrator.store.migrations import MIGRATIONS
+from orchestrator.store.queue_schema import queue_migrations
 from orchestrator.store.sessions import claim_session
 from orchestrator.testing import ErrorReply, KeywordEmbeddings, OpenAICompatibleServer
 from tests.helpers import cli_env, run_cli, server_env
@@ -80,6 +81,7 @@ def test_the_embedded_database_needs_no_setup(tmp_path: Path):
     status = run_cli("db", "status", cwd=tmp_path, env=env)
     assert status.returncode == 0, status.stderr
     assert f"schema version: {MIGRATIONS[-1].version} (pending: 0)" in status.stdout
+    assert f"job queue schema version: {queue_migrations()[-1].version} (pending: 0)" in status.stdout
     # the question and the answer; the call and the tool's output are never embedded
     assert "messages to embed (yours and the assistant's): 2 (0 embedded)" in status.stdout
 

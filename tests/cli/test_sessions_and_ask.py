@@ -327,24 +327,30 @@ async def test_a_ctrl_c_right_after_the_one_that_cancelled_a_turn_does_not_exit(
     assert keys.read == 2, "the Ctrl-C 0.3 s later was the same keypress; the one after exited"
 
 
-def test_cancel_takes_a_unique_start_of_a_task_id():
+async def test_cancel_takes_a_unique_start_of_a_task_id():
     from types import SimpleNamespace
 
     repl, out, err = scripted_repl(Keys([], [0.0]))
     session_id = repl.session.session_id
     cancelled: list[str] = []
 
-    def task(task_id: str) -> SimpleNamespace:
-        return SimpleNamespace(task_id=task_id, status="running", call=SimpleNamespace(session_id=session_id))
+    def task(task_id: str, status: str = "running") -> SimpleNamespace:
+        return SimpleNamespace(task_id=task_id, status=status, call=SimpleNamespace(session_id=session_id))
 
-    tasks = [task("3bb5a1"), task("3bc0ff"), task("9e0011")]
-    manager = SimpleNamespace(
-        of_session=lambda _: tasks, cancel=lambda task_id: cancelled.append(task_id) or True
-    )
-    repl.runtime = SimpleNamespace(tasks=manager)  # type: ignore[assignment]
-    repl.cancel(["9e"])
-    repl.cancel(["3b"])
-    repl.cancel(["3bb"])
+    # a queued task can be cancelled as a running one; an ended one cannot
+    tasks = [task("3bb5a1", "queued"), task("3bc0ff"), task("9e0011"), task("9e0012", "completed")]
+
+    async def tasks_of(_: str) -> list[SimpleNamespace]:
+        return tasks
+
+    async def cancel_task(task_id: str) -> bool:
+        cancelled.append(task_id)
+        return True
+
+    repl.runtime = SimpleNamespace(tasks=SimpleNamespace(tasks_of=tasks_of, cancel_task=cancel_task))  # type: ignore[assignment]
+    await repl.cancel(["9e"])
+    await repl.cancel(["3b"])
+    await repl.cancel(["3bb"])
 
     assert cancelled == ["9e0011", "3bb5a1"]
     assert "3b starts several running tasks' ids: 3bb5a1, 3bc0ff" in err.getvalue()

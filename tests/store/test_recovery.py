@@ -94,8 +94,10 @@ async def test_an_idempotent_background_call_runs_again_and_is_reported(
     assert f"gated_run ({orphan}) was left running by a stopped process: running it again" in after.stderr
     assert after.stdout.splitlines() == ["Hello.", "The gated run finished."]
     history = [status for status, _ in await request_history(database, orphan, user_id="local")]
+    # A job: taken by the chat's own worker, killed with it, run again by the next command's.
     assert history == [
-        "created", "acknowledged", "running", "requeued", "running", "completed", "closed"
+        "created", "acknowledged", "running", "queued", "running", "requeued", "running",
+        "completed", "closed",
     ]
 
 

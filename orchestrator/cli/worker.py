@@ -1,0 +1,182 @@
+"""`orchestrator worker`: run background jobs of the queue, on any machine that reaches the database.
+
+It loads the tool folders found here whose content is approved in the
+database (see `jobs.trust`), takes the jobs made with those contents, and
+runs each through the dispatch pipeline. Ctrl-C (or SIGTERM) stops it taking
+jobs and waits for those running; a second one stops it at once, leaving
+them to the other workers (run again where idempotent, else failed).
+`--until-idle` stops it after ORCHESTRATOR_WORKER_IDLE_SECONDS with nothing
+to do: how `ask --no-wait` starts one for what it leaves queued.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import threading
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.markup import escape
+
+from orchestrator.cli.common import err, out, settings_or_exit, user_errors
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from orchestrator.folders.approvals import Reviewed
+    from orchestrator.folders.discovery import ToolFolder
+    from orchestrator.jobs.stalled import Settled
+    from orchestrator.jobs.worker import JobWorker
+    from orchestrator.runtime import Orchestrator
+    from orchestrator.settings import Settings
+
+STARTED = "worker {name}: {count} folder content(s), {concurrency} job(s) at once; Ctrl-C stops"
+STOPPING = "stopping: waiting for {count} running job(s) (Ctrl-C again leaves them to other workers)"
+SKIPPED = "[yellow]note:[/yellow] not run here: {key} (content {digest}): not approved in the database"
+STOPPED_BY_ITSELF = "error: the worker stopped (the database went away?); start it again"
+
+ConcurrencyOption = Annotated[
+    int | None,
+    typer.Option(
+        "--concurrency", "-c", min=1, max=256, help="Jobs at once (ORCHESTRATOR_WORKER_CONCURRENCY)."
+    ),
+]
+UntilIdleOption = Annotated[
+    bool,
+    typer.Option(
+        "--until-idle", help="Stop after ORCHESTRATOR_WORKER_IDLE_SECONDS with nothing to do."
+    ),
+]
+
+
+def worker(concurrency: ConcurrencyOption = None, until_idle: UntilIdleOption = False) -> None:
+    """Run background jobs for every user, with the folders approved in the database."""
+    settings = settings_or_exit()
+    with user_errors():
+        if until_idle:
+            from orchestrator.jobs.spawn import idle_worker_lock
+
+            with idle_worker_lock(settings.data_dir) as mine:
+                if not mine:
+                    out.print("another idle-stopping worker runs already")
+                    raise typer.Exit(0)
+                raise typer.Exit(asyncio.run(_work(settings, concurrency, until_idle=True)))
+        raise typer.Exit(asyncio.run(_work(settings, concurrency, until_idle=False)))
+
+
+async def _work(settings: Settings, concurrency: int | None, *, until_idle: bool) -> int:
+    from orchestrator.jobs.execute import JobExecutor
+    from orchestrator.jobs.queue import JobQueue, content_queue
+    from orchestrator.jobs.trust import record_local_decisions, reviewed_by_database
+    from orchestrator.jobs.worker import JobWorker
+    from orchestrator.llm.providers import build_chat_model
+    from orchestrator.runtime import Orchestrator, use_tool_threads
+    from orchestrator.store.requests import OWNER
+    from orchestrator.store.storage import Storage
+
+    use_tool_threads()
+    storage = await Storage.open(settings, embed_in_background=False)
+    runtime: Orchestrator | None = None
+    queue = JobQueue(storage.database)
+    try:
+        await record_local_decisions(storage.database, settings)  # this installation's, if any
+        reviewed = await reviewed_by_database(storage.database, settings)
+        runtime = await Orchestrator.start(
+            settings, reviewed=reviewed, storage=storage, model=build_chat_model(settings)
+        )
+        folders = [lt.folder for lt in runtime.loaded_folders() if lt.folder.config.mcp is None]
+        _skipped_notes(reviewed, {folder.key for folder in folders})
+        await queue.open()
+        found = {folder.key: folder.digest for folder in _all(reviewed)}
+        executor = JobExecutor(runtime, found=found, name=OWNER)
+        queues = [content_queue(folder.digest) for folder in folders]
+        worker = JobWorker(
+            queue,
+            storage.requests,
+            settings=settings,
+            executor=executor,
+            queues=queues,
+            concurrency=concurrency,
+            on_settled=_settled_notes,
+        )
+        await worker.start()
+        err.print(
+            STARTED.format(
+                name=escape(OWNER), count=len(set(queues)), concurrency=worker.concurrency
+            ),
+            highlight=False,
+        )
+        idle = settings.worker_idle_seconds if until_idle else None
+        if await _until_stopped(worker, idle_seconds=idle):
+            err.print(STOPPED_BY_ITSELF, highlight=False)
+            return 1
+    finally:
+        await queue.close()
+        if runtime is not None:
+            await runtime.close()
+        await storage.close(flush_timeout=0)
+    return 0
+
+
+async def _until_stopped(worker: JobWorker, *, idle_seconds: float | None) -> bool:
+    """Run until a signal (or, with `idle_seconds`, that long with nothing to do), then stop;
+    True if the worker stopped by itself first."""
+    stop = asyncio.Event()
+    _on_signals(stop.set)
+    idle_for = 0.0
+    tick = worker.settings.worker_heartbeat_seconds
+    signalled = asyncio.ensure_future(stop.wait())
+    while not stop.is_set() and not worker.stopped:
+        await asyncio.wait({signalled}, timeout=tick)
+        if stop.is_set() or await worker.until_stopped(0):
+            break
+        if idle_seconds is not None:
+            busy = worker.running or await worker.waiting_jobs()
+            idle_for = 0.0 if busy else idle_for + tick
+            if idle_for >= idle_seconds:
+                break
+    signalled.cancel()
+    by_itself = worker.stopped
+    if worker.running:
+        err.print(STOPPING.format(count=worker.running), highlight=False)
+    _on_signals(_leave_now)
+    await worker.stop()
+    return by_itself
+
+
+def _on_signals(handler: Callable[[], None]) -> None:
+    if threading.current_thread() is not threading.main_thread():
+        return  # run from a test's thread: signals reach only the main thread
+    loop = asyncio.get_running_loop()
+    for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        loop.add_signal_handler(number, handler)
+
+
+def _leave_now() -> None:
+    """A second signal: exit at once; the jobs running here are left to the other workers."""
+    from orchestrator.store.embedded import leave_embedded_server
+
+    err.print("stopped: running jobs left to the other workers", highlight=False)
+    leave_embedded_server()
+    os._exit(130)
+
+
+def _all(reviewed: Reviewed) -> list[ToolFolder]:
+    from orchestrator.folders.discovery import walk
+
+    return [node.folder for node in walk(reviewed.tree.nodes)]
+
+
+def _skipped_notes(reviewed: Reviewed, loaded: set[str]) -> None:
+    for folder in _all(reviewed):
+        if folder.key not in loaded and folder.config.mcp is None:
+            err.print(SKIPPED.format(key=escape(folder.key), digest=folder.digest[:12]), highlight=False)
+
+
+def _settled_notes(settled: list[Settled]) -> None:
+    from orchestrator.jobs.runner import settled_line
+
+    for done in settled:
+        err.print(f"[dim]{escape(settled_line(done))}[/dim]", highlight=False)

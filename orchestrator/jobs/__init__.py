@@ -1,0 +1,12 @@
+"""Background calls as jobs of a queue in the product's PostgreSQL, run by workers anywhere.
+
+`queue` (procrastinate on the database), `worker` (takes and runs jobs, watches
+heartbeats), `execute` (one job: trust, then the dispatch pipeline), `stalled`
+(jobs whose worker stopped), `delivery` (a job's result into its session),
+`runner` (what `chat` and `ask` hand background calls to), `trust` (approved
+folder contents, in the database too), `spawn` (a worker started for what is
+left when a command ends).
+
+Nothing here is imported at startup: the queue loads when a job is made or a
+worker starts.
+"""

@@ -1,0 +1,249 @@
+"""The job queue: procrastinate on the product's database, as the owner login, in schema `job_queue`.
+
+One task, `run_call`: run one background call, by its request id. A job's
+arguments (`JobArgs`) say whose call it is and what a worker needs that the
+request log does not hold: the folder and content hash it was made with, the
+arguments as approved, its level. A job waits in the queue of its folder's
+content (`content_queue`): a worker takes jobs only from the queues of the
+contents it loaded, so a job reaches only workers that hold what it was made
+with. The queue `held` is for calls a process runs itself (they outlived their
+inline budget there): those jobs are never taken, only watched (heartbeats,
+cancellation), and queued for any worker if their process stops.
+
+Imported only when a job is made or a worker starts: procrastinate loads in a
+tenth of a second, which `chat` and `ask` do not pay otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Literal, Protocol
+
+from procrastinate import App, JobContext, PsycopgConnector
+from procrastinate.exceptions import ConnectorException
+from procrastinate.jobs import Status
+from psycopg_pool import AsyncConnectionPool
+
+from orchestrator.store.engine import Database
+from orchestrator.store.pool import CONNECT_ARGS, RECONNECT_SECONDS, ServerPool
+from orchestrator.store.queue_schema import SCHEMA
+
+TASK = "run_call"
+CONTENT_QUEUE = "c.{digest}"  # a folder content's queue: NOTIFY channels name it, 63 bytes at most
+HELD = "held"  # jobs of calls that run in the process that made them: never taken
+EXECUTOR = "executor"  # the key of the worker's executor in procrastinate's job context
+POOL_SIZE = 6  # the queue's connections in a process (LISTEN ones apart)
+Outcome = Literal["cancelled", "aborting"]
+
+
+@dataclass(frozen=True)
+class JobArgs:
+    """What a job holds: a background call of `user_id`, by request id, and how to run it.
+
+    `folder` and `digest` are the key and content hash of the tool's folder as
+    the process that made the job loaded it (None for a tool of no folder:
+    only its own process runs that); `arguments` those it runs with, without
+    the values the folder's configuration fixes.
+    """
+
+    request_id: str
+    user_id: str
+    folder: str | None = None
+    digest: str | None = None
+    arguments: dict[str, object] = field(default_factory=dict)
+    agent_path: tuple[str, ...] = ()
+    max_retries: int = 0
+    idempotent: bool = False
+
+    def to_json(self) -> dict[str, object]:
+        return {**asdict(self), "agent_path": list(self.agent_path)}
+
+    @classmethod
+    def of(cls, values: Mapping[str, object]) -> JobArgs:
+        """The arguments of a job as the queue stored them."""
+        path = values.get("agent_path") or []
+        retries = values.get("max_retries") or 0
+        arguments = values.get("arguments") or {}
+        return cls(
+            request_id=str(values["request_id"]),
+            user_id=str(values["user_id"]),
+            folder=_text(values.get("folder")),
+            digest=_text(values.get("digest")),
+            arguments=dict(arguments) if isinstance(arguments, dict) else {},
+            agent_path=tuple(str(name) for name in path) if isinstance(path, list) else (),
+            max_retries=int(retries) if isinstance(retries, int) else 0,
+            idempotent=bool(values.get("idempotent")),
+        )
+
+
+def content_queue(digest: str) -> str:
+    """The queue of the jobs of a folder with content `digest`."""
+    return CONTENT_QUEUE.format(digest=digest[:24])
+
+
+@dataclass(frozen=True)
+class JobRow:
+    """One job as the queue holds it."""
+
+    job_id: int
+    queue: str
+    status: str  # todo, doing, succeeded, failed, cancelled, aborted
+    attempts: int
+    worker_id: int | None
+    args: JobArgs
+
+
+class Executor(Protocol):
+    """Runs one job's call in a worker (`execute.JobExecutor`)."""
+
+    async def run(self, args: JobArgs, *, job_id: int) -> None: ...
+
+
+async def run_call(context: JobContext, **values: object) -> None:
+    """The queue's one task: hand the job to the executor of the worker that took it."""
+    executor: Executor = context.additional_context[EXECUTOR]
+    assert context.job.id is not None  # a job taken from the queue has its id
+    await executor.run(JobArgs.of(values), job_id=context.job.id)
+
+
+JOB_COLUMNS = "id, queue_name, status::text, attempts, worker_id, args"
+HOLD_SQL = f"""
+    INSERT INTO {SCHEMA}.procrastinate_jobs (queue_name, task_name, lock, args, status, worker_id)
+    VALUES (%(queue)s, %(task)s, %(lock)s, %(args)s, 'doing', %(worker_id)s) RETURNING id
+"""
+JOBS_OF_SQL = f"""
+    SELECT {JOB_COLUMNS} FROM {SCHEMA}.procrastinate_jobs
+    WHERE args ->> 'request_id' = %(request_id)s ORDER BY id DESC LIMIT 1
+"""
+JOB_SQL = f"SELECT {JOB_COLUMNS} FROM {SCHEMA}.procrastinate_jobs WHERE id = %(job_id)s"
+
+
+class JobQueue:
+    """The queue of one database: make, watch, retry, cancel and finish jobs.
+
+    `app` is procrastinate's, for its workers (`worker.JobWorker`). Its
+    connections log in as the owner (the application role cannot reach the
+    queue), with the queue's schema on their search path.
+    """
+
+    def __init__(self, database: Database, *, pool_size: int = POOL_SIZE) -> None:
+        self.database = database
+        connector = PsycopgConnector(
+            conninfo=database.libpq_url,
+            min_size=1,
+            max_size=pool_size,
+            reconnect_timeout=RECONNECT_SECONDS,
+            kwargs={"options": f"-c search_path={SCHEMA}", **CONNECT_ARGS},
+            pool_factory=_server_pool,
+        )
+        self.app = App(connector=connector)
+        self.app.task(name=TASK, pass_context=True)(run_call)
+        self.connector = connector
+        self._open = False
+
+    async def open(self) -> None:
+        if not self._open:
+            await self.app.open_async()
+            self._open = True
+
+    async def close(self) -> None:
+        if self._open:
+            self._open = False
+            await self.app.close_async()
+
+    async def defer(self, args: JobArgs) -> int:
+        """Queue `args` for the workers of its folder's content; the job's id.
+
+        One job at a time runs for a request (its lock is the request id).
+        """
+        assert args.digest is not None, "only a folder's call is queued for workers"
+        queue = content_queue(args.digest)
+        deferrer = self.app.configure_task(TASK, lock=args.request_id, queue=queue)
+        return await deferrer.defer_async(**args.to_json())
+
+    async def hold(self, args: JobArgs, *, worker_id: int) -> int:
+        """A job for a call running already in the process of `worker_id`; the job's id."""
+        values = {
+            "queue": HELD,
+            "task": TASK,
+            "lock": args.request_id,
+            "args": args.to_json(),
+            "worker_id": worker_id,
+        }
+        row = await self.connector.execute_query_one_async(HOLD_SQL, **values)
+        return int(row["id"])
+
+    async def finish(self, job_id: int, status: Literal["succeeded", "failed", "aborted"]) -> bool:
+        """End a job that is still queued or running; False if it is not (someone ended it)."""
+        try:
+            await self.app.job_manager.finish_job_by_id_async(job_id, Status(status), delete_job=False)
+        except ConnectorException:  # not queued or running any more: ended by someone else
+            return False
+        return True
+
+    async def retry(self, job_id: int, *, at: datetime, digest: str) -> bool:
+        """Queue a running job again (from `at`, for the workers of content `digest`); False if
+        it is not running."""
+        queue = content_queue(digest)
+        try:
+            await self.app.job_manager.retry_job_by_id_async(job_id, retry_at=at, queue=queue)
+        except ConnectorException:
+            return False
+        return True
+
+    async def cancel(self, request_id: str) -> Outcome | None:
+        """Cancel the job of `request_id`: a queued one at once (`cancelled`), a running one
+        by asking its worker (`aborting`); None when it has no job that has not ended."""
+        job = await self.job_of(request_id)
+        if job is None or job.status not in ("todo", "doing"):
+            return None
+        done = await self.app.job_manager.cancel_job_by_id_async(job.job_id, abort=True)
+        if not done:
+            return None
+        return "cancelled" if job.status == "todo" else "aborting"
+
+    async def job_of(self, request_id: str) -> JobRow | None:
+        """The newest job of `request_id`, if it has one."""
+        rows = await self.connector.execute_query_all_async(JOBS_OF_SQL, request_id=request_id)
+        return _row(rows[0]) if rows else None
+
+    async def job(self, job_id: int) -> JobRow | None:
+        rows = await self.connector.execute_query_all_async(JOB_SQL, job_id=job_id)
+        return _row(rows[0]) if rows else None
+
+    async def query(self, sql: str, **values: object) -> list[dict[str, object]]:
+        """Rows of `sql` on the queue's connections (the queue's other modules' SQL)."""
+        return await self.connector.execute_query_all_async(sql, **values)  # type: ignore[arg-type]
+
+    async def execute(self, sql: str, **values: object) -> None:
+        await self.connector.execute_query_async(sql, **values)  # type: ignore[arg-type]
+
+
+def _server_pool(**options: object) -> AsyncConnectionPool:
+    """Our pool, which notices a dropped connection without a round trip (procrastinate's
+    default checks each connection with one)."""
+    options.pop("check", None)
+    return ServerPool(**options)  # type: ignore[arg-type]
+
+
+def _row(row: Mapping[str, object]) -> JobRow:
+    args = row["args"]
+    values = json.loads(args) if isinstance(args, str) else args
+    assert isinstance(values, dict)
+    worker = row["worker_id"]
+    return JobRow(
+        job_id=int(row["id"]),  # type: ignore[call-overload]
+        queue=str(row["queue_name"]),
+        status=str(row["status"]),
+        attempts=int(row["attempts"]),  # type: ignore[call-overload]
+        worker_id=int(worker) if isinstance(worker, int) else None,
+        args=JobArgs.of(values),
+    )
+
+
+def _text(value: object) -> str | None:
+    return None if value is None else str(value)
+

@@ -1,0 +1,356 @@
+"""Background calls as jobs, run by real `orchestrator worker` processes on one database.
+
+Each test starts the commands it needs as processes of their own, as a user
+would on several terminals or machines: workers, `chat`, `ask`, and reads what
+happened from the request log and from the runs the tool notes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import uuid
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+from orchestrator.store import Database
+from orchestrator.store.logins import Logins
+from orchestrator.store.requests import request_history
+from orchestrator.testing import OpenAICompatibleServer
+from tests.jobs.processes import (
+    JOB_TOOL,
+    ask,
+    brewer_config,
+    identity,
+    job_env,
+    outcome,
+    runs,
+    started,
+    stop,
+    until,
+    worker,
+)
+from tests.tool_folders import write_folder
+
+pytestmark = pytest.mark.process
+
+CALL = [("brewer_brew", {})]
+
+
+def brewer(home: Path, **config: object) -> tuple[Path, Path]:
+    """The brewer folder in `home`; the files its runs are noted in and its gate."""
+    noted, gate = home / "runs", home / "gate"
+    write_folder(
+        home / "sub_graphs", "brewer", config=brewer_config(**config),
+        code=JOB_TOOL.format(runs=str(noted), gate=str(gate)),
+    )
+    return noted, gate
+
+
+def statuses(history: list[tuple[str, str | None]]) -> list[str]:
+    return [status for status, _ in history]
+
+
+async def test_a_job_runs_on_a_worker_process_and_its_result_reaches_the_open_chat(
+    cli, tmp_path: Path, database_logins: Logins, database: Database
+):
+    noted, gate = brewer(tmp_path)
+    assert cli("tools", "approve", "brewer", cwd=tmp_path).returncode == 0
+    script = [CALL, "Brewing, on a worker.", "Your coffee is ready."]
+    with OpenAICompatibleServer(script) as server:
+        env = job_env(server, database_logins, tmp_path)
+        async with worker(tmp_path, env) as running:
+            name = identity(running.pid)
+            # This chat runs no job itself: the worker process must.
+            chat_env = {**env, "ORCHESTRATOR_EMBEDDED_WORKER": "0"}
+            async with started("chat", home=tmp_path, env=chat_env, name="chat", stdin=True) as chat:
+                assert chat.process.stdin is not None
+                chat.process.stdin.write("make coffee\n")
+                chat.process.stdin.flush()
+                await until(lambda: bool(runs(noted)), alive=chat.process)
+                gate.write_text("open")
+                await until(lambda: "Your coffee is ready." in chat.stdout(), alive=chat.process)
+                chat.process.stdin.close()
+                assert chat.process.wait(timeout=120) == 0, chat.stderr()
+            assert stop(running) == 0, running.stderr()
+
+    [(request_id, pid)] = runs(noted)
+    assert pid == running.pid, "the worker process ran the call, not the chat"
+    assert chat.stdout().splitlines() == ["Brewing, on a worker.", "Your coffee is ready."]
+    assert f"task {request_id} (brewer_brew): completed" in chat.stderr()
+    history = await request_history(database, request_id, user_id="local")
+    assert statuses(history) == [
+        "created", "acknowledged", "running", "queued", "running", "completed", "closed"
+    ]
+    assert history[4] == ("running", name), "the worker's running event names it"
+
+
+async def test_a_job_that_ends_after_ask_exited_reaches_the_session_when_it_is_opened_again(
+    cli, tmp_path: Path, database_logins: Logins, database: Database
+):
+    noted, gate = brewer(tmp_path)
+    cli("tools", "approve", "brewer", cwd=tmp_path)
+    session = f"s-{uuid.uuid4().hex[:8]}"
+    script = [CALL, "Brewing in the background.", "Your coffee is ready.", "Hello."]
+    with OpenAICompatibleServer(script) as server:
+        env = job_env(server, database_logins, tmp_path)
+        async with worker(tmp_path, env) as running:
+            first = ask("--no-wait", "-s", session, "make coffee", home=tmp_path, env=env)
+            assert first.returncode == 0, first.stderr
+            await until(lambda: bool(runs(noted)))  # running on the worker; ask has exited
+            [(request_id, _)] = runs(noted)
+            assert await outcome(database, request_id) is None
+            gate.write_text("open")
+            await until(lambda: _ended(database, request_id))
+            again = ask("-s", session, "hello", home=tmp_path, env=env)
+            stop(running)
+
+    assert first.stdout.splitlines() == ["Brewing in the background."]
+    assert again.returncode == 0, again.stderr
+    assert "while you were away:" in again.stderr
+    assert f"task {request_id} (brewer_brew): completed" in again.stderr
+    assert again.stdout.splitlines() == ["Your coffee is ready.", "Hello."], "the follow-up first"
+    report = server.requests[2]["messages"][-1]["content"]
+    assert "coffee is ready" in str(report)
+
+
+async def test_two_workers_run_every_job_exactly_once(
+    cli, tmp_path: Path, database_logins: Logins, database: Database
+):
+    noted, gate = brewer(tmp_path)
+    cli("tools", "approve", "brewer", cwd=tmp_path)
+    jobs = 6
+    with OpenAICompatibleServer([CALL * jobs, "Six pots on the way."]) as server:
+        env = job_env(server, database_logins, tmp_path)
+        async with worker(tmp_path, env, name="a") as a, worker(tmp_path, env, name="b") as b:
+            workers = {identity(a.pid), identity(b.pid)}
+            done = ask("--no-wait", "brew six pots", home=tmp_path, env=env)
+            assert done.returncode == 0, done.stderr
+            # Two at a time each: four run at once only when both workers have taken jobs.
+            await until(lambda: len(runs(noted)) >= 4)
+            assert {pid for _, pid in runs(noted)} == {a.pid, b.pid}
+            gate.write_text("open")
+            await until(lambda: len(runs(noted)) == jobs)
+            ids = [rid for rid, _ in runs(noted)]
+            for request_id in ids:
+                await until(lambda rid=request_id: _ended(database, rid))
+            stop(a)
+            stop(b)
+
+    assert len(set(ids)) == jobs, "every job ran once: no request id twice in the runs"
+    for request_id in ids:
+        history = await request_history(database, request_id, user_id="local")
+        taken = [detail for status, detail in history if status == "running"][1:]  # after the chat's
+        assert len(taken) == 1 and taken[0] in workers, history
+        assert statuses(history)[-2:] == ["completed", "closed"]
+
+
+async def test_a_killed_workers_idempotent_job_runs_again_on_the_other_worker(
+    cli, tmp_path: Path, database_logins: Logins, database: Database
+):
+    noted, gate = brewer(tmp_path, idempotent=True)
+    cli("tools", "approve", "brewer", cwd=tmp_path)
+    with OpenAICompatibleServer([CALL, "Brewing."]) as server:
+        env = job_env(server, database_logins, tmp_path)
+        async with worker(tmp_path, env, name="a", concurrency=1) as a, worker(
+            tmp_path, env, name="b", concurrency=1
+        ) as b:
+            assert ask("--no-wait", "make coffee", home=tmp_path, env=env).returncode == 0
+            await until(lambda: bool(runs(noted)))
+            [(request_id, first)] = runs(noted)
+            killed, other = (a, b) if first == a.pid else (b, a)
+            names = identity(killed.pid), identity(other.pid)
+            os.kill(killed.pid, signal.SIGKILL)
+            killed.process.wait(timeout=60)
+            await until(lambda: len(runs(noted)) == 2, alive=other.process)  # the other took it
+            gate.write_text("open")
+            await until(lambda: _ended(database, request_id))
+            stop(other)
+
+    assert [pid for _, pid in runs(noted)] == [killed.pid, other.pid]
+    assert await outcome(database, request_id) == "completed"
+    history = await request_history(database, request_id, user_id="local")
+    assert statuses(history) == [
+        "created", "acknowledged", "running", "queued", "running", "requeued", "running",
+        "completed", "closed",
+    ]
+    assert (history[4][1], history[6][1]) == names
+    assert "stopped: run again, attempt 2 of 2" in str(history[5][1])
+
+
+async def test_a_killed_workers_other_job_fails_and_the_user_is_told(
+    cli, tmp_path: Path, database_logins: Logins, database: Database
+):
+    noted, gate = brewer(tmp_path)
+    cli("tools", "approve", "brewer", cwd=tmp_path)
+    session = f"s-{uuid.uuid4().hex[:8]}"
+    script = [CALL, "Brewing.", "The brewing was interrupted, sorry.", "Fine."]
+    with OpenAICompatibleServer(script) as server:
+        env = job_env(server, database_logins, tmp_path)
+        async with worker(tmp_path, env, name="a", concurrency=1) as a, worker(
+            tmp_path, env, name="b", concurrency=1
+        ) as b:
+            assert ask("--no-wait", "-s", session, "make coffee", home=tmp_path, env=env).returncode == 0
+            await until(lambda: bool(runs(noted)))
+            [(request_id, first)] = runs(noted)
+            killed, other = (a, b) if first == a.pid else (b, a)
+            os.kill(killed.pid, signal.SIGKILL)
+            killed.process.wait(timeout=60)
+            gate.write_text("open")  # a second run would end now: there must be none
+            await until(lambda: _ended(database, request_id), alive=other.process)
+            told = ask("-s", session, "and the coffee?", home=tmp_path, env=env)
+            stop(other)
+
+    assert runs(noted) == [(request_id, killed.pid)], "run once, by the killed worker only"
+    assert await outcome(database, request_id) == "failed"
+    history = await request_history(database, request_id, user_id="local")
+    assert statuses(history) == [
+        "created", "acknowledged", "running", "queued", "running", "failed", "closed"
+    ]
+    assert told.returncode == 0, told.stderr
+    assert f"task {request_id} (brewer_brew): failed" in told.stderr
+    assert told.stdout.splitlines() == ["The brewing was interrupted, sorry.", "Fine."]
+    assert '"error_code": "interrupted"' in str(server.requests[2]["messages"][-1]["content"])
+
+
+async def test_cancel_reaches_the_worker_running_a_job(
+    cli, tmp_path: Path, database_logins: Logins, database: Database
+):
+    noted, _ = brewer(tmp_path)  # its gate never opens: only the cancellation ends it
+    cli("tools", "approve", "brewer", cwd=tmp_path)
+    with OpenAICompatibleServer([CALL, "Brewing."]) as server:
+        env = job_env(server, database_logins, tmp_path)
+        async with worker(tmp_path, env) as running:
+            name = identity(running.pid)
+            assert ask("--no-wait", "make coffee", home=tmp_path, env=env).returncode == 0
+            await until(lambda: bool(runs(noted)))
+            [(request_id, _)] = runs(noted)
+            listed = cli("tasks", "list", "--json", cwd=tmp_path)
+            cancelled = cli("tasks", "cancel", request_id[:10], cwd=tmp_path)
+            await until(lambda: _ended(database, request_id), alive=running.process)
+            shown = cli("tasks", "show", request_id, cwd=tmp_path)
+            assert stop(running) == 0
+
+    [task] = [t for t in json.loads(listed.stdout)["tasks"] if t["task_id"] == request_id]
+    assert (task["status"], task["ran_on"]) == ("running", name)
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert f"cancelling task {request_id} on the worker running it" in cancelled.stdout
+    assert await outcome(database, request_id) == "cancelled"
+    assert statuses(await request_history(database, request_id, user_id="local"))[-2:] == [
+        "cancelled", "closed"
+    ]
+    assert "cancelled" in shown.stdout.splitlines()[0]
+    assert len(runs(noted)) == 1
+
+
+async def test_a_worker_refuses_a_folder_whose_content_differs_from_the_approved(
+    cli, tmp_path: Path, database_logins: Logins, database: Database
+):
+    here, there = tmp_path / "here", tmp_path / "there"
+    noted, _ = brewer(here)
+    brewer(there)  # the worker's machine: the same folder, for now
+    here_tool = here / "sub_graphs" / "brewer" / "brewer_tool.py"
+    (there / "sub_graphs" / "brewer" / "brewer_tool.py").write_text(here_tool.read_text())
+    assert cli("tools", "approve", "brewer", cwd=here).returncode == 0  # recorded in the database
+    with OpenAICompatibleServer([CALL, "Brewing."]) as server:
+        async with worker(there, job_env(server, database_logins, there)) as running:
+            name = identity(running.pid)
+            copy = there / "sub_graphs" / "brewer" / "brewer_tool.py"
+            copy.write_text(copy.read_text() + "\n# changed on the worker's machine\n")
+            env = job_env(server, database_logins, here)
+            assert ask("--no-wait", "make coffee", home=here, env=env).returncode == 0
+            request_id = await _newest_request(database)
+            await until(lambda: _ended(database, request_id), alive=running.process)
+            stop(running)
+
+    assert runs(noted) == [], "the changed copy never ran"
+    async with database.user_transaction("local") as connection:
+        error = await connection.scalar(
+            text("SELECT error FROM requests WHERE request_id = :r"), {"r": request_id}
+        )
+    assert error["error_code"] == "not_approved"
+    assert f"brewer_brew did not run on worker {name}" in error["message"]
+    assert "its copy of brewer has content" in error["message"]
+
+
+async def _ended(database: Database, request_id: str) -> bool:
+    return await outcome(database, request_id) is not None
+
+
+async def _newest_request(database: Database) -> str:
+    """The brewer request made last (this test's)."""
+    async with database.user_transaction("local") as connection:
+        return await connection.scalar(
+            text(
+                "SELECT request_id FROM requests WHERE call_name = 'brewer_brew' "
+                "ORDER BY created_at DESC LIMIT 1"
+            )
+        )
+
+
+async def test_cancel_in_chat_reaches_the_worker_process_and_tasks_shows_it(
+    cli, tmp_path: Path, database_logins: Logins, database: Database
+):
+    noted, _ = brewer(tmp_path)  # its gate never opens: only the cancellation ends it
+    cli("tools", "approve", "brewer", cwd=tmp_path)
+    with OpenAICompatibleServer([CALL, "Brewing."]) as server:
+        env = job_env(server, database_logins, tmp_path)
+        async with worker(tmp_path, env) as running:
+            chat_env = {**env, "ORCHESTRATOR_EMBEDDED_WORKER": "0"}
+            async with started("chat", home=tmp_path, env=chat_env, name="chat", stdin=True) as chat:
+                assert chat.process.stdin is not None
+                chat.process.stdin.write("make coffee\n")
+                chat.process.stdin.flush()
+                await until(lambda: bool(runs(noted)), alive=chat.process)
+                [(request_id, _)] = runs(noted)
+                chat.process.stdin.write(f"/tasks\n/cancel {request_id[:8]}\n")
+                chat.process.stdin.flush()
+                await until(lambda: _ended(database, request_id), alive=chat.process)
+                chat.process.stdin.write("/tasks\n")
+                chat.process.stdin.close()
+                assert chat.process.wait(timeout=120) == 0, chat.stderr()
+            assert stop(running) == 0
+
+    assert await outcome(database, request_id) == "cancelled"
+    lines = chat.stdout().splitlines()
+    assert lines[0] == "Brewing."
+    assert lines[1].startswith(f"{request_id}  brewer_brew  running on ")
+    assert lines[2] == f"cancelling task {request_id}"
+    assert lines[3].startswith(f"{request_id}  brewer_brew  cancelled")
+
+
+async def test_closing_the_terminal_does_not_cancel_a_job_the_chat_runs(
+    cli, tmp_path: Path, database_logins: Logins, database: Database
+):
+    noted, gate = brewer(tmp_path)
+    cli("tools", "approve", "brewer", cwd=tmp_path)
+    session = f"s-{uuid.uuid4().hex[:8]}"
+    script = [CALL, "Brewing, here.", "Your coffee is ready.", "Hello."]
+    with OpenAICompatibleServer(script) as server:
+        env = job_env(server, database_logins, tmp_path)  # the chat runs jobs itself: no worker
+        chat_args = ("chat", "-s", session)
+        async with started(*chat_args, home=tmp_path, env=env, name="chat", stdin=True) as chat:
+            assert chat.process.stdin is not None
+            chat.process.stdin.write("make coffee\n")
+            chat.process.stdin.flush()
+            await until(lambda: bool(runs(noted)), alive=chat.process)
+            [(request_id, pid)] = runs(noted)
+            chat.process.send_signal(signal.SIGHUP)  # the terminal closed
+            await until(lambda: "waiting for them to end" in chat.stderr(), alive=chat.process)
+            assert await outcome(database, request_id) is None, "still running"
+            gate.write_text("open")
+            assert chat.process.wait(timeout=120) == 128 + signal.SIGHUP, chat.stderr()
+            assert await outcome(database, request_id) == "completed", chat.stderr()
+        again = ask("-s", session, "hello", home=tmp_path, env=env)
+
+    assert pid == chat.pid, "the chat's own worker ran it"
+    assert await outcome(database, request_id) == "completed"
+    assert "1 background task(s) run in this process: waiting for them to end" in chat.stderr()
+    # No one had the session open when it ended: the next command reports it.
+    assert again.returncode == 0, again.stderr
+    assert "while you were away:" in again.stderr, again.stderr
+    assert f"task {request_id} (brewer_brew): completed" in again.stderr, again.stderr
+    assert again.stdout.splitlines() == ["Your coffee is ready.", "Hello."], again.stderr
