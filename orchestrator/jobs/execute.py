@@ -36,6 +36,7 @@ from orchestrator.tools.agent import AgentTool
 from orchestrator.tools.context import RunContext, UserDatabase
 from orchestrator.tools.request_log import CallRecord
 from orchestrator.tools.results import ToolResult
+from orchestrator.tracing.spans import linked, span
 from orchestrator.usage.meter import UsageMeter
 
 logger = logging.getLogger(__name__)
@@ -79,7 +80,10 @@ class JobExecutor:
             await self.storage.requests.finished(call, _refused(call, why))
             return
         assert level is not None
-        await level.dispatch(await self._request(level, call, args))
+        attributes = {"orchestrator.request_id": call.request_id, "orchestrator.job_id": job_id}
+        # A root of its own (it runs after the turn, maybe elsewhere), linked to the turn's call.
+        with span(f"background_job {call.call_name}", attributes, links=linked(args.trace)):
+            await level.dispatch(await self._request(level, call, args))
 
     async def _request(self, dispatcher: Dispatcher, call: CallRecord, args: JobArgs) -> CallRequest:
         tool_call = ToolCall(name=call.call_name, args=call.parameters, id=call.request_id)

@@ -43,6 +43,7 @@ Outcome = Literal["cancelled", "aborting"]
 class JobArgs:
     """What a job holds: a background call of `user_id`, by request id, and how to run it.
 
+    `trace` links the job's span to the call that handed it over, when traced.
     `folder` and `digest` are the key and content hash of the tool's folder as
     the process that made the job loaded it (None for a tool of no folder:
     only its own process runs that); `arguments` those it runs with, without
@@ -57,6 +58,7 @@ class JobArgs:
     agent_path: tuple[str, ...] = ()
     max_retries: int = 0
     idempotent: bool = False
+    trace: str | None = None  # the handing-over call's span (W3C traceparent), when traced
 
     def to_json(self) -> dict[str, object]:
         return {**asdict(self), "agent_path": list(self.agent_path)}
@@ -76,6 +78,7 @@ class JobArgs:
             agent_path=tuple(str(name) for name in path) if isinstance(path, list) else (),
             max_retries=int(retries) if isinstance(retries, int) else 0,
             idempotent=bool(values.get("idempotent")),
+            trace=_text(values.get("trace")),
         )
 
 

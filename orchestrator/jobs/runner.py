@@ -31,6 +31,7 @@ from orchestrator.store.requests import ANONYMOUS, OWNER, is_alive
 from orchestrator.tasks import BackgroundTask, Delivery, Listener
 from orchestrator.tools.request_log import CallRecord, Handover, RequestObserver
 from orchestrator.tools.results import ToolResult
+from orchestrator.tracing.spans import traceparent
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -355,6 +356,7 @@ def _args(handover: Handover, folder: ToolFolder | None) -> JobArgs:
         agent_path=handover.agent_path,
         max_retries=handover.max_retries,
         idempotent=call.idempotent,
+        trace=traceparent(),
     )
 
 

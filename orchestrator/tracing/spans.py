@@ -95,6 +95,29 @@ def current_context() -> SpanContext | None:
     return context if context.is_valid else None
 
 
+def traceparent() -> str | None:
+    """The current span as a W3C `traceparent`, for work another process does later (a job)."""
+    if tracer() is None:
+        return None
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    carrier: dict[str, str] = {}
+    TraceContextTextMapPropagator().inject(carrier)
+    return carrier.get("traceparent")
+
+
+def linked(parent: str | None) -> list[SpanContext]:
+    """The span a `traceparent` names, to link to (none when tracing is off or it is None)."""
+    if parent is None or tracer() is None:
+        return []
+    from opentelemetry import trace
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    context = TraceContextTextMapPropagator().extract({"traceparent": parent})
+    found = trace.get_current_span(context).get_span_context()
+    return [found] if found.is_valid else []
+
+
 def mark_failed(target: Span | None, description: str) -> None:
     """Set the span's status to an error (a call that failed without raising)."""
     if target is None:

@@ -207,3 +207,35 @@ async def test_a_plans_tasks_are_spans_of_their_own_with_their_calls_below(recei
         (call,) = [s for s in receiver.named("execute_tool step") if task_span in receiver.ancestors(s)]
         assert call.attributes["orchestrator.status"] == "success"
     assert {span.trace_id for span in receiver.spans} == {plan_tasks[0].trace_id}, "one trace"
+
+
+async def test_a_background_job_carries_the_span_of_the_call_that_handed_it_over(
+    receiver: Receiver, scripted, tmp_path: Path, database_url: str, database
+):
+    from dataclasses import replace
+
+    from orchestrator.jobs.queue import JobQueue
+    from orchestrator.jobs.runner import JobRunner
+    from orchestrator.tracing.spans import linked
+    from tests.jobs.test_handover import open_runtime
+
+    model = scripted(call_tools(("brewer_brew", {})), "Brewing.")
+    runtime, storage, _, _ = await open_runtime(tmp_path, database_url, model)
+    runner = JobRunner(runtime, takes_jobs=False)  # the job waits in the queue
+    try:
+        session = replace(runtime, tasks=runner).session(user_id="traced-jobs")
+        result = await session.run("make coffee")
+        queue = JobQueue(database)
+        await queue.open()
+        job = await queue.job_of(result.tool_calls[0].request_id)
+        await queue.close()
+    finally:
+        await runner.close()
+        await storage.close()
+    provider.flush()
+
+    (handing_over,) = receiver.named("execute_tool brewer_brew")
+    assert job is not None and job.args.trace is not None
+    assert job.args.trace.split("-")[1:3] == [handing_over.trace_id, handing_over.span_id]
+    (link,) = linked(job.args.trace)
+    assert format(link.span_id, "016x") == handing_over.span_id, "the job's span links to it"
