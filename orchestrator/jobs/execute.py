@@ -19,6 +19,7 @@ from pathlib import Path
 
 from langchain_core.messages import ToolCall
 from langchain_core.tools import BaseTool
+from langgraph.errors import GraphBubbleUp
 
 from orchestrator.dispatch.dispatcher import Dispatcher
 from orchestrator.dispatch.middleware import CallRequest
@@ -27,6 +28,7 @@ from orchestrator.folders.discovery import content_hash
 from orchestrator.jobs.queue import JobArgs
 from orchestrator.jobs.trust import approved_contents, refusal, tool_folders
 from orchestrator.levels import Limits
+from orchestrator.redact import redact
 from orchestrator.runtime import Orchestrator
 from orchestrator.store.engine import Database
 from orchestrator.store.job_requests import JobRequests
@@ -43,6 +45,7 @@ logger = logging.getLogger(__name__)
 
 NOT_APPROVED = "not_approved"  # the error code of a refused job
 NO_LEVEL = "{name} did not run on worker {worker}: it has no agent {path} to run it at"
+ASKED = "the call asked a question, and no one can be asked in a background job: it did not end"
 CHECK_SECONDS = 1.0  # how old a folder's hash, or the database's approval, may be when a job runs
 
 
@@ -83,7 +86,22 @@ class JobExecutor:
         attributes = {"orchestrator.request_id": call.request_id, "orchestrator.job_id": job_id}
         # A root of its own (it runs after the turn, maybe elsewhere), linked to the turn's call.
         with span(f"background_job {call.call_name}", attributes, links=linked(args.trace)):
+            await self._dispatch(level, call, args, job_id=job_id)
+
+    async def _dispatch(
+        self, level: Dispatcher, call: CallRecord, args: JobArgs, *, job_id: int
+    ) -> None:
+        """The call through its level's pipeline; what escapes it (a crash, a question) ends it failed."""
+        try:
             await level.dispatch(await self._request(level, call, args))
+        except GraphBubbleUp:
+            # The top of a job's run, as a session is of a turn's: no graph above it to pause.
+            # (Calls below a job cannot ask: see `hitl.can_ask`; this is a tool's own interrupt.)
+            await self.storage.requests.finished(call, _failed(call, ASKED, code="no_one_to_ask"))
+        except Exception as error:  # the pipeline returns failures as results: this is a bug
+            logger.exception("job %s crashed", job_id)
+            crashed = redact(f"{call.call_name} crashed: {type(error).__name__}: {error}")
+            await self.storage.requests.finished(call, _failed(call, crashed, code="crashed"))
 
     async def _request(self, dispatcher: Dispatcher, call: CallRecord, args: JobArgs) -> CallRequest:
         tool_call = ToolCall(name=call.call_name, args=call.parameters, id=call.request_id)
@@ -191,7 +209,11 @@ def _agent_named(tool: object, name: str) -> bool:
 
 
 def _refused(call: CallRecord, why: str) -> ToolResult:
-    error = ToolError(why, code=NOT_APPROVED, recoverable=False)
+    return _failed(call, why, code=NOT_APPROVED)
+
+
+def _failed(call: CallRecord, message: str, *, code: str) -> ToolResult:
+    error = ToolError(message, code=code, recoverable=False)
     return ToolResult.from_error(error).model_copy(
         update={"request_id": call.request_id, "parent_request_id": call.parent_request_id}
     )

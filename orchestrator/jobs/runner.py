@@ -15,6 +15,7 @@ command that makes no job never pays for them.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -116,19 +117,27 @@ class JobRunner:
     # -- what the dispatch pipeline hands over (BackgroundRunner)
 
     async def defer(self, handover: Handover) -> bool:
-        """Queue a folder tool's call for the workers of its content; False for any other."""
+        """Queue a folder tool's call for the workers of its content; False for any other, or
+        when the queue cannot take it (then it runs here, as a call past its budget does)."""
         folder = self._folder(handover.tool)
         if folder is None:
             return False
-        queue, _ = await self._ready()
         call = handover.call
-        if (folder.key, folder.digest) not in self._approved:  # workers elsewhere check it
-            await record(self.storage.database, [approval_of(folder)])
-            self._approved.add((folder.key, folder.digest))
-        job_id = await queue.defer(_args(handover, folder))
-        await self.jobs.queued(call, job_id=job_id)
+        try:
+            queue, _ = await self._ready()
+            if (folder.key, folder.digest) not in self._approved:  # workers elsewhere check it
+                await record(self.storage.database, [approval_of(folder)])
+                self._approved.add((folder.key, folder.digest))
+            job_id = await queue.defer(_args(handover, folder))
+        except Exception as error:  # not queued: it must not be lost, so it runs here
+            logger.warning("queueing %s failed: %s: %s", call.request_id, type(error).__name__, error)
+            return False
         self._expect(call)
-        await self.deliveries.listen()  # its result comes back through the database
+        try:  # queued: whatever fails from here, a worker runs it
+            await self.jobs.queued(call, job_id=job_id)
+            await self.deliveries.listen()  # its result comes back through the database
+        except Exception as error:
+            logger.warning("recording job %s failed: %s: %s", job_id, type(error).__name__, error)
         return True
 
     def adopt(
@@ -142,7 +151,10 @@ class JobRunner:
     ) -> asyncio.Task[None]:
         """Go on with `work` here, as a job this process holds (heartbeats, cancellation)."""
         self._expect(call)
-        holding = asyncio.get_running_loop().create_task(self._hold(work, call, observer, handover))
+        # A fresh context: the call was adopted inside a graph run, which it outlives.
+        holding = asyncio.get_running_loop().create_task(
+            self._hold(work, call, observer, handover), context=contextvars.Context()
+        )
         self._holding[call.request_id] = holding
         holding.add_done_callback(lambda _: self._holding.pop(call.request_id, None))
         return holding
@@ -168,7 +180,12 @@ class JobRunner:
         return [task_of(call, user_id=user) for call in calls]
 
     async def cancel_task(self, task_id: str) -> bool:
-        """Cancel the job `task_id` wherever it is: queued, at once; running, by its worker."""
+        """Cancel the job `task_id` wherever it is: queued, at once; running, by its worker.
+
+        Only a task of a user whose session is open here (row-level security says whose).
+        """
+        if not await self._theirs(task_id):
+            return False
         queue = await self._open_queue()
         outcome = await queue.cancel(task_id)
         if outcome == "cancelled":  # no worker had it: the log says so here
@@ -178,6 +195,14 @@ class JobRunner:
             if held is not None:
                 await self.storage.requests.cancelled(held.call)
         return outcome is not None
+
+    async def _theirs(self, task_id: str) -> bool:
+        """Whether `task_id` is a background call of a user whose session is open here."""
+        for user in set(self._users.values()):
+            found = await self.jobs.background_calls(user_id=user, request_id=task_id)
+            if any(call.request_id == task_id for call in found):
+                return True
+        return False
 
     async def catch_up(self, session_id: str) -> list[BackgroundTask]:
         """What ended while no one had the session open, now claimed here to deliver.

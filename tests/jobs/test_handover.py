@@ -63,6 +63,10 @@ async def test_a_background_call_becomes_a_job_keyed_by_its_request_id(
         await queue.open()
         job = await queue.job_of(request_id)
         [listed] = await runner.tasks_of(session.session_id)
+        stranger = JobRunner(runtime, takes_jobs=False)  # another user's chat
+        replace(runtime, tasks=stranger).session(user_id=f"m-{uuid.uuid4().hex[:6]}")
+        not_theirs = await stranger.cancel_task(request_id)
+        await stranger.close()
         cancelled = await runner.cancel_task(request_id)
         await queue.close()
         history = await request_history(database, request_id, user_id=user)
@@ -75,6 +79,7 @@ async def test_a_background_call_becomes_a_job_keyed_by_its_request_id(
     assert (job.queue, job.status) == (content_queue(brewer.digest), "todo")
     assert (job.args.user_id, job.args.folder, job.args.digest) == (user, "brewer", brewer.digest)
     assert (listed.task_id, listed.status) == (request_id, "queued")
+    assert not not_theirs, "a task is cancelled only by its own user"
     assert cancelled
     assert [s for s, _ in history] == [
         "created", "acknowledged", "running", "queued", "cancelled", "closed"
