@@ -68,7 +68,8 @@ def worker(concurrency: ConcurrencyOption = None, until_idle: UntilIdleOption = 
 
 async def _work(settings: Settings, concurrency: int | None, *, until_idle: bool) -> int:
     from orchestrator.jobs.execute import JobExecutor
-    from orchestrator.jobs.queue import JobQueue, content_queue
+    from orchestrator.jobs.job import content_queue
+    from orchestrator.jobs.queue import JobQueue
     from orchestrator.jobs.trust import record_local_decisions, reviewed_by_database
     from orchestrator.jobs.worker import JobWorker
     from orchestrator.llm.providers import build_chat_model

@@ -1,6 +1,7 @@
 """Background calls as jobs of a queue in the product's PostgreSQL, run by workers anywhere.
 
-`queue` (procrastinate on the database), `worker` (takes and runs jobs, watches
+`job` (a job's arguments, the queue it waits in), `queue` (procrastinate on the
+database), `worker` (takes and runs jobs, watches
 heartbeats), `execute` (one job: trust, then the dispatch pipeline), `stalled`
 (jobs whose worker stopped), `delivery` (a job's result into its session),
 `runner` (what `chat` and `ask` hand background calls to), `trust` (approved

@@ -31,6 +31,7 @@ logger = logging.getLogger(__name__)
 
 CHANNEL = "orchestrator_job_ended"
 RECONNECT_SECONDS = 1.0  # after the database went away, listen again this much later
+LISTEN_WAIT_SECONDS = 5.0  # how long a caller waits for listening to begin
 
 
 def session_digest(session_id: str) -> str:
@@ -76,11 +77,14 @@ class Deliveries:
             known.delivery = delivery
 
     async def listen(self) -> None:
-        """Listen for ended jobs (once); returns when listening."""
+        """Listen for ended jobs (once); returns when listening, or after LISTEN_WAIT_SECONDS
+        (the database away: listening begins when it is back, and catches up then)."""
         if self._listening is None:
             self._listening = _task(self._listen(), name="job results")
         ready = asyncio.ensure_future(self._ready.wait())
-        await asyncio.wait({ready, self._listening}, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait(
+            {ready, self._listening}, timeout=LISTEN_WAIT_SECONDS, return_when=asyncio.FIRST_COMPLETED
+        )
         ready.cancel()
 
     def expect(self, request_id: str, *, session_id: str) -> None:

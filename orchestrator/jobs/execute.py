@@ -25,7 +25,7 @@ from orchestrator.dispatch.dispatcher import Dispatcher
 from orchestrator.dispatch.middleware import CallRequest
 from orchestrator.errors import ToolError
 from orchestrator.folders.discovery import content_hash
-from orchestrator.jobs.queue import JobArgs
+from orchestrator.jobs.job import JobArgs
 from orchestrator.jobs.trust import approved_contents, refusal, tool_folders
 from orchestrator.levels import Limits
 from orchestrator.redact import redact

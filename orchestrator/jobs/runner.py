@@ -24,6 +24,7 @@ from sqlalchemy import text
 
 from orchestrator.folders.discovery import ToolFolder
 from orchestrator.jobs.delivery import Deliveries
+from orchestrator.jobs.job import JobArgs, content_queue
 from orchestrator.jobs.trust import approval_of, record, record_local_decisions, tool_folders
 from orchestrator.runtime import Orchestrator
 from orchestrator.store.job_requests import BackgroundCall, JobRequests
@@ -37,7 +38,7 @@ from orchestrator.tracing.spans import traceparent
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from orchestrator.jobs.queue import JobArgs, JobQueue
+    from orchestrator.jobs.queue import JobQueue
     from orchestrator.jobs.stalled import Settled
     from orchestrator.jobs.worker import JobWorker
 
@@ -338,8 +339,6 @@ class JobRunner:
         return folder if folder is not None and folder.config.mcp is None else None
 
     def _content_queues(self) -> list[str]:
-        from orchestrator.jobs.queue import content_queue
-
         return sorted({content_queue(f.digest) for f in self._folders.values() if f.config.mcp is None})
 
     async def _work_for_us(self) -> bool:
@@ -369,8 +368,6 @@ class JobRunner:
 
 
 def _args(handover: Handover, folder: ToolFolder | None) -> JobArgs:
-    from orchestrator.jobs.queue import JobArgs
-
     call = handover.call
     return JobArgs(
         request_id=call.request_id,
@@ -386,8 +383,6 @@ def _args(handover: Handover, folder: ToolFolder | None) -> JobArgs:
 
 
 def _bare_args(call: CallRecord) -> JobArgs:
-    from orchestrator.jobs.queue import JobArgs
-
     return JobArgs(request_id=call.request_id, user_id=call.user_id or ANONYMOUS)
 
 

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from orchestrator.dispatch.policy import backoff
-from orchestrator.jobs.queue import JobArgs, JobQueue
+from orchestrator.jobs.job import JobArgs
+from orchestrator.jobs.queue import JobQueue
 from orchestrator.store.job_requests import JobRequests
 from orchestrator.store.queue_schema import SCHEMA
 from orchestrator.store.requests import RequestLog, is_alive

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -354,3 +356,26 @@ async def test_closing_the_terminal_does_not_cancel_a_job_the_chat_runs(
     assert "while you were away:" in again.stderr, again.stderr
     assert f"task {request_id} (brewer_brew): completed" in again.stderr, again.stderr
     assert again.stdout.splitlines() == ["Your coffee is ready.", "Hello."], again.stderr
+
+
+LOADED_AFTER = """
+import sys
+from orchestrator.launch import main
+try:
+    main()
+except SystemExit:
+    pass
+print("queue loaded:", "procrastinate" in sys.modules)
+"""
+
+
+def test_a_command_that_makes_no_job_never_loads_the_queue(tmp_path: Path, database_logins: Logins):
+    with OpenAICompatibleServer([[("calculator", {"expression": "6*7"})], "42."]) as server:
+        done = subprocess.run(
+            [sys.executable, "-c", LOADED_AFTER, "ask", "what is 6*7"],
+            stdin=subprocess.DEVNULL, capture_output=True, text=True, cwd=tmp_path, timeout=120,
+            env=job_env(server, database_logins, tmp_path),
+        )
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["42.", "queue loaded: False"], done.stderr
