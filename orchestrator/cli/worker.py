@@ -177,7 +177,7 @@ def _skipped_notes(reviewed: Reviewed, loaded: set[str]) -> None:
 
 
 def _settled_notes(settled: list[Settled]) -> None:
-    from orchestrator.jobs.runner import settled_line
+    from orchestrator.jobs.views import settled_line
 
     for done in settled:
         err.print(f"[dim]{escape(settled_line(done))}[/dim]", highlight=False)

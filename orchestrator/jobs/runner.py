@@ -24,16 +24,17 @@ from sqlalchemy import text
 
 from orchestrator.folders.discovery import ToolFolder
 from orchestrator.jobs.delivery import Deliveries
-from orchestrator.jobs.job import JobArgs, content_queue
+from orchestrator.jobs.handover import bare_args, job_args, record_when_done
+from orchestrator.jobs.job import content_queue
 from orchestrator.jobs.trust import approval_of, record, record_local_decisions, tool_folders
+from orchestrator.jobs.views import WAITING_HERE, settled_line, task_of
 from orchestrator.runtime import Orchestrator
-from orchestrator.store.job_requests import BackgroundCall, JobRequests
+from orchestrator.store.job_requests import JobRequests
 from orchestrator.store.queue_schema import SCHEMA
 from orchestrator.store.requests import ANONYMOUS, OWNER, is_alive
 from orchestrator.tasks import BackgroundTask, Delivery, Listener
 from orchestrator.tools.request_log import CallRecord, Handover, RequestObserver
 from orchestrator.tools.results import ToolResult
-from orchestrator.tracing.spans import traceparent
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -62,26 +63,6 @@ STILL_QUEUED = f"""
     SELECT DISTINCT queue_name FROM {SCHEMA}.procrastinate_jobs
     WHERE status = 'todo' AND args ->> 'request_id' = ANY(%(ids)s::text[])
 """
-WAITING_HERE = (
-    "{count} background task(s) run in this process: waiting for them to end "
-    "(Ctrl-C cancels them; closing the terminal does not)"
-)
-SETTLED = {
-    "requeued": "running it again",
-    "failed": "marked failed",
-    "cancelled": "cancelled, as asked",
-}
-LEFT_BY_WORKER = "{name} ({request_id}) was left running by a stopped process: {what}"
-
-
-def settled_line(settled: Settled) -> str:
-    """What became of a job whose worker stopped, in one line for the person."""
-    call = settled.call
-    name = call.call_name if call is not None else "a background call"
-    what = SETTLED.get(settled.outcome, settled.outcome)
-    return LEFT_BY_WORKER.format(name=name, request_id=settled.job.args.request_id, what=what)
-
-
 class JobRunner:
     """The job queue as one process's runtime sees it (a `TaskBoard`; see the module)."""
 
@@ -129,7 +110,7 @@ class JobRunner:
             if (folder.key, folder.digest) not in self._approved:  # workers elsewhere check it
                 await record(self.storage.database, [approval_of(folder)])
                 self._approved.add((folder.key, folder.digest))
-            job_id = await queue.defer(_args(handover, folder))
+            job_id = await queue.defer(job_args(handover, folder))
         except Exception as error:  # not queued: it must not be lost, so it runs here
             logger.warning("queueing %s failed: %s: %s", call.request_id, type(error).__name__, error)
             return False
@@ -326,13 +307,13 @@ class JobRunner:
         try:
             _, worker = await self._ready()
             folder = self._folder(handover.tool) if handover is not None else None
-            args = _args(handover, folder) if handover is not None else _bare_args(call)
+            args = job_args(handover, folder) if handover is not None else bare_args(call)
             job_id = await worker.hold(args, work, call, observer=observer)
             await self.jobs.held(call, job_id=job_id)
             await self.deliveries.listen()
         except Exception as error:  # the queue is away: the call still runs here, as before
             logger.warning("holding %s as a job failed: %s: %s", call.request_id, type(error).__name__, error)
-            await _record_when_done(work, call, observer)
+            await record_when_done(work, call, observer)
 
     def _folder(self, tool: object) -> ToolFolder | None:
         folder = self._folders.get(id(tool))
@@ -365,60 +346,3 @@ class JobRunner:
         seconds = self.runtime.settings.worker_stalled_seconds
         if queues and not await takers_elsewhere(self._queue, queues, seconds=seconds):
             start_worker_later(self.runtime.settings)
-
-
-def _args(handover: Handover, folder: ToolFolder | None) -> JobArgs:
-    call = handover.call
-    return JobArgs(
-        request_id=call.request_id,
-        user_id=call.user_id or ANONYMOUS,
-        folder=folder.key if folder is not None else None,
-        digest=folder.digest if folder is not None else None,
-        arguments=handover.arguments,
-        agent_path=handover.agent_path,
-        max_retries=handover.max_retries,
-        idempotent=call.idempotent,
-        trace=traceparent(),
-    )
-
-
-def _bare_args(call: CallRecord) -> JobArgs:
-    return JobArgs(request_id=call.request_id, user_id=call.user_id or ANONYMOUS)
-
-
-async def _record_when_done(
-    work: asyncio.Task[ToolResult], call: CallRecord, observer: RequestObserver | None
-) -> None:
-    try:
-        result = await work
-    except asyncio.CancelledError:
-        if observer is not None:
-            await observer.cancelled(call)
-        return
-    if observer is not None:
-        await observer.finished(call, result)
-
-
-def task_of(call: BackgroundCall, *, user_id: str) -> BackgroundTask:
-    """A background call of the log as `/tasks` shows it."""
-    record = CallRecord(
-        request_id=call.request_id,
-        parent_request_id=None,
-        session_id=call.session_id,
-        user_id=user_id,
-        tool=call.call_name,
-        action=None,
-        call_name=call.call_name,
-        parameters={},
-        background=True,
-    )
-    status = call.status if call.status in ("queued", "completed", "failed", "cancelled") else "running"
-    ended = status in ("completed", "failed", "cancelled")
-    return BackgroundTask(
-        call=record,
-        work=None,
-        status=status,  # type: ignore[arg-type]
-        started_at=call.created_at,
-        finished_at=call.updated_at if ended else None,
-        where=call.ran_on,
-    )

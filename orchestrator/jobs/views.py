@@ -1,0 +1,57 @@
+"""What the person reads of background tasks: a task as `/tasks` lists it, what closing waits for,
+and what became of the jobs of a worker that stopped."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from orchestrator.store.job_requests import BackgroundCall
+from orchestrator.tasks import BackgroundTask
+from orchestrator.tools.request_log import CallRecord
+
+if TYPE_CHECKING:
+    from orchestrator.jobs.stalled import Settled
+
+WAITING_HERE = (
+    "{count} background task(s) run in this process: waiting for them to end "
+    "(Ctrl-C cancels them; closing the terminal does not)"
+)
+SETTLED = {
+    "requeued": "running it again",
+    "failed": "marked failed",
+    "cancelled": "cancelled, as asked",
+}
+LEFT_BY_WORKER = "{name} ({request_id}) was left running by a stopped process: {what}"
+
+
+def settled_line(settled: Settled) -> str:
+    """What became of a job whose worker stopped, in one line for the person."""
+    call = settled.call
+    name = call.call_name if call is not None else "a background call"
+    what = SETTLED.get(settled.outcome, settled.outcome)
+    return LEFT_BY_WORKER.format(name=name, request_id=settled.job.args.request_id, what=what)
+
+
+def task_of(call: BackgroundCall, *, user_id: str) -> BackgroundTask:
+    """A background call of the log as `/tasks` shows it."""
+    record = CallRecord(
+        request_id=call.request_id,
+        parent_request_id=None,
+        session_id=call.session_id,
+        user_id=user_id,
+        tool=call.call_name,
+        action=None,
+        call_name=call.call_name,
+        parameters={},
+        background=True,
+    )
+    status = call.status if call.status in ("queued", "completed", "failed", "cancelled") else "running"
+    ended = status in ("completed", "failed", "cancelled")
+    return BackgroundTask(
+        call=record,
+        work=None,
+        status=status,  # type: ignore[arg-type]
+        started_at=call.created_at,
+        finished_at=call.updated_at if ended else None,
+        where=call.ran_on,
+    )
