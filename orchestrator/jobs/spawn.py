@@ -11,36 +11,20 @@ output goes to `data/logs/worker.log`.
 
 from __future__ import annotations
 
-import fcntl
-import os
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 
-from orchestrator.private import PRIVATE_FILE, open_private_log, private_data_dir
 from orchestrator.settings import Settings
-from orchestrator.store.embed_later import start_detached
+from orchestrator.store.embed_later import one_at_a_time, start_once
 
 LOCK_FILE = "worker.lock"
 LOG_FILE = Path("logs") / "worker.log"
 COMMAND = ("-m", "orchestrator", "worker", "--until-idle")
 
 
-@contextmanager
-def idle_worker_lock(data_dir: Path) -> Iterator[bool]:
+def idle_worker_lock(data_dir: Path) -> AbstractContextManager[bool]:
     """Whether this process is the worker started for what was left (True while it holds the lock)."""
-    path = private_data_dir(data_dir) / LOCK_FILE
-    descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, PRIVATE_FILE)
-    try:
-        try:
-            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            yield False
-            return
-        yield True
-    finally:
-        os.close(descriptor)  # and with it the lock
+    return one_at_a_time(data_dir, LOCK_FILE)
 
 
 def start_worker_later(settings: Settings) -> bool:
@@ -49,9 +33,4 @@ def start_worker_later(settings: Settings) -> bool:
     It reads the same settings (the environment and the working directory are
     this process's).
     """
-    with idle_worker_lock(settings.data_dir) as free:
-        if not free:
-            return False
-    with open_private_log(settings.data_dir / LOG_FILE) as log:
-        start_detached([sys.executable, *COMMAND], log=log)
-    return True
+    return start_once(settings.data_dir, lock_file=LOCK_FILE, log_file=LOG_FILE, command=COMMAND)

@@ -4,7 +4,8 @@
 for the next long chat. Instead, a run that ends with messages still waiting
 starts `orchestrator db embed --quiet`, detached, which embeds every waiting
 message and exits. One such process at a time: it holds a lock in the data
-directory, and none is started while one holds it.
+directory, and none is started while one holds it. The lock and the detached
+start (`one_at_a_time`, `start_once`) serve the idle job worker too (`jobs.spawn`).
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ import fcntl
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TextIO
 
@@ -26,10 +27,24 @@ LOG_FILE = Path("logs") / "embedding.log"
 COMMAND = ("-m", "orchestrator", "db", "embed", "--quiet")
 
 
-@contextmanager
-def embedding_lock(data_dir: Path) -> Iterator[bool]:
+def embedding_lock(data_dir: Path) -> AbstractContextManager[bool]:
     """Whether this process is the one embedding waiting messages (True while it holds the lock)."""
-    path = private_data_dir(data_dir) / LOCK_FILE
+    return one_at_a_time(data_dir, LOCK_FILE)
+
+
+def embed_later(settings: Settings) -> bool:
+    """Start the embedding process, detached; False when one runs already.
+
+    It reads the same settings (the environment and the working directory are
+    this process's) and writes what it says to `data/logs/embedding.log`.
+    """
+    return start_once(settings.data_dir, lock_file=LOCK_FILE, log_file=LOG_FILE, command=COMMAND)
+
+
+@contextmanager
+def one_at_a_time(data_dir: Path, lock_file: str) -> Iterator[bool]:
+    """Whether this process holds `lock_file` of the data directory (True while it does)."""
+    path = private_data_dir(data_dir) / lock_file
     descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, PRIVATE_FILE)
     try:
         try:
@@ -42,17 +57,18 @@ def embedding_lock(data_dir: Path) -> Iterator[bool]:
         os.close(descriptor)  # and with it the lock
 
 
-def embed_later(settings: Settings) -> bool:
-    """Start the embedding process, detached; False when one runs already.
+def start_once(
+    data_dir: Path, *, lock_file: str, log_file: Path, command: Sequence[str]
+) -> bool:
+    """Start `python COMMAND` detached, its output in `data/LOG_FILE`; False when one holds the lock.
 
-    It reads the same settings (the environment and the working directory are
-    this process's) and writes what it says to `data/logs/embedding.log`.
+    The process started takes the lock itself: none is started while one holds it.
     """
-    with embedding_lock(settings.data_dir) as free:
+    with one_at_a_time(data_dir, lock_file) as free:
         if not free:
             return False
-    with open_private_log(settings.data_dir / LOG_FILE) as log:
-        start_detached([sys.executable, *COMMAND], log=log)
+    with open_private_log(data_dir / log_file) as log:
+        start_detached([sys.executable, *command], log=log)
     return True
 
 
