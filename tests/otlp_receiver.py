@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from tests.server_thread import ServedOnThread
 
 
 @dataclass
@@ -20,7 +21,7 @@ class ReceivedSpan:
     links: list[str] = field(default_factory=list)
 
 
-class Receiver:
+class Receiver(ServedOnThread):
     """Accepts every POST; `/v1/traces` bodies are read as OTLP spans, the others kept raw."""
 
     def __init__(self) -> None:
@@ -46,21 +47,12 @@ class Receiver:
             def log_message(self, format: str, *args: object) -> None:  # noqa: A002
                 return
 
-        self._http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self._http.serve_forever, daemon=True)
+        self._serve(ThreadingHTTPServer(("127.0.0.1", 0), Handler))
 
     @property
     def url(self) -> str:
-        host, port = self._http.server_address[:2]
+        host, port = self._server.server_address[:2]
         return f"http://{host}:{port}"
-
-    def __enter__(self) -> Receiver:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._http.shutdown()
-        self._http.server_close()
 
     def received(self, path: str, body: bytes) -> None:
         self.bodies.append((path, body))

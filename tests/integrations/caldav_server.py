@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import logging
-import threading
 from pathlib import Path
 from socketserver import ThreadingMixIn
-from types import TracebackType
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import radicale
 from radicale import config
+
+from tests.server_thread import ServedOnThread
 
 USER, PASSWORD = "ada", "s3cret"
 
@@ -24,7 +24,7 @@ class _Quiet(WSGIRequestHandler):
         pass
 
 
-class RadicaleServer:
+class RadicaleServer(ServedOnThread):
     """Radicale with one user (`ada`, password `s3cret`) who owns their calendars, kept in `root`."""
 
     def __init__(self, root: Path) -> None:
@@ -48,29 +48,17 @@ class RadicaleServer:
         )
         # Radicale logs each refused login as a warning: expected in the tests that send one.
         logging.getLogger("radicale").setLevel(logging.ERROR)
-        self._server = make_server(
-            "127.0.0.1",
-            0,
-            radicale.Application(configuration),
-            server_class=_Server,
-            handler_class=_Quiet,
+        self._serve(
+            make_server(
+                "127.0.0.1",
+                0,
+                radicale.Application(configuration),
+                server_class=_Server,
+                handler_class=_Quiet,
+            )
         )
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_port}/"
+        return f"http://127.0.0.1:{self._server.server_address[1]}/"
 
-    def __enter__(self) -> RadicaleServer:
-        self._thread.start()
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        trace: TracebackType | None,
-    ) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join()

@@ -6,8 +6,9 @@ import json
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
 from urllib.parse import parse_qsl, urlsplit
+
+from tests.server_thread import ServedOnThread
 
 TOKEN = "xoxb-test-token"
 
@@ -20,7 +21,7 @@ class Channel:
     member: bool = True
 
 
-class SlackServer:
+class SlackServer(ServedOnThread):
     """Answers chat.postMessage, conversations.history and conversations.list as Slack does.
 
     A wrong token is `invalid_auth`; an unknown channel `channel_not_found`; a channel the
@@ -35,27 +36,12 @@ class SlackServer:
         self.calls: list[tuple[str, dict[str, str]]] = []
         self._clock = 1_764_000_000
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._serve(ThreadingHTTPServer(("127.0.0.1", 0), self._handler()))
 
     @property
     def base_url(self) -> str:
         host, port = self._server.server_address[:2]
         return f"http://{host}:{port}/api/"
-
-    def __enter__(self) -> SlackServer:
-        self._thread.start()
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        trace: TracebackType | None,
-    ) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join()
 
     def add_message(self, channel: str, user: str, text: str) -> str:
         with self._lock:
