@@ -13,7 +13,7 @@ import importlib.util
 import logging
 import queue
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 from functools import partial
@@ -316,21 +316,14 @@ class EmbeddingWorker:
 
         `on_batch` is called after each batch with how many are embedded so far.
         """
-        done = 0
-        while batch := await self._embed_batch():
-            done += batch
-            if on_batch is not None:
-                on_batch(done)
-            if batch < self.batch_size:  # that was all: no query to find nothing
-                break
-        return done
+        return await self._embed_all(self._waiting_batches(), on_batch=on_batch)
 
     async def _serve(self) -> None:
         while True:
             await self._wake.wait()
             self._wake.clear()
             try:
-                await self._embed_handed()
+                await self._embed_all(self._handed_batches())
                 if self._look:
                     self._look = False
                     await self.run_once()
@@ -342,29 +335,65 @@ class EmbeddingWorker:
             if not self._wake.is_set():  # else messages came in meanwhile: another pass first
                 self._idle.set()
 
-    async def _embed_handed(self) -> None:
+    async def _handed_batches(self) -> AsyncIterator[list[Unembedded]]:
         while self._handed:
             batch, self._handed = self._handed[: self.batch_size], self._handed[self.batch_size :]
-            await self._embed_rows(batch)
+            yield batch
 
-    async def _embed_batch(self) -> int:
+    async def _waiting_batches(self) -> AsyncIterator[list[Unembedded]]:
+        after = 0
+        while batch := await self._waiting_rows(after=after):
+            yield batch
+            if len(batch) < self.batch_size:  # that was all: no query to find nothing
+                return
+            after = batch[-1].id
+
+    async def _waiting_rows(self, *, after: int) -> list[Unembedded]:
+        """The next batch of rows without a vector, past id `after` (those before are in hand)."""
         async with self.database.admin_transaction() as connection:
             rows = (
                 await connection.execute(
                     select(messages.c.id, messages.c.content)
-                    .where(messages.c.embedding.is_(None), embeddable())
+                    .where(messages.c.embedding.is_(None), embeddable(), messages.c.id > after)
                     .order_by(messages.c.id)
                     .limit(self.batch_size)
                 )
             ).all()
-        await self._embed_rows([Unembedded(row.id, row.content) for row in rows])
-        return len(rows)
+        return [Unembedded(row.id, row.content) for row in rows]
 
-    async def _embed_rows(self, rows: Sequence[Unembedded]) -> None:
+    async def _embed_all(
+        self,
+        batches: AsyncIterator[list[Unembedded]],
+        *,
+        on_batch: Callable[[int], None] | None = None,
+    ) -> int:
+        """Each batch embedded while the one before is stored; how many rows were stored.
+
+        The model (its own process, or a remote service) and the database work
+        at once, so a backlog drains at the slower one's rate, not their sum.
+        """
+        done = 0
+        storing: asyncio.Task[int] | None = None
+        try:
+            async for rows in batches:
+                vectors = await self.embedder.embed_documents([row.content for row in rows])
+                if storing is not None:
+                    done += await storing
+                    if on_batch is not None:
+                        on_batch(done)
+                storing = asyncio.create_task(self._store(rows, vectors))
+            if storing is not None:
+                done += await storing
+                storing = None
+                if on_batch is not None:
+                    on_batch(done)
+        finally:
+            if storing is not None:  # a batch failed to embed: the one being stored still lands
+                await asyncio.gather(storing, return_exceptions=True)
+        return done
+
+    async def _store(self, rows: Sequence[Unembedded], vectors: Sequence[Sequence[float]]) -> int:
         """Each row's vector stored, every user's at once: one round trip as the owner."""
-        if not rows:
-            return
-        vectors = await self.embedder.embed_documents([row.content for row in rows])
         values = {
             "ids": [row.id for row in rows],
             "numbers": Numbers(number for vector in vectors for number in vector),
@@ -374,6 +403,7 @@ class EmbeddingWorker:
         # Not waiting for the disk: a vector lost with the server is made again on the next run.
         async with self.database.admin_pipeline(durable=False) as connection:
             await connection.execute(STORE_VECTORS, values)
+        return len(rows)
 
 
 async def in_daemon_thread(function: Callable[[list[str]], Result], texts: list[str]) -> Result:

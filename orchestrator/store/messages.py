@@ -48,7 +48,7 @@ SAVE = f"""
 """
 ROLES = {"human": "user", "ai": "assistant", "tool": "tool", "system": "system"}
 # Up to this many messages of a user, nearest-neighbour search is exact: the
-# (user_id, ...) index finds their rows and PostgreSQL sorts them by distance.
+# `messages_vectors` index holds their vectors and PostgreSQL sorts them by distance.
 # Measured with 100,000 rows of 50 users (scripts/bench_rag.py) it beats the
 # HNSW index on speed as well as recall; past it, the index takes over.
 EXACT_SEARCH_LIMIT = 10_000
@@ -221,13 +221,38 @@ def _index_settings(match_count: int) -> tuple[str, ...]:
 def _nearest(*, excluding: bool, exact: bool) -> str:
     """The nearest-neighbour search as SQL for psycopg, built once per shape."""
     distance = messages.c.embedding.cosine_distance(cast(bindparam("vector"), Vector()))
-    statement = _select(
-        literal_column("1") - distance, user_id=bindparam("user_id"), exclude=bindparam("exclude") if excluding else None
-    ).where(messages.c.embedding.is_not(None))
-    # An expression the HNSW index cannot serve sorts exactly.
-    order = distance + literal_column("0") if exact else distance
+    exclude = bindparam("exclude") if excluding else None
+    if exact:
+        statement = _exact_nearest(distance, exclude=exclude)
+    else:
+        statement = (
+            _select(literal_column("1") - distance, user_id=bindparam("user_id"), exclude=exclude)
+            .where(messages.c.embedding.is_not(None))
+            .order_by(distance)
+            .limit(bindparam("limit"))
+        )
     # The vector goes in binary, as an array of numbers: as text it took 0.15 ms to format.
-    return driver_sql(statement.order_by(order).limit(bindparam("limit"))).replace("%(vector)s", "%(vector)b")
+    return driver_sql(statement).replace("%(vector)s", "%(vector)b")
+
+
+def _exact_nearest(distance: ColumnElement[float], *, exclude: BindParameter[str] | None) -> Select:
+    """Every vector of the user compared, from the `messages_vectors` index alone (migration 10).
+
+    The inner query reads only what that index holds (an index-only scan, the
+    user's vectors side by side); the heap is read for the rows found.
+    """
+    # An expression the HNSW index cannot serve sorts exactly.
+    inner = select(messages.c.id, distance.label("distance")).where(
+        messages.c.user_id == bindparam("user_id"), messages.c.embedding.is_not(None)
+    )
+    if exclude is not None:
+        inner = inner.where(messages.c.session_id != exclude)
+    found = inner.order_by(distance + literal_column("0")).limit(bindparam("limit")).subquery("found")
+    return (
+        _select(literal_column("1") - found.c.distance, user_id=bindparam("user_id"))
+        .join_from(messages, found, messages.c.id == found.c.id)
+        .order_by(found.c.distance)
+    )
 
 
 @cache

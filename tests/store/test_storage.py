@@ -6,7 +6,7 @@ import asyncio
 import random
 import threading
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from functools import partial
 from pathlib import Path
@@ -23,9 +23,16 @@ from orchestrator.settings import Settings, load_settings
 from orchestrator.sources.search_messages import search_messages_tool
 from orchestrator.store import Database, MessageStore, SessionOwnedError, Storage
 from orchestrator.store.embedded import embedded_logins
-from orchestrator.store.embeddings import Embedder, EmbeddingWorker, LocalMiniLMEmbeddings, reembed
-from orchestrator.store.messages import message_counts
+from orchestrator.store.embeddings import (
+    Embedder,
+    EmbeddingWorker,
+    LocalMiniLMEmbeddings,
+    Unembedded,
+    reembed,
+)
+from orchestrator.store.messages import _nearest, message_counts
 from orchestrator.store.migrations import MIGRATIONS, USER_TABLES, schema_status, upgrade
+from orchestrator.store.numbers import Numbers
 from orchestrator.store.rag import HEADER, Retriever
 from orchestrator.store.sessions import claim_session
 from orchestrator.testing import KeywordEmbeddings
@@ -158,6 +165,44 @@ async def test_semantic_search_after_background_embedding(store: MessageStore):
     assert 0.3 <= found[0].score <= 1.0
 
 
+async def test_the_worker_embeds_the_next_batch_while_the_last_is_stored(database: Database):
+    # A backlog drains at the slower of the model and the database, not at their sum: the first
+    # batch's write is held until the model has started on the second batch.
+    embedding = KeywordEmbeddings()
+    second_batch_asked = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    batches: list[int] = []
+
+    class Watched(KeywordEmbeddings):
+        def embed_documents(self, texts: list[str]) -> list[list[float]]:
+            batches.append(len(texts))
+            if len(batches) == 2:
+                loop.call_soon_threadsafe(second_batch_asked.set)  # this runs on the model's thread
+            return embedding.embed_documents(texts)
+
+    worker = EmbeddingWorker(database, Embedder(Watched(), "keywords"), batch_size=2)
+    user = unique("pia")
+    await store_conversation(MessageStore(database), user_id=user, session_id=unique("s"), texts=[
+        "one fish", "two fish", "red fish", "blue fish", "old fish", "new fish",
+    ])
+    store = worker._store
+
+    async def held(rows: Sequence[Unembedded], vectors: Sequence[Sequence[float]]) -> int:
+        if not second_batch_asked.is_set():
+            await asyncio.wait_for(second_batch_asked.wait(), timeout=30)
+        return await store(rows, vectors)
+
+    worker._store = held  # type: ignore[method-assign]
+    progress: list[int] = []
+
+    embedded = await worker.run_once(on_batch=progress.append)
+
+    assert embedded >= 6 and progress[-1] == embedded and progress == sorted(progress)
+    assert len(batches) >= 3
+    found = await MessageStore(database, embedder=KEYWORDS).semantic_message_search("blue fish", user, 1, 0.5)
+    assert [m.content for m in found] == ["blue fish"]
+
+
 async def test_a_user_never_reads_another_users_rows(store: MessageStore, database: Database):
     alice, bob = unique("alice"), unique("bob")
     alice_session = unique("s")
@@ -227,6 +272,35 @@ async def test_exact_filtered_search_returns_k_rows_of_the_user(store: MessageSt
     found = await store.nearest(query, loner, match_count=10)
     assert len(found) == 10
     assert [m.score for m in found] == sorted((m.score for m in found), reverse=True)
+
+
+async def test_exact_search_reads_the_users_vectors_from_their_index_not_the_heap(
+    database: Database, database_url: str
+):
+    # At a million messages the heap pages of one user's rows lie all over the table; their
+    # vectors side by side in `messages_vectors` are a few pages. VACUUM stands for autovacuum,
+    # which keeps the visibility map current.
+    query, loner = await fill_crowd_and_loner(database)
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as connection:
+        await connection.execute("VACUUM ANALYZE messages")
+    values = {"vector": Numbers(query), "user_id": loner, "exclude": "other", "limit": 10}
+    async with database.user_pipeline(loner) as connection:
+        cursor = await connection.execute(
+            "EXPLAIN (ANALYZE, FORMAT JSON) " + _nearest(excluding=True, exact=True), values
+        )
+    (((plan,),),) = [await cursor.fetchall()]
+    nodes = list(_plan_nodes(plan[0]["Plan"]))
+    scans = {(node["Node Type"], node.get("Index Name")) for node in nodes if "Scan" in node["Node Type"]}
+
+    assert ("Index Only Scan", "messages_vectors") in scans
+    assert not any(node["Node Type"] in ("Seq Scan", "Bitmap Heap Scan") for node in nodes)
+    assert all(node["Heap Fetches"] == 0 for node in nodes if node.get("Index Name") == "messages_vectors")
+
+
+def _plan_nodes(node: dict[str, object]) -> Iterator[dict[str, object]]:
+    yield node
+    for child in node.get("Plans", []):  # type: ignore[union-attr]
+        yield from _plan_nodes(child)
 
 
 async def test_hnsw_filtered_search_scans_on_until_k_rows_of_the_user(own_database):
@@ -435,17 +509,17 @@ async def test_the_worker_embeds_what_the_archive_hands_it_without_looking(
     tmp_path: Path, database_url: str, database: Database, monkeypatch: pytest.MonkeyPatch
 ):
     looked: list[str] = []
-    look = EmbeddingWorker._embed_batch
+    look = EmbeddingWorker._waiting_rows
 
-    async def counted(self: EmbeddingWorker) -> int:
+    async def counted(self: EmbeddingWorker, *, after: int) -> list[Unembedded]:
         looked.append("table")
-        return await look(self)
+        return await look(self, after=after)
 
     storage = await Storage.open(storage_settings(database_url, tmp_path), embedder=KEYWORDS)
     user, session = unique("hal"), unique("s")
     try:
         assert await storage.worker.flush(timeout=60), "its first look at the table, at start"
-        monkeypatch.setattr(EmbeddingWorker, "_embed_batch", counted)
+        monkeypatch.setattr(EmbeddingWorker, "_waiting_rows", counted)
         await store_one_turn(storage, user=user, session=session)
         assert await storage.worker.flush(timeout=60)
     finally:
