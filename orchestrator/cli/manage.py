@@ -33,6 +33,7 @@ from orchestrator.terminal.text import describe_folder, display_path, one_line, 
 if TYPE_CHECKING:
     from orchestrator.settings import Settings
     from orchestrator.store.engine import Database
+    from orchestrator.store.index_state import SearchIndexes
     from orchestrator.store.request_list import ListedRequest
 
 tools_app = typer.Typer(
@@ -162,6 +163,7 @@ def db_upgrade() -> None:
 @db_app.command("status")
 def db_status() -> None:
     """Where the database is, its schema version, and how many messages are embedded."""
+    from orchestrator.store.index_state import search_indexes
     from orchestrator.store.messages import message_counts
     from orchestrator.store.migrations import applied_migrations, schema_status
     from orchestrator.store.queue_schema import COMPONENT, queue_migrations
@@ -183,8 +185,21 @@ def db_status() -> None:
             waiting = counts.total - counts.embedded
             later = f" (the next chat embeds them, or now: {EMBED_NOW})" if waiting else ""
             out.print(f"waiting for their vectors: {waiting}{later}", highlight=False)
+            _print_search_indexes(await search_indexes(database))
 
     with_database(run)
+
+
+def _print_search_indexes(state: SearchIndexes) -> None:
+    out.print("search indexes:", highlight=False)
+    for index in state.indexes:
+        out.print(f"  {index.describe()}", highlight=False)
+    if state.all_visible is not None:
+        out.print(
+            f"  {state.all_visible:.0%} of the table's pages all-visible at the last vacuum "
+            "(there exact search reads its index alone)",
+            highlight=False,
+        )
 
 
 def _by_model(by_model: dict[str, int]) -> str:

@@ -14,7 +14,7 @@ import logging
 import queue
 import threading
 from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import suppress
+from contextlib import aclosing, suppress
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -235,6 +235,12 @@ STORE_VECTORS = """
     FROM unnest(%(ids)s::bigint[]) WITH ORDINALITY AS batch (id, n)
     WHERE messages.id = batch.id
 """
+# The next rows without a vector (the partial index `messages_to_embed` holds them), by id.
+WAITING_ROWS = f"""
+    SELECT id, content FROM messages
+    WHERE embedding IS NULL AND {EMBEDDABLE.replace("%", "%%")} AND id > %(after)s
+    ORDER BY id LIMIT %(limit)s
+"""
 # Rows handed over by the archive and still waiting, at most: past it, or when a
 # batch fails, the worker looks for them in the table, as for rows a crash left.
 HANDED_LIMIT = 4096
@@ -341,25 +347,28 @@ class EmbeddingWorker:
             yield batch
 
     async def _waiting_batches(self) -> AsyncIterator[list[Unembedded]]:
-        after = 0
-        while batch := await self._waiting_rows(after=after):
-            yield batch
-            if len(batch) < self.batch_size:  # that was all: no query to find nothing
-                return
-            after = batch[-1].id
+        """The table's rows without a vector, a batch at a time, the next looked up meanwhile."""
+        batch = await self._waiting_rows(after=0)
+        while batch:
+            # that was all when the batch is short: no query to find nothing
+            upcoming = (
+                asyncio.create_task(self._waiting_rows(after=batch[-1].id))
+                if len(batch) == self.batch_size
+                else None
+            )
+            try:
+                yield batch
+            except BaseException:  # the consumer stopped early (GeneratorExit) or failed
+                if upcoming is not None:
+                    upcoming.cancel()
+                raise
+            batch = await upcoming if upcoming is not None else []
 
     async def _waiting_rows(self, *, after: int) -> list[Unembedded]:
         """The next batch of rows without a vector, past id `after` (those before are in hand)."""
-        async with self.database.admin_transaction() as connection:
-            rows = (
-                await connection.execute(
-                    select(messages.c.id, messages.c.content)
-                    .where(messages.c.embedding.is_(None), embeddable(), messages.c.id > after)
-                    .order_by(messages.c.id)
-                    .limit(self.batch_size)
-                )
-            ).all()
-        return [Unembedded(row.id, row.content) for row in rows]
+        async with self.database.admin_pipeline() as connection:
+            cursor = await connection.execute(WAITING_ROWS, {"after": after, "limit": self.batch_size})
+        return [Unembedded(id, content) for id, content in await cursor.fetchall()]
 
     async def _embed_all(
         self,
@@ -375,13 +384,14 @@ class EmbeddingWorker:
         done = 0
         storing: asyncio.Task[int] | None = None
         try:
-            async for rows in batches:
-                vectors = await self.embedder.embed_documents([row.content for row in rows])
-                if storing is not None:
-                    done += await storing
-                    if on_batch is not None:
-                        on_batch(done)
-                storing = asyncio.create_task(self._store(rows, vectors))
+            async with aclosing(batches):
+                async for rows in batches:
+                    vectors = await self.embedder.embed_documents([row.content for row in rows])
+                    if storing is not None:
+                        done += await storing
+                        if on_batch is not None:
+                            on_batch(done)
+                    storing = asyncio.create_task(self._store(rows, vectors))
             if storing is not None:
                 done += await storing
                 storing = None
