@@ -24,6 +24,10 @@ queries each filtered to one user, side by side in one run:
   scan with a growing `hnsw.ef_search` (set on its pool's connections), and
   last its exact search (no vector index, as `ann_index_config` kind `flat`).
 
+Two users of LARGE_SIZE messages are loaded besides, past the exact-search
+limit: their queries go through the product path (the HNSW index) and the
+store, `large_*` figures.
+
 Every query runs through every path in turn, the order rotating, so that
 drift in the machine hits all alike. Recall is measured against the exact
 nearest neighbours of that user, computed in numpy. The local model's
@@ -107,6 +111,10 @@ VECTOR_INDEXES = {
     "INCLUDE (session_id, id, embedding) WHERE embedding IS NOT NULL",
 }
 SCALE = ((100_000, 50), (300_000, 300), (1_000_000, 1_000))
+# Besides, at every size: users past EXACT_SEARCH_LIMIT, asked LARGE_QUERIES queries in all.
+LARGE_USERS = 2
+LARGE_SIZE = 20_000
+LARGE_QUERIES = 50
 FLAT = "flat (no vector index: exact search)"
 STORE_LADDER: list[dict[str, str]] = [
     {},  # the store's defaults
@@ -252,11 +260,15 @@ async def opened_store(
         yield AsyncPostgresStore(pool, index=index)
 
 
-def peer(store: AsyncPostgresStore) -> Search:
-    """A search through the store's own API: the query text embeds to the query's vector."""
+def peer(store: AsyncPostgresStore, *, offset: int = 0) -> Search:
+    """A search through the store's own API: the query text embeds to the query's vector.
+
+    `offset`: where these queries start in the list `store_index` was given.
+    """
 
     async def search(user: str, vector: np.ndarray, number: int) -> list[str]:
-        return [item.key for item in await store.asearch((user,), query=f"q{number}", limit=K)]
+        found = await store.asearch((user,), query=f"q{number + offset}", limit=K)
+        return [item.key for item in found]
 
     return search
 
@@ -352,6 +364,19 @@ def figures_of(
     return figures
 
 
+def large_figures(
+    measured: dict[str, tuple[list[float], list[list[str]]]], truth: list[list[str]]
+) -> dict[str, object]:
+    """The product path (HNSW) and the store for the users past the exact-search limit."""
+    figures: dict[str, object] = {}
+    for path, label in (("", "product path (HNSW)"), ("store_", "LangGraph AsyncPostgresStore")):
+        median, p95, reached = summarise(*measured[path], truth)
+        figures |= {f"large_{path}p50_ms": median, f"large_{path}recall": reached}
+        print(f"{len(truth)} queries of users with {LARGE_SIZE} messages, {label}: p50 {median} ms, "
+              f"p95 {p95} ms, recall@10 {reached}")
+    return figures
+
+
 async def measure_size(
     directory: Path, *, messages: int, users: int, queries: int, burst: int
 ) -> dict[str, object]:
@@ -359,11 +384,17 @@ async def measure_size(
     rng = np.random.default_rng(42)
     centres = rng.normal(size=(TOPICS, DIMENSIONS))
     centres /= np.linalg.norm(centres, axis=1, keepdims=True)
-    vectors = synthetic(rng, messages, centres)
-    owners = rng.integers(0, users, size=messages)
+    vectors = synthetic(rng, messages + LARGE_USERS * LARGE_SIZE, centres)
+    # users past the exact-search limit own the last rows: the HNSW path serves them
+    owners = np.concatenate([rng.integers(0, users, size=messages), np.repeat(users + np.arange(LARGE_USERS), LARGE_SIZE)])
     picks = rng.integers(0, messages, size=queries)
+    large_picks = rng.integers(messages, len(owners), size=LARGE_QUERIES)
     asked = [(f"user-{owners[i]}", synthetic_query(rng, vectors[i])) for i in picks]
+    large_asked = [(f"user-{owners[i]}", synthetic_query(rng, vectors[i])) for i in large_picks]
     truth = [exact(vectors, owners, owners[i], q) for i, (_, q) in zip(picks, asked, strict=True)]
+    large_truth = [
+        exact(vectors, owners, owners[i], q) for i, (_, q) in zip(large_picks, large_asked, strict=True)
+    ]
 
     suffix = uuid.uuid4().hex[:8]
     logins = embedded_logins(directory, database=f"bench_{suffix}")
@@ -374,11 +405,12 @@ async def measure_size(
     try:
         await upgrade(database)
         times = load(url, vectors, owners)
-        index = store_index(asked)
+        index = store_index(asked + large_asked)
         times["store_index_s"] = await prepare_store(peer_url, index, vectors, owners)
         del vectors
-        print(f"loaded {messages} messages of {users} users in {times['load_s']}s, indexed in "
-              f"{times['index_s']}s (the store's vector index: {times['store_index_s']}s)")
+        print(f"loaded {messages} messages of {users} users and {LARGE_USERS} of {LARGE_SIZE} in "
+              f"{times['load_s']}s, indexed in {times['index_s']}s (the store's vector index: "
+              f"{times['store_index_s']}s)")
         chosen = plan(url, asked[0][1], asked[0][0])
         settings, label, default_recall = await store_settings(peer_url, index, asked, truth)
         store = MessageStore(database)
@@ -389,7 +421,11 @@ async def measure_size(
                 "store_": peer(langgraph_store),
             }
             measured = await time_queries(paths, asked)
+            large = await time_queries(
+                {"": paths[""], "store_": peer(langgraph_store, offset=len(asked))}, large_asked
+            )
         figures = figures_of(measured, truth, label=label, default_recall=default_recall)
+        figures |= large_figures(large, large_truth)
         figures |= {"messages": messages, "users": users, "plan": chosen, **times}
         if burst:
             figures |= await drain(database, url, burst=burst)
@@ -432,6 +468,7 @@ def scale_figures(every: list[dict[str, object]]) -> dict[str, object]:
     figures[f"growth_{short(first['messages'])}_to_{short(last['messages'])}"] = round(
         float(last["p50_ms"]) / float(first["p50_ms"]), 2  # type: ignore[arg-type]
     )
+    figures |= {f"large_recall_{short(size['messages'])}": size["large_recall"] for size in every}
     figures[f"load_and_index_s_{short(last['messages'])}"] = last["load_and_index_s"]
     for name in ("drain_per_s", "embed_per_s", "drain_ratio", "drain_ratio_remote"):
         if name in last:
