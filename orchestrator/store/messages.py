@@ -55,7 +55,7 @@ EXACT_SEARCH_LIMIT = 10_000
 # For the index: how many candidates to keep, and how far pgvector's iterative
 # scan may look for rows of this user, who may own a small share of the table.
 EF_SEARCH = 400
-MAX_SCAN_TUPLES = 50_000
+MAX_SCAN_TUPLES = 200_000
 # How many rows the index is asked for, per row wanted, before the best are kept.
 CANDIDATES = 4
 
