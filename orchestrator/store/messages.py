@@ -57,7 +57,7 @@ EXACT_SEARCH_LIMIT = 10_000
 EF_SEARCH = 400
 MAX_SCAN_TUPLES = 200_000
 # How many rows the index is asked for, per row wanted, before the best are kept.
-CANDIDATES = 4
+CANDIDATES = 10
 
 
 @dataclass(frozen=True)
