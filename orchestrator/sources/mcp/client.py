@@ -12,26 +12,26 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import anyio
-from langchain_mcp_adapters.sessions import Connection, create_session
-from mcp import ClientSession, McpError, StdioServerParameters
-from mcp.client.stdio import stdio_client
-from mcp.types import CONNECTION_CLOSED, CallToolResult, Tool
 from pydantic import JsonValue
 
 from orchestrator.errors import ConfigError, McpServerError, ToolError, TransientToolError
 from orchestrator.folders.mcp_config import McpServerConfig
 from orchestrator.private import open_private_log
 from orchestrator.redact import redact
-from orchestrator.sources.mcp.calling import call_tool
 from orchestrator.sources.mcp.definitions import ServerDefinition
 from orchestrator.sources.mcp.sandboxed import ServerSandbox
 from orchestrator.sources.mcp.thread import McpThread
+
+if TYPE_CHECKING:  # the SDK loads on the sessions' thread, when a server first starts
+    from langchain_mcp_adapters.sessions import Connection
+    from mcp import ClientSession, McpError
+    from mcp.types import CallToolResult, Tool
 
 logger = logging.getLogger(__name__)
 
@@ -45,15 +45,13 @@ DIED = (
 )
 REFUSED = "MCP server {name} refused the call: {reason}"
 BLOCKED = (
-    "MCP server {name} came back with other tool definitions than those approved: its tools are "
-    "blocked until the change is approved (at the next start of the orchestrator)"
+    "MCP server {name} gives other tool definitions than those approved: its tools are "
+    "blocked until the change is approved (the next start of the orchestrator asks)"
 )
 LAUNCH_CHANGED = (
     "MCP server {name} was not started: its launch ({launch}) is not the one approved; "
     "approve the folder again if you changed it"
 )
-# What a transport raises once its session is gone: the request never left.
-CLOSED = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)
 
 
 @dataclass
@@ -76,6 +74,7 @@ class McpClient:
     stdio server's standard error (by default, ours). The session lives on
     `thread` (see `McpThread`); these methods may be awaited on any loop.
     With `sandbox`, a stdio server runs held by it (see `sandboxed`).
+    `on_changed` hears (once, on the thread) that the server was blocked.
     """
 
     def __init__(
@@ -87,8 +86,10 @@ class McpClient:
         thread: McpThread,
         errlog: Path | None = None,
         sandbox: ServerSandbox | None = None,
+        on_changed: Callable[[], None] | None = None,
     ) -> None:
         self.name = name
+        self.on_changed = on_changed
         self.sandbox = sandbox  # a stdio server's, unless it runs unconfined
         self.config = config
         self.folder = folder
@@ -99,6 +100,8 @@ class McpClient:
         self.approved_launch: dict[str, JsonValue] | None = None
         self._open: _Open | None = None
         self._starting = asyncio.Lock()  # used on the thread's loop only
+        self._blocked = False  # it gave another definition than the pinned one: no more starts
+        self._used = False  # anything was handed to the thread (else closing has nothing to do)
 
     @property
     def running(self) -> bool:
@@ -107,28 +110,34 @@ class McpClient:
 
     async def start(self) -> ServerDefinition:
         """Open the session (if not open); the server's definition. McpServerError if it fails."""
+        self._used = True
         return await self.thread.run(self.started())
 
     async def call(self, tool: str, arguments: dict[str, object]) -> CallToolResult:
-        """Call `tool`; a server found dead is started again (and checked against the pin) first."""
+        """Call `tool`; a server not running is started (and checked against the pin) first."""
+        self._used = True
         return await self.thread.run(self._call(tool, arguments))
 
     async def close(self) -> None:
-        """End the session (a stdio server's process with it)."""
-        await self.thread.run(self._close())
+        """End the session (a stdio server's process with it), if one was ever started."""
+        if self._used:
+            await self.thread.run(self._close())
 
     async def started(self) -> ServerDefinition:
         """`start`, on the thread's loop (where this must be awaited)."""
+        self._used = True
         async with self._starting:
             if self._open is None:
                 self._open = await self._opened()
             return self._open.definition
 
     async def _call(self, tool: str, arguments: dict[str, object]) -> CallToolResult:
+        from mcp import McpError
+
         current = await self._pinned_session()
         try:
             return await _call_tool(current, tool, arguments)
-        except CLOSED:  # it died while idle: the call never reached it, so it may be sent again
+        except _closed():  # it died while idle: the call never reached it, so it may be sent again
             await self._lost(current)
             current = await self._pinned_session()
             return await self._send(current, tool, arguments)
@@ -144,9 +153,11 @@ class McpClient:
     async def _send(
         self, current: _Open, tool: str, arguments: dict[str, object]
     ) -> CallToolResult:
+        from mcp import McpError
+
         try:
             return await _call_tool(current, tool, arguments)
-        except CLOSED as error:
+        except _closed() as error:
             await self._lost(current)
             raise TransientToolError(
                 DIED.format(name=self.name, reason=self._reason(error))
@@ -155,6 +166,8 @@ class McpClient:
             raise await self._mcp_error(current, error) from None
 
     async def _mcp_error(self, current: _Open, error: McpError) -> ToolError:
+        from mcp.types import CONNECTION_CLOSED
+
         if error.error.code == CONNECTION_CLOSED:  # it died while the call ran
             await self._lost(current)
             return TransientToolError(DIED.format(name=self.name, reason=error.error.message))
@@ -163,12 +176,17 @@ class McpClient:
         return ToolError(REFUSED.format(name=self.name, reason=reason), recoverable=False)
 
     async def _pinned_session(self) -> _Open:
-        definition = await self.started()
-        if self.pinned is not None and definition.digest != self.pinned.digest:
+        """The running session (started if need be) of a server that gives the pinned definition."""
+        if not self._blocked:
+            definition = await self.started()
+            if self.pinned is None or definition.digest == self.pinned.digest:
+                assert self._open is not None
+                return self._open
+            self._blocked = True  # nothing of the changed server reaches the model or runs
             await self._close()
-            raise McpServerError(BLOCKED.format(name=self.name), recoverable=False)
-        assert self._open is not None
-        return self._open
+            if self.on_changed is not None:
+                self.on_changed()
+        raise McpServerError(BLOCKED.format(name=self.name), recoverable=False)
 
     async def _lost(self, current: _Open) -> None:
         """Forget a session that died (once, however many calls found out)."""
@@ -250,6 +268,8 @@ class McpClient:
                 logger.debug("MCP server %s ended: %s", self.name, self._reason(error))
 
     def _session(self) -> AbstractAsyncContextManager[ClientSession]:
+        from langchain_mcp_adapters.sessions import create_session
+
         connection = self.config.connection(folder=self.folder)
         if connection["transport"] == "stdio" and self.sandbox is not None:
             connection = self.sandbox.wrap(connection, folder=self.folder)
@@ -261,6 +281,9 @@ class McpClient:
 @asynccontextmanager
 async def _stdio_session(connection: Connection, errlog: Path) -> AsyncIterator[ClientSession]:
     """A stdio session whose server writes its standard error to `errlog`, not over the chat."""
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
     assert connection["transport"] == "stdio"
     parameters = StdioServerParameters(
         command=connection["command"],
@@ -277,9 +300,18 @@ async def _stdio_session(connection: Connection, errlog: Path) -> AsyncIterator[
 
 async def _call_tool(current: _Open, tool: str, arguments: dict[str, object]) -> CallToolResult:
     """One call on the session, its content checked against the output schema given at start."""
+    from orchestrator.sources.mcp.calling import call_tool
+
     known = current.definition.tools.get(tool)
     schema = known.outputSchema if known is not None else None
     return await call_tool(current.session, tool, arguments, output_schema=schema)
+
+
+def _closed() -> tuple[type[Exception], ...]:
+    """What a transport raises once its session is gone: the request never left."""
+    import anyio
+
+    return (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)
 
 
 def _launch_words(launch: dict[str, JsonValue]) -> list[JsonValue]:
@@ -314,6 +346,8 @@ async def _stopped(task: asyncio.Task[None]) -> None:
 
 def _reason(error: BaseException, *, keep: list[Path]) -> str:
     """What went wrong, in one line: the first error inside exception groups."""
+    from mcp import McpError
+
     while isinstance(error, BaseExceptionGroup) and error.exceptions:
         error = error.exceptions[0]
     if isinstance(error, McpError):
