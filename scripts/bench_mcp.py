@@ -5,9 +5,10 @@
 - `startup_ratio`: `orchestrator ask hi --json` (offline model, the
   embedded PostgreSQL) from the start of its process to its answer, with
   three approved stdio servers (the reference `mcp-server-time` under two
-  names and `mcp-server-git`: started, their definitions checked against
-  the approved ones) ÷ the same with no tool folder. Alternating, median of
-  paired ratios. The servers start together, while the database starts.
+  names and `mcp-server-git`: their tools offered from the approved
+  definitions; a server starts at its tools' first call, which `ask hi`
+  does not make) ÷ the same with no tool folder. Alternating, median of
+  paired ratios.
 - `call_overhead_ratio`: one call of an MCP tool (a FastMCP echo server over
   stdio, its session kept) ÷ the same work as a folder tool, both through
   the whole dispatch pipeline as in chat, request log on the embedded
