@@ -576,6 +576,42 @@ async def test_a_pinned_server_that_fails_at_its_first_call_fails_that_call_and_
     assert len(pids(control)) == 3, "started (approved), failed at the first call, started"
 
 
+@pytest.mark.process
+async def test_a_session_lives_on_the_loop_that_started_it_and_serves_calls_from_others(
+    tmp_path: Path,
+):
+    import asyncio
+    import threading
+
+    from orchestrator.folders.mcp_config import McpServerConfig
+    from orchestrator.sources.mcp.client import McpClient
+
+    control = tmp_path / "fx"
+    control.mkdir()
+    config = McpServerConfig(command=sys.executable, args=[str(FIXTURE), "--control", str(control)])
+    server = McpClient(name="fx", config=config, folder=tmp_path, errlog=tmp_path / "fx.log")
+    loops: list[int] = []
+
+    def on_another_loop() -> str:
+        async def echo() -> str:
+            loops.append(threading.get_ident())
+            result = await server.call("echo", {"text": "from afar"})
+            return str(result.content[0].text)  # type: ignore[union-attr]
+
+        return asyncio.run(echo())
+
+    try:
+        here = await server.call("echo", {"text": "here"})
+        afar = await asyncio.to_thread(on_another_loop)
+    finally:
+        await server.close()
+
+    assert here.content[0].text == "here" and afar == "from afar"  # type: ignore[union-attr]
+    assert loops and loops[0] != threading.get_ident(), "the second call came from another loop"
+    assert len(pids(control)) == 1, "one session, started by the first call, served both"
+    assert not any(running(pid) for pid in pids(control)), "closing (from its loop) stopped it"
+
+
 # --- the same policies as any tool -----------------------------------------------------------
 
 

@@ -1,22 +1,25 @@
 """One MCP server's session, kept open for the life of the process.
 
-A session is opened once (at startup, for every server at once) and every
-call of the server's tools goes through it: a new session per call cost 5.3 s
-against 0.1 s in a kept one. The session lives in a task of its own, because
-the SDK's transports must be entered and left in one task. A server that dies
-is started again by the next call; one that comes back with other tool
-definitions than those approved is blocked (see `definitions`).
+A session is opened once (at startup, or at the first call) and every call of
+the server's tools goes through it: a new session per call cost 5.3 s against
+0.1 s in a kept one. The session lives in a task of its own, because the SDK's
+transports must be entered and left in one task, on the loop that started it
+(its home): a call on that loop runs there directly, a call from another loop
+is handed over to it. A server that dies is started again by the next call;
+one that comes back with other tool definitions than those approved is
+blocked (see `definitions`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable
+import threading
+from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from pydantic import JsonValue
 
@@ -26,14 +29,14 @@ from orchestrator.private import open_private_log
 from orchestrator.redact import redact
 from orchestrator.sources.mcp.definitions import ServerDefinition
 from orchestrator.sources.mcp.sandboxed import ServerSandbox
-from orchestrator.sources.mcp.thread import McpThread
 
-if TYPE_CHECKING:  # the SDK loads on the sessions' thread, when a server first starts
+if TYPE_CHECKING:  # the SDK loads when a server first starts
     from langchain_mcp_adapters.sessions import Connection
     from mcp import ClientSession, McpError
     from mcp.types import CallToolResult, Tool
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 CLOSE_SECONDS = 5.0  # how long closing a session may take before its task is cancelled
 MAX_PAGES = 100  # of `tools/list`: a server paging for ever is cut off here
@@ -72,9 +75,9 @@ class McpClient:
     once `pinned` is set (the approved definition), a restarted server whose
     definition differs is closed and its calls refused. `errlog` receives a
     stdio server's standard error (by default, ours). The session lives on
-    `thread` (see `McpThread`); these methods may be awaited on any loop.
+    the loop that first starts it; these methods may be awaited on any loop.
     With `sandbox`, a stdio server runs held by it (see `sandboxed`).
-    `on_changed` hears (once, on the thread) that the server was blocked.
+    `on_changed` hears (once, on the session's loop) that the server was blocked.
     """
 
     def __init__(
@@ -83,7 +86,6 @@ class McpClient:
         name: str,
         config: McpServerConfig,
         folder: Path,
-        thread: McpThread,
         errlog: Path | None = None,
         sandbox: ServerSandbox | None = None,
         on_changed: Callable[[], None] | None = None,
@@ -93,15 +95,15 @@ class McpClient:
         self.sandbox = sandbox  # a stdio server's, unless it runs unconfined
         self.config = config
         self.folder = folder
-        self.thread = thread
         self.errlog = errlog
         self.pinned: ServerDefinition | None = None
         # The launch last approved, when no later folder approval may have changed it.
         self.approved_launch: dict[str, JsonValue] | None = None
         self._open: _Open | None = None
-        self._starting = asyncio.Lock()  # used on the thread's loop only
+        self._starting = asyncio.Lock()  # used on the home loop only
         self._blocked = False  # it gave another definition than the pinned one: no more starts
-        self._used = False  # anything was handed to the thread (else closing has nothing to do)
+        self._home: asyncio.AbstractEventLoop | None = None  # the loop its session lives on
+        self._homing = threading.Lock()
 
     @property
     def running(self) -> bool:
@@ -110,26 +112,43 @@ class McpClient:
 
     async def start(self) -> ServerDefinition:
         """Open the session (if not open); the server's definition. McpServerError if it fails."""
-        self._used = True
-        return await self.thread.run(self.started())
+        return await self._at_home(self.started())
 
     async def call(self, tool: str, arguments: dict[str, object]) -> CallToolResult:
         """Call `tool`; a server not running is started (and checked against the pin) first."""
-        self._used = True
-        return await self.thread.run(self._call(tool, arguments))
+        return await self._at_home(self._call(tool, arguments))
 
     async def close(self) -> None:
         """End the session (a stdio server's process with it), if one was ever started."""
-        if self._used:
-            await self.thread.run(self._close())
+        if self._home is not None:
+            await self._at_home(self._close())
 
     async def started(self) -> ServerDefinition:
-        """`start`, on the thread's loop (where this must be awaited)."""
-        self._used = True
+        """`start`, on the running loop, which becomes the session's home unless it has one."""
+        if self._homed(asyncio.get_running_loop()) is not asyncio.get_running_loop():
+            return await self.start()
         async with self._starting:
             if self._open is None:
                 self._open = await self._opened()
             return self._open.definition
+
+    async def _at_home(self, work: Coroutine[object, object, T]) -> T:
+        """Await `work` on the session's loop: here if this is it, else handed over to it.
+
+        Cancelling here cancels it there.
+        """
+        here = asyncio.get_running_loop()
+        home = self._homed(here)
+        if home is here:
+            return await work
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(work, home))
+
+    def _homed(self, here: asyncio.AbstractEventLoop) -> asyncio.AbstractEventLoop:
+        """The session's loop: `here` unless it has one (a closed one's session ended with it)."""
+        with self._homing:
+            if self._home is None or self._home.is_closed():
+                self._home, self._open, self._starting = here, None, asyncio.Lock()
+            return self._home
 
     async def _call(self, tool: str, arguments: dict[str, object]) -> CallToolResult:
         from mcp import McpError
@@ -282,7 +301,8 @@ class McpClient:
 async def _stdio_session(connection: Connection, errlog: Path) -> AsyncIterator[ClientSession]:
     """A stdio session whose server writes its standard error to `errlog`, not over the chat."""
     from mcp import ClientSession, StdioServerParameters
-    from mcp.client.stdio import stdio_client
+
+    from orchestrator.sources.mcp.pipe import pipe_client
 
     assert connection["transport"] == "stdio"
     parameters = StdioServerParameters(
@@ -293,8 +313,8 @@ async def _stdio_session(connection: Connection, errlog: Path) -> AsyncIterator[
     )
     # data/logs/mcp/NAME.log: a server may print a secret to standard error.
     with open_private_log(errlog, levels=2) as log:
-        async with stdio_client(parameters, errlog=log) as (read, write):
-            async with ClientSession(read, write) as session:
+        async with pipe_client(parameters, errlog=log) as (read, write):
+            async with ClientSession(read, write) as session:  # type: ignore[arg-type]
                 yield session
 
 

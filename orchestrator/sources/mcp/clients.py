@@ -70,10 +70,11 @@ AskServer = Callable[[ServerQuestion], bool | Later | None]
 class McpClients:
     """The servers of the given (approved) MCP folders, keyed by folder key.
 
-    `start` starts them all at once, on a thread of their own (see
-    `McpThread`), from any thread, with or without a running event loop: a
-    command starts them first and goes on with its own startup meanwhile.
-    `open` then settles each one's definition with the person, once.
+    `start` starts those that are not pinned all at once: on the running
+    event loop, or without one on a thread of their own (see `McpThread`), so
+    that a command starts them first and goes on with its own startup
+    meanwhile. `open` then settles each one's definition with the person, once.
+    A session lives on the loop that started it (see `McpClient`).
     """
 
     def __init__(
@@ -124,6 +125,8 @@ class McpClients:
             if not self.starting:  # no thread for nothing
                 self._started = Future()
                 self._started.set_result([])
+            elif (loop := _running_loop()) is not None:
+                self._started = asyncio.run_coroutine_threadsafe(self._start_all(), loop)
             else:
                 self._started = self.thread.submit(self._start_all())
         return self._started
@@ -156,7 +159,7 @@ class McpClients:
         return self.servers[key]
 
     async def _start_all(self) -> list[ServerDefinition | BaseException]:
-        """On the thread: start the servers that are not pinned, all at once."""
+        """On their loop: start the servers that are not pinned, all at once."""
         starts = (self.servers[key].started() for key in self.starting)
         return await asyncio.gather(*starts, return_exceptions=True)
 
@@ -168,7 +171,6 @@ class McpClients:
             name=folder.name,
             config=folder.config.mcp,
             folder=folder.path,
-            thread=self.thread,
             errlog=self.logs / (key.replace("/", "__") + ".log"),
             sandbox=self._sandbox(folder),
             on_changed=lambda: self._changed(key),
@@ -266,6 +268,13 @@ class McpClients:
             return
         logger.warning(FROM_PIN, reason)
         self.servers[key].pinned = self.approved[key] = before
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 def _misfit(folder: ToolFolder, definition: ServerDefinition) -> str | None:
