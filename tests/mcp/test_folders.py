@@ -577,6 +577,32 @@ async def test_a_pinned_server_that_fails_at_its_first_call_fails_that_call_and_
 
 
 @pytest.mark.process
+async def test_a_change_seen_at_a_first_call_then_undone_starts_the_server_once_with_the_process(
+    tmp_path: Path,
+):
+    sub_graphs, control = tmp_path / "sub_graphs", tmp_path / "fx"
+    fixture_folder(sub_graphs, "fx", control)
+    async with started(Person()):
+        pass
+    (control / "description").write_text("Something else.")
+    async with started(Person()) as runtime:
+        blocked = await call(runtime, "fx_echo", {"text": "hi"})
+    (control / "description").unlink()  # as approved again
+
+    at_start = []
+    for _ in range(2):
+        person = Person()
+        before = len(pids(control))
+        async with started(person) as runtime:
+            at_start.append(len(pids(control)) - before)
+            answered = await call(runtime, "fx_echo", {"text": "back"})
+        assert person.server_questions == [] and answered.message == "back"
+
+    assert "other tool definitions than those approved" in blocked.message
+    assert at_start == [1, 0], "started with the process to check it once, then at first use"
+
+
+@pytest.mark.process
 async def test_a_session_lives_on_the_loop_that_started_it_and_serves_calls_from_others(
     tmp_path: Path,
 ):

@@ -241,6 +241,9 @@ class McpClients:
             answer = await self._ask(folder, definition, status, ask)
             if isinstance(answer, bool):  # no answer is not remembered
                 decide(self.store, key, name=folder.name, definition=definition, approved=answer)
+        elif status == Status.APPROVED and _seen_changed(self.store, key):
+            # The change it showed is gone: from the next start on, it starts at first use again.
+            decide(self.store, key, name=folder.name, definition=definition, approved=True)
         if answer is True:
             server.pinned = self.approved[key] = definition
             return
@@ -268,6 +271,11 @@ class McpClients:
             return
         logger.warning(FROM_PIN, reason)
         self.servers[key].pinned = self.approved[key] = before
+
+
+def _seen_changed(store: ApprovalStore, key: str) -> bool:
+    pin = store.pin(key)
+    return pin is not None and pin.changed_seen
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:
