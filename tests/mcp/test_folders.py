@@ -603,6 +603,28 @@ async def test_a_change_seen_at_a_first_call_then_undone_starts_the_server_once_
 
 
 @pytest.mark.process
+async def test_a_first_call_that_times_out_while_the_server_starts_leaves_the_start_going(
+    tmp_path: Path,
+):
+    sub_graphs, control, gate = tmp_path / "sub_graphs", tmp_path / "fx", tmp_path / "gate"
+    fixture_folder(sub_graphs, "fx", control, timeout_seconds=1)
+    async with started(Person()):
+        pass
+    (control / "await").write_text(str(gate))  # from now on it serves once the gate opens
+
+    async with started(Person()) as runtime:
+        early = await call(runtime, "fx_echo", {"text": "too soon"})
+        gate.mkdir()
+        (gate / "pids").write_text("")
+        later = await call(runtime, "fx_echo", {"text": "in time"})
+
+    assert early.status == "failure" and "1s" in early.message, early.message
+    assert (later.status, later.message) == ("success", "in time")
+    assert len(pids(control)) == 2, "approved, then started once: the second call found it up"
+    assert [c["args"] for c in calls(control)] == [{"text": "in time"}]
+
+
+@pytest.mark.process
 async def test_a_session_lives_on_the_loop_that_started_it_and_serves_calls_from_others(
     tmp_path: Path,
 ):
@@ -615,7 +637,8 @@ async def test_a_session_lives_on_the_loop_that_started_it_and_serves_calls_from
     control = tmp_path / "fx"
     control.mkdir()
     config = McpServerConfig(command=sys.executable, args=[str(FIXTURE), "--control", str(control)])
-    server = McpClient(name="fx", config=config, folder=tmp_path, errlog=tmp_path / "fx.log")
+    errlog = tmp_path / "logs" / "mcp" / "fx.log"  # its two folders made private, no more
+    server = McpClient(name="fx", config=config, folder=tmp_path, errlog=errlog)
     loops: list[int] = []
 
     def on_another_loop() -> str:

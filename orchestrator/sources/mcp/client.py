@@ -100,7 +100,9 @@ class McpClient:
         # The launch last approved, when no later folder approval may have changed it.
         self.approved_launch: dict[str, JsonValue] | None = None
         self._open: _Open | None = None
-        self._starting = asyncio.Lock()  # used on the home loop only
+        # The start under way, on the home loop: callers share it, and one that gives up
+        # (its call timed out) leaves it going, so that a slow server comes up for the next.
+        self._start: asyncio.Future[_Open] | None = None
         self._blocked = False  # it gave another definition than the pinned one: no more starts
         self._home: asyncio.AbstractEventLoop | None = None  # the loop its session lives on
         self._homing = threading.Lock()
@@ -127,10 +129,19 @@ class McpClient:
         """`start`, on the running loop, which becomes the session's home unless it has one."""
         if self._homed(asyncio.get_running_loop()) is not asyncio.get_running_loop():
             return await self.start()
-        async with self._starting:
-            if self._open is None:
-                self._open = await self._opened()
-            return self._open.definition
+        if self._open is None:
+            if self._start is None:
+                self._start = asyncio.ensure_future(self._opened())
+                self._start.add_done_callback(self._started_now)
+            opened = await asyncio.shield(self._start)
+            return opened.definition
+        return self._open.definition
+
+    def _started_now(self, start: asyncio.Future[_Open]) -> None:
+        if self._start is start:
+            self._start = None
+            if not start.cancelled() and start.exception() is None:
+                self._open = start.result()
 
     async def _at_home(self, work: Coroutine[object, object, T]) -> T:
         """Await `work` on the session's loop: here if this is it, else handed over to it.
@@ -147,7 +158,7 @@ class McpClient:
         """The session's loop: `here` unless it has one (a closed one's session ended with it)."""
         with self._homing:
             if self._home is None or self._home.is_closed():
-                self._home, self._open, self._starting = here, None, asyncio.Lock()
+                self._home, self._open, self._start = here, None, None
             return self._home
 
     async def _call(self, tool: str, arguments: dict[str, object]) -> CallToolResult:
@@ -164,8 +175,9 @@ class McpClient:
             raise await self._mcp_error(current, error) from None
 
     async def _close(self) -> None:
-        async with self._starting:
-            current, self._open = self._open, None
+        if self._start is not None:  # a start under way ends first (within its timeout)
+            await asyncio.wait({self._start})
+        current, self._open = self._open, None
         if current is not None:
             await _end(current)
 
@@ -209,9 +221,8 @@ class McpClient:
 
     async def _lost(self, current: _Open) -> None:
         """Forget a session that died (once, however many calls found out)."""
-        async with self._starting:
-            if self._open is current:
-                self._open = None
+        if self._open is current:
+            self._open = None
         logger.warning("MCP server %s stopped; it is started again on its next call", self.name)
         await _end(current)
 
