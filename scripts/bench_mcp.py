@@ -5,9 +5,10 @@
 - `startup_ratio`: `orchestrator ask hi --json` (offline model, the
   embedded PostgreSQL) from the start of its process to its answer, with
   three approved stdio servers (the reference `mcp-server-time` under two
-  names and `mcp-server-git`: started, their definitions checked against
-  the approved ones) ÷ the same with no tool folder. Alternating, median of
-  paired ratios. The servers start together, while the database starts.
+  names and `mcp-server-git`: their tools offered from the approved
+  definitions; a server starts at its tools' first call, which `ask hi`
+  does not make) ÷ the same with no tool folder. Alternating, median of
+  paired ratios.
 - `call_overhead_ratio`: one call of an MCP tool (a FastMCP echo server over
   stdio, its session kept) ÷ the same work as a folder tool, both through
   the whole dispatch pipeline as in chat, request log on the embedded
@@ -15,8 +16,8 @@
   `call_overhead_ratio_bare` is the same without the request log (the
   inter-process round trip against an in-process call), and
   `sdk_overhead_ratio` our MCP call without the log ÷ the session's own
-  call (`McpClient.call`: the `tools/call` on the kept session, on its
-  thread): what the pipeline adds.
+  call (`McpClient.call`: the `tools/call` on the kept session): what the
+  pipeline adds.
   `call_overhead_ratio_text` is `call_overhead_ratio` for a tool of the same
   server that returns text only: no output schema, which the SDK's server
   checks against its metaschema on every call (about 1.8 ms here).
@@ -247,20 +248,17 @@ async def sandbox_startup_ratio(home: Path, rounds: int) -> dict[str, float]:
     from orchestrator.folders.sandbox_config import SandboxConfig, data_directory
     from orchestrator.sources.mcp.client import McpClient
     from orchestrator.sources.mcp.sandboxed import ServerSandbox
-    from orchestrator.sources.mcp.thread import McpThread
 
     where = home / "sandbox_start"
     where.mkdir()
     config = McpServerConfig.model_validate(SERVERS["clock"])
     sandbox = ServerSandbox(config=SandboxConfig(), data=data_directory(where / "data", "clock"))
-    thread = McpThread()
 
     def client(held: bool) -> McpClient:
         return McpClient(
             name="clock",
             config=config,
             folder=where,
-            thread=thread,
             errlog=where / "clock.log",
             sandbox=sandbox if held else None,
         )
@@ -274,11 +272,8 @@ async def sandbox_startup_ratio(home: Path, rounds: int) -> dict[str, float]:
 
         return once
 
-    try:
-        held, free = await start(True), await start(False)
-        ratio = await paired(held, free, rounds, warm_up=2)
-    finally:
-        await asyncio.to_thread(thread.stop)
+    held, free = await start(True), await start(False)
+    ratio = await paired(held, free, rounds, warm_up=2)
     return {"sandbox_startup_ratio": ratio}
 
 

@@ -220,6 +220,33 @@ async def test_a_pattern_that_never_ends_fails_the_call_at_its_timeout_off_the_l
     assert threads and not any(threads), "patterns are matched off the event loop's thread"
 
 
+async def test_a_schema_without_patterns_is_checked_on_the_loop_and_one_with_a_pattern_off_it(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    handed: list[str] = []
+    in_thread = json_check.in_thread
+
+    async def watched(function: object, *, name: str) -> object:
+        handed.append(name)
+        return await in_thread(function, name=name)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(json_check, "in_thread", watched)
+    plain = StructuredTool.from_function(
+        coroutine=lambda **_: None,
+        name="plain",
+        description="Take a count.",
+        args_schema={"type": "object", "properties": {"count": {"type": "integer"}}},
+    )
+    patterned = patterned_tool([], timeout=5)
+
+    wrong = await json_check.json_problems_within(plain, {"count": "x"}, seconds=5)
+    right = await json_check.json_problems_within(plain, {"count": 3}, seconds=5)
+    assert (await json_check.json_problems_within(patterned, {"code": "b"}, seconds=5)) is not None
+
+    assert wrong == "count: 'x' is not of type 'integer'" and right is None
+    assert handed == ["coded arguments"], "only the schema with a pattern went to a thread"
+
+
 # --- 8 and 16: an edit nested too deep is asked again; an unknown key is named -------------
 
 

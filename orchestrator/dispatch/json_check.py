@@ -5,7 +5,10 @@ some argument: Python's `re` would hold the event loop, and every other call and
 the terminal with it. Patterns are matched with the `regex` engine instead, which
 lets go of the interpreter while it matches and gives up at the call's deadline;
 the whole check runs on a thread of its own, and the caller waits no longer than
-that deadline for it.
+that deadline for it. A schema with no pattern at all is checked on the loop:
+without one, a check takes time in proportion to the schema and the arguments,
+and handing it to a thread and back cost more than the check (a thread's
+start and two wake-ups, on every call).
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ TOO_SLOW = (
 )
 BAD_PATTERN = "the tool's schema has a pattern that is no regular expression: {pattern!r}"
 MIN_SECONDS = 0.001
+# The keywords that match a regular expression (`regex` keeps them within the deadline).
+PATTERN_KEYWORDS = frozenset({"pattern", "patternProperties"})
 
 # When the check of the current call must give up (time.monotonic()); None: never.
 _deadline: ContextVar[float | None] = ContextVar("json_check_deadline", default=None)
@@ -40,8 +45,14 @@ _deadline: ContextVar[float | None] = ContextVar("json_check_deadline", default=
 async def json_problems_within(
     tool: BaseTool, arguments: Mapping[str, object], *, seconds: float
 ) -> str | None:
-    """What is wrong with `arguments` (see `json_problems`), found off the loop within `seconds`."""
+    """What is wrong with `arguments` (see `json_problems`), found within `seconds`.
+
+    Off the loop when the tool's schema has a pattern; on it (at once) when it has none.
+    """
     copied = dict(arguments)
+    schema = json_schema(tool)
+    if schema is not None and not _has_patterns(schema):
+        return json_problems(tool, copied)
 
     def check() -> str | None:
         _deadline.set(time.monotonic() + seconds)
@@ -76,8 +87,8 @@ def json_problems(tool: BaseTool, arguments: Mapping[str, object]) -> str | None
     included), else its `args_schema`; a tool with neither checks its own input.
     Past the deadline of `json_problems_within`, a pattern raises TimeoutError.
     """
-    schema = getattr(tool, "full_schema", None) or tool.args_schema
-    if not isinstance(schema, dict):
+    schema = json_schema(tool)
+    if schema is None:
         return None
     try:
         errors = sorted(_validator(schema).iter_errors(dict(arguments)), key=str)
@@ -88,8 +99,37 @@ def json_problems(tool: BaseTool, arguments: Mapping[str, object]) -> str | None
     return "; ".join(_json_problem(error) for error in errors[:MAX_PROBLEMS])
 
 
+def json_schema(tool: BaseTool) -> dict[str, object] | None:
+    """The tool's whole JSON schema (`full_schema`, hidden parameters included), if it has one."""
+    schema = getattr(tool, "full_schema", None) or tool.args_schema
+    return schema if isinstance(schema, dict) else None
+
+
 # Per schema (by id, with the schema itself to tell a reused id): its validator, made once.
 _VALIDATORS: dict[int, tuple[dict[str, object], Validator]] = {}
+# Per schema (the same way): whether a pattern keyword occurs anywhere in it.
+_PATTERNS: dict[int, tuple[dict[str, object], bool]] = {}
+
+
+def _has_patterns(schema: dict[str, object]) -> bool:
+    cached = _PATTERNS.get(id(schema))
+    if cached is None or cached[0] is not schema:
+        cached = _PATTERNS[id(schema)] = (schema, _mentions(schema, PATTERN_KEYWORDS))
+    return cached[1]
+
+
+def _mentions(value: object, keys: frozenset[str]) -> bool:
+    """Whether any of `keys` is a key anywhere in `value` (a property so named counts too)."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, Mapping):
+            if not keys.isdisjoint(item):
+                return True
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+    return False
 
 
 def _validator(schema: dict[str, object]) -> Validator:

@@ -84,6 +84,9 @@ class Pin(BaseModel):
     definition: dict[str, JsonValue]  # as it was approved: a change is shown against it
     decided_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
     mac: str = ""
+    # The server gave another definition since (at a first call): it is started and asked
+    # about at the next start. Not signed: dropping it only blocks that server's calls again.
+    changed_seen: bool = False
 
 
 class _StoreFile(BaseModel):
@@ -177,6 +180,17 @@ class ApprovalStore:
         pin.mac = sign(self._installation_key(), self._pinned(key, pin))
         self._data.servers[key] = pin
         self._save()
+
+    def see_pin_changed(self, key: str) -> None:
+        """Note that the MCP server of folder `key` gave a definition other than its pin's.
+
+        Read again first: another process may have saved decisions since this one loaded them.
+        """
+        self._data = self._load()
+        pin = self._data.servers.get(key)
+        if pin is not None and not pin.changed_seen:
+            pin.changed_seen = True
+            self._save()
 
     def _pinned(self, key: str, pin: Pin) -> bytes:
         # The definition itself is checked against the digest by whoever reads it.

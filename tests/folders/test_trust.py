@@ -28,7 +28,6 @@ from orchestrator.settings import Settings, load_settings
 from orchestrator.sources.mcp.client import McpClient
 from orchestrator.sources.mcp.clients import ServerQuestion
 from orchestrator.sources.mcp.definitions import ServerDefinition, ToolDefinition
-from orchestrator.sources.mcp.thread import McpThread
 from orchestrator.terminal.prompt_history import FolderHistory
 from orchestrator.terminal.server_prompt import ServerPrompt
 from orchestrator.terminal.tty_questions import ApprovalPrompt
@@ -94,12 +93,10 @@ def fixture_config(control: Path) -> McpServerConfig:
 async def test_an_mcp_launch_other_than_the_pinned_one_starts_no_process(tmp_path: Path):
     approved = fixture_config(tmp_path / "approved")
     pinned = ServerDefinition(launch=approved.launch())
-    thread = McpThread()
     server = McpClient(
         name="acct",
         config=fixture_config(tmp_path / "other"),
         folder=tmp_path,
-        thread=thread,
         errlog=tmp_path / "acct.log",
     )
     server.pinned = pinned
@@ -108,7 +105,6 @@ async def test_an_mcp_launch_other_than_the_pinned_one_starts_no_process(tmp_pat
             await server.start()
     finally:
         await server.close()
-        thread.stop()
     assert not (tmp_path / "other" / "pids").exists(), "no server process was started"
 
 

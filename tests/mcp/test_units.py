@@ -35,7 +35,6 @@ from orchestrator.sources.mcp.content import tool_result
 from orchestrator.sources.mcp.definitions import ServerDefinition, changes
 from orchestrator.sources.mcp.marks import function_name
 from orchestrator.sources.mcp.pins import approved_definition, decide, pin_status
-from orchestrator.sources.mcp.thread import McpThread
 from orchestrator.sources.mcp.tool import mcp_tools
 from orchestrator.sources.mcp.tool_scope import json_scopes
 
@@ -380,7 +379,7 @@ def fx_config(**fields: object) -> ToolConfig:
 
 
 def tools_of(served: ServerDefinition, config: ToolConfig, tmp_path: Path) -> dict[str, object]:
-    server = McpClient(name="fx", config=config.mcp, folder=tmp_path, thread=McpThread())  # never started
+    server = McpClient(name="fx", config=config.mcp, folder=tmp_path)  # never started
     return {t.name: t for t in mcp_tools(server, served, config=config, folder=tmp_path)}
 
 

@@ -1,39 +1,42 @@
 """One MCP server's session, kept open for the life of the process.
 
-A session is opened once (at startup, for every server at once) and every
-call of the server's tools goes through it: a new session per call cost 5.3 s
-against 0.1 s in a kept one. The session lives in a task of its own, because
-the SDK's transports must be entered and left in one task. A server that dies
-is started again by the next call; one that comes back with other tool
-definitions than those approved is blocked (see `definitions`).
+A session is opened once (at startup, or at the first call) and every call of
+the server's tools goes through it: a new session per call cost 5.3 s against
+0.1 s in a kept one. The session lives in a task of its own, because the SDK's
+transports must be entered and left in one task, on the loop that started it
+(its home): a call on that loop runs there directly, a call from another loop
+is handed over to it. A server that dies is started again by the next call;
+one that comes back with other tool definitions than those approved is
+blocked (see `definitions`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+import threading
+from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
 
-import anyio
-from langchain_mcp_adapters.sessions import Connection, create_session
-from mcp import ClientSession, McpError, StdioServerParameters
-from mcp.client.stdio import stdio_client
-from mcp.types import CONNECTION_CLOSED, CallToolResult, Tool
 from pydantic import JsonValue
 
 from orchestrator.errors import ConfigError, McpServerError, ToolError, TransientToolError
 from orchestrator.folders.mcp_config import McpServerConfig
 from orchestrator.private import open_private_log
 from orchestrator.redact import redact
-from orchestrator.sources.mcp.calling import call_tool
 from orchestrator.sources.mcp.definitions import ServerDefinition
 from orchestrator.sources.mcp.sandboxed import ServerSandbox
-from orchestrator.sources.mcp.thread import McpThread
+
+if TYPE_CHECKING:  # the SDK loads when a server first starts
+    from langchain_mcp_adapters.sessions import Connection
+    from mcp import ClientSession, McpError
+    from mcp.types import CallToolResult, Tool
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 CLOSE_SECONDS = 5.0  # how long closing a session may take before its task is cancelled
 MAX_PAGES = 100  # of `tools/list`: a server paging for ever is cut off here
@@ -45,15 +48,13 @@ DIED = (
 )
 REFUSED = "MCP server {name} refused the call: {reason}"
 BLOCKED = (
-    "MCP server {name} came back with other tool definitions than those approved: its tools are "
-    "blocked until the change is approved (at the next start of the orchestrator)"
+    "MCP server {name} gives other tool definitions than those approved: its tools are "
+    "blocked until the change is approved (the next start of the orchestrator asks)"
 )
 LAUNCH_CHANGED = (
     "MCP server {name} was not started: its launch ({launch}) is not the one approved; "
     "approve the folder again if you changed it"
 )
-# What a transport raises once its session is gone: the request never left.
-CLOSED = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)
 
 
 @dataclass
@@ -74,8 +75,9 @@ class McpClient:
     once `pinned` is set (the approved definition), a restarted server whose
     definition differs is closed and its calls refused. `errlog` receives a
     stdio server's standard error (by default, ours). The session lives on
-    `thread` (see `McpThread`); these methods may be awaited on any loop.
+    the loop that first starts it; these methods may be awaited on any loop.
     With `sandbox`, a stdio server runs held by it (see `sandboxed`).
+    `on_changed` hears (once, on the session's loop) that the server was blocked.
     """
 
     def __init__(
@@ -84,21 +86,26 @@ class McpClient:
         name: str,
         config: McpServerConfig,
         folder: Path,
-        thread: McpThread,
         errlog: Path | None = None,
         sandbox: ServerSandbox | None = None,
+        on_changed: Callable[[], None] | None = None,
     ) -> None:
         self.name = name
+        self.on_changed = on_changed
         self.sandbox = sandbox  # a stdio server's, unless it runs unconfined
         self.config = config
         self.folder = folder
-        self.thread = thread
         self.errlog = errlog
         self.pinned: ServerDefinition | None = None
         # The launch last approved, when no later folder approval may have changed it.
         self.approved_launch: dict[str, JsonValue] | None = None
         self._open: _Open | None = None
-        self._starting = asyncio.Lock()  # used on the thread's loop only
+        # The start under way, on the home loop: callers share it, and one that gives up
+        # (its call timed out) leaves it going, so that a slow server comes up for the next.
+        self._start: asyncio.Future[_Open] | None = None
+        self._blocked = False  # it gave another definition than the pinned one: no more starts
+        self._home: asyncio.AbstractEventLoop | None = None  # the loop its session lives on
+        self._homing = threading.Lock()
 
     @property
     def running(self) -> bool:
@@ -107,28 +114,60 @@ class McpClient:
 
     async def start(self) -> ServerDefinition:
         """Open the session (if not open); the server's definition. McpServerError if it fails."""
-        return await self.thread.run(self.started())
+        return await self._at_home(self.started())
 
     async def call(self, tool: str, arguments: dict[str, object]) -> CallToolResult:
-        """Call `tool`; a server found dead is started again (and checked against the pin) first."""
-        return await self.thread.run(self._call(tool, arguments))
+        """Call `tool`; a server not running is started (and checked against the pin) first."""
+        return await self._at_home(self._call(tool, arguments))
 
     async def close(self) -> None:
-        """End the session (a stdio server's process with it)."""
-        await self.thread.run(self._close())
+        """End the session (a stdio server's process with it), if one was ever started."""
+        if self._home is not None:
+            await self._at_home(self._close())
 
     async def started(self) -> ServerDefinition:
-        """`start`, on the thread's loop (where this must be awaited)."""
-        async with self._starting:
-            if self._open is None:
-                self._open = await self._opened()
-            return self._open.definition
+        """`start`, on the running loop, which becomes the session's home unless it has one."""
+        if self._homed(asyncio.get_running_loop()) is not asyncio.get_running_loop():
+            return await self.start()
+        if self._open is None:
+            if self._start is None:
+                self._start = asyncio.ensure_future(self._opened())
+                self._start.add_done_callback(self._started_now)
+            opened = await asyncio.shield(self._start)
+            return opened.definition
+        return self._open.definition
+
+    def _started_now(self, start: asyncio.Future[_Open]) -> None:
+        if self._start is start:
+            self._start = None
+            if not start.cancelled() and start.exception() is None:
+                self._open = start.result()
+
+    async def _at_home(self, work: Coroutine[object, object, T]) -> T:
+        """Await `work` on the session's loop: here if this is it, else handed over to it.
+
+        Cancelling here cancels it there.
+        """
+        here = asyncio.get_running_loop()
+        home = self._homed(here)
+        if home is here:
+            return await work
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(work, home))
+
+    def _homed(self, here: asyncio.AbstractEventLoop) -> asyncio.AbstractEventLoop:
+        """The session's loop: `here` unless it has one (a closed one's session ended with it)."""
+        with self._homing:
+            if self._home is None or self._home.is_closed():
+                self._home, self._open, self._start = here, None, None
+            return self._home
 
     async def _call(self, tool: str, arguments: dict[str, object]) -> CallToolResult:
+        from mcp import McpError
+
         current = await self._pinned_session()
         try:
             return await _call_tool(current, tool, arguments)
-        except CLOSED:  # it died while idle: the call never reached it, so it may be sent again
+        except _closed():  # it died while idle: the call never reached it, so it may be sent again
             await self._lost(current)
             current = await self._pinned_session()
             return await self._send(current, tool, arguments)
@@ -136,17 +175,20 @@ class McpClient:
             raise await self._mcp_error(current, error) from None
 
     async def _close(self) -> None:
-        async with self._starting:
-            current, self._open = self._open, None
+        if self._start is not None:  # a start under way ends first (within its timeout)
+            await asyncio.wait({self._start})
+        current, self._open = self._open, None
         if current is not None:
             await _end(current)
 
     async def _send(
         self, current: _Open, tool: str, arguments: dict[str, object]
     ) -> CallToolResult:
+        from mcp import McpError
+
         try:
             return await _call_tool(current, tool, arguments)
-        except CLOSED as error:
+        except _closed() as error:
             await self._lost(current)
             raise TransientToolError(
                 DIED.format(name=self.name, reason=self._reason(error))
@@ -155,6 +197,8 @@ class McpClient:
             raise await self._mcp_error(current, error) from None
 
     async def _mcp_error(self, current: _Open, error: McpError) -> ToolError:
+        from mcp.types import CONNECTION_CLOSED
+
         if error.error.code == CONNECTION_CLOSED:  # it died while the call ran
             await self._lost(current)
             return TransientToolError(DIED.format(name=self.name, reason=error.error.message))
@@ -163,18 +207,22 @@ class McpClient:
         return ToolError(REFUSED.format(name=self.name, reason=reason), recoverable=False)
 
     async def _pinned_session(self) -> _Open:
-        definition = await self.started()
-        if self.pinned is not None and definition.digest != self.pinned.digest:
+        """The running session (started if need be) of a server that gives the pinned definition."""
+        if not self._blocked:
+            definition = await self.started()
+            if self.pinned is None or definition.digest == self.pinned.digest:
+                assert self._open is not None
+                return self._open
+            self._blocked = True  # nothing of the changed server reaches the model or runs
             await self._close()
-            raise McpServerError(BLOCKED.format(name=self.name), recoverable=False)
-        assert self._open is not None
-        return self._open
+            if self.on_changed is not None:
+                self.on_changed()
+        raise McpServerError(BLOCKED.format(name=self.name), recoverable=False)
 
     async def _lost(self, current: _Open) -> None:
         """Forget a session that died (once, however many calls found out)."""
-        async with self._starting:
-            if self._open is current:
-                self._open = None
+        if self._open is current:
+            self._open = None
         logger.warning("MCP server %s stopped; it is started again on its next call", self.name)
         await _end(current)
 
@@ -250,6 +298,8 @@ class McpClient:
                 logger.debug("MCP server %s ended: %s", self.name, self._reason(error))
 
     def _session(self) -> AbstractAsyncContextManager[ClientSession]:
+        from langchain_mcp_adapters.sessions import create_session
+
         connection = self.config.connection(folder=self.folder)
         if connection["transport"] == "stdio" and self.sandbox is not None:
             connection = self.sandbox.wrap(connection, folder=self.folder)
@@ -261,6 +311,10 @@ class McpClient:
 @asynccontextmanager
 async def _stdio_session(connection: Connection, errlog: Path) -> AsyncIterator[ClientSession]:
     """A stdio session whose server writes its standard error to `errlog`, not over the chat."""
+    from mcp import ClientSession, StdioServerParameters
+
+    from orchestrator.sources.mcp.pipe import pipe_client
+
     assert connection["transport"] == "stdio"
     parameters = StdioServerParameters(
         command=connection["command"],
@@ -270,16 +324,25 @@ async def _stdio_session(connection: Connection, errlog: Path) -> AsyncIterator[
     )
     # data/logs/mcp/NAME.log: a server may print a secret to standard error.
     with open_private_log(errlog, levels=2) as log:
-        async with stdio_client(parameters, errlog=log) as (read, write):
-            async with ClientSession(read, write) as session:
+        async with pipe_client(parameters, errlog=log) as (read, write):
+            async with ClientSession(read, write) as session:  # type: ignore[arg-type]
                 yield session
 
 
 async def _call_tool(current: _Open, tool: str, arguments: dict[str, object]) -> CallToolResult:
     """One call on the session, its content checked against the output schema given at start."""
+    from orchestrator.sources.mcp.calling import call_tool
+
     known = current.definition.tools.get(tool)
     schema = known.outputSchema if known is not None else None
     return await call_tool(current.session, tool, arguments, output_schema=schema)
+
+
+def _closed() -> tuple[type[Exception], ...]:
+    """What a transport raises once its session is gone: the request never left."""
+    import anyio
+
+    return (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)
 
 
 def _launch_words(launch: dict[str, JsonValue]) -> list[JsonValue]:
@@ -314,6 +377,8 @@ async def _stopped(task: asyncio.Task[None]) -> None:
 
 def _reason(error: BaseException, *, keep: list[Path]) -> str:
     """What went wrong, in one line: the first error inside exception groups."""
+    from mcp import McpError
+
     while isinstance(error, BaseExceptionGroup) and error.exceptions:
         error = error.exceptions[0]
     if isinstance(error, McpError):

@@ -1,12 +1,17 @@
-"""The MCP servers of the approved folders, at every level: started together, then pinned.
+"""The MCP servers of the approved folders, at every level: pinned, started when needed.
 
 Nothing is launched before its folder is approved (see `folders.approvals`).
-Then every server starts at once, and each server's definition is put to the
-person the first time and whenever it changed, with what changed tool by
-tool; only an approved definition's tools are offered. A server that fails
-to start is logged and skipped, unless a definition of it was approved
-before: then its tools are offered from that definition and the server is
-started again by their first call (and blocked if it then differs).
+A server whose definition was approved (and whose folder was not approved
+again since) is not started with the process: its tools are offered from
+that signed definition, and their first call starts it and checks what it
+gives against the pin before anything is sent (a server that differs is
+blocked, and the next start asks about the change). Every other server starts
+at once, and its definition is put to the person the first time and
+whenever it changed, with what changed tool by tool; only an approved
+definition's tools are offered. A server that fails to start is logged and
+skipped, unless a definition of it was approved before: then its tools are
+offered from that definition and the server is started again by their first
+call (and blocked if it then differs).
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import JsonValue
 
-from orchestrator.errors import McpServerError, ToolLoadError
+from orchestrator.errors import ConfigError, McpServerError, ToolLoadError
 from orchestrator.folders.approvals import LATER, ApprovalStore, Later, Reviewed, Status
 from orchestrator.folders.discovery import FolderNode, ToolFolder
 from orchestrator.folders.sandbox_config import data_directory
@@ -40,6 +45,10 @@ logger = logging.getLogger(__name__)
 LOGS = Path("logs") / "mcp"  # in the data directory: what stdio servers write to stderr
 SKIPPED = "%s; its tools are not offered"
 FROM_PIN = "%s; its approved tools are offered, and their first call starts it again"
+CHANGED_SINCE = (
+    "MCP server %s gave other tool definitions than those approved: its tools are blocked; "
+    "the next start of the orchestrator asks about the change"
+)
 MISFIT = "skipping tool folder %s: %s"
 DENIED = "MCP server %s: its tool definitions were not approved; its tools are not offered"
 UNDECIDED = "MCP server %s: its tool definitions await your decision; its tools are not offered"
@@ -61,10 +70,11 @@ AskServer = Callable[[ServerQuestion], bool | Later | None]
 class McpClients:
     """The servers of the given (approved) MCP folders, keyed by folder key.
 
-    `start` starts them all at once, on a thread of their own (see
-    `McpThread`), from any thread, with or without a running event loop: a
-    command starts them first and goes on with its own startup meanwhile.
-    `open` then settles each one's definition with the person, once.
+    `start` starts those that are not pinned all at once: on the running
+    event loop, or without one on a thread of their own (see `McpThread`), so
+    that a command starts them first and goes on with its own startup
+    meanwhile. `open` then settles each one's definition with the person, once.
+    A session lives on the loop that started it (see `McpClient`).
     """
 
     def __init__(
@@ -85,6 +95,7 @@ class McpClients:
         self.approved: dict[str, ServerDefinition] = {}
         self.undecided: list[str] = []  # folder keys whose definitions await a decision
         self.thread = McpThread()
+        self.starting: list[str] = []  # the keys of the servers started with the process
         self._started: Future[list[ServerDefinition | BaseException]] | None = None
         self._settled = False
 
@@ -101,11 +112,21 @@ class McpClients:
         )
 
     def start(self) -> Future[list[ServerDefinition | BaseException]]:
-        """Start every server at once (the first call; later ones get the same starts)."""
+        """Start every server not pinned at once (the first call; later ones get the same starts).
+
+        A pinned server (see `_pinned_now`) is not started: its approved tools
+        are offered at once, and their first call starts it.
+        """
         if self._started is None:
-            if not self.folders:  # no thread for nothing
+            for key, folder in self.folders.items():
+                self.servers[key] = self._client(key, folder)
+                if not self._offered_from_pin(key, folder):
+                    self.starting.append(key)
+            if not self.starting:  # no thread for nothing
                 self._started = Future()
                 self._started.set_result([])
+            elif (loop := _running_loop()) is not None:
+                self._started = asyncio.run_coroutine_threadsafe(self._start_all(), loop)
             else:
                 self._started = self.thread.submit(self._start_all())
         return self._started
@@ -117,7 +138,7 @@ class McpClients:
             return
         self._settled = True
         ask = _until_input_ends(ask)
-        for key, outcome in zip(list(self.servers), started, strict=True):
+        for key, outcome in zip(self.starting, started, strict=True):
             if isinstance(outcome, McpServerError):
                 self._failed(key, outcome)
             elif isinstance(outcome, BaseException):
@@ -138,23 +159,48 @@ class McpClients:
         return self.servers[key]
 
     async def _start_all(self) -> list[ServerDefinition | BaseException]:
-        """On the thread: load the SDK there (not on the command's own thread), start them all."""
+        """On their loop: start the servers that are not pinned, all at once."""
+        starts = (self.servers[key].started() for key in self.starting)
+        return await asyncio.gather(*starts, return_exceptions=True)
+
+    def _client(self, key: str, folder: ToolFolder) -> McpClient:
         from orchestrator.sources.mcp.client import McpClient
 
-        for key, folder in self.folders.items():
-            assert folder.config.mcp is not None
-            log = self.logs / (key.replace("/", "__") + ".log")
-            self.servers[key] = McpClient(
-                name=folder.name,
-                config=folder.config.mcp,
-                folder=folder.path,
-                thread=self.thread,
-                errlog=log,
-                sandbox=self._sandbox(folder),
-            )
-            self.servers[key].approved_launch = self._approved_launch(folder)
-        starts = (server.started() for server in self.servers.values())
-        return await asyncio.gather(*starts, return_exceptions=True)
+        assert folder.config.mcp is not None
+        server = McpClient(
+            name=folder.name,
+            config=folder.config.mcp,
+            folder=folder.path,
+            errlog=self.logs / (key.replace("/", "__") + ".log"),
+            sandbox=self._sandbox(folder),
+            on_changed=lambda: self._changed(key),
+        )
+        server.approved_launch = self._approved_launch(folder)
+        return server
+
+    def _offered_from_pin(self, key: str, folder: ToolFolder) -> bool:
+        """Offer the approved definition's tools without starting the server, if it may be.
+
+        Only when the launch approved with it still holds (the folder was not
+        approved again since), no change was seen since, and the folder's
+        configuration fits its tools: else the server starts now and is settled.
+        """
+        pin = self.store.pin(key)
+        before = approved_definition(self.store, key)
+        if pin is None or pin.changed_seen or before is None:
+            return False
+        if self.servers[key].approved_launch is None or _misfit(folder, before) is not None:
+            return False
+        self.servers[key].pinned = self.approved[key] = before
+        return True
+
+    def _changed(self, key: str) -> None:
+        """A server started at first use gave another definition: the next start asks."""
+        logger.warning(CHANGED_SINCE, printable(self.folders[key].name))
+        try:
+            self.store.see_pin_changed(key)
+        except ConfigError as error:  # unsaved: its calls are blocked again next time, not run
+            logger.warning("%s", printable(str(error)))
 
     def _sandbox(self, folder: ToolFolder) -> ServerSandbox | None:
         """The folder's sandbox, unless its server runs unconfined (`isolation: inline`, a URL)."""
@@ -195,6 +241,9 @@ class McpClients:
             answer = await self._ask(folder, definition, status, ask)
             if isinstance(answer, bool):  # no answer is not remembered
                 decide(self.store, key, name=folder.name, definition=definition, approved=answer)
+        elif status == Status.APPROVED and _seen_changed(self.store, key):
+            # The change it showed is gone: from the next start on, it starts at first use again.
+            decide(self.store, key, name=folder.name, definition=definition, approved=True)
         if answer is True:
             server.pinned = self.approved[key] = definition
             return
@@ -222,6 +271,18 @@ class McpClients:
             return
         logger.warning(FROM_PIN, reason)
         self.servers[key].pinned = self.approved[key] = before
+
+
+def _seen_changed(store: ApprovalStore, key: str) -> bool:
+    pin = store.pin(key)
+    return pin is not None and pin.changed_seen
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 def _misfit(folder: ToolFolder, definition: ServerDefinition) -> str | None:

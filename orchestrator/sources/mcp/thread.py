@@ -1,9 +1,9 @@
-"""The thread every MCP session of a process lives on, with an event loop of its own.
+"""A thread with an event loop of its own, for the MCP sessions started before any loop runs.
 
-Sessions can then be opened before the command's own event loop runs, even
-before it has imported LangChain: the servers boot on the other core while
-the process imports, instead of after. Calls from any loop are handed over
-(`run`), and cancelling the caller cancels the call.
+Servers to be asked about can then be started before the command's own
+event loop runs, even before it has imported LangChain: they boot on the
+other core while the process imports, instead of after. Their sessions live
+on this loop; calls from other loops are handed over (see `McpClient`).
 """
 
 from __future__ import annotations

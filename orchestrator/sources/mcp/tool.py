@@ -19,7 +19,6 @@ from pydantic import JsonValue, SkipValidation
 from orchestrator.folders.tool_config import ToolConfig
 from orchestrator.sources.adapter import POLICY_FIELDS
 from orchestrator.sources.mcp.client import McpClient
-from orchestrator.sources.mcp.content import tool_result
 from orchestrator.sources.mcp.definitions import ServerDefinition, ToolDefinition
 from orchestrator.sources.mcp.marks import check_config, function_name, hint
 from orchestrator.sources.mcp.sandboxed import denial_note
@@ -53,6 +52,8 @@ class McpTool(StructuredTool):
         Under a sandbox, an answer that reads as a permission denial says so in its
         metadata (and so in the request log): the rule that refused it is not known.
         """
+        from orchestrator.sources.mcp.content import tool_result  # the SDK, with the first call
+
         result = tool_result(await self.server.call(self.remote_name, arguments))
         note = denial_note(result.message) if self.server.sandbox is not None else None
         if note is not None:
@@ -113,4 +114,3 @@ def _tool(
         metadata=dict(metadata),
     )
     return mcp_tool
-

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from jsonschema import validators
 from pydantic import JsonValue
 
 from orchestrator.errors import ToolLoadError
@@ -73,6 +72,8 @@ def _without(
 
 
 def _check(server: str, tool: ToolDefinition, values: Mapping[str, JsonValue]) -> None:
+    from jsonschema import validators  # only for a folder that fixes a parameter's value
+
     properties = _properties(tool.inputSchema)
     for name, value in values.items():
         schema = properties[name]
