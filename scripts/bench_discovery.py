@@ -1,19 +1,27 @@
 """Startup time with many approved tool folders, and beside a minimal LangChain loader.
 
-    .venv/bin/python scripts/bench_discovery.py [--sizes 10 100 1000]
-        [--loader-size 1000] [--rounds 5]
+    .venv/bin/python scripts/bench_discovery.py [--sizes 10 100 1000 5000] [--rounds 3]
+        [--warm-size 1000] [--loader-size 1000] [--loader-rounds 5] [--plot FILE.png]
 
 For each size, generates that many approved folders (each a tool_config.yaml and
 a two-action tool), then, in a fresh process, times `Orchestrator.create` from start
 to ready: discovery, hashing, the approval check, importing every entry point,
 building the LangChain tools and compiling the graph. Python's own start and
-the library imports, the same for every size, are printed apart.
+the library imports, the same for every size, are printed apart. Each is a
+first start (the compiled approved code of earlier starts deleted, see
+`folders.code_cache`); beside it, in a fresh process too, the minimal LangChain
+loader below over the same folders (its bytecode cache kept, as Python does).
+The sizes are measured `--rounds` times, in turn (the order alternating), and
+each figure is a median. The user data directory is one of this run's.
+
+Warm start: with `--warm-size` folders, `--rounds` times, a first start (the
+compiled code deleted) then a second with nothing changed, each in a fresh process.
 
 Then, with `--loader-size` folders, in one fresh process (libraries imported
-first, one untimed round of each), alternately, `--rounds` times (which goes
-first alternates too):
-- ours: `Orchestrator.create` as above (every entry point imported again from the
-  hashed sources, as the product always does);
+first, one untimed round of each), alternately, `--loader-rounds` times (which
+goes first alternates too):
+- ours: `Orchestrator.create` as above (every folder hashed again, its entry
+  point imported from the hashed sources, as the product always does);
 - a minimal LangChain loader over the same folders: for each, read its
   tool_config.yaml (yaml.safe_load), import its entry point (importlib, a
   fresh module name each round; Python's bytecode cache, in a directory of
@@ -21,21 +29,27 @@ first alternates too):
   action (the action's own parameter model as the schema) and bind them all
   to the same offline model, which turns them into OpenAI tool schemas.
 
-Last line, one JSON object: seconds_10, seconds_100, seconds_1000 (time to
-ready in a fresh process), growth_100_to_1000 (seconds_1000 / seconds_100;
-10.0 is linear), and vs_loader_ratio (ours / the loader's time to ready,
-median of the paired ratios) with loader_folders, the size it was measured at.
+`--plot FILE.png` draws time to ready against the number of folders, ours and the loader's.
+
+Last line, one JSON object: seconds_N and loader_seconds_N for each size N
+(median time to ready in a fresh process), growth_100_to_1000 and
+growth_1000_to_5000 (ours at the larger ÷ at the smaller; linear is the ratio
+of the sizes), warm_start_ratio (second start ÷ first, median of the rounds'
+ratios) with warm_folders, and vs_loader_ratio (ours / the loader's time to
+ready, median of the paired ratios) with loader_folders, the size it was
+measured at.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 TOOL = '''
@@ -86,26 +100,22 @@ print(json.dumps({"tools": len(generated), "import_s": imported - started, "read
 """
 
 
-PAIRED = """
+LOADER = """
 import gc, importlib.util, json, sys, time
 from pathlib import Path
 # The loader's bytecode cache; ours keeps this prefix and writes no bytecode for folders.
 sys.pycache_prefix = sys.argv[4]
+started = time.perf_counter()
 import yaml
 from langchain_core.tools import StructuredTool
 from orchestrator.llm import OfflineChatModel
 from orchestrator.runtime import Orchestrator
 from orchestrator.settings import load_settings
 from orchestrator.tools import Tool
+imported = time.perf_counter()
 
 sub_graphs, data, rounds = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
 model = OfflineChatModel()
-
-
-def ours(round_number):
-    settings = load_settings(sub_graphs_dir=sub_graphs, data_dir=data)
-    runtime = Orchestrator.create(settings, model=model, ask=lambda folder, status: None)
-    return sum(1 for t in runtime.tools if t.name.startswith("tool_"))  # the built-ins left out
 
 
 def action_tool(tool, spec):
@@ -137,6 +147,21 @@ def loader(round_number):
         tools.extend(action_tool(tool, spec) for spec in found.actions.values())
     model.bind_tools(tools)
     return len(tools)
+"""
+
+# The loader alone in a fresh process, as MEASURE does ours.
+LOADER_ALONE = LOADER + """
+count = loader(0)
+ready = time.perf_counter()
+print(json.dumps({"tools": count, "import_s": imported - started, "ready_s": ready - imported}))
+"""
+
+PAIRED = LOADER + """
+
+def ours(round_number):
+    settings = load_settings(sub_graphs_dir=sub_graphs, data_dir=data)
+    runtime = Orchestrator.create(settings, model=model, ask=lambda folder, status: None)
+    return sum(1 for t in runtime.tools if t.name.startswith("tool_"))  # the built-ins left out
 
 
 def timed(load, round_number):
@@ -164,6 +189,7 @@ print(json.dumps({"seconds": seconds, "tools": tools}))
 
 
 def generate(root: Path, count: int) -> None:
+    """`count` tool folders in `root/sub_graphs`, approved (in `root/data`) as they are."""
     from orchestrator.folders.approvals import ApprovalStore
     from orchestrator.folders.discovery import discover_tree
     from orchestrator.settings import load_settings
@@ -176,38 +202,71 @@ def generate(root: Path, count: int) -> None:
         (folder / f"tool_{index}_tool.py").write_text(TOOL.format(index=index))
     settings = load_settings(sub_graphs_dir=sub_graphs, data_dir=root / "data")
     store = ApprovalStore.of(settings)
-    for node in discover_tree(sub_graphs).nodes:
-        store.decide(node.folder, approved=True)
+    store.decide_all([node.folder for node in discover_tree(sub_graphs).nodes], approved=True)
 
 
-def measure(root: Path) -> dict[str, float]:
+def run_script(script: str, *arguments: object) -> dict:
+    """Run `script` in a fresh Python; the JSON object its last line prints."""
     done = subprocess.run(
-        [sys.executable, "-c", MEASURE, str(root / "sub_graphs"), str(root / "data")],
+        [sys.executable, "-c", script, *map(str, arguments)],
         capture_output=True, text=True, check=True,
     )
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def versus_loader(root: Path, rounds: int) -> tuple[dict[str, list[float]], dict[str, int]]:
-    """Ours and the minimal LangChain loader over the same folders, alternately, in one process.
+def forget_compiled_code() -> None:
+    """Delete the approved code compiled at earlier starts: the next start is a first one."""
+    from orchestrator.folders.code_cache import CACHE_DIR
+    from orchestrator.paths import user_data_dir
 
-    Each one's seconds to ready by round, and how many generated tools each built.
-    """
-    done = subprocess.run(
-        [sys.executable, "-c", PAIRED, str(root / "sub_graphs"), str(root / "data"), str(rounds),
-         str(root / "pycache")],
-        capture_output=True, text=True, check=True,
-    )
-    result = json.loads(done.stdout.strip().splitlines()[-1])
-    return result["seconds"], result["tools"]
+    shutil.rmtree(user_data_dir() / CACHE_DIR, ignore_errors=True)
 
 
-def loader_ratio(size: int, rounds: int) -> float:
+def first_start(root: Path) -> dict:
+    forget_compiled_code()
+    return run_script(MEASURE, root / "sub_graphs", root / "data")
+
+
+def loader_alone(root: Path) -> dict:
+    return run_script(LOADER_ALONE, root / "sub_graphs", root / "data", 1, root / "pycache")
+
+
+def by_size(roots: dict[int, Path], rounds: int) -> tuple[dict[int, float], dict[int, float]]:
+    """Median time to ready by size, ours (a first start) and the loader's, sizes taken in turn."""
+    ours: dict[int, list[float]] = {size: [] for size in roots}
+    loader: dict[int, list[float]] = {size: [] for size in roots}
+    sizes = list(roots)
+    for round_number in range(rounds):
+        for size in sizes if round_number % 2 == 0 else sizes[::-1]:
+            result, peer = first_start(roots[size]), loader_alone(roots[size])
+            assert result["tools"] == peer["tools"] == 2 * size, (result, peer)  # two actions each
+            ours[size].append(result["ready_s"])
+            loader[size].append(peer["ready_s"])
+            print(
+                f"{size:5d} folders: ready in {result['ready_s']:.3f}s "
+                f"(+ {result['import_s']:.2f}s importing the libraries); "
+                f"the loader {peer['ready_s']:.3f}s",
+                flush=True,
+            )
+    median = statistics.median
+    return {k: median(v) for k, v in ours.items()}, {k: median(v) for k, v in loader.items()}
+
+
+def warm_ratio(root: Path, size: int, rounds: int) -> float:
+    """A second start with nothing changed ÷ the first: median of `rounds` pairs."""
+    ratios = []
+    for _ in range(rounds):
+        first = first_start(root)["ready_s"]
+        second = run_script(MEASURE, root / "sub_graphs", root / "data")["ready_s"]
+        ratios.append(second / first)
+        print(f"{size:5d} folders: first start {first:.3f}s, second {second:.3f}s", flush=True)
+    return statistics.median(ratios)
+
+
+def loader_ratio(root: Path, size: int, rounds: int) -> float:
     """Ours / the minimal LangChain loader with `size` folders: median of the paired ratios."""
-    with tempfile.TemporaryDirectory() as directory:
-        root = Path(directory)
-        generate(root, size)
-        seconds, tools = versus_loader(root, rounds)
+    result = run_script(PAIRED, root / "sub_graphs", root / "data", rounds, root / "pycache-paired")
+    seconds, tools = result["seconds"], result["tools"]
     assert tools["ours"] == tools["loader"] == 2 * size, tools
     ratios = [ours / loader for ours, loader in zip(seconds["ours"], seconds["loader"], strict=True)]
     print(
@@ -219,32 +278,61 @@ def loader_ratio(size: int, rounds: int) -> float:
     return statistics.median(ratios)
 
 
+def growth(figures: dict[str, float], small: int, large: int) -> None:
+    if {f"seconds_{small}", f"seconds_{large}"} <= figures.keys():
+        ratio = figures[f"seconds_{large}"] / figures[f"seconds_{small}"]
+        figures[f"growth_{small}_to_{large}"] = round(ratio, 2)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[10, 100, 1000])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10, 100, 1000, 5000])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--warm-size", type=int, default=1000)
     parser.add_argument("--loader-size", type=int, default=1000)
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--loader-rounds", type=int, default=5)
+    parser.add_argument("--plot", type=Path, help="draw time to ready against folders in this PNG")
     options = parser.parse_args()
-    sizes = options.sizes
-    figures: dict[str, float] = {}
-    for size in sizes:
-        with tempfile.TemporaryDirectory() as directory:
-            root = Path(directory)
+    with tempfile.TemporaryDirectory() as directory:
+        # A user data directory of this run: its installation key, its compiled code.
+        os.environ["XDG_DATA_HOME"] = str(Path(directory) / "user-data")
+        sizes = sorted({*options.sizes, options.warm_size, options.loader_size})
+        roots = {size: Path(directory) / str(size) for size in sizes}
+        for size, root in roots.items():
             generate(root, size)
-            started = time.perf_counter()
-            result = measure(root)
-            wall = time.perf_counter() - started
-        assert result["tools"] == 2 * size, result  # two actions each
-        print(
-            f"{size:5d} folders: ready in {result['ready_s']:.3f}s "
-            f"(+ {result['import_s']:.2f}s importing the libraries; process {wall:.2f}s)"
-        )
-        figures[f"seconds_{size}"] = round(result["ready_s"], 3)
-    if {"seconds_100", "seconds_1000"} <= figures.keys():
-        figures["growth_100_to_1000"] = round(figures["seconds_1000"] / figures["seconds_100"], 2)
-    figures["vs_loader_ratio"] = round(loader_ratio(options.loader_size, options.rounds), 3)
-    figures["loader_folders"] = options.loader_size
+        ours, loader = by_size({size: roots[size] for size in options.sizes}, options.rounds)
+        figures: dict[str, float] = {}
+        for size in options.sizes:
+            figures[f"seconds_{size}"] = round(ours[size], 3)
+            figures[f"loader_seconds_{size}"] = round(loader[size], 3)
+        growth(figures, 100, 1000)
+        growth(figures, 1000, 5000)
+        warm = warm_ratio(roots[options.warm_size], options.warm_size, options.rounds)
+        figures["warm_start_ratio"] = round(warm, 3)
+        figures["warm_folders"] = options.warm_size
+        paired = loader_ratio(roots[options.loader_size], options.loader_size, options.loader_rounds)
+        figures["vs_loader_ratio"] = round(paired, 3)
+        figures["loader_folders"] = options.loader_size
+    if options.plot is not None:
+        plot(options.plot, options.sizes, ours, loader)
     print(json.dumps(figures))
+
+
+def plot(path: Path, sizes: list[int], ours: dict[int, float], loader: dict[int, float]) -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from plot import plot_curves
+
+    plot_curves(
+        path,
+        title="Time to ready against tool folders (first start)",
+        sizes=sizes,
+        series={
+            "ours (Orchestrator.create)": [ours[size] for size in sizes],
+            "minimal LangChain loader": [loader[size] for size in sizes],
+        },
+        xlabel="approved tool folders",
+        ylabel="seconds to ready",
+    )
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ import json
 import logging
 import os
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import Enum, StrEnum
@@ -147,20 +147,29 @@ class ApprovalStore:
 
     def decide(self, folder: ToolFolder, *, approved: bool) -> None:
         """Record the user's answer for the folder's current content."""
-        decision = FolderDecision(
-            name=folder.name,
-            version=folder.config.version,
-            digest=folder.digest,
-            approved=approved,
-            files=dict(folder.files),
-        )
-        decision.mac = sign(self._installation_key(), self._signed(folder.key, decision))
-        self._data.folders[folder.key] = decision
+        self.decide_all([folder], approved=approved)
+
+    def decide_all(self, folders: Iterable[ToolFolder], *, approved: bool) -> None:
+        """Record the same answer for each folder's current content, saved once.
+
+        One save for them all: saving after each of thousands of yeses rewrote
+        the whole file each time.
+        """
+        for folder in folders:
+            decision = FolderDecision(
+                name=folder.name,
+                version=folder.config.version,
+                digest=folder.digest,
+                approved=approved,
+                files=dict(folder.files),
+            )
+            decision.mac = sign(self._installation_key(), self._signed(folder.key, decision))
+            self._data.folders[folder.key] = decision
+            if approved:  # what a later change is shown against
+                keep_copy(self.path.parent, folder)
+            else:
+                forget_copy(self.path.parent, folder.key)
         self._save()
-        if approved:  # what a later change is shown against
-            keep_copy(self.path.parent, folder)
-        else:
-            forget_copy(self.path.parent, folder.key)
 
     def forget(self, key: str) -> None:
         """Drop the decision about the folder `key`: it is asked about as new."""
@@ -297,13 +306,11 @@ def discover_approved_first(settings: Settings, store: ApprovalStore) -> Discove
 
 def _save_unchanged(yes: list[ToolFolder], store: ApprovalStore) -> set[str]:
     """Save the yes for each folder still as it was asked about; the keys of the others."""
-    changed: set[str] = set()
-    for folder in yes:
-        if _hash_now(folder) == folder.digest:
-            store.decide(folder, approved=True)
-        else:  # a yes for what was shown then must not approve that content later
-            changed.add(folder.key)
-    return changed
+    unchanged = [folder for folder in yes if _hash_now(folder) == folder.digest]
+    if unchanged:
+        store.decide_all(unchanged, approved=True)
+    # A yes for what was shown then must not approve that content later.
+    return {folder.key for folder in yes} - {folder.key for folder in unchanged}
 
 
 def _hash_now(folder: ToolFolder) -> str | None:

@@ -8,7 +8,8 @@ from a fixed map of sources: the folder's own `.py` files as they were hashed,
 plus those of its approved sub-tools under `src/sub_graphs/<dir>/`. Anything
 else is "no module named ...": a denied sub-tool, a file added since approval,
 a `.pyc`, `__pycache__`, an extension module. Modules are compiled from those
-sources and no bytecode is written.
+sources (or taken compiled from a signed cache keyed by those very bytes, see
+`code_cache`) and no bytecode is written beside them.
 
 Modules a tool imports by its own means (its own `sys.path` entries) are not
 served from here; so that they too are compiled from their source and never
@@ -34,12 +35,15 @@ from importlib.machinery import ModuleSpec
 from pathlib import Path
 from types import CodeType, ModuleType
 
+from orchestrator.folders.code_cache import CodeCache
 from orchestrator.folders.hashing import SourceFile
 from orchestrator.paths import user_data_dir
 
 PACKAGE = "orchestrator_sub_graphs"
 PYCACHE_DIR = "pycache"
 PYCACHE_VARIABLE = "PYTHONPYCACHEPREFIX"
+# The approved sources compiled at an earlier start, found by their bytes (see `code_cache`).
+CODE_CACHE = CodeCache()
 
 
 def package_name(path: Path) -> str:
@@ -180,7 +184,7 @@ class _SourceLoader(Loader):
         # Tracebacks quote the approved lines, not what is on disk now.
         lines = self.get_source(fullname).splitlines(keepends=True)
         linecache.cache[filename] = (len(self.source.code), None, lines, filename)
-        return compile(self.source.code, filename, "exec", dont_inherit=True)
+        return CODE_CACHE.code(self.source.code, filename)
 
     def get_source(self, fullname: str) -> str:
         return importlib.util.decode_source(self.source.code) if self.source else ""

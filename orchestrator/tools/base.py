@@ -206,6 +206,10 @@ class ToolContext:
         return self.database
 
 
+def _no_capabilities() -> list[str]:
+    return []
+
+
 class Tool(BaseModel):
     """Base class of every drop-in tool.
 
@@ -222,7 +226,10 @@ class Tool(BaseModel):
     # Already checked as JSON in tool_config.yaml; a JsonValue field here would cost
     # every Tool subclass a recursive schema build (a millisecond each, at startup).
     config: dict[str, object] = Field(default_factory=dict)
-    capabilities: list[str] = Field(default_factory=list)
+    # A function of ours, not `list`: pydantic reads a factory's signature for every
+    # subclass, and `inspect` copies the whole of `sys.modules` for a builtin's, so
+    # startup grew with the square of the folders loaded.
+    capabilities: list[str] = Field(default_factory=_no_capabilities)
 
     actions: ClassVar[dict[str, ActionSpec]] = {}
     _context: ToolContext | None = PrivateAttr(default=None)

@@ -96,10 +96,22 @@ class CompactionMiddleware:
         self.window = window
         self.threshold = threshold
         self.identity = ModelIdentity.of(model)
-        schemas = [convert_to_openai_tool(tool) for tool in tools]
-        self.tool_tokens = estimate_tokens(json.dumps(schemas)) if schemas else 0
+        self._tools = tuple(tools)
+        self._tool_tokens: int | None = None
         # Server-reported input tokens ÷ our estimate, from the last call that reported them.
         self.correction = 1.0
+
+    @property
+    def tool_tokens(self) -> int:
+        """What the tools' schemas take of the prompt, counted at the first call that needs it.
+
+        Not at startup: with thousands of tools their schemas took a quarter of
+        the time to ready, for a figure no call had asked for yet.
+        """
+        if self._tool_tokens is None:
+            schemas = [convert_to_openai_tool(tool) for tool in self._tools]
+            self._tool_tokens = estimate_tokens(json.dumps(schemas)) if schemas else 0
+        return self._tool_tokens
 
     async def awrap_model_call(self, request: ModelCall, handler: ModelHandler) -> ModelAnswer:
         """Call with the summary and the messages after it; compact first when they would not fit."""
