@@ -35,12 +35,26 @@ MAX_LINE = 64 * 1024 * 1024  # bytes of one message: a longer line ends the sess
 _END = object()  # what the reader hands on once the server's output has ended
 
 
-class Incoming:
+class _Closable:
+    """What both ends share with anyio's streams: closing, and `async with`."""
+
+    _closed = False
+
+    async def aclose(self) -> None:
+        self._closed = True
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.aclose()
+
+
+class Incoming(_Closable):
     """The server's messages, as the session reads them (the part of anyio's stream it uses)."""
 
     def __init__(self) -> None:
         self._queue: asyncio.Queue[SessionMessage | Exception | object] = asyncio.Queue()
-        self._closed = False
 
     def put(self, item: SessionMessage | Exception | object) -> None:
         self._queue.put_nowait(item)
@@ -65,22 +79,12 @@ class Incoming:
         except anyio.EndOfStream:
             raise StopAsyncIteration from None
 
-    async def aclose(self) -> None:
-        self._closed = True
 
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *_: object) -> None:
-        await self.aclose()
-
-
-class Outgoing:
+class Outgoing(_Closable):
     """The session's messages, written to the server's standard input as they are sent."""
 
     def __init__(self, stdin: asyncio.StreamWriter) -> None:
         self._stdin = stdin
-        self._closed = False
 
     async def send(self, message: SessionMessage) -> None:
         """Write one message as a line; ClosedResourceError once closed, Broken… once it is gone."""
@@ -93,15 +97,6 @@ class Outgoing:
         except (BrokenPipeError, ConnectionResetError, RuntimeError) as error:
             # RuntimeError: asyncio refuses to write to a transport that is closing.
             raise anyio.BrokenResourceError from error
-
-    async def aclose(self) -> None:
-        self._closed = True
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *_: object) -> None:
-        await self.aclose()
 
 
 @asynccontextmanager
