@@ -209,6 +209,19 @@ def git_repo(path: Path) -> Path:
     return path
 
 
+def reference_servers(sub_graphs: Path, repo: Path, *, access: str) -> None:
+    """Folders for `mcp-server-time` and `mcp-server-git` on `repo`, which the sandbox lets it `access`."""
+    server_folder(
+        sub_graphs, "time", {"command": "mcp-server-time", "args": ["--local-timezone", "UTC"]}
+    )
+    server_folder(
+        sub_graphs,
+        "git",
+        {"command": "mcp-server-git", "args": ["--repository", str(repo)]},
+        sandbox={access: [str(repo)]},
+    )
+
+
 def tool_messages(request: dict[str, object]) -> dict[str, str]:
     """The tool messages of a chat request, by the name of the function they answer."""
     messages = request["messages"]
@@ -223,15 +236,7 @@ async def test_reference_servers_start_after_approval_and_answer_through_chat_op
 ):
     sub_graphs = tmp_path / "sub_graphs"
     repo = git_repo(tmp_path / "repo")
-    server_folder(
-        sub_graphs, "time", {"command": "mcp-server-time", "args": ["--local-timezone", "UTC"]}
-    )
-    server_folder(
-        sub_graphs,
-        "git",
-        {"command": "mcp-server-git", "args": ["--repository", str(repo)]},
-        sandbox={"read": [str(repo)]},  # the default sandbox, and the repository to read
-    )
+    reference_servers(sub_graphs, repo, access="read")  # the default sandbox, and the repository to read
     fixture_folder(sub_graphs, "refused", tmp_path / "refused")
     person = Person(folders={"refused": False})
     script = [

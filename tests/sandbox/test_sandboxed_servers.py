@@ -33,6 +33,7 @@ from tests.mcp.test_folders import (
     call,
     git_repo,
     names,
+    reference_servers,
     server_folder,
     started,
     warnings_about,
@@ -137,15 +138,7 @@ async def test_a_memory_limit_stops_a_runaway_server_and_the_session_goes_on(tmp
 async def test_the_reference_servers_work_under_the_default_sandbox(tmp_path: Path):
     sub_graphs = tmp_path / "sub_graphs"
     repo = git_repo(tmp_path / "repo")
-    server_folder(
-        sub_graphs, "time", {"command": "mcp-server-time", "args": ["--local-timezone", "UTC"]}
-    )
-    server_folder(
-        sub_graphs,
-        "git",
-        {"command": "mcp-server-git", "args": ["--repository", str(repo)]},
-        sandbox={"write": [str(repo)]},
-    )
+    reference_servers(sub_graphs, repo, access="write")
     (repo / "new.txt").write_text("new")
 
     async with started(Person()) as runtime:
