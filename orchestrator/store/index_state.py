@@ -70,15 +70,12 @@ async def search_indexes(database: Database) -> SearchIndexes:
         }
         building = {row[0]: _progress(*row[1:]) for row in await connection.execute(PROGRESS)}
         pages, visible = (await connection.execute(VISIBLE)).one()
-    indexes = [
-        IndexState(name, serves, present=False, building=building.get(name))
-        if name not in found
-        else IndexState(
-            name, serves, present=True, valid=found[name][0], size=found[name][1],
-            building=building.get(name),
+    indexes = []
+    for name, serves in SEARCH_INDEXES.items():
+        valid, size = found.get(name, (False, ""))
+        indexes.append(
+            IndexState(name, serves, present=name in found, valid=valid, size=size, building=building.get(name))
         )
-        for name, serves in SEARCH_INDEXES.items()
-    ]
     return SearchIndexes(indexes, visible / pages if pages > 0 else None)
 
 
