@@ -9,8 +9,8 @@ with the product's schema, then times `MessageStore.nearest`, the path
 semantic search and RAG take (application role, row-level security), for
 queries each filtered to one user, side by side in one run:
 
-- the product's path: exact search over the user's rows (up to
-  EXACT_SEARCH_LIMIT of them, as here);
+- the product's path: exact search over the user's rows while that costs
+  less than the HNSW index (`searches_exactly`: every user here);
 - the HNSW index with pgvector's iterative scan, the path for larger users;
 - the peer: LangGraph's `AsyncPostgresStore` (langgraph.store.postgres, its
   pgvector index with its default `ann_index_config`: HNSW, cosine) holding
@@ -24,9 +24,9 @@ queries each filtered to one user, side by side in one run:
   scan with a growing `hnsw.ef_search` (set on its pool's connections), and
   last its exact search (no vector index, as `ann_index_config` kind `flat`).
 
-Two users of LARGE_SIZE messages are loaded besides, past the exact-search
-limit: their queries go through the product path (the HNSW index) and the
-store, `large_*` figures.
+Two users of LARGE_SIZE messages are loaded besides, past EXACT_SEARCH_LIMIT:
+their queries go through the product path (exact or the index, as it
+chooses), exact search, the HNSW path and the store, `large_*` figures.
 
 Every query runs through every path in turn, the order rotating, so that
 drift in the machine hits all alike. Recall is measured against the exact
@@ -44,10 +44,13 @@ and PostgreSQL share the machine's cores; `drain_ratio_remote` is the same
 with a model served elsewhere at that rate (see `RemoteLike`).
 
 `--scale` runs 100,000 messages of 50 users, 300,000 of 300 and 1,000,000 of
-1,000 (one database each, dropped after) and prints each size's figures, then
-`vs_store_ratio` at each size and `growth_100k_to_1m` (the product path's p50 at
-1M ÷ at 100k); the burst is drained at the largest size only. `--plot` draws
-p50 against size for the product path, the HNSW path and the store.
+1,000 (one database each; the store's dropped after its size, the product's
+kept to the end) and prints each size's figures, then `vs_store_ratio` at
+each size. Then the product path is timed at every size side by side, one
+query of each size in turn: `growth_100k_to_1m` is its p50 at 1M ÷ at 100k in
+that same stretch of time. The burst is drained at the largest size last.
+`--plot` draws p50 against size for the product path, the HNSW path and the
+store.
 
 Last line, one JSON object: vs_store_ratio (the product path's p50 / the
 store's p50), recall and store_recall (recall@10 of each), store_settings
@@ -72,6 +75,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -85,7 +89,7 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
-from orchestrator.store.embedded import embedded_admin_url, embedded_logins
+from orchestrator.store.embedded import embedded_admin_url, embedded_logins, leave_embedded_server
 from orchestrator.store.embeddings import (
     LOCAL_MODEL,
     Embedder,
@@ -93,7 +97,7 @@ from orchestrator.store.embeddings import (
     LocalMiniLMEmbeddings,
 )
 from orchestrator.store.engine import Database
-from orchestrator.store.messages import EXACT_SEARCH_LIMIT, MessageStore
+from orchestrator.store.messages import MessageStore
 from orchestrator.store.migrations import upgrade
 
 DIMENSIONS = 384
@@ -206,8 +210,8 @@ async def time_queries(
     return measured
 
 
-def ours(store: MessageStore, *, exact_limit: int) -> Search:
-    """The product's search path, exact up to `exact_limit` rows of the user."""
+def ours(store: MessageStore, *, exact_limit: int | None = None) -> Search:
+    """The product's search path (`exact_limit`: exact up to that many rows of the user, else by cost)."""
 
     async def search(user: str, vector: np.ndarray, number: int) -> list[str]:
         found = await store.nearest(vector.tolist(), user, match_count=K, exact_limit=exact_limit)
@@ -369,7 +373,13 @@ def large_figures(
 ) -> dict[str, object]:
     """The product path (HNSW) and the store for the users past the exact-search limit."""
     figures: dict[str, object] = {}
-    for path, label in (("", "product path (HNSW)"), ("store_", "LangGraph AsyncPostgresStore")):
+    labels = {
+        "": "product path",
+        "exact_": "exact",
+        "hnsw_": "HNSW + iterative scan",
+        "store_": "LangGraph AsyncPostgresStore",
+    }
+    for path, label in labels.items():
         median, p95, reached = summarise(*measured[path], truth)
         figures |= {f"large_{path}p50_ms": median, f"large_{path}recall": reached}
         print(f"{len(truth)} queries of users with {LARGE_SIZE} messages, {label}: p50 {median} ms, "
@@ -377,10 +387,24 @@ def large_figures(
     return figures
 
 
+@dataclass
+class Kept:
+    """One size's database of messages, kept open for the side-by-side growth measure."""
+
+    messages: int
+    name: str
+    url: str  # the owner's: the burst's rows are copied in
+    database: Database
+    asked: list[tuple[str, np.ndarray]]
+
+
 async def measure_size(
-    directory: Path, *, messages: int, users: int, queries: int, burst: int
+    directory: Path, *, messages: int, users: int, queries: int, kept: list[Kept]
 ) -> dict[str, object]:
-    """Every figure at one size, in databases of their own on the run's server, dropped after."""
+    """Every figure at one size, in databases of their own on the run's server.
+
+    The store's database is dropped after; the product's is added to `kept`.
+    """
     rng = np.random.default_rng(42)
     centres = rng.normal(size=(TOPICS, DIMENSIONS))
     centres /= np.linalg.norm(centres, axis=1, keepdims=True)
@@ -402,6 +426,7 @@ async def measure_size(
     peer_url = embedded_logins(directory, database=f"bench_store_{suffix}").owner_url
     url = logins.owner_url  # owns the table and bypasses row-level security: the bulk load
     database = Database(url, app_url=logins.app_url)
+    kept.append(Kept(messages, f"bench_{suffix}", url, database, asked))
     try:
         await upgrade(database)
         times = load(url, vectors, owners)
@@ -416,23 +441,60 @@ async def measure_size(
         store = MessageStore(database)
         async with opened_store(peer_url, index, settings) as langgraph_store:
             paths = {
-                "": ours(store, exact_limit=EXACT_SEARCH_LIMIT),
+                "": ours(store),
                 "hnsw_": ours(store, exact_limit=0),
                 "store_": peer(langgraph_store),
             }
             measured = await time_queries(paths, asked)
             large = await time_queries(
-                {"": paths[""], "store_": peer(langgraph_store, offset=len(asked))}, large_asked
+                {
+                    "": paths[""],
+                    "exact_": ours(store, exact_limit=LARGE_SIZE),
+                    "hnsw_": paths["hnsw_"],
+                    "store_": peer(langgraph_store, offset=len(asked)),
+                },
+                large_asked,
             )
         figures = figures_of(measured, truth, label=label, default_recall=default_recall)
         figures |= large_figures(large, large_truth)
         figures |= {"messages": messages, "users": users, "plan": chosen, **times}
-        if burst:
-            figures |= await drain(database, url, burst=burst)
     finally:
-        await database.close()
-        drop_databases(directory, f"bench_{suffix}", f"bench_store_{suffix}")
+        drop_databases(directory, f"bench_store_{suffix}")
     return figures
+
+
+async def growth_side_by_side(kept: list[Kept]) -> dict[str, object]:
+    """The product path's p50 at every size, measured in the same minutes.
+
+    Each size's queries, one of each size in turn (the order rotating), so that
+    the machine's drift between sizes measured at different times does not
+    show as growth.
+    """
+    searches = [(size, ours(MessageStore(size.database))) for size in kept]
+    latencies: dict[int, list[float]] = {size.messages: [] for size in kept}
+    count = min(len(size.asked) for size in kept)
+    for number in range(count):
+        shift = number % len(searches)
+        for size, search in searches[shift:] + searches[:shift]:
+            user, vector = size.asked[number]
+            started = time.perf_counter()
+            await search(user, vector, number)
+            latencies[size.messages].append((time.perf_counter() - started) * 1000)
+    medians = {messages: statistics.median(times) for messages, times in latencies.items()}
+    first, last = kept[0].messages, kept[-1].messages
+    figures: dict[str, object] = {
+        f"side_by_side_p50_ms_{short(messages)}": round(median, 2) for messages, median in medians.items()
+    }
+    figures[f"growth_{short(first)}_to_{short(last)}"] = round(medians[last] / medians[first], 2)
+    print(f"{count} queries at each size in turn, product path: "
+          + ", ".join(f"{short(m)} p50 {v:.2f} ms" for m, v in medians.items()))
+    return figures
+
+
+async def close_kept(directory: Path, kept: list[Kept]) -> None:
+    for size in kept:
+        await size.database.close()
+        drop_databases(directory, size.name)
 
 
 async def main() -> None:
@@ -445,29 +507,34 @@ async def main() -> None:
     parser.add_argument("--plot", type=Path, help="a chart of p50 against size (PNG)")
     options = parser.parse_args()
     sizes = SCALE if options.scale else ((options.messages, options.users),)
+    kept: list[Kept] = []
     with tempfile.TemporaryDirectory() as directory:
-        every = [
-            await measure_size(
-                Path(directory), messages=messages, users=users, queries=options.queries,
-                burst=options.burst if number == len(sizes) - 1 else 0,
-            )
-            for number, (messages, users) in enumerate(sizes)
-        ]
-    figures = every[0] if len(every) == 1 else scale_figures(every)
+        try:
+            every = [
+                await measure_size(
+                    Path(directory), messages=messages, users=users, queries=options.queries,
+                    kept=kept,
+                )
+                for messages, users in sizes
+            ]
+            side_by_side = await growth_side_by_side(kept) if len(kept) > 1 else {}
+            if options.burst:  # at the largest size, once searches are measured
+                every[-1] |= await drain(kept[-1].database, kept[-1].url, burst=options.burst)
+        finally:
+            await close_kept(Path(directory), kept)
+            leave_embedded_server(Path(directory))  # stopped before its directory goes
+    figures = every[0] if len(every) == 1 else scale_figures(every) | side_by_side
     if options.plot is not None:
         plot_sizes(options.plot, every)
     print(json.dumps(figures))
 
 
 def scale_figures(every: list[dict[str, object]]) -> dict[str, object]:
-    """The ratio at every size, how the product path's p50 grows, the largest load."""
+    """The ratio and large users' recall at every size, the largest load and drain."""
     figures: dict[str, object] = {
         f"vs_store_ratio_{short(size['messages'])}": size["vs_store_ratio"] for size in every
     }
-    first, last = every[0], every[-1]
-    figures[f"growth_{short(first['messages'])}_to_{short(last['messages'])}"] = round(
-        float(last["p50_ms"]) / float(first["p50_ms"]), 2  # type: ignore[arg-type]
-    )
+    last = every[-1]
     figures |= {f"large_recall_{short(size['messages'])}": size["large_recall"] for size in every}
     figures[f"load_and_index_s_{short(last['messages'])}"] = last["load_and_index_s"]
     for name in ("drain_per_s", "embed_per_s", "drain_ratio", "drain_ratio_remote"):

@@ -48,9 +48,9 @@ SAVE = f"""
 """
 ROLES = {"human": "user", "ai": "assistant", "tool": "tool", "system": "system"}
 # Up to this many messages of a user, nearest-neighbour search is exact: the
-# `messages_vectors` index holds their vectors and PostgreSQL sorts them by distance.
-# Measured with 100,000 rows of 50 users (scripts/bench_rag.py) it beats the
-# HNSW index on speed as well as recall; past it, the index takes over.
+# `messages_vectors` index holds their vectors and PostgreSQL sorts them by distance
+# (recall 1.0). Past it, exact search goes on while it costs less than the HNSW
+# index would (see `searches_exactly`).
 EXACT_SEARCH_LIMIT = 10_000
 # For the index: how many candidates to keep, and how far pgvector's iterative
 # scan may look for rows of this user, who may own a small share of the table.
@@ -58,6 +58,11 @@ EF_SEARCH = 400
 MAX_SCAN_TUPLES = 200_000
 # How many rows the index is asked for, per row wanted, before the best are kept.
 CANDIDATES = 10
+# What one row the filtered HNSW scan visits costs, in rows the exact search reads.
+# Measured with scripts/bench_rag.py (users of 20,000 messages in a table of 140,000:
+# exact 20.8 ms, about 1 µs a row; the index 9.6 ms for about EF_SEARCH × 7 rows
+# visited), and higher in larger tables, where the graph's pages are further apart.
+INDEX_ROW_COST = 4
 
 
 @dataclass(frozen=True)
@@ -169,12 +174,14 @@ class MessageStore:
         match_count: int,
         match_threshold: float = -1.0,
         exclude_session_id: str | None = None,
-        exact_limit: int = EXACT_SEARCH_LIMIT,
+        exact_limit: int | None = None,
     ) -> list[FoundMessage]:
         """The user's `match_count` messages nearest to `vector` by cosine distance.
 
-        Exact for a user with up to `exact_limit` messages; past that through
-        the HNSW index, scanning on until this user's rows are found.
+        Exact while that costs less than the HNSW index (`searches_exactly`),
+        else through the index, scanning on until this user's rows are found.
+        `exact_limit` fixes the switch instead: exact up to that many messages of
+        the user, through the index past it (benchmarks compare the paths so).
         """
         values = {
             "vector": Numbers(vector),
@@ -185,12 +192,12 @@ class MessageStore:
         excluding = exclude_session_id is not None
         if (user_id, exact_limit) not in self._large:
             # Most users own few messages: the count and the exact search go together,
-            # in one round trip; past `exact_limit`, the index is asked instead.
+            # in one round trip; when the index costs less, it is asked instead.
             async with self.database.user_pipeline(user_id) as connection:
                 owned = await connection.execute(OWNED, values)
                 exact = await connection.execute(_nearest(excluding=excluding, exact=True), values)
             row = await owned.fetchone()
-            if row is not None and row[0] <= exact_limit:
+            if row is None or _exactly(row[0], row[1], limit=exact_limit):
                 return _ranked(_found(await exact.fetchall()), match_threshold)
             self._large.add((user_id, exact_limit))  # messages are seldom deleted: it stays so
         async with self.database.user_pipeline(user_id) as connection:
@@ -200,6 +207,25 @@ class MessageStore:
         return _ranked(_found(await cursor.fetchall()), match_threshold)
 
 
+def _exactly(owned: int, table_rows: float, *, limit: int | None) -> bool:
+    return searches_exactly(owned, table_rows) if limit is None else owned <= limit
+
+
+def searches_exactly(owned: int, table_rows: float) -> bool:
+    """Whether a user owning `owned` of the table's `table_rows` rows is searched exactly.
+
+    Always up to EXACT_SEARCH_LIMIT rows. Past it, when reading each of the user's vectors
+    costs less than the HNSW scan would: to find EF_SEARCH rows of a user who owns
+    a share of the table, it visits about EF_SEARCH ÷ share rows, each
+    INDEX_ROW_COST times as dear. A user of 20,000 messages is searched exactly
+    in a table of a million (20 ms; the index took 70–140 ms), through the index
+    where they own most of it.
+    """
+    if owned <= EXACT_SEARCH_LIMIT:
+        return True
+    return owned * owned <= INDEX_ROW_COST * EF_SEARCH * max(table_rows, owned)
+
+
 def _ranked(found: list[FoundMessage], threshold: float) -> list[FoundMessage]:
     """Best first, those below `threshold` left out."""
     # the index's relaxed order may return neighbours slightly out of order
@@ -207,7 +233,11 @@ def _ranked(found: list[FoundMessage], threshold: float) -> list[FoundMessage]:
     return [m for m in found if m.score >= threshold]
 
 
-OWNED = "SELECT count(*) FROM messages WHERE user_id = %(user_id)s"
+# The user's rows, and the planner's estimate of the whole table's (any role may read it).
+OWNED = """
+    SELECT count(*), (SELECT reltuples FROM pg_class WHERE oid = 'messages'::regclass)
+    FROM messages WHERE user_id = %(user_id)s
+"""
 
 
 def _index_settings(match_count: int) -> tuple[str, ...]:

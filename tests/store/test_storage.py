@@ -30,7 +30,7 @@ from orchestrator.store.embeddings import (
     Unembedded,
     reembed,
 )
-from orchestrator.store.messages import _nearest, message_counts
+from orchestrator.store.messages import EXACT_SEARCH_LIMIT, _nearest, message_counts, searches_exactly
 from orchestrator.store.migrations import MIGRATIONS, USER_TABLES, schema_status, upgrade
 from orchestrator.store.numbers import Numbers
 from orchestrator.store.rag import HEADER, Retriever
@@ -329,6 +329,14 @@ async def test_hnsw_filtered_search_scans_on_until_k_rows_of_the_user(own_databa
         found = await MessageStore(database).nearest(query, loner, match_count=10, exact_limit=0)
 
         assert len(found) == 10
+
+
+def test_search_is_exact_up_to_the_limit_and_past_it_while_the_index_costs_more():
+    assert searches_exactly(EXACT_SEARCH_LIMIT, EXACT_SEARCH_LIMIT)  # whatever the table
+    assert searches_exactly(20_000, 1_000_000)  # a small share: the index would scan far
+    assert not searches_exactly(20_000, 20_000)  # the whole table theirs: the index
+    assert not searches_exactly(20_000, -1)  # never analysed: the table holds their rows at least
+    assert not searches_exactly(200_000, 1_000_000)
 
 
 def _vector(rng: random.Random, *, near: bool) -> list[float]:
