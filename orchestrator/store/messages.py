@@ -217,9 +217,9 @@ def searches_exactly(owned: int, table_rows: float) -> bool:
     Always up to EXACT_SEARCH_LIMIT rows. Past it, when reading each of the user's vectors
     costs less than the HNSW scan would: to find EF_SEARCH rows of a user who owns
     a share of the table, it visits about EF_SEARCH ÷ share rows, each
-    INDEX_ROW_COST times as dear. A user of 20,000 messages is searched exactly
-    in a table of a million (20 ms; the index took 70–140 ms), through the index
-    where they own most of it.
+    INDEX_ROW_COST times as dear. So a user of 20,000 messages is searched
+    exactly in a table of a million (recall 1.0), and through the index where
+    they own most of the table.
     """
     if owned <= EXACT_SEARCH_LIMIT:
         return True
