@@ -52,16 +52,18 @@ ROLES = {"human": "user", "ai": "assistant", "tool": "tool", "system": "system"}
 # (recall 1.0). Past it, exact search goes on while it costs less than the HNSW
 # index would (see `searches_exactly`).
 EXACT_SEARCH_LIMIT = 10_000
-# For the index: how many candidates to keep, and how far pgvector's iterative
-# scan may look for rows of this user, who may own a small share of the table.
-EF_SEARCH = 400
+# For the index: how many candidates to keep (pgvector's largest), and how far its
+# iterative scan may look for rows of this user, who may own a small share of the
+# table. Measured with users of 20,000 messages in a table of 140,000 (share 14%),
+# 400 and 10 candidates a row reached recall 0.98; these reach 1.0.
+EF_SEARCH = 1000
 MAX_SCAN_TUPLES = 200_000
 # How many rows the index is asked for, per row wanted, before the best are kept.
-CANDIDATES = 10
+CANDIDATES = 20
 # What one row the filtered HNSW scan visits costs, in rows the exact search reads.
 # Measured with scripts/bench_rag.py (users of 20,000 messages in a table of 140,000:
-# exact 20.8 ms, about 1 µs a row; the index 9.6 ms for about EF_SEARCH × 7 rows
-# visited), and higher in larger tables, where the graph's pages are further apart.
+# exact search 16–21 ms, about 1 µs a row; the index with ef_search 400 about 10 ms
+# for some 400 × 7 rows visited), and higher in larger tables.
 INDEX_ROW_COST = 4
 
 
@@ -201,7 +203,7 @@ class MessageStore:
                 return _ranked(_found(await exact.fetchall()), match_threshold)
             self._large.add((user_id, exact_limit))  # messages are seldom deleted: it stays so
         async with self.database.user_pipeline(user_id) as connection:
-            for setting in _index_settings(match_count):
+            for setting in INDEX_SETTINGS:
                 await connection.execute(setting)
             cursor = await connection.execute(_nearest(excluding=excluding, exact=False), values)
         return _ranked(_found(await cursor.fetchall()), match_threshold)
@@ -240,13 +242,12 @@ OWNED = """
 """
 
 
-def _index_settings(match_count: int) -> tuple[str, ...]:
-    """pgvector's iterative scan, to find this user's rows among every user's in the index."""
-    return (
-        "SET LOCAL hnsw.iterative_scan = relaxed_order",
-        f"SET LOCAL hnsw.ef_search = {max(EF_SEARCH, int(match_count) * CANDIDATES)}",
-        f"SET LOCAL hnsw.max_scan_tuples = {MAX_SCAN_TUPLES}",
-    )
+# pgvector's iterative scan, to find this user's rows among every user's in the index.
+INDEX_SETTINGS = (
+    "SET LOCAL hnsw.iterative_scan = relaxed_order",
+    f"SET LOCAL hnsw.ef_search = {EF_SEARCH}",
+    f"SET LOCAL hnsw.max_scan_tuples = {MAX_SCAN_TUPLES}",
+)
 
 
 @cache
