@@ -256,6 +256,7 @@ __all__ = [
     "UnknownModelError",
     "FileTooLargeError",
     "FolderRefusedError",
+    "FolderUnavailableError",
     "IncompleteReplyError",
     "InvalidToolArgumentsError",
     "McpServerError",
