@@ -13,7 +13,6 @@ nothing is kept, and every start does the work again.
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 from orchestrator.errors import ConfigError
@@ -38,9 +37,10 @@ class SignedEntries:
 
     def read(self, entry: str) -> bytes | None:
         """The body of `entry`, if it is there and this installation signed it."""
-        key, path = self._key(), self.directory() / entry
+        directory, key = self._place()
         if key is None:
             return None
+        path = directory / entry
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError:
@@ -55,23 +55,26 @@ class SignedEntries:
 
     def write(self, entry: str, body: bytes) -> None:
         """Keep `body` as `entry` (best effort: without it the next start does the work again)."""
-        key = self._key()
+        directory, key = self._place()
         if key is None:
             return
         # The MAC covers the entry's name too: a body moved under another name is not valid there.
         mac = sign(key, entry.encode() + body).encode("ascii")
+        # Written in place (a rename more per entry is most of its cost): a reader meanwhile, or
+        # two writers at once, leave bytes whose signature fails, which count as no entry.
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
         try:
-            fd, temporary = tempfile.mkstemp(dir=self.directory(), prefix=".entry-")  # 0600
+            fd = os.open(directory / entry, flags, 0o600)
         except OSError:
             return
         try:
             with os.fdopen(fd, "wb") as file:
                 file.write(mac + body)
-            os.replace(temporary, self.directory() / entry)  # whole or not at all, for a reader
-        except OSError:
-            Path(temporary).unlink(missing_ok=True)
+        except OSError:  # a full disk, say: what is left there fails its signature
+            return
 
-    def _key(self) -> bytes | None:
+    def _place(self) -> tuple[Path, bytes | None]:
+        """Where the entries are now, and the key of that data directory (None: nothing kept)."""
         home = self._home or user_data_dir()
         if home not in self._keys:
             try:
@@ -81,4 +84,4 @@ class SignedEntries:
             except (ConfigError, OSError):  # no key, no private directory: nothing kept
                 key = None
             self._keys[home] = key
-        return self._keys[home]
+        return home / self.name, self._keys[home]
