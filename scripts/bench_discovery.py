@@ -164,7 +164,7 @@ print(json.dumps({"tools": count, "import_s": imported - started, "ready_s": rea
 PAIRED = LOADER + """
 import shutil
 from orchestrator.paths import user_data_dir
-from orchestrator.sources.manifest import MANIFEST_DIR
+from orchestrator.sources.manifest import MANIFEST_DIR, wait_for_manifests
 
 
 def ours(round_number):
@@ -185,6 +185,7 @@ def timed(load, round_number):
     started = time.perf_counter()
     count = load(round_number)
     elapsed = time.perf_counter() - started
+    wait_for_manifests()  # written after ready: done before the next round, not during it
     gc.unfreeze()
     return elapsed, count
 

@@ -35,6 +35,14 @@ class SignedEntries:
         """Where the entries are now."""
         return (self._home or user_data_dir()) / self.name
 
+    def names(self) -> set[str]:
+        """The names of the entries there now (signed or not: `read` says)."""
+        directory, key = self._place()
+        try:
+            return set(os.listdir(directory)) if key is not None else set()
+        except OSError:
+            return set()
+
     def read(self, entry: str) -> bytes | None:
         """The body of `entry`, if it is there and this installation signed it."""
         directory, key = self._place()

@@ -30,6 +30,7 @@ from orchestrator.folders.scope import resolve_scopes
 from orchestrator.folders.skipped import report_skipped
 from orchestrator.folders.untrusted import printable
 from orchestrator.levels import LevelConfig
+from orchestrator.redact import redact
 from orchestrator.sources.adapter import POLICY_FIELDS, langchain_tools
 from orchestrator.sources.deferred import LoadOnce, deferred_tools
 from orchestrator.sources.folder_migrations import migrate_folder
@@ -266,7 +267,9 @@ class FolderSource:
             loaded = self._load(node, approved, parent=parent)
         except (ToolLoadError, ConfigError) as error:
             self._skipped(folder, error)
-            raise FolderUnavailableError(UNAVAILABLE.format(name=folder.name, error=error)) from None
+            # For the model: no secrets, no paths outside the folder (as any tool's failure).
+            message = UNAVAILABLE.format(name=folder.name, error=error)
+            raise FolderUnavailableError(redact(message, keep=[folder.path.resolve()])) from None
         if [entry_of(tool) for tool in loaded.langchain] != entries:  # it gives other tools now
             self.manifests.write(folder, loaded.langchain)
         return loaded

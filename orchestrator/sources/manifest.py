@@ -4,7 +4,8 @@ After a folder loads, its manifest records each LangChain tool it gives as the
 model sees it: the name, the description, the JSON schema of what the model
 sets (its scopes applied) and the tool's metadata. A later start offers those
 tools from the manifest and imports the folder at its first call (see
-`deferred`), so a start with nothing changed imports no folder at all.
+`deferred`), so a start with nothing changed imports no folder at all. It is
+written on a thread of its own (see `_Writer`): the start does not wait for it.
 
 A manifest is found by what cannot be forged: the folder's content hash (the
 SHA-256 of every byte, which its approval holds), its key and path, and what
@@ -22,8 +23,10 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
+import threading
+from collections import deque
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from functools import cache
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -35,6 +38,7 @@ from orchestrator import __version__
 from orchestrator.folders import scope, sensitivity
 from orchestrator.folders.discovery import ToolFolder
 from orchestrator.folders.signed_entries import SignedEntries
+from orchestrator.paths import user_data_dir
 from orchestrator.sources import adapter
 from orchestrator.tools import base
 
@@ -60,11 +64,17 @@ class Manifests:
     """The manifests of this installation, in the user's data directory (`tool-manifests/`)."""
 
     def __init__(self, *, home: Path | None = None) -> None:
-        self._entries = SignedEntries(MANIFEST_DIR, home=home)
+        # One start's: the user data directory is looked up once, not for every folder.
+        self._entries = SignedEntries(MANIFEST_DIR, home=home or user_data_dir())
+        wait_for_manifests()  # what an earlier start of this process wrote is there to read
+        self._names: set[str] | None = None  # those there, listed once (most starts find all)
 
     def read(self, folder: ToolFolder) -> list[ToolEntry] | None:
         """The tools of `folder` at its content now, if this installation recorded them."""
-        body = self._entries.read(_name(folder))
+        if self._names is None:
+            self._names = self._entries.names()
+        name = _name(folder)
+        body = self._entries.read(name) if name in self._names else None
         if body is None:
             return None
         try:
@@ -75,15 +85,60 @@ class Manifests:
     def write(self, folder: ToolFolder, tools: Sequence[BaseTool]) -> None:
         """Record `tools` as the model sees them (not kept if any is not JSON-able)."""
         try:
-            entries = [asdict(entry_of(tool)) for tool in tools]
+            entries = [vars(entry_of(tool)) for tool in tools]  # as they are: no deep copy
             body = json.dumps({"format": FORMAT, "tools": entries}, sort_keys=True)
         except (TypeError, ValueError):  # a metadata value JSON cannot hold: imported every start
             return
-        self._entries.write(_name(folder), body.encode())
+        _WRITER.put(self._entries, _name(folder), body.encode())
 
     def directory(self) -> Path:
         """Where the manifests are now."""
         return self._entries.directory()
+
+
+def wait_for_manifests() -> None:
+    """Return once the manifests this process wrote are on disk."""
+    _WRITER.wait()
+
+
+class _Writer:
+    """Writes manifests on a thread of its own, while the start goes on.
+
+    Creating a file for each of many folders is mostly waiting on the disk: a
+    start is ready without waiting for it, and the process waits for it at exit
+    (the thread is not a daemon). One cut short (the process killed) fails its
+    signature and counts as no manifest: that folder is imported next time.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._queue: deque[tuple[SignedEntries, str, bytes]] = deque()
+        self._thread: threading.Thread | None = None
+
+    def put(self, entries: SignedEntries, name: str, body: bytes) -> None:
+        with self._lock:
+            self._queue.append((entries, name, body))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="tool-manifests")
+                self._thread.start()
+
+    def wait(self) -> None:
+        with self._lock:
+            thread = self._thread
+        if thread is not None:
+            thread.join()
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                if not self._queue:
+                    self._thread = None
+                    return
+                entries, name, body = self._queue.popleft()
+            entries.write(name, body)
+
+
+_WRITER = _Writer()
 
 
 def entry_of(tool: BaseTool) -> ToolEntry:

@@ -8,7 +8,7 @@ from pathlib import Path
 from sqlalchemy import text
 
 from orchestrator.paths import user_data_dir
-from orchestrator.sources.manifest import MANIFEST_DIR
+from orchestrator.sources.manifest import MANIFEST_DIR, wait_for_manifests
 from orchestrator.store import Database
 from orchestrator.testing import OpenAICompatibleServer
 from orchestrator.testing.openai_server import RawReply, RawToolCall, Usage
@@ -161,4 +161,5 @@ def test_a_folder_offered_from_its_manifest_runs_its_action_imported_once(cli, t
     assert second.returncode == 0, second.stderr
     assert second.stdout.strip() == "two two"
     assert imports.read_text().splitlines() == ["imported", "imported"]  # once a run
+    wait_for_manifests()
     assert any((user_data_dir() / MANIFEST_DIR).iterdir())

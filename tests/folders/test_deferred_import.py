@@ -23,7 +23,7 @@ from orchestrator.runtime import Orchestrator
 from orchestrator.settings import Settings, load_settings
 from orchestrator.sources.adapter import ActionTool
 from orchestrator.sources.deferred import DeferredTool
-from orchestrator.sources.manifest import MANIFEST_DIR
+from orchestrator.sources.manifest import MANIFEST_DIR, wait_for_manifests
 from orchestrator.testing import ScriptedChatModel
 from orchestrator.tools.agent import AgentTool
 from orchestrator.tools.context import RunContext
@@ -115,6 +115,7 @@ async def call(runtime: Orchestrator, name: str, args: dict[str, object]) -> Too
 
 
 def manifest_files() -> list[Path]:
+    wait_for_manifests()
     return [p for p in (user_data_dir() / MANIFEST_DIR).iterdir() if not p.name.startswith(".")]
 
 
@@ -269,6 +270,7 @@ async def test_a_folder_that_fails_at_its_first_call_is_a_tool_error_and_asked_a
     assert result.status == "failure" and result.error_code == "folder_unavailable"
     assert result.message.startswith("counted could not be imported at its first call:")
     assert "IsADirectoryError" in result.message and "\n" not in result.message
+    assert str(imports) not in result.message  # a path outside the folder is not shown
     assert other.status == "success" and other.message == "hi"
     assert answers == [Status.NEW]  # its approval was forgotten: asked about again
     # Approved again, with the same bytes: offered from its manifest, and it imports now.
