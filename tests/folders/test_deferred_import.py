@@ -203,6 +203,7 @@ async def test_a_manifest_of_another_installation_or_cut_short_is_ignored(
     [theirs] = manifest_files()
     theirs.write_bytes(copied)  # the first installation's manifest, valid there
     foreign = folder_tools(start(settings))
+    wait_for_manifests()  # the manifest that start wrote (signed here) is on disk: cut it
     theirs.write_bytes(copied[: len(copied) // 2])
     cut = folder_tools(start(settings))
 
