@@ -91,10 +91,6 @@ class Manifests:
             return
         _WRITER.put(self._entries, _name(folder), body.encode())
 
-    def directory(self) -> Path:
-        """Where the manifests are now."""
-        return self._entries.directory()
-
 
 def wait_for_manifests() -> None:
     """Return once the manifests this process wrote are on disk."""
