@@ -95,6 +95,15 @@ class UnresolvedReferenceError(ToolError):
     recoverable = False
 
 
+class FolderUnavailableError(ToolError):
+    """An approved folder offered from its manifest could not be imported at its first call
+    (its code fails now, or its files changed since the start), or no longer gives the tool
+    called: the call did not run. Its approval is forgotten when its code is at fault."""
+
+    code = "folder_unavailable"
+    recoverable = False
+
+
 class McpServerError(ToolError):
     """An MCP server could not be started, or is blocked: its tools answer with this."""
 
@@ -247,6 +256,7 @@ __all__ = [
     "UnknownModelError",
     "FileTooLargeError",
     "FolderRefusedError",
+    "FolderUnavailableError",
     "IncompleteReplyError",
     "InvalidToolArgumentsError",
     "McpServerError",

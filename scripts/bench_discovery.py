@@ -2,6 +2,7 @@
 
     .venv/bin/python scripts/bench_discovery.py [--sizes 10 100 1000 5000] [--rounds 3]
         [--warm-size 1000] [--loader-size 1000] [--loader-rounds 5] [--plot FILE.png]
+        [--warm-only]
 
 For each size, generates that many approved folders (each a tool_config.yaml and
 a two-action tool), then, in a fresh process, times `Orchestrator.create` from start
@@ -21,7 +22,10 @@ Then, with `--loader-size` folders, in one fresh process (libraries imported
 first, one untimed round of each), alternately, `--loader-rounds` times (which
 goes first alternates too):
 - ours: `Orchestrator.create` as above (every folder hashed again, its entry
-  point imported from the hashed sources, as the product always does);
+  point imported from the hashed sources), the folders' tool manifests deleted
+  first, so that every folder is imported as at a first start;
+- ours, warm: `Orchestrator.create` with the manifests the round before wrote
+  (every folder hashed again, none imported: see `sources.deferred`);
 - a minimal LangChain loader over the same folders: for each, read its
   tool_config.yaml (yaml.safe_load), import its entry point (importlib, a
   fresh module name each round; Python's bytecode cache, in a directory of
@@ -36,8 +40,9 @@ Last line, one JSON object: seconds_N and loader_seconds_N for each size N
 growth_1000_to_5000 (ours at the larger ÷ at the smaller; linear is the ratio
 of the sizes), warm_start_ratio (second start ÷ first, median of the rounds'
 ratios) with warm_folders, and vs_loader_ratio (ours / the loader's time to
-ready, median of the paired ratios) with loader_folders, the size it was
-measured at.
+ready, median of the paired ratios) and vs_loader_warm_ratio (ours, warm / the
+loader's) with loader_folders, the size they were measured at. `--warm-only`
+measures the warm start alone.
 """
 
 from __future__ import annotations
@@ -157,8 +162,17 @@ print(json.dumps({"tools": count, "import_s": imported - started, "ready_s": rea
 """
 
 PAIRED = LOADER + """
+import shutil
+from orchestrator.paths import user_data_dir
+from orchestrator.sources.manifest import MANIFEST_DIR, wait_for_manifests
+
 
 def ours(round_number):
+    shutil.rmtree(user_data_dir() / MANIFEST_DIR, ignore_errors=True)  # every folder imported
+    return ours_warm(round_number)
+
+
+def ours_warm(round_number):
     settings = load_settings(sub_graphs_dir=sub_graphs, data_dir=data)
     runtime = Orchestrator.create(settings, model=model, ask=lambda folder, status: None)
     return sum(1 for t in runtime.tools if t.name.startswith("tool_"))  # the built-ins left out
@@ -171,14 +185,15 @@ def timed(load, round_number):
     started = time.perf_counter()
     count = load(round_number)
     elapsed = time.perf_counter() - started
+    wait_for_manifests()  # written after ready: done before the next round, not during it
     gc.unfreeze()
     return elapsed, count
 
 
 ours(-1), loader(-1)  # warm: the loader's bytecode written, caches filled
-seconds, tools = {"ours": [], "loader": []}, {}
+seconds, tools = {"ours": [], "loader": [], "ours_warm": []}, {}
 for round_number in range(rounds):
-    order = [("ours", ours), ("loader", loader)]
+    order = [("ours", ours), ("loader", loader), ("ours_warm", ours_warm)]
     for name, load in order if round_number % 2 == 0 else order[::-1]:
         elapsed, tools[name] = timed(load, round_number)
         seconds[name].append(elapsed)
@@ -215,11 +230,14 @@ def run_script(script: str, *arguments: object) -> dict:
 
 
 def forget_compiled_code() -> None:
-    """Delete the approved code compiled at earlier starts: the next start is a first one."""
+    """Delete what earlier starts kept (the approved code compiled, the folders' tool
+    manifests): the next start is a first one."""
     from orchestrator.folders.code_cache import CACHE_DIR
     from orchestrator.paths import user_data_dir
+    from orchestrator.sources.manifest import MANIFEST_DIR
 
     shutil.rmtree(user_data_dir() / CACHE_DIR, ignore_errors=True)
+    shutil.rmtree(user_data_dir() / MANIFEST_DIR, ignore_errors=True)
 
 
 def first_start(root: Path) -> dict:
@@ -263,19 +281,26 @@ def warm_ratio(root: Path, size: int, rounds: int) -> float:
     return statistics.median(ratios)
 
 
-def loader_ratio(root: Path, size: int, rounds: int) -> float:
-    """Ours / the minimal LangChain loader with `size` folders: median of the paired ratios."""
+def loader_ratio(root: Path, size: int, rounds: int) -> tuple[float, float]:
+    """Ours / the minimal LangChain loader with `size` folders: median of the paired ratios;
+    then ours, warm (the manifests kept) / the loader."""
     result = run_script(PAIRED, root / "sub_graphs", root / "data", rounds, root / "pycache-paired")
     seconds, tools = result["seconds"], result["tools"]
-    assert tools["ours"] == tools["loader"] == 2 * size, tools
-    ratios = [ours / loader for ours, loader in zip(seconds["ours"], seconds["loader"], strict=True)]
+    assert tools["ours"] == tools["loader"] == tools["ours_warm"] == 2 * size, tools
+    ratios = {
+        name: [ours / loader for ours, loader in zip(seconds[name], seconds["loader"], strict=True)]
+        for name in ("ours", "ours_warm")
+    }
     print(
         f"{size:5d} folders, ours beside a minimal LangChain loader: ready in "
-        f"{statistics.median(seconds['ours']):.3f}s, "
+        f"{statistics.median(seconds['ours']):.3f}s (warm: "
+        f"{statistics.median(seconds['ours_warm']):.3f}s), "
         f"the loader {statistics.median(seconds['loader']):.3f}s "
-        f"(medians of {rounds}, alternated; ratios {', '.join(f'{r:.2f}' for r in ratios)})"
+        f"(medians of {rounds}, alternated; ratios "
+        f"{', '.join(f'{r:.2f}' for r in ratios['ours'])}; warm "
+        f"{', '.join(f'{r:.2f}' for r in ratios['ours_warm'])})"
     )
-    return statistics.median(ratios)
+    return statistics.median(ratios["ours"]), statistics.median(ratios["ours_warm"])
 
 
 def growth(figures: dict[str, float], small: int, large: int) -> None:
@@ -292,7 +317,12 @@ def main() -> None:
     parser.add_argument("--loader-size", type=int, default=1000)
     parser.add_argument("--loader-rounds", type=int, default=5)
     parser.add_argument("--plot", type=Path, help="draw time to ready against folders in this PNG")
+    parser.add_argument(
+        "--warm-only", action="store_true", help="measure the warm start alone (warm_start_ratio)"
+    )
     options = parser.parse_args()
+    if options.warm_only:
+        options.sizes, options.loader_size = [], options.warm_size
     with tempfile.TemporaryDirectory() as directory:
         # A user data directory of this run: its installation key, its compiled code.
         os.environ["XDG_DATA_HOME"] = str(Path(directory) / "user-data")
@@ -310,9 +340,13 @@ def main() -> None:
         warm = warm_ratio(roots[options.warm_size], options.warm_size, options.rounds)
         figures["warm_start_ratio"] = round(warm, 3)
         figures["warm_folders"] = options.warm_size
-        paired = loader_ratio(roots[options.loader_size], options.loader_size, options.loader_rounds)
-        figures["vs_loader_ratio"] = round(paired, 3)
-        figures["loader_folders"] = options.loader_size
+        if not options.warm_only:
+            paired, warm_paired = loader_ratio(
+                roots[options.loader_size], options.loader_size, options.loader_rounds
+            )
+            figures["vs_loader_ratio"] = round(paired, 3)
+            figures["vs_loader_warm_ratio"] = round(warm_paired, 3)
+            figures["loader_folders"] = options.loader_size
     if options.plot is not None:
         plot(options.plot, options.sizes, ours, loader)
     print(json.dumps(figures))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from orchestrator.errors import UserError
+from orchestrator.errors import ToolError, UserError
 from orchestrator.folders.approvals import Reviewed
 from orchestrator.folders.discovery import CHILDREN_DIR, FolderNode, discover_tree, walk
 from orchestrator.settings import Settings
@@ -70,6 +70,15 @@ def find_folder(loaded: Sequence[LoadedTool], path: str, *, settings: Settings) 
     if found is None:
         raise UserError(NOT_FOUND.format(path=path, known="give a folder's name"))
     return found
+
+
+async def imported_now(folder: LoadedTool) -> LoadedTool:
+    """`folder` with its real tools: imported now if it was offered from its manifest (see
+    `sources.deferred`); a UserError saying why it cannot be."""
+    try:
+        return await folder.ready()
+    except ToolError as error:
+        raise UserError(str(error)) from None
 
 
 def find_action(folder: LoadedTool, action: str) -> Address:

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from orchestrator.actions.address import Address, find_action, find_folder
+from orchestrator.actions.address import Address, find_action, find_folder, imported_now
 from orchestrator.actions.portal import Portal
 from orchestrator.actions.runner import ActionRunner
 from orchestrator.folders.approvals import Reviewed, review_folders
@@ -51,7 +51,7 @@ class ActionHost:
         """`folder`'s `action` in the started orchestrator (on the portal)."""
         started = await self._start()
         loaded = find_folder(started.runtime.sub_agents, folder, settings=self.settings)
-        return find_action(loaded, action)
+        return find_action(await imported_now(loaded), action)
 
     async def runner(self, user: str) -> ActionRunner:
         """A runner of actions for `user` (on the portal)."""

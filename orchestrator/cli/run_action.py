@@ -96,13 +96,13 @@ async def _run(
     *,
     user: str,
 ) -> Envelope:
-    from orchestrator.actions.address import check_approved, find_folder
+    from orchestrator.actions.address import check_approved, find_folder, imported_now
     from orchestrator.actions.one_action import run_one
     from orchestrator.actions.runner import RUN_PREFIX, ActionRunner
     from orchestrator.terminal.questions import question_asker
 
     check_approved(startup.reviewed, path)
-    folder = find_folder(runtime.sub_agents, path, settings=runtime.settings)
+    folder = await imported_now(find_folder(runtime.sub_agents, path, settings=runtime.settings))
     runner = ActionRunner(runtime, user, middleware=startup.middleware)
     # One context for the run: reading the words is part of its usage and cost.
     context = runner.context(f"{RUN_PREFIX}{uuid.uuid4().hex}")

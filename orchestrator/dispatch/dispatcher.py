@@ -28,8 +28,10 @@ from orchestrator.dispatch.scope_check import ScopeMiddleware
 from orchestrator.dispatch.tracing import ToolTracingMiddleware
 from orchestrator.dispatch.usage_count import UsageMiddleware
 from orchestrator.dispatch.validate import ValidationMiddleware
+from orchestrator.errors import FolderUnavailableError
 from orchestrator.folders.sensitivity import SensitivityRules
 from orchestrator.levels import Limits
+from orchestrator.sources.deferred import DeferredTool
 from orchestrator.tools.context import RunContext
 from orchestrator.tools.request_log import CallRecord
 from orchestrator.tools.results import ToolResult
@@ -135,12 +137,25 @@ class Dispatcher:
 
     async def dispatch(self, request: CallRequest) -> ToolResult:
         """Run `request` through the pipeline; the result carries the call's ids."""
-        result = await self._handler(request)
+        result = await self._handler(await self._resolved(request))
         if result.request_id is not None:
             # Stamped inside (the usual case), with the ids the call ran under: the request
             # log gives a call a new one when its own is another call's.
             return result
         return result.model_copy(update=request.ids)
+
+    async def _resolved(self, request: CallRequest) -> CallRequest:
+        """`request` for the real tool of a deferred one (its folder imported now, at its first
+        call), so that every middleware sees the real tool; one that cannot be had is
+        `unavailable`, which validation answers."""
+        tool = request.tool
+        if not isinstance(tool, DeferredTool):
+            return request
+        try:
+            real = await tool.resolve()
+        except FolderUnavailableError as error:
+            return request.override(tool=None, unavailable=error)
+        return request.override(tool=real, policy=ExecutionPolicy.of(real, limits=self.limits))
 
     def message(self, call: ToolCall, result: ToolResult) -> ToolMessage:
         """The answer to `call` in the conversation, cut to the level's result size."""

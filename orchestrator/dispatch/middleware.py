@@ -31,7 +31,9 @@ from orchestrator.tools.results import ToolResult
 class CallRequest:
     """One tool call on its way through the pipeline.
 
-    `tool` is None for a name no tool answers to. `arguments` starts as the
+    `tool` is None for a name no tool answers to, or for a tool that cannot be had
+    now (`unavailable` says why: a folder that failed its import at its first
+    call, see `sources.deferred`). `arguments` starts as the
     model's and may be changed by middleware (fixed parameters added, say);
     `parsed` is the validated parameter model once validation has run.
     `index` and `total` place the call among the calls of its model turn.
@@ -48,6 +50,7 @@ class CallRequest:
     total: int = 1
     available: tuple[str, ...] = ()  # the names of the tools at the call's level
     config: RunnableConfig | None = None  # the graph run's, for LangChain tools' callbacks
+    unavailable: ToolError | None = None  # why `tool` is None, when a tool of the name exists
 
     @property
     def name(self) -> str:

@@ -35,6 +35,8 @@ class ValidationMiddleware:
     """
 
     async def awrap_tool_call(self, request: CallRequest, handler: Handler) -> ToolResult:
+        if request.unavailable is not None:
+            return request.failed(request.unavailable)
         if request.tool is None:
             available = ", ".join(request.available) or "none"
             message = UNKNOWN_TOOL.format(name=request.name, available=available)

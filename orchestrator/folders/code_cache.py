@@ -12,10 +12,10 @@ anew.
 
 Entries live in the user's data directory (`approved-code/`, mode 0700, each
 file 0600), and each is signed with the installation key that signs the
-approvals (see `signing`): an entry written by anyone else, or copied from
-another installation, is ignored, never unmarshalled, and the source compiled
-as if there were none. Whoever can read that key can already write your
-approvals.
+approvals (see `signing` and `signed_entries`): an entry written by anyone
+else, or copied from another installation, is ignored, never unmarshalled, and
+the source compiled as if there were none. Whoever can read that key can
+already write your approvals.
 """
 
 from __future__ import annotations
@@ -25,54 +25,35 @@ import importlib.util
 import marshal
 import os
 import sys
-import tempfile
 from pathlib import Path
 from types import CodeType
 
-from orchestrator.errors import ConfigError
-from orchestrator.folders.signing import installation_key, sign, verify
-from orchestrator.paths import user_data_dir
+from orchestrator.folders.signed_entries import MAC_BYTES as MAC_BYTES  # re-exported
+from orchestrator.folders.signed_entries import SignedEntries
 
 CACHE_DIR = "approved-code"
 FORMAT = b"orchestrator-approved-code/1"
-MAC_BYTES = 64  # hex of an HMAC-SHA256
 
 
 class CodeCache:
     """Code objects by the hash of their source; `hits` and `misses` count this process's lookups."""
 
     def __init__(self, directory: Path | None = None) -> None:
-        self._directory = directory
-        # The installation key of each data directory used (None: no key, no cache there).
-        self._keys: dict[Path, bytes | None] = {}
+        self._entries = SignedEntries(CACHE_DIR, home=directory)
         self.hits = 0
         self.misses = 0
 
     def code(self, source: bytes, filename: str) -> CodeType:
         """`source` compiled as `filename`: from a signed entry when there is one, else compiled now."""
-        home = self._directory or user_data_dir()  # read each time: tests and tools may move it
-        key = self._key(home)
-        entry = home / CACHE_DIR / self._name(source, filename)
-        code = _read(entry, key) if key is not None else None
+        entry = self._name(source, filename)
+        code = _loaded(self._entries.read(entry))
         if code is not None:
             self.hits += 1
             return code
         self.misses += 1
         code = compile(source, filename, "exec", dont_inherit=True)
-        if key is not None:
-            _write(entry, key, code)
+        self._entries.write(entry, marshal.dumps(code))
         return code
-
-    def _key(self, home: Path) -> bytes | None:
-        if home not in self._keys:
-            try:
-                key: bytes | None = installation_key(home)
-                (home / CACHE_DIR).mkdir(mode=0o700, parents=True, exist_ok=True)
-                os.chmod(home / CACHE_DIR, 0o700)  # others must not plant entries in it
-            except (ConfigError, OSError):  # no key, no private directory: compile every time
-                key = None
-            self._keys[home] = key
-        return self._keys[home]
 
     def _name(self, source: bytes, filename: str) -> str:
         return hashlib.sha256(self._identity(source, filename)).hexdigest()
@@ -90,37 +71,12 @@ class CodeCache:
         return b"\0".join(parts)
 
 
-def _read(entry: Path, key: bytes) -> CodeType | None:
-    """The entry's code, if it is there and this installation signed it."""
-    try:
-        fd = os.open(entry, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None
-    with os.fdopen(fd, "rb") as file:
-        data = file.read()
-    mac, body = data[:MAC_BYTES], data[MAC_BYTES:]
-    # Checked before unmarshalling: marshal is not meant for bytes anyone else wrote.
-    if not verify(key, entry.name.encode() + body, mac.decode("ascii", "replace")):
+def _loaded(body: bytes | None) -> CodeType | None:
+    """The code of a signed entry's body (unmarshalled only once its signature held)."""
+    if body is None:
         return None
     try:
         code = marshal.loads(body)
     except (EOFError, ValueError, TypeError):
         return None
     return code if isinstance(code, CodeType) else None
-
-
-def _write(entry: Path, key: bytes, code: CodeType) -> None:
-    """Keep `code` (best effort: without it the next start compiles again)."""
-    body = marshal.dumps(code)
-    # The MAC covers the entry's name too, and the name is the hash of what was compiled.
-    mac = sign(key, entry.name.encode() + body).encode("ascii")
-    try:
-        fd, temporary = tempfile.mkstemp(dir=entry.parent, prefix=".entry-")  # 0600
-    except OSError:
-        return  # not kept: the next start compiles it again
-    try:
-        with os.fdopen(fd, "wb") as file:
-            file.write(mac + body)
-        os.replace(temporary, entry)  # whole or not at all, for a reader meanwhile
-    except OSError:
-        Path(temporary).unlink(missing_ok=True)

@@ -316,6 +316,8 @@ class JobRunner:
             await record_when_done(work, call, observer)
 
     def _folder(self, tool: object) -> ToolFolder | None:
+        if id(tool) not in self._folders:  # a deferred folder's real tool, imported since
+            self._folders = tool_folders(self.runtime)
         folder = self._folders.get(id(tool))
         return folder if folder is not None and folder.config.mcp is None else None
 

@@ -144,8 +144,17 @@ def _approved_nodes(nodes: list[FolderNode], approved: set[tuple[str, str]]) -> 
 
 
 def tool_folders(runtime: Orchestrator) -> dict[int, ToolFolder]:
-    """The folder of each folder tool of `runtime`, at every level, by the tool's id."""
-    return {id(tool): loaded.folder for loaded in runtime.loaded_folders() for tool in loaded.langchain}
+    """The folder of each folder tool of `runtime`, at every level, by the tool's id.
+
+    A folder offered from its manifest counts its deferred tools, and its real ones
+    once its first call imported it (see `sources.deferred`).
+    """
+    found = {}
+    for loaded in runtime.loaded_folders():
+        imported = loaded.imported()
+        real = imported.langchain if imported is not None and imported is not loaded else []
+        found.update({id(tool): loaded.folder for tool in [*loaded.langchain, *real]})
+    return found
 
 
 def folder_of(runtime: Orchestrator, tool: BaseTool) -> ToolFolder | None:

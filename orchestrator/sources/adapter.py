@@ -11,7 +11,7 @@ from pathlib import Path
 
 from langchain_core.tools import BaseTool, StructuredTool
 from langchain_core.tools.base import ArgsSchema
-from pydantic import BaseModel, SkipValidation
+from pydantic import BaseModel, JsonValue, PrivateAttr, SkipValidation
 from pydantic_core import to_jsonable_python
 
 from orchestrator.folders.scope import ActionScope
@@ -62,19 +62,27 @@ def langchain_tools(
 class ActionTool(StructuredTool):
     """A tool action as LangChain sees it; the dispatch pipeline runs it through `run_action`.
 
-    Its call schema is the action's own parameter model, less the parameters
-    its scope hides (the stock property derives a new model per tool, to drop
-    injected arguments, which actions never have: with hundreds of tools that
-    was most of the startup time).
+    Its call schema is the JSON schema of the action's own parameter model,
+    less the parameters its scope hides, made once: `bind_tools` and the
+    folder's manifest (see `manifest`) both read it, and the model is sent the
+    same as from the model itself. (The stock property derives a new model per
+    tool, to drop injected arguments, which actions never have: with hundreds
+    of tools that was most of the startup time.)
     """
 
     owner: SkipValidation[Tool]
     spec: SkipValidation[ActionSpec]
     scope: SkipValidation[ActionScope | None] = None
+    _call_schema: dict[str, JsonValue] | None = PrivateAttr(default=None)
 
     @property
     def tool_call_schema(self) -> ArgsSchema:
-        return self.args_schema if self.args_schema is not None else super().tool_call_schema
+        if self._call_schema is None:
+            schema = self.args_schema
+            if not (isinstance(schema, type) and issubclass(schema, BaseModel)):
+                return super().tool_call_schema
+            self._call_schema = schema.model_json_schema()
+        return self._call_schema
 
     async def run_action(self, request: ToolRequest) -> ToolResult:
         """Run the action for `request` (its parameters validated already, or validated now)."""

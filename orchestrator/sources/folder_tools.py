@@ -10,24 +10,33 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from langchain_core.tools import BaseTool
 
-from orchestrator.errors import ConfigError, SandboxUnavailableError, ToolLoadError
+from orchestrator.errors import (
+    ConfigError,
+    FolderUnavailableError,
+    SandboxUnavailableError,
+    ToolLoadError,
+)
 from orchestrator.folders.approvals import ApprovalStore, Ask, Reviewed, review_folders
-from orchestrator.folders.discovery import CHILDREN_DIR, FolderNode, ToolFolder
+from orchestrator.folders.discovery import CHILDREN_DIR, FolderNode, ToolFolder, content_hash
 from orchestrator.folders.importer import package_name
 from orchestrator.folders.loader import load_tool, visible_sources
 from orchestrator.folders.scope import resolve_scopes
 from orchestrator.folders.skipped import report_skipped
 from orchestrator.folders.untrusted import printable
 from orchestrator.levels import LevelConfig
-from orchestrator.sources.adapter import langchain_tools
+from orchestrator.redact import redact
+from orchestrator.sources.adapter import POLICY_FIELDS, langchain_tools
+from orchestrator.sources.deferred import LoadOnce, deferred_tools
 from orchestrator.sources.folder_migrations import migrate_folder
 from orchestrator.sources.isolated.process import FolderProcesses
 from orchestrator.sources.level_resolver import LevelResolver
+from orchestrator.sources.manifest import Manifests, ToolEntry, entry_of
 from orchestrator.sources.mcp.clients import AskServer, McpClients
 from orchestrator.tools.agent import AgentTool, GraphFactory
 from orchestrator.tools.base import Tool, ToolContext
@@ -42,6 +51,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 NOT_STARTED = "MCP server %s: not started here (only Orchestrator.start, asynchronous, starts them)"
+CHANGED = "its files changed since this start approved them; restart to be asked about them again"
+UNAVAILABLE = "{name} could not be imported at its first call: {error}"
 
 __all__ = ["FolderSource", "LoadedTool", "tool_data_dir", "visible_sources"]
 
@@ -56,6 +67,24 @@ class LoadedTool:
     langchain: list[BaseTool] = field(default_factory=list)
     unapproved_children: list[str] = field(default_factory=list)  # names, for the user
     level: LevelConfig | None = None  # what it runs with (for an agent, its graph's level)
+    # Offered from its manifest: the folder as its import gives it, at the first need (see `ready`).
+    later: LoadOnce[LoadedTool] | None = None
+
+    async def ready(self) -> LoadedTool:
+        """The folder imported: itself, or (offered from its manifest) as importing it now gives it.
+
+        FolderUnavailableError when that import fails (its approval is forgotten then).
+        """
+        return self if self.later is None else self.later.get()
+
+    def imported(self) -> LoadedTool | None:
+        """The folder as imported: itself, its import once done, None while deferred (or failed)."""
+        if self.later is None:
+            return self
+        try:
+            return self.later.get() if self.later.done else None
+        except FolderUnavailableError:
+            return None
 
 
 class FolderSource:
@@ -98,6 +127,7 @@ class FolderSource:
         self.processes = FolderProcesses(
             data_dir=settings.data_dir, require_sandbox=settings.require_sandbox
         )
+        self.manifests = Manifests()  # what the approved folders gave, for the next start
         self._done = False
 
     @property
@@ -155,7 +185,8 @@ class FolderSource:
                 elif node.folder.config.sandboxed:
                     loaded.append(self._load_isolated(node.folder, parent=parent))
                 else:
-                    loaded.append(self._load(node, approved, parent=parent))
+                    later = self._deferred(node, approved, parent=parent)
+                    loaded.append(later or self._load_now(node, approved, parent=parent))
             except (ToolLoadError, ConfigError) as error:
                 self._skipped(node.folder, error)
         return loaded
@@ -191,6 +222,57 @@ class FolderSource:
         config = call_config(folder.config, level)
         tools = langchain_tools(tool, config=config, scopes=scopes, folder=folder.path)
         return LoadedTool(folder, tool, children, tools, unapproved, level=level)
+
+    def _load_now(self, node: FolderNode, approved: set[str], *, parent: LevelConfig) -> LoadedTool:
+        """The folder imported now; its manifest written for the next start when it may defer."""
+        loaded = self._load(node, approved, parent=parent)
+        if not node.children and not isinstance(loaded.tool, AgentTool):
+            self.manifests.write(node.folder, loaded.langchain)
+        return loaded
+
+    def _deferred(
+        self, node: FolderNode, approved: set[str], *, parent: LevelConfig
+    ) -> LoadedTool | None:
+        """The folder offered from its manifest, imported at its first call; None without one.
+
+        An agent's tree (a folder with folders of its own) loads now: see docs/folders.md.
+        """
+        folder = node.folder
+        entries = None if node.children else self.manifests.read(folder)
+        if entries is None:
+            return None
+        level = self._levels.child(parent, folder.config, agent=False)
+        later = LoadOnce(partial(self._first_call, node, approved, parent=parent, entries=entries))
+        config = call_config(folder.config, level)
+        # What the level sets now, not what it set when the manifest was written.
+        current = {**config.model_dump(include=POLICY_FIELDS), "folder": str(folder.path.resolve())}
+        offered = [replace(e, metadata={**e.metadata, **current}) for e in entries]
+        tools = deferred_tools(
+            offered, folder_name=folder.name, real_tools=lambda: later.get().langchain
+        )
+        return LoadedTool(folder, None, langchain=tools, level=level, later=later)
+
+    def _first_call(
+        self, node: FolderNode, approved: set[str], *, parent: LevelConfig, entries: list[ToolEntry]
+    ) -> LoadedTool:
+        """Import a deferred folder, as a start would have: only while its files are as approved.
+
+        The import itself runs the sources hashed at this start (see `importer`); the
+        files it reads at run time are on disk, so they are hashed again first.
+        """
+        folder = node.folder
+        try:
+            if _hash_now(folder) != folder.digest:
+                raise ToolLoadError(CHANGED)
+            loaded = self._load(node, approved, parent=parent)
+        except (ToolLoadError, ConfigError) as error:
+            self._skipped(folder, error)
+            # For the model: no secrets, no paths outside the folder (as any tool's failure).
+            message = UNAVAILABLE.format(name=folder.name, error=error)
+            raise FolderUnavailableError(redact(message, keep=[folder.path.resolve()])) from None
+        if [entry_of(tool) for tool in loaded.langchain] != entries:  # it gives other tools now
+            self.manifests.write(folder, loaded.langchain)
+        return loaded
 
     def _load_isolated(self, folder: ToolFolder, *, parent: LevelConfig) -> LoadedTool:
         """A folder whose actions run in a sandboxed process of its own, started now."""
@@ -234,6 +316,13 @@ def call_config(config: ToolConfig, level: LevelConfig) -> ToolConfig:
     if "timeout_seconds" in config.model_fields_set:
         return config
     return config.model_copy(update={"timeout_seconds": level.limits.timeout_seconds})
+
+
+def _hash_now(folder: ToolFolder) -> str | None:
+    try:
+        return content_hash(folder.path)
+    except (OSError, ValueError):  # unreadable or refused now: not what was approved
+        return None
 
 
 def _nobody_answers(*_: object) -> None:

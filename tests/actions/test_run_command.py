@@ -7,11 +7,13 @@ from pathlib import Path
 
 from sqlalchemy import text
 
+from orchestrator.paths import user_data_dir
+from orchestrator.sources.manifest import MANIFEST_DIR, wait_for_manifests
 from orchestrator.store import Database
 from orchestrator.testing import OpenAICompatibleServer
 from orchestrator.testing.openai_server import RawReply, RawToolCall, Usage
 from tests.helpers import server_env
-from tests.tool_folders import copy_shipped, write_folder
+from tests.tool_folders import ECHO_TOOL, copy_shipped, write_folder
 
 ASKS = {"name": "echo", "description": "Repeats.", "version": "1.0", "requires_approval": True}
 
@@ -143,3 +145,21 @@ async def test_a_sentence_is_read_by_the_local_servers_structured_output_and_cou
             )
         ).all()
     assert [tuple(row) for row in counted] == [("model", 7, 5)], "reading the words is the run's usage"
+
+
+def test_a_folder_offered_from_its_manifest_runs_its_action_imported_once(cli, tmp_path: Path):
+    # Issue 36: the second run finds the folder's manifest; `run` imports the folder it runs.
+    imports = tmp_path / "imports.log"
+    counting = f"with open({str(imports)!r}, 'a') as log:\n    log.write('imported\\n')\n"
+    write_folder(tmp_path / "sub_graphs", "echo", code=counting + ECHO_TOOL)
+    assert cli("tools", "approve", "echo", cwd=tmp_path).returncode == 0
+
+    first = cli("run", "echo", "say", "--json", '{"text": "one"}', cwd=tmp_path)
+    second = cli("run", "echo", "text: two, times: 2", cwd=tmp_path)
+
+    assert first.returncode == 0 and json.loads(first.stdout)["message"] == "one"
+    assert second.returncode == 0, second.stderr
+    assert second.stdout.strip() == "two two"
+    assert imports.read_text().splitlines() == ["imported", "imported"]  # once a run
+    wait_for_manifests()
+    assert any((user_data_dir() / MANIFEST_DIR).iterdir())

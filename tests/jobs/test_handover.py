@@ -22,6 +22,7 @@ from orchestrator.jobs.runner import JobRunner
 from orchestrator.notes import is_note
 from orchestrator.runtime import Orchestrator
 from orchestrator.settings import load_settings
+from orchestrator.sources.deferred import DeferredTool
 from orchestrator.store import Database, Storage
 from orchestrator.store.job_requests import JobRequests
 from orchestrator.store.requests import RequestLog, request_history
@@ -193,3 +194,35 @@ async def _ended_job(log: RequestLog, database: Database, request_id: str, *, us
     await log.started(call)
     await JobRequests(database).take(request_id, user_id=user, job_id=1, worker="a worker")
     await log.finished(call, ToolResult(message="coffee is ready", request_id=request_id))
+
+
+async def test_a_deferred_folders_background_call_is_queued_and_run_by_a_worker(
+    scripted, tmp_path: Path, database_url: str, database: Database
+):
+    # Issue 36: a second start offers the folder from its manifest; the job's worker imports it.
+    model = scripted(call_tools(("brewer_brew", {})), "Brewing.", "The coffee is ready.")
+    first, storage, noted, gate = await open_runtime(tmp_path, database_url, model)
+    runtime = Orchestrator.create(first.settings, model=model, storage=storage)
+    gate.write_text("open")
+    runner = JobRunner(runtime, takes_jobs=True)  # the worker in this process takes the job
+    user = f"u-{uuid.uuid4().hex[:6]}"
+    try:
+        session = replace(runtime, tasks=runner).session(user_id=user)
+        result = await session.run("make coffee")
+        request_id = result.tool_calls[0].request_id
+        await runner.drain(session.session_id)  # its end, and its follow-up turn
+        queue = JobQueue(database)
+        await queue.open()
+        job = await queue.job_of(request_id)
+        await queue.close()
+        history = await session.history()
+    finally:
+        await runner.close()
+        await storage.close()
+
+    [brewer] = [tool for tool in runtime.tools if tool.name == "brewer_brew"]
+    assert isinstance(brewer, DeferredTool)
+    assert job is not None and job.queue == content_queue(runtime.sub_agents[0].folder.digest)
+    assert job.status == "succeeded"
+    assert [rid for rid, _ in runs(noted)] == [request_id]
+    assert history[-1].text == "The coffee is ready."

@@ -58,7 +58,7 @@ async def test_a_bare_action_validates_and_runs():
 
 
 def test_the_schema_the_model_sees_comes_from_the_annotation():
-    schemas = {t.name: t.tool_call_schema.model_json_schema() for t in langchain_tools(Tasks())}
+    schemas = {t.name: t.tool_call_schema for t in langchain_tools(Tasks())}
     assert schemas["tasks_add"]["required"] == ["title"]
     assert set(schemas["tasks_add"]["properties"]) == {"title"}
 
