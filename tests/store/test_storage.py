@@ -30,7 +30,12 @@ from orchestrator.store.embeddings import (
     Unembedded,
     reembed,
 )
-from orchestrator.store.messages import EXACT_SEARCH_LIMIT, _nearest, message_counts, searches_exactly
+from orchestrator.store.messages import (
+    EXACT_SEARCH_LIMIT,
+    _nearest,
+    message_counts,
+    searches_exactly,
+)
 from orchestrator.store.migrations import MIGRATIONS, USER_TABLES, schema_status, upgrade
 from orchestrator.store.numbers import Numbers
 from orchestrator.store.rag import HEADER, Retriever
