@@ -54,8 +54,9 @@ ROLES = {"human": "user", "ai": "assistant", "tool": "tool", "system": "system"}
 EXACT_SEARCH_LIMIT = 10_000
 # For the index: how many candidates to keep (pgvector's largest), and how far its
 # iterative scan may look for rows of this user, who may own a small share of the
-# table. Measured with users of 20,000 messages in a table of 140,000 (share 14%),
-# 400 and 10 candidates a row reached recall 0.98; these reach 1.0.
+# table. For users of 20,000 messages in a table of 140,000 (share 14%), 400 and 10
+# candidates a row gave recall 0.98; these gave 0.98 to 1.0 (and at that share the
+# switch chooses exact search).
 EF_SEARCH = 1000
 MAX_SCAN_TUPLES = 200_000
 # How many rows the index is asked for, per row wanted, before the best are kept.
