@@ -8,6 +8,12 @@ from pathlib import Path
 
 import yaml
 
+from orchestrator.folders.approvals import ApprovalStore, Status
+from orchestrator.folders.discovery import ToolFolder, discover_tree, walk
+from orchestrator.runtime import Orchestrator
+from orchestrator.settings import Settings
+from orchestrator.testing import ScriptedChatModel
+
 REPO = Path(__file__).resolve().parents[1]
 SHIPPED = REPO / "sub_graphs"
 
@@ -303,3 +309,21 @@ def parrot_agent(root: Path, *, llm: dict[str, object] | None = None) -> None:
     (root / "parrot").mkdir(parents=True)
     (root / "parrot" / "tool_config.yaml").write_text(yaml.safe_dump(config))
     write_folder(root, "parrot/src/sub_graphs/echo")
+
+
+def approve_all(settings: Settings) -> None:
+    """Approve every folder of the settings' sub_graphs directory as it is, sub-tools too."""
+    store = ApprovalStore.of(settings)
+    store.decide_all([node.folder for node in walk(discover_tree(settings.sub_graphs_dir).nodes)], approved=True)
+
+
+def start_approved(settings: Settings, answers: list[Status] | None = None) -> Orchestrator:
+    """A runtime of `settings`; a question about a folder fails the test unless `answers` collects it."""
+
+    def ask(folder: ToolFolder, status: Status) -> bool:
+        if answers is None:
+            raise AssertionError(f"{folder.name} was asked about ({status}), but it is approved")
+        answers.append(status)
+        return True
+
+    return Orchestrator.create(settings, model=ScriptedChatModel(), ask=ask)

@@ -14,14 +14,12 @@ from pathlib import Path
 import pytest
 
 from orchestrator.folders import importer
-from orchestrator.folders.approvals import ApprovalStore, Status
+from orchestrator.folders.approvals import Status
 from orchestrator.folders.code_cache import CACHE_DIR, MAC_BYTES, CodeCache
-from orchestrator.folders.discovery import ToolFolder, discover
 from orchestrator.paths import user_data_dir
 from orchestrator.runtime import Orchestrator
 from orchestrator.settings import Settings, load_settings
-from orchestrator.testing import ScriptedChatModel
-from tests.tool_folders import write_folder
+from tests.tool_folders import approve_all, start_approved, write_folder
 
 MARKED_TOOL = '''
 from pydantic import BaseModel
@@ -56,21 +54,6 @@ def cache(monkeypatch: pytest.MonkeyPatch) -> CodeCache:
     return fresh
 
 
-def approve(settings: Settings) -> None:
-    store = ApprovalStore.of(settings)
-    store.decide_all([n.folder for n in discover(settings.sub_graphs_dir).nodes], approved=True)
-
-
-def start(settings: Settings, answers: list[Status] | None = None) -> Orchestrator:
-    def ask(folder: ToolFolder, status: Status) -> bool:
-        if answers is None:
-            raise AssertionError(f"{folder.name} was asked about ({status}), but it is approved")
-        answers.append(status)
-        return True
-
-    return Orchestrator.create(settings, model=ScriptedChatModel(), ask=ask)
-
-
 async def mark(runtime: Orchestrator) -> str:
     [tool] = [t for t in runtime.tools if t.name == "marked_mark"]
     return (await tool.ainvoke({})).message
@@ -80,11 +63,11 @@ async def test_a_second_start_takes_the_approved_code_compiled_at_the_first(
     settings: Settings, cache: CodeCache
 ):
     write_folder(settings.sub_graphs_dir, "marked", code=MARKED_TOOL)
-    approve(settings)
+    approve_all(settings)
 
-    first = start(settings)
+    first = start_approved(settings)
     compiled_first = (cache.hits, cache.misses)
-    second = start(settings)  # offers the folder from its manifest: imported at its first call
+    second = start_approved(settings)  # offers the folder from its manifest: imported at its first call
     marks = [await mark(first), await mark(second)]
 
     assert compiled_first == (0, 1)
@@ -96,15 +79,15 @@ async def test_a_byte_changed_with_its_times_restored_is_asked_about_and_the_new
     settings: Settings, cache: CodeCache
 ):
     folder = write_folder(settings.sub_graphs_dir, "marked", code=MARKED_TOOL)
-    approve(settings)
-    start(settings)  # the approved code is in the cache now
+    approve_all(settings)
+    start_approved(settings)  # the approved code is in the cache now
     code = folder / "marked_tool.py"
     before = os.stat(code)
 
     code.write_text(MARKED_TOOL.replace('MARK = "a"', 'MARK = "b"'))  # same size, one byte
     os.utime(code, ns=(before.st_atime_ns, before.st_mtime_ns))  # as if never touched
     answers: list[Status] = []
-    runtime = start(settings, answers)
+    runtime = start_approved(settings, answers)
 
     assert os.stat(code).st_mtime_ns == before.st_mtime_ns
     assert os.stat(code).st_size == before.st_size
@@ -117,14 +100,14 @@ async def test_an_entry_this_installation_did_not_sign_is_never_run(
     settings: Settings, cache: CodeCache
 ):
     write_folder(settings.sub_graphs_dir, "marked", code=MARKED_TOOL)
-    approve(settings)
-    start(settings)
+    approve_all(settings)
+    start_approved(settings)
     [entry] = (user_data_dir() / CACHE_DIR).iterdir()
     mac = entry.read_bytes()[:MAC_BYTES]
     forged = compile(MARKED_TOOL.replace('MARK = "a"', 'MARK = "forged"'), "x.py", "exec")
     entry.write_bytes(mac + marshal.dumps(forged))  # another code under the old signature
 
-    runtime = start(settings)
+    runtime = start_approved(settings)
 
     assert await mark(runtime) == "a"
     assert (cache.hits, cache.misses) == (0, 2)
@@ -132,8 +115,8 @@ async def test_an_entry_this_installation_did_not_sign_is_never_run(
 
 def test_the_cache_is_private_to_the_user(settings: Settings, cache: CodeCache):
     write_folder(settings.sub_graphs_dir, "marked", code=MARKED_TOOL)
-    approve(settings)
-    start(settings)
+    approve_all(settings)
+    start_approved(settings)
     directory = user_data_dir() / CACHE_DIR
     [entry] = directory.iterdir()
 
