@@ -471,39 +471,33 @@ async def measure_size(
 async def growth_side_by_side(kept: list[Kept]) -> dict[str, object]:
     """The product path's p50 at every size, measured in the same minutes.
 
-    Each size's queries, one of each size in turn (the order rotating), so that
-    the machine's drift between sizes measured at different times does not
-    show as growth. They run twice and the second run gives the figures: the
-    larger sizes' loads pushed the smaller ones' pages out of the caches, where a
-    server in use keeps its users'.
+    Each size's queries, one of each size in turn (`time_queries`: the order
+    rotating, every query once untimed first), so that the machine's drift
+    between sizes measured at different times does not show as growth, and the
+    smaller sizes' pages, which the larger sizes' loads pushed out of the
+    caches, are back in them as on a server in use.
     """
-    searches = [(size, ours(MessageStore(size.database))) for size in kept]
     count = min(len(size.asked) for size in kept)
-    cold = await in_turn(searches, count)
-    medians = await in_turn(searches, count)
-    print(f"{count} queries at each size in turn, product path, first run (caches as the loads left them): "
-          + ", ".join(f"{short(m)} p50 {v:.2f} ms" for m, v in cold.items()))
-    first, last = kept[0].messages, kept[-1].messages
-    figures: dict[str, object] = {
-        f"side_by_side_p50_ms_{short(messages)}": round(median, 2) for messages, median in medians.items()
-    }
-    figures[f"growth_{short(first)}_to_{short(last)}"] = round(medians[last] / medians[first], 2)
-    print("... second run (the figures): "
-          + ", ".join(f"{short(m)} p50 {v:.2f} ms" for m, v in medians.items()))
+    paths = {short(size.messages): own_queries(size) for size in kept}
+    measured = await time_queries(paths, kept[0].asked[:count])
+    medians = {name: statistics.median(latencies) for name, (latencies, _) in measured.items()}
+    first, last = short(kept[0].messages), short(kept[-1].messages)
+    figures: dict[str, object] = {f"side_by_side_p50_ms_{name}": round(m, 2) for name, m in medians.items()}
+    figures[f"growth_{first}_to_{last}"] = round(medians[last] / medians[first], 2)
+    print(f"{count} queries at each size in turn, product path: "
+          + ", ".join(f"{name} p50 {m:.2f} ms" for name, m in medians.items()))
     return figures
 
 
-async def in_turn(searches: list[tuple[Kept, Search]], count: int) -> dict[int, float]:
-    """Median ms by size, `count` queries of each size, one of each in turn (the order rotating)."""
-    latencies: dict[int, list[float]] = {size.messages: [] for size, _ in searches}
-    for number in range(count):
-        shift = number % len(searches)
-        for size, search in searches[shift:] + searches[:shift]:
-            user, vector = size.asked[number]
-            started = time.perf_counter()
-            await search(user, vector, number)
-            latencies[size.messages].append((time.perf_counter() - started) * 1000)
-    return {messages: statistics.median(times) for messages, times in latencies.items()}
+def own_queries(size: Kept) -> Search:
+    """The product path at `size`, asked that size's own query of the number it is given."""
+    search = ours(MessageStore(size.database))
+
+    async def asked(_user: str, _vector: np.ndarray, number: int) -> list[str]:
+        user, vector = size.asked[number]
+        return await search(user, vector, number)
+
+    return asked
 
 
 async def close_kept(directory: Path, kept: list[Kept]) -> None:
