@@ -24,7 +24,9 @@ class Stage(StrEnum):
     PROCESSING = "processing"  # tool results are going back to the model
     COMPLETE = "complete"  # the model answered
     ERROR = "error"  # the turn failed
-    COMPACTED = "compacted"  # older messages were summarised (or cut) to fit the model's window
+    # A note on the model's window: older messages were summarised (or cut) to fit it, or the
+    # system prompt and tool schemas alone take most of it.
+    COMPACTED = "compacted"
 
 
 class ToolPhase(StrEnum):

@@ -1,6 +1,6 @@
 """Long conversations: a turn in a session of 10,000 messages against one of 10 (issue 29).
 
-    .venv/bin/python scripts/bench_context.py [--messages 10000] [--pairs 40] [--window 32000]
+    .venv/bin/python scripts/bench_context.py [--messages 10000] [--pairs 40] [--window 32000] [--shipped]
 
 Both sessions run in this process as a chat runs them: with storage on an embedded
 PostgreSQL of the run's own (a fresh cluster in a temporary directory; checkpoints and
@@ -16,7 +16,13 @@ of each.
 - `max_request_tokens_ratio`: the largest prompt any model call got (the estimate of
   `llm/tokens.py`: system message, messages, tool schemas), summary calls included,
   ÷ the window (target ≤ 1.0); `max_request_tokens` and `window` beside it.
-- `compacted_turns`: turns (warm-up included) that wrote a summary.
+- `compacted_turns`: turns (warm-up included) that wrote a summary; `summary_calls`: the
+  model calls that asked for one; `compactions_saving_nothing`: turns whose compaction
+  saved no tokens (target 0).
+- `tool_tokens`: what the tools' schemas take of every call. With `--shipped` the tools
+  are the shipped sub_graphs/ folders' (approved in the run's own data directory), as a
+  new user's are: `--window 4096 --shipped` is a small local model's window crowded by
+  them (issue 42).
 - `held_messages_long`: messages the long session's checkpoint holds at the end
   (what the model sees and the last turn); the archive holds all of them
   (`archived_messages_long`, which `/history` reads).
@@ -37,10 +43,11 @@ import uuid
 from pathlib import Path
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from orchestrator.graph.builder import MODEL_NODE
 from orchestrator.llm.summary import is_summary_request
-from orchestrator.llm.tokens import prompt_tokens
+from orchestrator.llm.tokens import estimate_tokens, prompt_tokens
 from orchestrator.runtime import Orchestrator
 from orchestrator.session import Session
 from orchestrator.settings import load_settings
@@ -48,6 +55,7 @@ from orchestrator.store.embedded import embedded_logins, leave_embedded_server
 from orchestrator.store.storage import Storage
 from orchestrator.testing import ScriptedChatModel
 
+SHIPPED = Path(__file__).resolve().parents[1] / "sub_graphs"
 TEXT = (  # with its number, about 60 tokens (llm/tokens.py's estimate)
     "We talked about the garden party on Saturday: who brings the chairs and the tables, "
     "whether the lemonade is made the night before, where the cake goes if it rains, "
@@ -72,10 +80,10 @@ async def filled(runtime: Orchestrator, messages: int) -> Session:
     return session
 
 
-async def timed(session: Session, text: str) -> tuple[float, bool]:
+async def timed(session: Session, text: str) -> tuple[float, dict[str, object] | None]:
     start = time.perf_counter()
     result = await session.run(text)
-    return time.perf_counter() - start, result.compacted is not None
+    return time.perf_counter() - start, result.compacted
 
 
 async def main(arguments: argparse.Namespace, home: Path) -> dict[str, object]:
@@ -85,13 +93,16 @@ async def main(arguments: argparse.Namespace, home: Path) -> dict[str, object]:
         database_url=logins.owner_url,
         database_app_url=logins.app_url,
         data_dir=home / "data",
-        sub_graphs_dir=home / "none",
+        sub_graphs_dir=SHIPPED if arguments.shipped else home / "none",
         embeddings="none",
         context_tokens=arguments.window,
     )
     storage = await Storage.open(settings)
     try:
-        runtime = Orchestrator.create(settings, model=model, tools=[], storage=storage)
+        if arguments.shipped:  # every folder approved, as a person answering yes would
+            runtime = Orchestrator.create(settings, model=model, storage=storage, ask=lambda f, s: True)
+        else:
+            runtime = Orchestrator.create(settings, model=model, tools=[], storage=storage)
         return await measure(runtime, model, arguments)
     finally:
         await storage.close()
@@ -102,16 +113,22 @@ async def measure(
 ) -> dict[str, object]:
     short = await filled(runtime, 10)
     long = await filled(runtime, arguments.messages)
-    compacted = 0
+    compacted: list[dict[str, object]] = []
     for session in (short, long):
-        compacted += (await timed(session, "warm-up"))[1]
+        did = (await timed(session, "warm-up"))[1]
+        compacted += [did] if did is not None else []
     times: dict[str, list[float]] = {"short": [], "long": []}
     for pair in range(arguments.pairs):
         for name, session in (("short", short), ("long", long)):
             seconds, did = await timed(session, f"And now? ({pair})")
             times[name].append(seconds)
-            compacted += did
-    largest = max(prompt_tokens(received) for received in model.received)
+            compacted += [did] if did is not None else []
+    tools = estimate_tokens(json.dumps([convert_to_openai_tool(t) for t in runtime.tools]))
+    summaries = [is_summary_request(received[0].text) for received in model.received]
+    largest = max(
+        prompt_tokens(received) + (0 if summary else tools)  # a summary call sends no tools
+        for received, summary in zip(model.received, summaries, strict=True)
+    )
     held = (await long.graph.aget_state(long.config)).values["messages"]
     return {
         "messages": arguments.messages,
@@ -121,7 +138,10 @@ async def measure(
         "max_request_tokens": largest,
         "window": arguments.window,
         "max_request_tokens_ratio": round(largest / arguments.window, 3),
-        "compacted_turns": compacted,
+        "compacted_turns": len(compacted),
+        "summary_calls": sum(summaries),
+        "compactions_saving_nothing": sum(not c["saved_tokens"] for c in compacted),
+        "tool_tokens": tools,
         "held_messages_long": len(held),
         "archived_messages_long": len(await long.history()),
     }
@@ -145,4 +165,5 @@ if __name__ == "__main__":
     parser.add_argument("--messages", type=int, default=10_000)
     parser.add_argument("--pairs", type=int, default=40)
     parser.add_argument("--window", type=int, default=32_000)
+    parser.add_argument("--shipped", action="store_true", help="with the shipped sub_graphs/ folders' tools")
     print(json.dumps(run(parser.parse_args())))

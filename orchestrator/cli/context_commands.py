@@ -14,7 +14,7 @@ from orchestrator.graph.model_pipeline.compaction import (
 )
 from orchestrator.graph.prompts import ORCHESTRATOR_PROMPT
 from orchestrator.graph.state import Summary
-from orchestrator.llm.tokens import context_window
+from orchestrator.llm.tokens import PROFILE, context_window
 from orchestrator.runtime import Orchestrator
 from orchestrator.session import Session
 
@@ -23,8 +23,10 @@ PARTS = (("system", "blue"), ("tools", "magenta"), ("summary", "yellow"), ("mess
 
 
 def _compaction(runtime: Orchestrator) -> CompactionMiddleware:
-    window, _ = context_window(runtime.model, configured=runtime.settings.context_tokens)
-    return CompactionMiddleware(model=runtime.model, window=window, tools=runtime.tools)
+    window, source = context_window(runtime.model, configured=runtime.settings.context_tokens)
+    return CompactionMiddleware(
+        model=runtime.model, window=window, tools=runtime.tools, window_from_profile=source == PROFILE
+    )
 
 
 async def _state(session: Session) -> tuple[list[BaseMessage], Summary | None]:
@@ -67,8 +69,14 @@ async def compact_session(
         focus=focus,
         run=session.context,
     )
-    if new is None or done is None:
+    if done is None:
         out.print("Nothing to compact yet.")
+        return
+    if new is None:
+        out.print(
+            "Nothing to gain: a summary would not be shorter than the messages it would replace; "
+            "the conversation stays as it is."
+        )
         return
     await session.keep_summary(new)
     out.print(f"[dim]{escape(done.line())}[/dim]", highlight=False)

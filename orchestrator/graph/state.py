@@ -29,6 +29,9 @@ class AgentState(TypedDict):
     # What the model sees in place of the messages up to and including `summary["upto"]`
     # (an id); the messages themselves stay (see `model_pipeline.compaction`).
     summary: NotRequired[Summary]
+    # Whether the person was told that the system prompt and tool schemas crowd the model's
+    # window (see `model_pipeline.window_notice`): once a session, even across processes.
+    window_noted: NotRequired[bool]
     # The turn's plan, once the model made one (see `graph.planning`): kept after it ended,
     # as the session's last plan. `Plan | None`, not `Plan`: LangGraph would start an
     # aggregate channel of a TypedDict as an empty one, in every thread's state.

@@ -19,6 +19,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 CHARS_PER_TOKEN = 4
 MESSAGE_OVERHEAD = 4  # role and framing, as OpenAI counts them
 DEFAULT_CONTEXT_TOKENS = 32000
+PROFILE = "model profile"  # where `context_window` found the limit, when the profile gave it
 
 TokenCounter = Callable[[str], int]
 
@@ -48,5 +49,5 @@ def context_window(model: BaseChatModel, *, configured: int) -> tuple[int, str]:
     profile = getattr(model, "profile", None) or {}
     limit = profile.get("max_input_tokens") if isinstance(profile, dict) else None
     if isinstance(limit, int) and limit > 0:
-        return limit, "model profile"
+        return limit, PROFILE
     return configured, "context_tokens"

@@ -74,7 +74,7 @@ class TurnRenderer:
         elif event["kind"] == "status":
             if event["stage"] in (Stage.COMPLETE, Stage.ERROR):
                 self._stop_status()
-            elif event["stage"] == Stage.COMPACTED:  # a quiet line: older messages summarised
+            elif event["stage"] == Stage.COMPACTED:  # a quiet line: a note on the model's window
                 self._end_line()
                 self.err.print(f"[dim]{escape(event['detail'])}[/dim]", highlight=False)
             else:

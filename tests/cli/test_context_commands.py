@@ -39,6 +39,18 @@ def test_compact_with_nothing_to_summarise_says_so(cli, tmp_path: Path):
     assert "Nothing to compact yet." in done.stdout
 
 
+def test_compact_on_a_short_conversation_says_there_is_nothing_to_gain_and_changes_nothing(
+    cli, tmp_path: Path
+):
+    done = cli("chat", cwd=tmp_path, stdin="Hello there.\n/context\n/compact\n/context\n")
+
+    assert done.returncode == 0, done.stderr
+    assert "Nothing to gain: a summary would not be shorter" in done.stdout
+    assert "summarised" not in done.stdout
+    bars = re.findall(r"(\d+)/\d+ tokens \(\d+%\): system \d+, tools \d+, summary (\d+)", done.stdout)
+    assert len(bars) == 2 and bars[0] == bars[1] and bars[1][1] == "0", "the view did not grow"
+
+
 def test_tools_show_says_which_window_applies(tmp_path: Path):
     parrot_agent(tmp_path / "sub_graphs", llm={"context_tokens": 5000})
     assert run_cli("tools", "approve", "parrot", cwd=tmp_path).returncode == 0

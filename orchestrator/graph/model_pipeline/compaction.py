@@ -4,7 +4,13 @@ Before each call the prompt (system message, tool schemas, summary, messages)
 is counted; past `threshold` of the model's window, the older messages are
 summarised by the level's own model and the model sees the summary and the
 last messages verbatim. A model message with tool calls and the results that
-answer it move together. Here only the model's view changes; the summary is kept
+answer it move together. Compaction runs only when it can bring the prompt
+under its target (the threshold; the window itself when the prompt would not
+fit at all), counting what it cannot shrink (system prompt, tool schemas, RAG
+context) and the longest summary: so it always saves tokens, and the next
+waits until the conversation has grown past the target again. When the
+system prompt and tools alone take most of the window, the person is told
+once a session (see `window_notice`). Here only the model's view changes; the summary is kept
 in the state (`summary`) with the id of the last message it covers, so a resumed
 session starts from it. Once a turn has ended and its messages are archived, the
 session drops from the state the messages of earlier turns a summary stands for
@@ -37,6 +43,7 @@ from langgraph.errors import GraphBubbleUp
 from orchestrator.errors import BudgetExceededError
 from orchestrator.events import Stage, emit_status
 from orchestrator.graph.model_pipeline.chain import ModelAnswer, ModelCall, ModelHandler
+from orchestrator.graph.model_pipeline.window_notice import Told, WindowUse
 from orchestrator.graph.model_usage import count_model_call, least_cost
 from orchestrator.graph.state import Summary
 from orchestrator.llm.summary import SUMMARY_PROMPT
@@ -61,11 +68,20 @@ MESSAGE_LINE_CHARS = 2000  # of one message, the most a summary request shows
 
 @dataclass(frozen=True, slots=True)
 class Compacted:
-    """What one compaction did: messages summarised, tokens the view saved, whether it failed."""
+    """What one compaction did: messages summarised, tokens the view saved, whether it failed.
+
+    A compaction that saved nothing (`saved_tokens` 0, not failed) left the
+    view as it was: its summary would not have been shorter than what it replaced.
+    """
 
     messages: int
     saved_tokens: int
     failed: bool = False
+
+    @property
+    def gained(self) -> bool:
+        """Whether the model's view is smaller for it."""
+        return self.failed or self.saved_tokens > 0
 
     def line(self, *, agent_path: Sequence[str] = ()) -> str:
         """One quiet line for the person; a nested agent's names the agent (`agent_path`)."""
@@ -75,6 +91,11 @@ class Compacted:
                 f"{where}: summary failed; {self.messages} older message(s) left out "
                 f"of the model's view ({self.saved_tokens} tokens)"
             )
+        if not self.gained:
+            return (
+                f"{where}: a summary of {self.messages} older message(s) would not be shorter "
+                "than they are; they stay as they were"
+            )
         return (
             f"{where}: {self.messages} older message(s) summarised, "
             f"{self.saved_tokens} tokens saved"
@@ -82,7 +103,11 @@ class Compacted:
 
 
 class CompactionMiddleware:
-    """Keeps each call's prompt inside `window` tokens by summarising what came first."""
+    """Keeps each call's prompt inside `window` tokens by summarising what came first.
+
+    `window_from_profile` says the window is the model profile's (a setting
+    would not change it): the note of a crowded window says so.
+    """
 
     def __init__(
         self,
@@ -91,13 +116,19 @@ class CompactionMiddleware:
         window: int,
         tools: Sequence[BaseTool] = (),
         threshold: float = THRESHOLD,
+        window_from_profile: bool = False,
     ) -> None:
         self.model = model
         self.window = window
         self.threshold = threshold
         self.identity = ModelIdentity.of(model)
+        self.window_from_profile = window_from_profile
         self._tools = tuple(tools)
         self._tool_tokens: int | None = None
+        self._told = Told()
+        self.summary_chars = int(window * SUMMARY_SHARE) * CHARS_PER_TOKEN  # the most a summary has
+        # What the longest summary takes of the prompt, its header included.
+        self.summary_room = message_tokens(SystemMessage(SUMMARY_HEADER + " " * self.summary_chars))
         # Server-reported input tokens ÷ our estimate, from the last call that reported them.
         self.correction = 1.0
 
@@ -118,10 +149,16 @@ class CompactionMiddleware:
         summary = request.state.get("summary")
         head, messages = _leading_system(request.messages)
         messages = _after(messages, summary)
-        view = [*head, *_summary_messages(summary), *messages]
-        estimate = message_tokens(request.system_message) + self.tool_tokens + prompt_tokens(view)
-        if estimate * self.correction <= self.threshold * self.window:
-            return self._corrected(await handler(request.override(messages=view)), estimate)
+        fixed = self.fixed_tokens(request.system_message, head)
+        shown = _shown(summary, messages)
+        update: dict[str, object] = {}
+        if self._tell(request):
+            update["window_noted"] = True
+        shares = self.shares(fixed + shown)
+        if not shares:
+            view = [*head, *_summary_messages(summary), *messages]
+            answer = self._corrected(await handler(request.override(messages=view)), fixed + shown)
+            return _with(answer, update)
         with span("compaction", {"orchestrator.window_tokens": self.window}) as opened:
             summary, kept, done = await compact(
                 self,
@@ -130,6 +167,7 @@ class CompactionMiddleware:
                 head=head,
                 messages=messages,
                 summary=summary,
+                shares=shares,
                 run=request.run,
                 task=CallTask.of(request.config),  # its usage kept with the model step's writes
             )
@@ -143,24 +181,72 @@ class CompactionMiddleware:
                 )
         if done is not None:
             emit_status(Stage.COMPACTED, done.line(agent_path=request.run.agent_path))
+            if done.gained:
+                update["summary"] = summary
         view = [*head, *_summary_messages(summary), *kept]
         answer = await handler(request.override(messages=view))
-        estimate = message_tokens(request.system_message) + self.tool_tokens + prompt_tokens(view)
-        answer = self._corrected(answer, estimate)
-        update: dict[str, object] = dict(answer.update)
-        if summary is not None:
-            update["summary"] = summary
-        return answer.override(update=update)
+        answer = self._corrected(answer, fixed + _shown(summary, kept))
+        return _with(answer, update)
 
-    def budget(self, system: BaseMessage, head: Sequence[BaseMessage]) -> int:
-        """Tokens (as estimated) the kept messages may take beside the system prompt, tools and a summary.
+    def fixed_tokens(self, system: BaseMessage, head: Sequence[BaseMessage]) -> int:
+        """What every call takes whatever compaction does: system prompt, tool schemas, RAG context."""
+        return message_tokens(system) + self.tool_tokens + prompt_tokens(head)
 
-        At most `KEEP_SHARE` of the window: compacting just under the threshold
-        would call for another summary a few turns later.
+    def shares(self, prompt: int) -> tuple[float, ...]:
+        """The shares of the window a prompt of `prompt` tokens passes: the targets to compact it under.
+
+        None: it fits. The threshold first, so that the next compaction is some
+        turns away; then the window itself, when the prompt would not fit at
+        all: compaction then keeps the call possible even when the system
+        prompt and tools leave no room to reach the threshold.
         """
-        fixed = message_tokens(system) + self.tool_tokens + prompt_tokens(head)
-        room = int(self.threshold * self.window * (1 - SUMMARY_SHARE) / self.correction) - fixed
-        return min(room, int(KEEP_SHARE * self.window / self.correction))
+        over = self.correction * prompt
+        return tuple(share for share in (self.threshold, 1.0) if over > share * self.window)
+
+    def room(
+        self, system: BaseMessage, head: Sequence[BaseMessage], *, share: float | None = None
+    ) -> int:
+        """Tokens (as estimated) the messages may take beside the system prompt, tools and a summary.
+
+        Below `share` of the window (the threshold unless given), the longest
+        summary set aside: messages within it and a summary bring the prompt
+        under its target whatever the summary says. (So a compaction run when
+        the prompt is past that target always saves tokens: what it folds in
+        takes more than the longest summary.)
+        """
+        target = int((self.threshold if share is None else share) * self.window / self.correction)
+        return target - self.fixed_tokens(system, head) - self.summary_room
+
+    def budget(
+        self, system: BaseMessage, head: Sequence[BaseMessage], *, share: float | None = None
+    ) -> int:
+        """Tokens the messages kept verbatim after compacting take at most.
+
+        Half the `room`, and at most `KEEP_SHARE` of the window: compacting to
+        just under the target would call for another summary a turn later.
+        """
+        room = self.room(system, head, share=share)
+        return min(room // 2, int(KEEP_SHARE * self.window / self.correction))
+
+    def window_use(self, system: BaseMessage) -> WindowUse:
+        """What `system` and the tool schemas take of the window."""
+        return WindowUse(
+            window=self.window,
+            system=message_tokens(system),
+            tools=self.tool_tokens,
+            tool_count=len(self._tools),
+            from_profile=self.window_from_profile,
+        )
+
+    def _tell(self, request: ModelCall) -> bool:
+        """Tell the person, once a session, when the system prompt and tools crowd the window."""
+        use = self.window_use(request.system_message)
+        if not use.crowded(correction=self.correction) or request.state.get("window_noted"):
+            return False
+        if not self._told.first_time(request.run.session_id or ""):
+            return False
+        emit_status(Stage.COMPACTED, use.line(agent_path=request.run.agent_path))
+        return True
 
     def _corrected(self, answer: ModelAnswer, estimate: int) -> ModelAnswer:
         """Learn from the input tokens the server reported how far off the estimate was."""
@@ -172,6 +258,10 @@ class CompactionMiddleware:
         return answer
 
 
+def _with(answer: ModelAnswer, update: dict[str, object]) -> ModelAnswer:
+    return answer.override(update={**answer.update, **update}) if update else answer
+
+
 async def compact(
     middleware: CompactionMiddleware,
     *,
@@ -181,22 +271,29 @@ async def compact(
     messages: Sequence[BaseMessage],
     summary: Summary | None,
     focus: str = "",
-    force: bool = False,
+    shares: Sequence[float] = (),
     run: RunContext | None = None,
     task: CallTask | None = None,
 ) -> tuple[Summary | None, list[BaseMessage], Compacted | None]:
-    """The new summary, the messages kept verbatim, and what was done (None: nothing to do).
+    """The summary, the messages kept verbatim, and what was done (None: nothing to do).
 
+    With `shares` (see `CompactionMiddleware.shares`) only when the prompt can
+    be brought under the first it can; without (a person's `/compact`) the
+    older messages are summarised whenever there are some. A summary no
+    shorter than what it would replace is dropped: the summary and messages
+    stay as they were (and `Compacted.gained` is False).
     `turn` is the id of the message that began the turn (kept with the summary). The
     summary call is checked against the budgets of `run` and counted on its meter.
     """
     window = middleware.window
     limit = max(1, int(window * MESSAGE_SHARE)) * CHARS_PER_TOKEN
     cut = [_cut(message, limit) for message in messages]
-    older, kept = _split(cut, budget=middleware.budget(system, head), force=force)
+    older, kept = _selected(middleware, system, head, cut, shares=shares)
     if not older:
-        return summary, kept, None
-    saved = prompt_tokens(older)
+        return summary, cut, None
+    if not shares and prompt_tokens(older) <= _framing(summary):  # no summary call: it cannot gain
+        return summary, cut, Compacted(len(older), 0)
+    before = _shown(summary, messages)
     upto = older[-1].id or ""
     try:
         prompt = summary_request(
@@ -210,15 +307,52 @@ async def compact(
         raise
     except Exception as error:  # noqa: BLE001 - a failed summary never costs the turn
         logger.warning("compaction: summary failed: %s: %s", type(error).__name__, error)
+        previous = summary["text"] if summary else ""
+        saved = max(0, before - _shown(_written(previous, upto, turn), kept))
         done = Compacted(len(older), saved, failed=True)
-        return _written(summary["text"] if summary else "", upto, turn, done), kept, done
-    text = text[: int(window * SUMMARY_SHARE) * CHARS_PER_TOKEN]
-    done = Compacted(len(older), max(0, saved - estimate_tokens(text)))
-    return _written(text, upto, turn, done), kept, done
+        return _written(previous, upto, turn, saved=saved, failed=True), kept, done
+    text = text[: middleware.summary_chars]
+    saved = before - _shown(_written(text, upto, turn), kept)
+    if saved <= 0:
+        return summary, cut, Compacted(len(older), 0)
+    done = Compacted(len(older), saved)
+    return _written(text, upto, turn, saved=saved), kept, done
 
 
-def _written(text: str, upto: str, turn: str, done: Compacted) -> Summary:
-    return Summary(text=text, upto=upto, turn=turn, saved=done.saved_tokens, failed=done.failed)
+def _selected(
+    middleware: CompactionMiddleware,
+    system: BaseMessage,
+    head: Sequence[BaseMessage],
+    messages: list[BaseMessage],
+    *,
+    shares: Sequence[float],
+) -> tuple[list[BaseMessage], list[BaseMessage]]:
+    """(older, kept): the messages to summarise (none: compaction cannot help) and those kept.
+
+    Under the first of `shares` the last messages and a summary can be
+    brought; none of them: nothing. Without `shares`, a person's `/compact`.
+    """
+    if not shares:
+        return _split(messages, budget=middleware.budget(system, head), force=True)
+    for share in shares:
+        older, kept = _split(messages, budget=middleware.budget(system, head, share=share), force=False)
+        if older and prompt_tokens(kept) <= middleware.room(system, head, share=share):
+            return older, kept
+    return [], messages
+
+
+def _shown(summary: Summary | None, kept: Sequence[BaseMessage]) -> int:
+    """Tokens the summary and the messages after it take of the prompt."""
+    return prompt_tokens(_summary_messages(summary)) + prompt_tokens(kept)
+
+
+def _framing(summary: Summary | None) -> int:
+    """Tokens a summary takes before it says anything; less to fold in cannot gain."""
+    return 0 if summary and summary["text"] else prompt_tokens([SystemMessage(SUMMARY_HEADER)])
+
+
+def _written(text: str, upto: str, turn: str, *, saved: int = 0, failed: bool = False) -> Summary:
+    return Summary(text=text, upto=upto, turn=turn, saved=saved, failed=failed)
 
 
 async def _summary_call(
@@ -404,7 +538,12 @@ async def compact_now(
     focus: str = "",
     run: RunContext | None = None,
 ) -> tuple[Summary | None, Compacted | None]:
-    """A person's `/compact [focus]`: the new summary (None: nothing to summarise)."""
+    """A person's `/compact [focus]`: the new summary, and what was done.
+
+    No summary when there was nothing to summarise (no `Compacted` either), or
+    when a summary would not have been shorter than what it replaced (its
+    `Compacted` says so): the conversation stays as it was.
+    """
     new, _, done = await compact(
         middleware,
         system=system,
@@ -413,7 +552,6 @@ async def compact_now(
         messages=_after(messages, summary),
         summary=summary,
         focus=focus,
-        force=True,
         run=run,
     )
-    return (new, done) if done is not None else (None, None)
+    return (new, done) if done is not None and done.gained else (None, done)

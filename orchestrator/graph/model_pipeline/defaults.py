@@ -28,7 +28,7 @@ from orchestrator.graph.model_pipeline.written_calls import TextCallsMiddleware
 from orchestrator.graph.spec import AgentSpec
 from orchestrator.llm.providers import reports_finish_reason
 from orchestrator.llm.reply import ReplyLimits, read_reply
-from orchestrator.llm.tokens import context_window
+from orchestrator.llm.tokens import PROFILE, context_window
 from orchestrator.tracing.provider import enabled as tracing_enabled
 from orchestrator.usage.prices import ModelIdentity
 
@@ -49,9 +49,13 @@ def default_model_middleware(spec: AgentSpec) -> list[ModelMiddleware]:
     if spec.retriever is not None:
         chain.append(RetrievalMiddleware(spec.retriever))
     chain.append(ModelBudgetMiddleware(identity))
-    window, _ = context_window(spec.model, configured=spec.context_tokens)
+    window, source = context_window(spec.model, configured=spec.context_tokens)
     summariser = spec.summary_model or spec.model
-    chain.append(CompactionMiddleware(model=summariser, window=window, tools=spec.tools))
+    chain.append(
+        CompactionMiddleware(
+            model=summariser, window=window, tools=spec.tools, window_from_profile=source == PROFILE
+        )
+    )
     if spec.text_tool_calls:
         chain.append(TextCallsMiddleware(tool_names))
     chain.append(
