@@ -121,8 +121,12 @@ async def test_the_time_limit_holds(bank: str, monkeypatch: pytest.MonkeyPatch):
 
     with pytest.raises(ToolError, match="stopped the statement at its time limit") as stopped:
         await call("query", sql="SELECT pg_sleep(30)")
+    shown = await call("query", sql="SHOW statement_timeout")
+    explained = await call("query", sql="EXPLAIN SELECT * FROM accounts")
 
     assert stopped.value.code == "statement_timeout" and not stopped.value.recoverable
+    assert shown.data["rows"] == [{"statement_timeout": "200ms"}]
+    assert explained.data["row_count"] >= 1, "SHOW and EXPLAIN run prepared too"
 
 
 def test_read_only_and_the_limit_are_the_sessions_and_a_commit_does_not_end_them(bank: str):
