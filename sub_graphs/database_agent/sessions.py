@@ -5,8 +5,9 @@ ends with it, and SQL that says `COMMIT` ends it. So each connection is set up b
 of the call's SQL runs, and the setup is committed:
 
 - PostgreSQL: `SET SESSION default_transaction_read_only = on` (reads) and `SET SESSION
-  statement_timeout`; psycopg prepares every statement, and the server refuses to prepare
-  more than one command, so a second statement never runs.
+  statement_timeout`, and each transaction says the same (for poolers in transaction mode);
+  psycopg prepares every statement, and the server refuses to prepare more than one
+  command, so a second statement never runs.
 - MySQL / MariaDB: `SET SESSION TRANSACTION READ ONLY` (reads) and `SET SESSION
   max_execution_time` (MySQL applies it to SELECT statements).
 - SQLite: a file is opened read-only (`mode=ro`) for reads, `PRAGMA query_only` on too;
@@ -20,7 +21,7 @@ from functools import partial
 from pathlib import Path
 from time import monotonic
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import URL
 from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.pool import NullPool
@@ -43,6 +44,14 @@ def guarded_engine(url: URL, *, write: bool, timeout_seconds: float) -> Engine:
         "connect",
         partial(hold, backend=backend, write=write, timeout_seconds=timeout_seconds),
     )
+    if backend == "postgresql":
+        # Each transaction says so too: behind a pooler in transaction mode (PgBouncer) a
+        # session's settings may stay with a server connection another client gets next.
+        event.listen(
+            engine,
+            "begin",
+            partial(_hold_transaction, write=write, timeout_seconds=timeout_seconds),
+        )
     return engine
 
 
@@ -86,6 +95,18 @@ def _hold_server_session(
         cursor.close()
     # Committed, so that no ROLLBACK or COMMIT of the call's SQL undoes it.
     dbapi_connection.commit()
+
+
+def _hold_transaction(connection: Connection, *, write: bool, timeout_seconds: float) -> None:
+    milliseconds = max(1, int(timeout_seconds * 1000))
+    read_only = [] if write else ["SET TRANSACTION READ ONLY"]
+    # The driver's own cursor: psycopg opens the transaction with the first of these.
+    cursor = connection.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+    try:
+        for statement in [*read_only, f"SET LOCAL statement_timeout = {milliseconds}"]:
+            cursor.execute(statement)
+    finally:
+        cursor.close()
 
 
 def _hold_sqlite(
