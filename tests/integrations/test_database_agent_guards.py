@@ -92,13 +92,18 @@ async def call(action: str, **parameters: object):
     )
 
 
-async def test_smuggled_statements_are_refused_and_no_row_changes(bank: str):
+async def test_smuggled_statements_are_refused_and_no_row_changes(
+    bank: str, monkeypatch: pytest.MonkeyPatch
+):
     with pytest.raises(ToolError, match="runs one statement per call; this SQL holds 4") as query:
         await call("query", sql=SMUGGLED)
     with pytest.raises(ToolError, match="holds 3 \\(SELECT, COMMIT, SELECT\\)") as sleep:
         await call("query", sql="SELECT 1; COMMIT; SELECT pg_sleep(30)")
+    monkeypatch.setenv("DATABASE_AGENT_ALLOW_WRITES", "true")
+    with pytest.raises(ToolError) as write:
+        await call("write", sql="UPDATE accounts SET balance = 1; DELETE FROM accounts")
 
-    assert query.value.code == sleep.value.code == "multiple_statements"
+    assert query.value.code == sleep.value.code == write.value.code == "multiple_statements"
     assert not query.value.recoverable
     assert accounts(bank) == ROWS
 
