@@ -66,9 +66,9 @@ def span(
         try:
             yield opened
         except BaseException as error:
-            kind, said = type(error).__qualname__, str(error)
-            opened.set_attribute("error.type", kind)
-            mark_failed(opened, code=kind, message=lambda: said)
+            error_type, said = type(error).__qualname__, str(error)
+            opened.set_attribute("error.type", error_type)
+            mark_failed(opened, code=error_type, message=lambda: said)
             if content_recorded():
                 opened.record_exception(error, attributes={"exception.message": redact(said)})
             raise
