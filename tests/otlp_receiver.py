@@ -11,7 +11,8 @@ from tests.server_thread import ServedOnThread
 
 @dataclass
 class ReceivedSpan:
-    """One exported span: its name, ids, parent and attributes (values as Python values)."""
+    """One exported span: its name, ids, parent, attributes (values as Python values), status
+    description and events' attributes."""
 
     name: str
     trace_id: str
@@ -19,6 +20,8 @@ class ReceivedSpan:
     parent_id: str
     attributes: dict[str, object]
     links: list[str] = field(default_factory=list)
+    status: str = ""
+    events: list[dict[str, object]] = field(default_factory=list)
 
 
 class Receiver(ServedOnThread):
@@ -84,6 +87,8 @@ def _spans(body: bytes) -> list[ReceivedSpan]:
             parent_id=span.parent_span_id.hex(),
             attributes={a.key: _value(a.value) for a in span.attributes},
             links=[link.span_id.hex() for link in span.links],
+            status=span.status.message,
+            events=[{a.key: _value(a.value) for a in event.attributes} for event in span.events],
         )
         for resource in request.resource_spans
         for scope in resource.scope_spans

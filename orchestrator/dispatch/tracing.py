@@ -36,7 +36,11 @@ class ToolTracingMiddleware:
                 if result.error_code:
                     opened.set_attribute("error.type", result.error_code)
                 if result.status == "failure":
-                    mark_failed(opened, result.message[:200])
+                    mark_failed(
+                        opened,
+                        code=result.error_code or "tool_failed",
+                        message=lambda: result.message,
+                    )
                 set_content(
                     opened, "gen_ai.tool.call.result", lambda: result.message or result.data
                 )

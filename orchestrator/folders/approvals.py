@@ -29,6 +29,7 @@ from orchestrator.folders.discovery import (
     ToolFolder,
     content_hash,
     discover_tree,
+    walk,
 )
 from orchestrator.folders.signing import installation_key, sign, verify
 from orchestrator.folders.skipped import report_skipped
@@ -143,7 +144,15 @@ class ApprovalStore:
 
     def unsigned(self) -> int:
         """How many stored decisions this installation did not sign (older or copied ones)."""
-        return sum(not self._authentic(key, d) for key, d in self._data.folders.items())
+        return len(self.unsigned_keys())
+
+    def unsigned_keys(self) -> set[str]:
+        """The folder keys whose stored decision this installation did not sign.
+
+        Also those of another `sub_graphs` directory sharing this data directory, or of a
+        folder removed since: a decision holds only for the directory it was made for.
+        """
+        return {key for key, d in self._data.folders.items() if not self._authentic(key, d)}
 
     def decide(self, folder: ToolFolder, *, approved: bool) -> None:
         """Record the user's answer for the folder's current content."""
@@ -277,11 +286,12 @@ def review_folders(settings: Settings, ask: Ask) -> Reviewed:
     new content is what a yes then approves), up to `MAX_ROUNDS` times.
     """
     store = ApprovalStore.of(settings)
-    if unsigned := store.unsigned():
-        logger.warning(UNSIGNED, unsigned)
+    unsigned = store.unsigned_keys()
     answered = _Recorded(_UntilInputEnds(ask))
-    for _ in range(MAX_ROUNDS):
+    for round_number in range(MAX_ROUNDS):
         tree = discover_approved_first(settings, store)
+        if round_number == 0:
+            _say_unsigned(unsigned, tree)
         answered.yes.clear()
         approved = review(tree.nodes, store, answered)
         changed = _save_unchanged(answered.yes, store)
@@ -293,6 +303,14 @@ def review_folders(settings: Settings, ask: Ask) -> Reviewed:
     for problem in tree.problems:
         report_skipped(logger, problem.path, problem.reason, sub_graphs_dir=settings.sub_graphs_dir)
     return Reviewed(tree, approved)
+
+
+def _say_unsigned(unsigned: set[str], tree: Discovery) -> None:
+    # Only the folders of this tree are asked about again; a decision about one that is
+    # gone, or about another sub_graphs directory's, changes nothing here.
+    present = unsigned & {node.folder.key for node in walk(tree.nodes)}
+    if present:
+        logger.warning(UNSIGNED, len(present))
 
 
 def discover_approved_first(settings: Settings, store: ApprovalStore) -> Discovery:

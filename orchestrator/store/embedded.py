@@ -5,6 +5,11 @@ server on demand, lets concurrent processes share it (an inter-process lock and
 a list of the processes using it, `pgdata/.handle_pids.json`), and stops it when
 the last one leaves (its atexit hook).
 
+The last one stops it as `pg_ctl stop` would (a fast shutdown: SIGINT to the postmaster,
+then wait for it to end), but without pg_ctl: as root the package runs pg_ctl as the
+server's own user, who cannot pass through a private (0700) folder above pgdata, and the
+package then kills the server, which recovers from a crash at its next start.
+
 A process that dies without that hook (SIGKILL, or a signal without a handler)
 stays in the list for good, and then nobody ever stops the server. So joining
 and leaving here first drop the processes that are gone (`drop_departed`), under
@@ -24,6 +29,7 @@ import json
 import logging
 import os
 import pwd
+import signal
 import threading
 import warnings
 from collections.abc import Iterator
@@ -67,6 +73,8 @@ DATABASE = "orchestrator"
 # falls inside this margin is only missed (the server then outlives its users
 # until that unrelated process exits), which is the harmless side to err on.
 REUSE_MARGIN_SECONDS = 60.0
+# How long a fast shutdown may take before the server is killed (pg_ctl's own default).
+STOP_SECONDS = 60.0
 
 logger = logging.getLogger(__name__)
 
@@ -201,6 +209,8 @@ def _join(pgdata: Path) -> PostgresServer:
         if server is not None:
             return server
         server = _package().get_server(pgdata, cleanup_mode="stop", start=False)
+        # The package's stop, which its cleanup calls for the last user, has no public hook.
+        server._stop = lambda: _stop_postmaster(server)  # type: ignore[method-assign]
         server.runtime_path = socket_parent()  # where the socket goes if pgdata's path is too long
         with _package_lock(server):
             drop_departed(_pid_file(server))
@@ -258,6 +268,30 @@ def _leave(server: PostgresServer) -> None:
     # only this one, stops the server. A process that dies between the two lock
     # holds stays listed until the next process joins.
     server.cleanup()
+
+
+def _stop_postmaster(server: PostgresServer) -> None:
+    """Stop the server as `pg_ctl stop` does: a fast shutdown, waited for; killed only past STOP_SECONDS.
+
+    A signal works for any user this process runs as (root may signal the server's own
+    user), where pg_ctl would need to pass through every folder above pgdata.
+    """
+    info = server._postmaster_info
+    process = info.process if info is not None else None
+    if process is None or not process.is_running():
+        return
+    try:
+        process.send_signal(signal.SIGINT)
+        process.wait(STOP_SECONDS)
+    except psutil.NoSuchProcess:
+        return
+    except psutil.TimeoutExpired:
+        logger.warning(
+            "the embedded PostgreSQL in %s did not stop within %.0f s; killing it",
+            server.pgdata,
+            STOP_SECONDS,
+        )
+        process.kill()
 
 
 def _see_current_postmaster(server: PostgresServer) -> None:

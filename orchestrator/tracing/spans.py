@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 Attribute: TypeAlias = str | bool | int | float
 CONTENT_CHARS = 8_000  # of one attribute's content: a span is no archive
+STATUS_CHARS = 200  # of a failure's message as a span's status description
 _content = False
 
 
@@ -45,7 +46,8 @@ def span(
 ) -> Iterator[Span | None]:
     """A span of `name` around the block (a child of the current one); None when tracing is off.
 
-    An exception leaving the block is recorded on the span and marks it an error.
+    An exception leaving the block marks the span an error of its type (`error.type`); its
+    message, which may hold anything the call saw, is recorded only with content on.
     """
     current = tracer()
     if current is None:
@@ -58,8 +60,18 @@ def span(
         kind=SpanKind[kind],
         attributes=_present(attributes or {}),
         links=[Link(context) for context in links],
+        record_exception=False,
+        set_status_on_exception=False,
     ) as opened:
-        yield opened
+        try:
+            yield opened
+        except BaseException as error:
+            error_type, said = type(error).__qualname__, str(error)
+            opened.set_attribute("error.type", error_type)
+            mark_failed(opened, code=error_type, message=lambda: said)
+            if content_recorded():
+                opened.record_exception(error, attributes={"exception.message": redact(said)})
+            raise
 
 
 def annotate(attributes: Mapping[str, Attribute | None]) -> None:
@@ -118,12 +130,17 @@ def linked(parent: str | None) -> list[SpanContext]:
     return [found] if found.is_valid else []
 
 
-def mark_failed(target: Span | None, description: str) -> None:
-    """Set the span's status to an error (a call that failed without raising)."""
+def mark_failed(target: Span | None, *, code: str, message: Callable[[], str]) -> None:
+    """Set the span's status to an error described by `code` (a call that failed).
+
+    The failure's `message()` (redacted, cut) describes it instead only when content is
+    recorded: it may hold user data, which leaves the process only when asked for.
+    """
     if target is None:
         return
     from opentelemetry.trace import Status, StatusCode
 
+    description = redact(message())[:STATUS_CHARS] if content_recorded() else code
     target.set_status(Status(StatusCode.ERROR, description))
 
 

@@ -14,10 +14,10 @@ from .sql_access import (
     DatabaseSettings,
     engine_for,
     failures,
-    first_keyword,
     jsonable,
     transaction,
 )
+from .statements import sole_statement
 
 Scalar = str | int | float | bool | None
 
@@ -77,14 +77,12 @@ class DatabaseAgent(Tool):
     def query(self, params: Query, request: ToolRequest) -> ToolResult:
         """Run a read-only SQL query with named parameters; returns columns and rows (limited)."""
         settings = self._settings()
-        keyword = first_keyword(params.sql)
+        keyword = sole_statement(params.sql)
         if keyword not in READ_KEYWORDS:
             raise ToolError(READ_ONLY.format(keyword=keyword), code="read_only", recoverable=False)
         limit = min(params.max_rows or settings.max_rows, settings.max_rows)
-        engine = engine_for(settings)
-        with transaction(
-            engine, write=False, timeout_seconds=settings.statement_timeout_seconds
-        ) as connection:
+        engine = engine_for(settings, write=False)
+        with transaction(engine, write=False) as connection:
             result = connection.execute(text(params.sql), params.parameters)
             columns = list(result.keys())
             fetched = result.fetchmany(limit + 1)
@@ -105,13 +103,11 @@ class DatabaseAgent(Tool):
         settings = self._settings()
         if not settings.allow_writes:
             raise ToolError(WRITES_OFF, code="writes_disabled", recoverable=False)
-        keyword = first_keyword(params.sql)
+        keyword = sole_statement(params.sql)
         if keyword in READ_KEYWORDS - {"with"}:
             raise InvalidToolArgumentsError(NOT_A_READ.format(keyword=keyword))
-        engine = engine_for(settings)
-        with transaction(
-            engine, write=True, timeout_seconds=settings.statement_timeout_seconds
-        ) as connection:
+        engine = engine_for(settings, write=True)
+        with transaction(engine, write=True) as connection:
             outcome = _write(connection, params)
         count = outcome["rows_affected"]
         message = (
@@ -125,7 +121,7 @@ class DatabaseAgent(Tool):
     def describe_schema(self, params: DescribeSchema, request: ToolRequest) -> ToolResult:
         """Describe the database's tables and views: columns, types, primary and foreign keys."""
         settings = self._settings()
-        engine = engine_for(settings)
+        engine = engine_for(settings, write=False)
         with failures(engine), engine.connect() as connection:
             tables = describe(connection, schema=params.schema_name, table=params.table)
         return request.result(

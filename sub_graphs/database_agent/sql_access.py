@@ -1,9 +1,9 @@
 """Connections to the configured database: read-only unless writing, errors said for the model.
 
-Read-only is the database's own rule where the dialect has one (PostgreSQL and MySQL:
-a READ ONLY transaction; SQLite: `PRAGMA query_only`), and every read transaction is
-rolled back, never committed. A statement the database refuses, a login it rejects or a
-server it cannot reach is a `ToolError` naming what happened, never a traceback.
+Read-only and the time limit are the database session's own rules where the dialect has
+them (sessions.py), and every read transaction is rolled back, never committed. A
+statement the database refuses or stops, a login it rejects or a server it cannot reach
+is a `ToolError` naming what happened, never a traceback.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import datetime
 import decimal
+import sqlite3
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -18,12 +19,13 @@ from pathlib import Path
 
 from pydantic import Field, SecretStr
 from pydantic_settings import SettingsConfigDict
-from sqlalchemy import Connection, Engine, create_engine, exc
+from sqlalchemy import Connection, Engine, exc
 from sqlalchemy.engine import URL, make_url
-from sqlalchemy.pool import NullPool
 
 from orchestrator.errors import InvalidToolArgumentsError, ToolError
 from orchestrator.tools import ToolSettings
+
+from .sessions import guarded_engine
 
 # Statements a read may start with; anything else is refused before it reaches the database.
 READ_KEYWORDS = frozenset(
@@ -33,6 +35,10 @@ READ_KEYWORDS = frozenset(
 BAD_LOGIN_CLASS = "28"
 # PostgreSQL's "cannot execute ... in a read-only transaction".
 READ_ONLY_SQLSTATE = "25006"
+# PostgreSQL's query_canceled: statement_timeout stopped it.
+CANCELED_SQLSTATE = "57014"
+# MySQL: max_execution_time exceeded. SQLite's progress handler: "interrupted".
+MYSQL_TIMED_OUT = 3024
 BAD_LOGIN_PHRASES = ("authentication failed", "no pg_hba.conf entry", "access denied for user")
 # MySQL's error numbers for a refused login.
 MYSQL_BAD_LOGIN = frozenset({1044, 1045, 1698})
@@ -49,12 +55,15 @@ class DatabaseSettings(ToolSettings):
     statement_timeout_seconds: float = Field(default=30, gt=0)
 
 
-def engine_for(settings: DatabaseSettings) -> Engine:
-    """An engine without a pool: each call connects and leaves nothing open behind it."""
+def engine_for(settings: DatabaseSettings, *, write: bool) -> Engine:
+    """An engine without a pool: each call connects and leaves nothing open behind it.
+
+    Its sessions are read-only unless `write`, and hold statement_timeout_seconds.
+    """
     try:
         url = _with_driver(make_url(settings.url.get_secret_value()))
         _sqlite_file_exists(url)
-        return create_engine(url, poolclass=NullPool)
+        return guarded_engine(url, write=write, timeout_seconds=settings.statement_timeout_seconds)
     except (exc.ArgumentError, ValueError) as error:
         raise ToolError(
             f"database_agent's url is not a SQLAlchemy URL: {error}",
@@ -95,10 +104,9 @@ def _with_driver(url: URL) -> URL:
 
 
 @contextmanager
-def transaction(engine: Engine, *, write: bool, timeout_seconds: float) -> Iterator[Connection]:
+def transaction(engine: Engine, *, write: bool) -> Iterator[Connection]:
     """A connection in a transaction: committed after a write, always rolled back after a read."""
     with failures(engine), engine.connect() as connection:
-        _prepare(connection, write=write, timeout_seconds=timeout_seconds)
         try:
             yield connection
         except BaseException:
@@ -108,37 +116,6 @@ def transaction(engine: Engine, *, write: bool, timeout_seconds: float) -> Itera
             connection.commit()
         else:
             connection.rollback()
-
-
-def _prepare(connection: Connection, *, write: bool, timeout_seconds: float) -> None:
-    dialect = connection.dialect.name
-    milliseconds = int(timeout_seconds * 1000)
-    if dialect == "postgresql":
-        if not write:
-            connection.exec_driver_sql("SET TRANSACTION READ ONLY")
-        connection.exec_driver_sql(f"SET LOCAL statement_timeout = {milliseconds}")
-    elif dialect == "sqlite":
-        connection.exec_driver_sql(f"PRAGMA query_only = {'OFF' if write else 'ON'}")
-    elif dialect in ("mysql", "mariadb"):
-        connection.exec_driver_sql(f"SET SESSION max_execution_time = {milliseconds}")
-        if not write:
-            connection.exec_driver_sql("SET SESSION TRANSACTION READ ONLY")
-
-
-def first_keyword(sql: str) -> str:
-    """The statement's first word, lower case, past comments and opening parentheses."""
-    text = sql.lstrip()
-    while True:
-        if text.startswith("--"):
-            text = text.partition("\n")[2].lstrip()
-        elif text.startswith("/*"):
-            text = text.partition("*/")[2].lstrip()
-        elif text.startswith("("):
-            text = text[1:].lstrip()
-        else:
-            break
-    word = text.split(None, 1)[0] if text else ""
-    return word.rstrip(";(").lower()
 
 
 @contextmanager
@@ -157,6 +134,13 @@ def _tool_error(error: exc.DBAPIError, *, where: str) -> ToolError:
         return ToolError(
             f"{where} refused the login: {detail}", code="bad_credentials", recoverable=False
         )
+    if _timed_out(error.orig):
+        return ToolError(
+            f"{where} stopped the statement at its time limit (statement_timeout_seconds): "
+            f"{detail}; narrow the query",
+            code="statement_timeout",
+            recoverable=False,
+        )
     if _read_only_refusal(error.orig):
         return ToolError(
             f"{where} refused the write: {detail} (query only reads)",
@@ -170,6 +154,15 @@ def _tool_error(error: exc.DBAPIError, *, where: str) -> ToolError:
             f"Could not reach {where[0].lower()}{where[1:]}: {detail}", code="server_unreachable"
         )
     return InvalidToolArgumentsError(f"{where} refused the statement: {detail}")
+
+
+def _timed_out(orig: BaseException | None) -> bool:
+    if getattr(orig, "sqlstate", None) == CANCELED_SQLSTATE:
+        return True
+    arguments = getattr(orig, "args", ())
+    if arguments and arguments[0] == MYSQL_TIMED_OUT:
+        return True
+    return isinstance(orig, sqlite3.OperationalError) and str(orig) == "interrupted"
 
 
 def _read_only_refusal(orig: BaseException | None) -> bool:

@@ -473,6 +473,36 @@ def test_a_forged_approvals_file_approves_nothing(settings: Settings, tmp_path: 
     assert ApprovalStore.of(settings).unsigned() == 1  # said at startup, asked again until answered
 
 
+def test_the_unsigned_warning_is_said_only_when_its_folders_are_asked_about_again(
+    settings: Settings, caplog: pytest.LogCaptureFixture
+):
+    write_folder(settings.sub_graphs_dir, "echo")
+    decide_all(settings)
+    path = ApprovalStore.of(settings).path
+    stored = json.loads(path.read_text())
+    # Unsigned, but about no folder here: one removed since, or another sub_graphs directory's.
+    stored["folders"]["gone"] = {"name": "gone", "version": "1.0", "digest": "0" * 64, "approved": True}
+    path.write_text(json.dumps(stored))
+
+    with caplog.at_level(logging.WARNING, logger="orchestrator.folders.approvals"):
+        kept = review_folders(settings, Answers())
+    quiet = [r.getMessage() for r in caplog.records if "not signed" in r.getMessage()]
+    caplog.clear()
+    del stored["folders"]["echo"]["mac"]
+    path.write_text(json.dumps(stored))
+    answers = Answers(True)
+    with caplog.at_level(logging.WARNING, logger="orchestrator.folders.approvals"):
+        asked = review_folders(settings, answers)
+    said = [r.getMessage() for r in caplog.records if "not signed" in r.getMessage()]
+
+    assert kept.approved == {"echo"} and quiet == [], "echo stays approved: nothing to say"
+    assert answers.asked == [("echo", Status.NEW)] and asked.approved == {"echo"}
+    assert said == [
+        "1 stored tool decision(s) are not signed by this installation (made by an earlier "
+        "version, or copied here): those folders are asked about again"
+    ]
+
+
 def test_approvals_copied_to_another_installation_count_as_new(tmp_path: Path):
     first = load_settings(sub_graphs_dir=tmp_path / "a/sub_graphs", data_dir=tmp_path / "a/data")
     write_folder(first.sub_graphs_dir, "echo")

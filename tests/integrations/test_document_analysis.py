@@ -139,6 +139,22 @@ async def test_failures_are_clear_tool_errors(database: Database, documents: Pat
     assert not no_database.value.recoverable
 
 
+async def test_a_file_past_max_file_bytes_is_not_read(
+    database: Database, documents: Path, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setenv("DOCUMENT_ANALYSIS_AGENT_MAX_FILE_BYTES", "100")
+    (documents / "small.md").write_text("# Small\n" + "word " * 10)
+    (documents / "large.md").write_text("# Large\n" + "word " * 40)
+    tool = analysis(database)
+
+    read = await tool.execute(request("ingest", user="fay", path="small.md"))
+    with pytest.raises(ToolError, match="large.md is larger than 100 bytes") as refused:
+        await tool.execute(request("ingest", user="fay", path="large.md"))
+
+    assert read.status == "success"
+    assert refused.value.code == "too_large" and not refused.value.recoverable
+
+
 def test_ingest_and_ask_structured_and_in_words_through_orchestrator_run(cli, tmp_path: Path):
     copy_shipped(tmp_path)
     for name in ("research_agent", "research_agent/src/sub_graphs/document_analysis_agent"):

@@ -257,3 +257,13 @@ def test_a_deployment_may_pin_the_bucket(cli, s3, tmp_path: Path):
     assert json.loads(listed.stdout)["data"]["bucket"] == "reports"
     assert chosen.returncode == 1
     assert "bucket of s3_agent.list is fixed by the folder's configuration" in chosen.stderr
+
+
+async def test_list_gives_at_most_max_keys_and_says_more_exist(s3):
+    for name in ("a", "b", "c"):
+        s3.put_object(Bucket="reports", Key=f"many/{name}.txt", Body=b"x")
+
+    listed = await call("list", bucket="reports", prefix="many/", max_keys=2)
+
+    assert [f["key"] for f in listed.data["files"]] == ["many/a.txt", "many/b.txt"]
+    assert listed.message.splitlines()[0] == "2 files in s3://reports/many/; more exist: narrow the prefix"

@@ -204,3 +204,14 @@ def test_search_structured_and_in_words_through_orchestrator_run(cli, site: Sear
     assert [q["q"] for path, q in site.requests] == [["checkpoints"], ["langgraph checkpoints"]]
     assert refused.returncode == 1 and "private or local address" in refused.stdout + refused.stderr
     assert fixed.returncode == 1 and "safesearch" in fixed.stdout + fixed.stderr
+
+
+async def test_fetch_page_follows_at_most_max_redirects(site: SearxngSite, local_pages, monkeypatch):
+    monkeypatch.setenv("WEB_SEARCH_AGENT_MAX_REDIRECTS", "2")
+    site.pages["/loop"] = Reply(302, b"", headers={"Location": "/loop"})
+
+    with pytest.raises(ToolError, match="more than 2 redirects") as looped:
+        await web().execute(request("fetch_page", url=site.page("/loop")))
+
+    assert looped.value.code == "too_many_redirects"
+    assert [path for path, _ in site.requests].count("/loop") == 3, "the first request and 2 hops"

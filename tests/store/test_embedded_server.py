@@ -240,6 +240,28 @@ def test_the_departed_are_dropped_from_the_pid_file(tmp_path: Path) -> None:
             process.communicate()
 
 
+@pytest.mark.db
+@pytest.mark.process
+@pytest.mark.skipif(os.geteuid() != 0, reason="as root the server runs as a user of its own")
+@pytest.mark.parametrize("explicitly", [True, False], ids=["leave", "exit"])
+def test_as_root_the_last_user_stops_the_server_cleanly_past_a_private_folder(
+    server: Server, explicitly: bool
+) -> None:
+    """Private folders (0700, root's) above pgdata keep the server's user out; the stop needs no way in."""
+    user, _ = server.join()
+    postmaster = server.postmaster()
+    assert postmaster is not None
+    server.data_dir.chmod(0o700)
+
+    server.leave(user, explicitly=explicitly)
+
+    assert not alive(postmaster)
+    assert not (server.pgdata / "postmaster.pid").exists(), "the server removed it: no crash"
+    log = (server.pgdata / "log").read_text().splitlines()
+    assert log[-1].endswith("database system is shut down"), log[-3:]
+    assert "killing" not in (server.data_dir.parent / "joined-0.err").read_text()
+
+
 def test_leaving_without_having_joined_does_nothing(tmp_path: Path) -> None:
     leave_embedded_server(tmp_path)
     leave_embedded_server(tmp_path)

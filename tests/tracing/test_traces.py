@@ -239,3 +239,53 @@ async def test_a_background_job_carries_the_span_of_the_call_that_handed_it_over
     assert job.args.trace.split("-")[1:3] == [handing_over.trace_id, handing_over.span_id]
     (link,) = linked(job.args.trace)
     assert format(link.span_id, "016x") == handing_over.span_id, "the job's span links to it"
+
+
+CANARY = "bob's balance is 250 (canary-7731)"
+
+
+async def failing_turn(*, model_fails: bool) -> None:
+    from langchain_core.tools import tool
+
+    from orchestrator.errors import ToolError
+
+    @tool
+    async def balance(owner: str) -> str:
+        """Read an owner's balance."""
+        raise ToolError(CANARY, code="refused", recoverable=False)
+
+    def fail(messages):
+        raise RuntimeError(CANARY)
+
+    steps = [fail] if model_fails else [call_tools(("balance", {"owner": "bob"})), "Refused."]
+    runtime = Orchestrator.create(
+        load_settings(), model=ScriptedChatModel(steps=steps), tools=[balance],
+        checkpointer=InMemorySaver(),
+    )
+    try:
+        await runtime.session(user_id="ann").run("bob's balance?")
+    except RuntimeError:
+        assert model_fails
+    provider.flush()
+
+
+@pytest.mark.parametrize("model_fails", [False, True], ids=["tool fails", "model raises"])
+async def test_a_failures_message_leaves_only_with_content_on(
+    receiver: Receiver, monkeypatch: pytest.MonkeyPatch, model_fails: bool
+):
+    await failing_turn(model_fails=model_fails)
+    failed = [span for span in receiver.spans if span.status]
+    monkeypatch.setenv("ORCHESTRATOR_TRACE_CONTENT", "1")
+    receiver.spans.clear()
+    await failing_turn(model_fails=model_fails)
+    told = [span for span in receiver.spans if span.status]
+
+    assert failed, "the failure is marked"
+    for span in failed:
+        assert span.status in ("refused", "RuntimeError"), span.status
+        assert span.attributes["error.type"] == span.status
+        assert CANARY not in str(span.events) and CANARY not in str(span.attributes)
+    assert any(CANARY in span.status for span in told), "with content on, the message too"
+    if not model_fails:
+        (call,) = [span for span in failed if span.name == "execute_tool balance"]
+        assert call.attributes["orchestrator.status"] == "failure"
