@@ -31,7 +31,7 @@ from orchestrator.jobs.views import WAITING_HERE, settled_line, task_of
 from orchestrator.runtime import Orchestrator
 from orchestrator.store.job_requests import JobRequests
 from orchestrator.store.queue_schema import SCHEMA
-from orchestrator.store.requests import ANONYMOUS, OWNER, is_alive
+from orchestrator.store.requests import ANONYMOUS, OWNER, has_stopped
 from orchestrator.tasks import BackgroundTask, Delivery, Listener
 from orchestrator.tools.request_log import CallRecord, Handover, RequestObserver
 from orchestrator.tools.results import ToolResult
@@ -90,6 +90,7 @@ class JobRunner:
         self._users: dict[str, str] = {}  # session -> its user
         self._started: dict[str, str] = {}  # request id -> session, of the jobs made here
         self._holding: dict[str, asyncio.Task[None]] = {}  # request id -> making its held job
+        self._adopted: dict[str, asyncio.Task[ToolResult]] = {}  # request id -> its run here, till it ends
         self._opening: asyncio.Lock | None = None
         self._queue: JobQueue | None = None
         self._worker: JobWorker | None = None
@@ -133,6 +134,8 @@ class JobRunner:
     ) -> asyncio.Task[None]:
         """Go on with `work` here, as a job this process holds (heartbeats, cancellation)."""
         self._expect(call)
+        self._adopted[call.request_id] = work
+        work.add_done_callback(lambda _: self._adopted.pop(call.request_id, None))
         # A fresh context: the call was adopted inside a graph run, which it outlives.
         holding = asyncio.get_running_loop().create_task(
             self._hold(work, call, observer, handover), context=contextvars.Context()
@@ -216,7 +219,8 @@ class JobRunner:
 
     def closing_note(self) -> str | None:
         """What closing waits for: the jobs running in this process."""
-        running = self._worker.running if self._worker is not None else 0
+        taken = self._worker.taken if self._worker is not None else 0
+        running = taken + len(self._adopted)  # adopted: held as a job, or about to be
         return WAITING_HERE.format(count=running) if running else None
 
     def cancel_running(self) -> None:
@@ -329,7 +333,7 @@ class JobRunner:
         seconds = self.runtime.settings.worker_stalled_seconds
         async with self.storage.database.admin_transaction() as connection:
             rows = (await connection.execute(WORK, {"queues": queues, "seconds": seconds})).all()
-        return any(row.silent or (row.owner is not None and not is_alive(row.owner)) for row in rows)
+        return any(has_stopped(row.owner, silent=row.silent) for row in rows)
 
     def _expect(self, call: CallRecord) -> None:
         session = call.session_id or ""
