@@ -450,3 +450,61 @@ async def _beat_since_or_left(database: Database, request_id: str, since: object
             )
         ).first()
     return row is not None and (row.worker is None or bool(row.beat))
+
+
+async def test_ask_no_wait_hands_a_call_past_its_budget_to_a_worker_and_returns_at_once(
+    cli, tmp_path: Path, database_logins: Logins, database: Database
+):
+    noted, gate = brewer(tmp_path, background=False, idempotent=True)  # gate opens after ask ended
+    cli("tools", "approve", "brewer", cwd=tmp_path)
+    session = f"s-{uuid.uuid4().hex[:8]}"
+    with OpenAICompatibleServer([CALL, "Brewing, on a worker."]) as server:
+        env = job_env(server, database_logins, tmp_path)
+        async with worker(tmp_path, env) as running:
+            asked = ask(
+                "--no-wait", "-s", session, "make coffee", home=tmp_path,
+                env={**env, "ORCHESTRATOR_INLINE_BUDGET_SECONDS": "0"},  # past its budget at once
+            )
+            await until(lambda: len(runs(noted)) == 2)  # the worker runs it again
+            [(request_id, here), (again, there)] = runs(noted)
+            gate.write_text("open")
+            await until(lambda: _ended(database, request_id))
+            assert stop(running) == 0, running.stderr()
+
+    assert asked.returncode == 0, asked.stderr
+    assert (again, there) == (request_id, running.pid) and here != there, "begun in ask, run on the worker"
+    assert asked.stdout.splitlines() == ["Brewing, on a worker."]
+    assert f"brewer_brew ({request_id}) outlived its inline budget: handed to a worker" in asked.stderr
+    assert f"1 background task(s) go on in workers: their results report into session {session}" in asked.stderr
+    assert "WARNING" not in asked.stderr and "psycopg" not in asked.stderr, asked.stderr
+    assert await outcome(database, request_id) == "completed"
+    history = statuses(await request_history(database, request_id, user_id="local"))
+    assert history == [
+        "created", "running", "acknowledged", "queued", "running", "completed", "closed"
+    ], history
+
+
+
+async def test_ask_no_wait_says_why_a_call_past_its_budget_cannot_go_to_a_worker(
+    cli, tmp_path: Path, database_logins: Logins, database: Database
+):
+    noted, gate = brewer(tmp_path, background=False)  # not idempotent: a worker would run it again
+    cli("tools", "approve", "brewer", cwd=tmp_path)
+    with OpenAICompatibleServer([CALL, "Brewing, here."]) as server:
+        env = {**job_env(server, database_logins, tmp_path), "ORCHESTRATOR_INLINE_BUDGET_SECONDS": "0"}
+        args = ("ask", "--no-wait", "make coffee")
+        async with started(*args, home=tmp_path, env=env, name="ask") as asked:
+            await until(lambda: "waiting for them to end" in asked.stderr(), alive=asked.process)
+            gate.write_text("open")
+            assert asked.process.wait(timeout=120) == 0, asked.stderr()
+
+    [(request_id, pid)] = runs(noted)
+    assert pid == asked.pid
+    assert asked.stdout().splitlines() == ["Brewing, here."]
+    assert (
+        f"brewer_brew ({request_id}) outlived its inline budget and cannot go to a worker "
+        "(its folder does not say `idempotent: true`, and a worker would run it again): "
+        "this process runs it to its end"
+    ) in " ".join(asked.stderr().split())
+    assert "WARNING" not in asked.stderr() and "psycopg" not in asked.stderr(), asked.stderr()
+    assert await outcome(database, request_id) == "completed"
