@@ -336,12 +336,13 @@ async def test_closing_the_terminal_does_not_cancel_a_job_the_chat_runs(
         chat_args = ("chat", "-s", session)
         async with started(*chat_args, home=tmp_path, env=env, name="chat", stdin=True) as chat:
             assert chat.process.stdin is not None
-            chat.process.stdin.write("make coffee\n")
+            chat.process.stdin.write("make coffee\n/tasks\n")
             chat.process.stdin.flush()
             await until(lambda: bool(runs(noted)), alive=chat.process)
             [(request_id, pid)] = runs(noted)
-            # The turn's answer asked for ("Brewing, here."): the next replies are the next command's.
-            await until(lambda: len(server.requests) >= 2, alive=chat.process)
+            # /tasks answered: the turn ended ("Brewing, here." kept in the session), as the chat
+            # reads its lines one after the other; the next replies are the next command's.
+            await until(lambda: len(chat.stdout().splitlines()) >= 2, alive=chat.process)
             chat.process.send_signal(signal.SIGHUP)  # the terminal closed
             await until(lambda: "waiting for them to end" in chat.stderr(), alive=chat.process)
             assert await outcome(database, request_id) is None, "still running"
