@@ -157,9 +157,13 @@ class JobRunner:
             if (why := self._not_handed_over(handover)) is None:
                 return self._task(self._hand_over(work, call, observer, handover), call)
             self._note(HELD_HERE.format(name=call.call_name, request_id=call.request_id, why=why))
+        self._runs_here(work, call)
+        return self._task(self._hold(work, call, observer, handover), call)
+
+    def _runs_here(self, work: asyncio.Task[ToolResult], call: CallRecord) -> None:
+        """`work` runs to its end in this process (closing waits for it)."""
         self._adopted[call.request_id] = work
         work.add_done_callback(lambda _: self._adopted.pop(call.request_id, None))
-        return self._task(self._hold(work, call, observer, handover), call)
 
     def _task(self, coroutine: Coroutine[object, object, None], call: CallRecord) -> asyncio.Task[None]:
         # A fresh context: the call was adopted inside a graph run, which it outlives.
@@ -186,6 +190,7 @@ class JobRunner:
         """Queue the call for a worker, which runs it again (it is idempotent); stop it here."""
         if not await self.defer(handover):  # the queue is away: it runs on here
             self._note(HELD_HERE.format(name=call.call_name, request_id=call.request_id, why=QUEUE_AWAY))
+            self._runs_here(work, call)
             await self._hold(work, call, observer, handover)
             return
         work.cancel()

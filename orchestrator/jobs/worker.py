@@ -109,11 +109,6 @@ class _Counting:
         self.tasks: set[asyncio.Task[object]] = set()
 
     @property
-    def taken(self) -> int:
-        """The jobs of the queue this process runs now (not those it holds)."""
-        return self.executor.running if self.executor is not None else 0
-
-    @property
     def running(self) -> int:
         return len(self.tasks)
 
