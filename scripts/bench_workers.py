@@ -142,7 +142,7 @@ def _child_env(home: Path) -> dict[str, str]:
 
 
 def _how_ended(ended: dict[str, str], count: int) -> str:
-    """What ended how, in one line: `8 jobs: 3 completed, 5 failed (…), 0 still running`."""
+    """What ended how, in one line: `8 jobs: 3 completed, 5 failed, 0 not ended`."""
     outcomes = Counter(ended.values())
     parts = [f"{n} {outcome}" for outcome, n in sorted(outcomes.items())]
     return f"{count} jobs: {', '.join(parts + [f'{count - len(ended)} not ended'])}"
