@@ -41,6 +41,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
@@ -103,10 +104,10 @@ def _prepare_home(home: Path) -> None:
     }
     (folder / "tool_config.yaml").write_text(yaml.safe_dump(config))
     (folder / "sleeper_tool.py").write_text(SLEEPER.format(starts=str(starts)))
-    os.environ.update(_env(home))
-    for name in list(os.environ):
-        if name.startswith(("OPENAI_", "DATABASE_")):
+    for name in list(os.environ):  # the caller's own settings must not reach the bench
+        if name.startswith(FOREIGN):
             del os.environ[name]
+    os.environ.update(_env(home))
     from orchestrator.folders.approvals import ApprovalStore, discover_approved_first
     from orchestrator.folders.discovery import walk
     from orchestrator.settings import load_settings
@@ -117,15 +118,34 @@ def _prepare_home(home: Path) -> None:
         store.decide(node.folder, approved=True)
 
 
+# Settings of the caller's environment the bench and its workers must not read: every one
+# they depend on is set by `_env`, the same for the bench and each process it starts.
+FOREIGN = ("ORCHESTRATOR_", "OPENAI_", "DATABASE_", "OTEL_")
+
+
 def _env(home: Path) -> dict[str, str]:
     return {
         "ORCHESTRATOR_HOME": str(home),
+        "ORCHESTRATOR_DATA_DIR": str(home / "data"),
+        "ORCHESTRATOR_SUB_GRAPHS_DIR": str(home / "sub_graphs"),
         "XDG_DATA_HOME": str(home / "user-data"),
         "ORCHESTRATOR_EMBEDDINGS": "none",
         "ORCHESTRATOR_MODEL": "offline",
         "ORCHESTRATOR_WORKER_HEARTBEAT_SECONDS": HEARTBEAT_SECONDS,
         "ORCHESTRATOR_LOG_LEVEL": "WARNING",
     }
+
+
+def _child_env(home: Path) -> dict[str, str]:
+    """A worker's environment: the caller's, without its settings, and the bench's."""
+    return {k: v for k, v in os.environ.items() if not k.startswith(FOREIGN)} | _env(home)
+
+
+def _how_ended(ended: dict[str, str], count: int) -> str:
+    """What ended how, in one line: `8 jobs: 3 completed, 5 failed, 0 not ended`."""
+    outcomes = Counter(ended.values())
+    parts = [f"{n} {outcome}" for outcome, n in sorted(outcomes.items())]
+    return f"{count} jobs: {', '.join(parts + [f'{count - len(ended)} not ended'])}"
 
 
 class Bench:
@@ -194,6 +214,17 @@ class Bench:
             )
             return {row.request_id: row.outcome for row in rows}
 
+    async def why(self, ended: dict[str, str]) -> str:
+        """The first failure's message, as `; first failure: …` (nothing when none failed)."""
+        failed = [rid for rid, outcome in ended.items() if outcome != "completed"]
+        if not failed:
+            return ""
+        async with self.storage.database.user_transaction("bench") as connection:
+            message = await connection.scalar(
+                text("SELECT error ->> 'message' FROM requests WHERE request_id = :r"), {"r": failed[0]}
+            )
+        return f"; first failure: {message}"
+
     async def requeued(self, request_ids: list[str]) -> int:
         async with self.storage.database.user_transaction("bench") as connection:
             return await connection.scalar(
@@ -242,7 +273,7 @@ async def workers(home: Path, count: int, *, concurrency: int) -> AsyncIterator[
         process = subprocess.Popen(
             [sys.executable, "-m", "orchestrator", "worker", "--concurrency", str(concurrency)],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log.open("w"),
-            cwd=home, env={**os.environ, **_env(home)},
+            cwd=home, env=_child_env(home),
         )
         started.append((process, log))
     try:
@@ -276,7 +307,7 @@ async def throughput(bench: Bench, home: Path, count: int, options: argparse.Nam
     shown = ", ".join(f"{name} {ms:.1f}" for name, ms in spent.items())
     print(f"  handed over in {handed:.2f} s; CPU ms per job: {shown}", file=sys.stderr)
     if list(ended.values()).count("completed") != options.jobs:
-        raise RuntimeError(f"only {len(ended)} of {options.jobs} jobs ended")
+        raise RuntimeError(f"not every job completed: {_how_ended(ended, options.jobs)}{await bench.why(ended)}")
     return options.jobs / elapsed
 
 

@@ -139,8 +139,8 @@ def ask(
                 )
             return await _ask(runtime, conversation, text, asker, wait=not no_wait)
 
-    # --no-wait: this process takes no job, which would keep it from returning.
-    jobs = JobOptions(takes_jobs=False) if no_wait else JobOptions()
+    # --no-wait: this process takes no job, and hands what outlives its budget to a worker.
+    jobs = JobOptions(takes_jobs=False, hand_over=True) if no_wait else JobOptions()
     raise typer.Exit(run_command(run, jobs=jobs))
 
 

@@ -169,10 +169,12 @@ class JobOptions:
 
     `takes_jobs`: this process runs jobs too (None: as ORCHESTRATOR_EMBEDDED_WORKER says).
     `spawn_for_left`: jobs it made that still wait when it ends get a worker started for them.
+    `hand_over`: it waits for no background call (`ask --no-wait`; see `JobRunner`).
     """
 
     takes_jobs: bool | None = None
     spawn_for_left: bool = True
+    hand_over: bool = False
 
 
 Command = Callable[[Startup, "Orchestrator"], Awaitable[int]]
@@ -361,7 +363,9 @@ def _with_jobs(runtime: Orchestrator, options: JobOptions) -> Orchestrator:
 
     takes = runtime.settings.embedded_worker if options.takes_jobs is None else options.takes_jobs
     spawn = options.spawn_for_left and runtime.settings.embedded_worker
-    runner = JobRunner(runtime, takes_jobs=takes, spawn_for_left=spawn, on_note=_job_note)
+    runner = JobRunner(
+        runtime, takes_jobs=takes, spawn_for_left=spawn, hand_over=options.hand_over, on_note=_job_note
+    )
     return replace(runtime, tasks=runner)
 
 

@@ -66,6 +66,7 @@ class Deliveries:
         self._listening: asyncio.Task[None] | None = None
         self._ready = asyncio.Event()
         self._rounds: set[asyncio.Task[None]] = set()
+        self._closed = False  # closing: results wait in the database for the session's next opening
 
     def watch(self, session_id: str, *, user_id: str, delivery: Delivery | None = None) -> None:
         """Deliver the results of the session's jobs to `delivery` while this process has it open."""
@@ -78,7 +79,10 @@ class Deliveries:
 
     async def listen(self) -> None:
         """Listen for ended jobs (once); returns when listening, or after LISTEN_WAIT_SECONDS
-        (the database away: listening begins when it is back, and catches up then)."""
+        (the database away: listening begins when it is back, and catches up then).
+        Nothing once closed: what ends from then on is delivered when its session next opens."""
+        if self._closed:
+            return
         if self._listening is None:
             self._listening = _task(self._listen(), name="job results")
         ready = asyncio.ensure_future(self._ready.wait())
@@ -117,7 +121,7 @@ class Deliveries:
     async def deliver(self, session_id: str) -> None:
         """Claim and hand over to the session whatever of its jobs ended (one round)."""
         watched = self._watched.get(session_digest(session_id))
-        if watched is None:
+        if watched is None or self._closed:
             return
         async with watched.lock:
             waiting = await self.jobs.undelivered(session_id, user_id=watched.user_id)
@@ -136,6 +140,8 @@ class Deliveries:
             await self._settle_expected(session_id, watched.user_id, waiting)
 
     async def close(self) -> None:
+        """Stop delivering: this process's sessions are closing."""
+        self._closed = True
         if self._listening is not None:
             self._listening.cancel()
             await asyncio.gather(self._listening, return_exceptions=True)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING
 
 from sqlalchemy import text
@@ -31,7 +31,7 @@ from orchestrator.jobs.views import WAITING_HERE, settled_line, task_of
 from orchestrator.runtime import Orchestrator
 from orchestrator.store.job_requests import JobRequests
 from orchestrator.store.queue_schema import SCHEMA
-from orchestrator.store.requests import ANONYMOUS, OWNER, is_alive
+from orchestrator.store.requests import ANONYMOUS, OWNER, has_stopped
 from orchestrator.tasks import BackgroundTask, Delivery, Listener
 from orchestrator.tools.request_log import CallRecord, Handover, RequestObserver
 from orchestrator.tools.results import ToolResult
@@ -59,6 +59,16 @@ WORK = text(
         LEFT JOIN {SCHEMA}.worker_processes p ON p.worker_id = j.worker_id
         WHERE j.status = 'doing'"""
 )
+HANDED = "{name} ({request_id}) outlived its inline budget: handed to a worker, which runs it again"
+HELD_HERE = (
+    "{name} ({request_id}) outlived its inline budget and cannot go to a worker ({why}): "
+    "this process runs it to its end"
+)
+QUEUE_AWAY = "the job queue could not take it"
+GO_ON = (
+    "{count} background task(s) go on in workers: their results report into session "
+    "{session_id} when it is next opened"
+)
 STILL_QUEUED = f"""
     SELECT DISTINCT queue_name FROM {SCHEMA}.procrastinate_jobs
     WHERE status = 'todo' AND args ->> 'request_id' = ANY(%(ids)s::text[])
@@ -72,9 +82,15 @@ class JobRunner:
         *,
         takes_jobs: bool,
         spawn_for_left: bool = False,
+        hand_over: bool = False,
         on_note: Callable[[str], None] | None = None,
     ) -> None:
-        """`on_note` is told, in a line, what became of the jobs of workers that stopped."""
+        """`on_note` is told, in a line, what became of the jobs of workers that stopped.
+
+        `hand_over` (`ask --no-wait`): this process does not wait for its background calls
+        or deliver their results; a call that outlives its inline budget goes to a worker
+        where it safely can, or `on_note` says why it runs on here.
+        """
         storage = runtime.storage
         if storage is None:
             raise ValueError("background jobs need the runtime's storage: they are in the database")
@@ -82,6 +98,7 @@ class JobRunner:
         self.storage = storage
         self.takes_jobs = takes_jobs
         self.spawn_for_left = spawn_for_left
+        self.hand_over = hand_over
         self.on_note = on_note
         self.listeners: list[Listener] = []
         self.deliveries = Deliveries(storage.database, listeners=self.listeners)
@@ -90,6 +107,7 @@ class JobRunner:
         self._users: dict[str, str] = {}  # session -> its user
         self._started: dict[str, str] = {}  # request id -> session, of the jobs made here
         self._holding: dict[str, asyncio.Task[None]] = {}  # request id -> making its held job
+        self._adopted: dict[str, asyncio.Task[ToolResult]] = {}  # request id -> its run here, till it ends
         self._opening: asyncio.Lock | None = None
         self._queue: JobQueue | None = None
         self._worker: JobWorker | None = None
@@ -117,7 +135,8 @@ class JobRunner:
         self._expect(call)
         try:  # queued: whatever fails from here, a worker runs it
             await self.jobs.queued(call, job_id=job_id)
-            await self.deliveries.listen()  # its result comes back through the database
+            if not self.hand_over:
+                await self.deliveries.listen()  # its result comes back through the database
         except Exception as error:
             logger.warning("recording job %s failed: %s: %s", job_id, type(error).__name__, error)
         return True
@@ -131,15 +150,65 @@ class JobRunner:
         started_at: datetime | None = None,
         handover: Handover | None = None,
     ) -> asyncio.Task[None]:
-        """Go on with `work` here, as a job this process holds (heartbeats, cancellation)."""
+        """Go on with `work` here, as a job this process holds (heartbeats, cancellation);
+        or, handing over, as a job for a worker, when its tool is one a worker runs again safely."""
         self._expect(call)
+        if self.hand_over and handover is not None:
+            if (why := self._not_handed_over(handover)) is None:
+                return self._task(self._hand_over(work, call, observer, handover), call)
+            self._note(HELD_HERE.format(name=call.call_name, request_id=call.request_id, why=why))
+        self._runs_here(work, call)
+        return self._task(self._hold(work, call, observer, handover), call)
+
+    def _runs_here(self, work: asyncio.Task[ToolResult], call: CallRecord) -> None:
+        """`work` runs to its end in this process (closing waits for it)."""
+        self._adopted[call.request_id] = work
+        work.add_done_callback(lambda _: self._adopted.pop(call.request_id, None))
+
+    def _task(self, coroutine: Coroutine[object, object, None], call: CallRecord) -> asyncio.Task[None]:
         # A fresh context: the call was adopted inside a graph run, which it outlives.
-        holding = asyncio.get_running_loop().create_task(
-            self._hold(work, call, observer, handover), context=contextvars.Context()
-        )
+        holding = asyncio.get_running_loop().create_task(coroutine, context=contextvars.Context())
         self._holding[call.request_id] = holding
         holding.add_done_callback(lambda _: self._holding.pop(call.request_id, None))
         return holding
+
+    def _not_handed_over(self, handover: Handover) -> str | None:
+        """Why a call running here cannot go to a worker instead (None: it can)."""
+        if self._folder(handover.tool) is None:
+            return "no worker has its tool (it is not a tool folder's)"
+        if not handover.call.idempotent:
+            return "its folder does not say `idempotent: true`, and a worker would run it again"
+        return None
+
+    async def _hand_over(
+        self,
+        work: asyncio.Task[ToolResult],
+        call: CallRecord,
+        observer: RequestObserver | None,
+        handover: Handover,
+    ) -> None:
+        """Queue the call for a worker, which runs it again (it is idempotent); stop it here."""
+        if not await self.defer(handover):  # the queue is away: it runs on here
+            self._note(HELD_HERE.format(name=call.call_name, request_id=call.request_id, why=QUEUE_AWAY))
+            self._runs_here(work, call)
+            await self._hold(work, call, observer, handover)
+            return
+        work.cancel()
+        await asyncio.gather(work, return_exceptions=True)
+        self._note(HANDED.format(name=call.call_name, request_id=call.request_id))
+
+    def _say_where_results_go(self) -> None:
+        """Of each session, the background calls left to workers: where their results go."""
+        left: dict[str, int] = {}
+        for request_id, session_id in self._started.items():
+            if request_id not in self._adopted:  # not run to its end here
+                left[session_id] = left.get(session_id, 0) + 1
+        for session_id, count in left.items():
+            self._note(GO_ON.format(count=count, session_id=session_id))
+
+    def _note(self, line: str) -> None:
+        if self.on_note is not None:
+            self.on_note(line)
 
     def running(self, request_id: str) -> bool:
         """Whether this process runs the call `request_id` (a job it holds)."""
@@ -216,7 +285,8 @@ class JobRunner:
 
     def closing_note(self) -> str | None:
         """What closing waits for: the jobs running in this process."""
-        running = self._worker.running if self._worker is not None else 0
+        taken = self._worker.taken if self._worker is not None else 0
+        running = taken + len(self._adopted)  # adopted: held as a job, or about to be
         return WAITING_HERE.format(count=running) if running else None
 
     def cancel_running(self) -> None:
@@ -233,6 +303,8 @@ class JobRunner:
         await self.deliveries.close()
         if self._holding:
             await asyncio.wait(list(self._holding.values()))
+        if self.hand_over:
+            self._say_where_results_go()
         if self._worker is not None:
             await self._worker.stop()
         if self._queue is not None:
@@ -292,8 +364,7 @@ class JobRunner:
             call = done.call
             if call is None or call.session_id not in self._users:
                 continue
-            if self.on_note is not None:
-                self.on_note(settled_line(done))
+            self._note(settled_line(done))
             if done.outcome == "requeued":
                 self._expect(call)
 
@@ -310,7 +381,8 @@ class JobRunner:
             args = job_args(handover, folder) if handover is not None else bare_args(call)
             job_id = await worker.hold(args, work, call, observer=observer)
             await self.jobs.held(call, job_id=job_id)
-            await self.deliveries.listen()
+            if not self.hand_over:
+                await self.deliveries.listen()
         except Exception as error:  # the queue is away: the call still runs here, as before
             logger.warning("holding %s as a job failed: %s: %s", call.request_id, type(error).__name__, error)
             await record_when_done(work, call, observer)
@@ -329,7 +401,7 @@ class JobRunner:
         seconds = self.runtime.settings.worker_stalled_seconds
         async with self.storage.database.admin_transaction() as connection:
             rows = (await connection.execute(WORK, {"queues": queues, "seconds": seconds})).all()
-        return any(row.silent or (row.owner is not None and not is_alive(row.owner)) for row in rows)
+        return any(has_stopped(row.owner, silent=row.silent) for row in rows)
 
     def _expect(self, call: CallRecord) -> None:
         session = call.session_id or ""

@@ -1,8 +1,10 @@
 """Jobs whose worker stopped: run again where that is safe, else failed, and the user told.
 
-A job is stalled when its worker has not said it is alive for
-`worker_stalled_seconds` (its heartbeat), or, on this machine, when the
-process behind the worker is gone (known at once). Every worker looks, at
+A job is stalled when its worker has stopped: on this machine, when the
+process behind it is gone (known at once, and only then: a busy process's
+heartbeat may be late, and a stopping one's jobs run on to their end); a
+worker of another machine, or of no known process, when it has not said it
+is alive for `worker_stalled_seconds` (its heartbeat). Every worker looks, at
 every heartbeat. A stalled job whose folder says `idempotent: true` is queued
 again for any worker, after a backoff, up to its folder's `max_retries` times
 (at least once); any other fails as interrupted, which reaches its session as
@@ -22,7 +24,7 @@ from orchestrator.jobs.job import JobArgs
 from orchestrator.jobs.queue import JobQueue
 from orchestrator.store.job_requests import JobRequests
 from orchestrator.store.queue_schema import SCHEMA
-from orchestrator.store.requests import RequestLog, is_alive
+from orchestrator.store.requests import RequestLog, has_stopped
 from orchestrator.tools.request_log import CallRecord
 
 logger = logging.getLogger(__name__)
@@ -63,9 +65,8 @@ async def stalled_jobs(queue: JobQueue, *, seconds: float) -> list[Stalled]:
     rows = await queue.query(RUNNING_JOBS, seconds=seconds)
     found = []
     for row in rows:
-        owner = row["owner"]
-        gone = isinstance(owner, str) and not is_alive(owner)
-        if row["silent"] or gone:
+        owner = row["owner"] if isinstance(row["owner"], str) else None
+        if has_stopped(owner, silent=bool(row["silent"])):
             args = row["args"]
             values = json.loads(args) if isinstance(args, str) else args
             assert isinstance(values, dict)
@@ -74,7 +75,7 @@ async def stalled_jobs(queue: JobQueue, *, seconds: float) -> list[Stalled]:
                     job_id=int(row["id"]),  # type: ignore[call-overload]
                     attempts=int(row["attempts"]),  # type: ignore[call-overload]
                     args=JobArgs.of(values),
-                    owner=owner if isinstance(owner, str) else None,
+                    owner=owner,
                     outcome=row["outcome"] if isinstance(row["outcome"], str) else None,
                     cancelled=bool(row["abort_requested"]),
                 )

@@ -18,7 +18,7 @@ import asyncio
 import contextvars
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from procrastinate.connector import BaseAsyncConnector
@@ -68,6 +68,7 @@ class _Registering(JobManager):
         self.queues = queues
         self.concurrency = concurrency
         self.registered: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self.before_leaving: Callable[[], Awaitable[None]] | None = None
 
     async def register_worker(self) -> int:
         worker_id = await super().register_worker()
@@ -81,6 +82,13 @@ class _Registering(JobManager):
         if not self.registered.done():
             self.registered.set_result(worker_id)
         return worker_id
+
+    async def unregister_worker(self, worker_id: int) -> None:
+        # procrastinate leaves once the jobs it took ended; the calls this process holds as
+        # jobs must end first too, or other workers would find them without a worker.
+        if self.before_leaving is not None:
+            await self.before_leaving()
+        await super().unregister_worker(worker_id)
 
 
 @dataclass
@@ -146,10 +154,14 @@ class JobWorker:
         return bool(self.queues)
 
     @property
+    def taken(self) -> int:
+        """The jobs of the queue this process runs now (not those it holds)."""
+        return self.executor.running if self.executor is not None else 0
+
+    @property
     def running(self) -> int:
         """The jobs this process runs now: those it took, and those it holds."""
-        taken = self.executor.running if self.executor is not None else 0
-        return taken + sum(not held.work.done() for held in self._held.values())
+        return self.taken + sum(not held.work.done() for held in self._held.values())
 
     @property
     def stopped(self) -> bool:
@@ -170,6 +182,7 @@ class JobWorker:
     async def start(self) -> int:
         """Register and start taking jobs (if it does); its worker id, once registered."""
         manager = _Registering(self.queue.connector, queues=self.queues, concurrency=self.concurrency)
+        manager.before_leaving = self._held_ended
         self.queue.app.job_manager = manager
         self._worker = Worker(
             self.queue.app,
@@ -239,20 +252,42 @@ class JobWorker:
                 task.cancel()
 
     async def stop(self) -> None:
-        """Stop taking jobs, wait for those running here to end, and leave the queue."""
+        """Stop taking jobs, wait for those running here to end, and leave the queue.
+
+        Until they end it still says it is alive: to the other workers, its jobs
+        are running, not left behind by a worker that stopped.
+        """
+        beating = None
         if self._worker is not None:
-            self._worker.stop()
+            self._worker.stop()  # procrastinate's heartbeats stop with it, its jobs run on
+            beating = _task(self._beat_while_stopping(), name="heartbeats while stopping")
+        try:
+            await self._held_ended()
+            for task in self._tasks[1:]:
+                task.cancel()
+            if self._listening is not None:
+                self._listening.cancel()
+            if self._tasks:
+                await asyncio.wait(self._tasks)  # the worker's own waits for the jobs it took
+                if (error := _failure(self._tasks[0])) is not None:
+                    logger.warning("the job worker stopped with an error: %s", error)
+        finally:
+            if beating is not None:
+                beating.cancel()
+
+    async def _held_ended(self) -> None:
+        """Until every call this process holds as a job has ended and been recorded."""
         watchers = [held.watcher for held in self._held.values() if held.watcher is not None]
         if watchers:
             await asyncio.wait(watchers)
-        for task in self._tasks[1:]:
-            task.cancel()
-        if self._listening is not None:
-            self._listening.cancel()
-        if self._tasks:
-            await asyncio.wait(self._tasks)  # the worker's own waits for the jobs it took
-            if (error := _failure(self._tasks[0])) is not None:
-                logger.warning("the job worker stopped with an error: %s", error)
+
+    async def _beat_while_stopping(self) -> None:
+        while self.worker_id is not None:
+            await asyncio.sleep(self.settings.worker_heartbeat_seconds)
+            try:
+                await self.queue.app.job_manager.update_heartbeat(self.worker_id)
+            except Exception as error:  # the database may be away a moment: beat again later
+                logger.info("a heartbeat while stopping failed: %s: %s", type(error).__name__, error)
 
 
     async def _watch_stalled(self) -> None:

@@ -55,12 +55,24 @@ def process_identity(pid: int | None = None) -> str:
 OWNER = process_identity()
 
 
+def is_here(owner: str | None) -> bool:
+    """Whether `owner` names a process of this machine (whose life this process can see)."""
+    host, _, rest = (owner or "").partition(":")
+    pid, _, _ = rest.partition(":")
+    return host == socket.gethostname() and pid.isdigit()
+
+
+def has_stopped(owner: str | None, *, silent: bool) -> bool:
+    """Whether a worker has stopped: a process of this machine when it is gone, whatever its
+    heartbeat says (a busy machine delays heartbeats, not deaths); any other, by `silent`."""
+    return not is_alive(owner) if is_here(owner) else silent
+
+
 def is_alive(owner: str | None) -> bool:
     """Whether the process `owner` names still runs (another host's: assumed so)."""
-    host, _, rest = (owner or "").partition(":")
-    pid, _, started = rest.partition(":")
-    if host != socket.gethostname() or not pid.isdigit():
+    if not is_here(owner):
         return True
+    pid = (owner or "").split(":")[1]
     try:
         return process_identity(int(pid)) == owner
     except psutil.Error:
@@ -369,6 +381,8 @@ START_SQL = """
 """
 # A call ended: its outcome, and closed unless a request it caused is still open;
 # the events of both, and the parent told of the closing. Returns (status, parent).
+# Only a call that has not ended: a call has one end, the first (a late second one, from
+# a process that ran on after its call was settled as stopped, say, writes nothing).
 END_SQL = """
     WITH ended AS (
         UPDATE requests SET
@@ -384,13 +398,14 @@ END_SQL = """
                 WHERE children.parent_request_id = %(request_id)s AND children.status <> 'closed'
             ) AS open
         ) AS waiting
-        WHERE requests.request_id = %(request_id)s
+        WHERE requests.request_id = %(request_id)s AND requests.outcome IS NULL
         RETURNING requests.status, requests.parent_request_id
     ), logged AS (
         INSERT INTO request_events (request_id, user_id, status, detail)
         SELECT event.request_id, %(user_id)s, event.status, event.detail
         FROM (
             SELECT %(request_id)s AS request_id, %(outcome)s AS status, NULL AS detail, 1 AS position
+            FROM ended
             UNION ALL
             SELECT %(request_id)s, 'closed', NULL, 2 FROM ended WHERE ended.status = 'closed'
             UNION ALL

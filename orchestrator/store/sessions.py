@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager, suppress
 
 import psycopg
@@ -106,18 +106,24 @@ class SessionLeases:
         try:
             return await asyncio.shield(locking)
         except asyncio.CancelledError:
-            # A lock the server gave after all is not kept: nobody would release it.
-            def release_if_locked(done: asyncio.Future[bool]) -> None:
-                if not done.cancelled() and done.exception() is None and done.result():
-                    self._release_later(key)
-
-            locking.add_done_callback(release_if_locked)
+            # A lock the server gave after all is not kept: nobody would release it. Tracked
+            # from now, not from when the answer comes: whoever waits for the releases (close)
+            # waits for this one too.
+            self._track(self._release_if_locked(locking, key))
             raise
+
+    async def _release_if_locked(self, locking: asyncio.Future[bool], key: int) -> None:
+        with suppress(Exception):  # not locked: nothing to release
+            if await locking and self._connection is not None:
+                await self._release(key)
 
     def _release_later(self, key: int) -> None:
         if self._connection is None:  # closed: the lease went with it
             return
-        release = asyncio.create_task(self._release(key))
+        self._track(self._release(key))
+
+    def _track(self, releasing: Coroutine[object, object, None]) -> None:
+        release = asyncio.create_task(releasing)
         self._releasing.add(release)
         release.add_done_callback(self._releasing.discard)
 

@@ -6,6 +6,8 @@ give a worker's registration an owner on another host and an old heartbeat.
 
 from __future__ import annotations
 
+import os
+import socket
 import uuid
 
 from orchestrator.jobs.job import JobArgs, content_queue
@@ -13,20 +15,20 @@ from orchestrator.jobs.queue import JobQueue
 from orchestrator.jobs.stalled import settle_stalled, stalled_jobs
 from orchestrator.store import Database
 from orchestrator.store.job_requests import JobRequests
-from orchestrator.store.requests import RequestLog, request_history
+from orchestrator.store.requests import OWNER, RequestLog, request_history
 from orchestrator.store.sessions import claim_session
 from orchestrator.tools.request_log import CallRecord
 
 ELSEWHERE = "another-host:{n}:1700000000"  # a process of another machine: assumed alive
 
 
-async def worker_elsewhere(queue: JobQueue, n: int, *, silent_for: str) -> int:
-    """A worker registered by a process on another machine, last heard from `silent_for` ago."""
+async def worker_elsewhere(queue: JobQueue, n: int, *, silent_for: str, owner: str | None = None) -> int:
+    """A worker registered by a process on another machine (or `owner`), last heard from `silent_for` ago."""
     worker_id = await queue.app.job_manager.register_worker()
     await queue.execute(
         "INSERT INTO job_queue.worker_processes (worker_id, owner, queues, concurrency) "
         "VALUES (%(w)s, %(owner)s, '{}', 1)",
-        w=worker_id, owner=ELSEWHERE.format(n=n),
+        w=worker_id, owner=owner or ELSEWHERE.format(n=n),
     )
     await queue.execute(
         "UPDATE job_queue.procrastinate_workers SET last_heartbeat = now() - %(ago)s::interval "
@@ -94,3 +96,21 @@ async def test_a_stalled_idempotent_job_is_queued_again_and_any_other_fails(data
     assert "stopped: run again, attempt 2 of 3" in str(again_events[-1][1])
     once_events = await request_history(database, once.request_id, user_id=str(once.user_id))
     assert [s for s, _ in once_events][-2:] == ["failed", "closed"]
+
+
+async def test_a_job_of_a_live_process_here_is_not_stalled_however_late_its_heartbeat(database: Database):
+    """A busy machine delays heartbeats (or a stopping worker's jobs run on): the process is the truth."""
+    gone = f"{socket.gethostname()}:{os.getpid()}:1"  # this pid, started at another time: gone
+    queue = JobQueue(database)
+    await queue.open()
+    try:
+        busy = await worker_elsewhere(queue, 4, silent_for="1 hour", owner=OWNER)
+        dead = await worker_elsewhere(queue, 5, silent_for="1 second", owner=gone)
+        _, running = await running_call(database, queue, busy)
+        _, left = await running_call(database, queue, dead)
+        stalled = {job.job_id for job in await stalled_jobs(queue, seconds=30)}
+    finally:
+        await queue.close()
+
+    assert running not in stalled, "its process runs it still"
+    assert left in stalled, "its process is gone, whatever its heartbeat said"

@@ -336,12 +336,13 @@ async def test_closing_the_terminal_does_not_cancel_a_job_the_chat_runs(
         chat_args = ("chat", "-s", session)
         async with started(*chat_args, home=tmp_path, env=env, name="chat", stdin=True) as chat:
             assert chat.process.stdin is not None
-            chat.process.stdin.write("make coffee\n")
+            chat.process.stdin.write("make coffee\n/tasks\n")
             chat.process.stdin.flush()
             await until(lambda: bool(runs(noted)), alive=chat.process)
             [(request_id, pid)] = runs(noted)
-            # The turn's answer asked for ("Brewing, here."): the next replies are the next command's.
-            await until(lambda: len(server.requests) >= 2, alive=chat.process)
+            # /tasks answered: the turn ended ("Brewing, here." kept in the session), as the chat
+            # reads its lines one after the other; the next replies are the next command's.
+            await until(lambda: len(chat.stdout().splitlines()) >= 2, alive=chat.process)
             chat.process.send_signal(signal.SIGHUP)  # the terminal closed
             await until(lambda: "waiting for them to end" in chat.stderr(), alive=chat.process)
             assert await outcome(database, request_id) is None, "still running"
@@ -381,3 +382,130 @@ def test_a_command_that_makes_no_job_never_loads_the_queue(tmp_path: Path, datab
 
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["42.", "queue loaded: False"], done.stderr
+
+
+async def test_a_call_the_chat_holds_ends_once_when_the_chat_waits_for_it_at_exit(
+    cli, tmp_path: Path, database_logins: Logins, database: Database
+):
+    """It outlived its inline budget: the chat runs it as a job of its own, and its worker,
+    stopping, still runs it; no worker (the test's look, a worker process's) takes it for left."""
+    from orchestrator.jobs.queue import JobQueue
+    from orchestrator.jobs.stalled import settle_stalled
+    from orchestrator.store.requests import RequestLog
+
+    noted, gate = brewer(tmp_path, background=False)
+    cli("tools", "approve", "brewer", cwd=tmp_path)
+    with OpenAICompatibleServer([CALL, "Brewing, here."]) as server:
+        env = job_env(server, database_logins, tmp_path)
+        async with worker(tmp_path, env) as running:
+            # It holds the call (no budget: at once), and takes no job.
+            chat_env = {**env, "ORCHESTRATOR_EMBEDDED_WORKER": "0", "ORCHESTRATOR_INLINE_BUDGET_SECONDS": "0"}
+            async with started("chat", home=tmp_path, env=chat_env, name="chat", stdin=True) as chat:
+                assert chat.process.stdin is not None
+                chat.process.stdin.write("make coffee\n/tasks\n")
+                chat.process.stdin.flush()
+                await until(lambda: bool(runs(noted)), alive=chat.process)
+                [(request_id, pid)] = runs(noted)
+                # /tasks answered: the turn ended (its lines are read one after the other).
+                await until(lambda: len(chat.stdout().splitlines()) >= 2, alive=chat.process)
+                chat.process.stdin.close()  # /exit: the chat waits for the call it runs
+                await until(lambda: "waiting for them to end" in chat.stderr(), alive=chat.process)
+                since = await _now(database)
+                await until(lambda: _beat_since_or_left(database, request_id, since), alive=chat.process)
+                queue = JobQueue(database)
+                await queue.open()
+                try:  # another worker's look: its worker is stopping, not stopped
+                    settled = await settle_stalled(queue, RequestLog(database), seconds=3600)
+                finally:
+                    await queue.close()
+                gate.write_text("open")
+                assert chat.process.wait(timeout=120) == 0, chat.stderr()
+            assert stop(running) == 0, running.stderr()
+
+    assert pid == chat.pid, "the chat ran it"
+    assert [done.job.args.request_id for done in settled] == []
+    history = statuses(await request_history(database, request_id, user_id="local"))
+    assert history == ["created", "running", "acknowledged", "held", "completed", "closed"], history
+    assert "stopped process" not in chat.stderr() + running.stderr()
+
+
+async def _now(database: Database) -> object:
+    async with database.admin_transaction() as connection:
+        return await connection.scalar(text("SELECT now()"))
+
+
+async def _beat_since_or_left(database: Database, request_id: str, since: object) -> bool:
+    """Whether the worker holding the call said it is alive twice (0.2 s heartbeats) after
+    `since`, or has left the queue: either way, it began to stop (which ends procrastinate's
+    own heartbeats) before that."""
+    async with database.admin_transaction() as connection:
+        row = (
+            await connection.execute(
+                text(
+                    "SELECT w.id AS worker, w.last_heartbeat > :since + interval '0.4 seconds' AS beat "
+                    "FROM job_queue.procrastinate_jobs j "
+                    "LEFT JOIN job_queue.procrastinate_workers w ON w.id = j.worker_id "
+                    "WHERE j.args ->> 'request_id' = :r"
+                ),
+                {"r": request_id, "since": since},
+            )
+        ).first()
+    return row is not None and (row.worker is None or bool(row.beat))
+
+
+async def test_ask_no_wait_hands_a_call_past_its_budget_to_a_worker_and_returns_at_once(
+    cli, tmp_path: Path, database_logins: Logins, database: Database
+):
+    noted, gate = brewer(tmp_path, background=False, idempotent=True)  # gate opens after ask ended
+    cli("tools", "approve", "brewer", cwd=tmp_path)
+    session = f"s-{uuid.uuid4().hex[:8]}"
+    with OpenAICompatibleServer([CALL, "Brewing, on a worker."]) as server:
+        env = job_env(server, database_logins, tmp_path)
+        async with worker(tmp_path, env) as running:
+            asked = ask(
+                "--no-wait", "-s", session, "make coffee", home=tmp_path,
+                env={**env, "ORCHESTRATOR_INLINE_BUDGET_SECONDS": "0"},  # past its budget at once
+            )
+            await until(lambda: len(runs(noted)) == 2)  # the worker runs it again
+            [(request_id, here), (again, there)] = runs(noted)
+            gate.write_text("open")
+            await until(lambda: _ended(database, request_id))
+            assert stop(running) == 0, running.stderr()
+
+    assert asked.returncode == 0, asked.stderr
+    assert (again, there) == (request_id, running.pid) and here != there, "begun in ask, run on the worker"
+    assert asked.stdout.splitlines() == ["Brewing, on a worker."]
+    assert f"brewer_brew ({request_id}) outlived its inline budget: handed to a worker" in asked.stderr
+    assert f"1 background task(s) go on in workers: their results report into session {session}" in asked.stderr
+    assert "WARNING" not in asked.stderr and "psycopg" not in asked.stderr, asked.stderr
+    assert await outcome(database, request_id) == "completed"
+    history = statuses(await request_history(database, request_id, user_id="local"))
+    assert history == [
+        "created", "running", "acknowledged", "queued", "running", "completed", "closed"
+    ], history
+
+
+
+async def test_ask_no_wait_says_why_a_call_past_its_budget_cannot_go_to_a_worker(
+    cli, tmp_path: Path, database_logins: Logins, database: Database
+):
+    noted, gate = brewer(tmp_path, background=False)  # not idempotent: a worker would run it again
+    cli("tools", "approve", "brewer", cwd=tmp_path)
+    with OpenAICompatibleServer([CALL, "Brewing, here."]) as server:
+        env = {**job_env(server, database_logins, tmp_path), "ORCHESTRATOR_INLINE_BUDGET_SECONDS": "0"}
+        args = ("ask", "--no-wait", "make coffee")
+        async with started(*args, home=tmp_path, env=env, name="ask") as asked:
+            await until(lambda: "waiting for them to end" in asked.stderr(), alive=asked.process)
+            gate.write_text("open")
+            assert asked.process.wait(timeout=120) == 0, asked.stderr()
+
+    [(request_id, pid)] = runs(noted)
+    assert pid == asked.pid
+    assert asked.stdout().splitlines() == ["Brewing, here."]
+    assert (
+        f"brewer_brew ({request_id}) outlived its inline budget and cannot go to a worker "
+        "(its folder does not say `idempotent: true`, and a worker would run it again): "
+        "this process runs it to its end"
+    ) in " ".join(asked.stderr().split())
+    assert "WARNING" not in asked.stderr() and "psycopg" not in asked.stderr(), asked.stderr()
+    assert await outcome(database, request_id) == "completed"

@@ -52,3 +52,35 @@ async def test_a_three_level_tree_closes_from_the_leaf_up(
     ]
     assert ("notified", f"{leaf} closed") in await request_history(database, mid, user_id=user)
     assert ("notified", f"{mid} closed") in await request_history(database, top, user_id=user)
+
+
+async def test_a_call_has_one_end_the_first_recorded(database: Database):
+    """A late end (a process that ran on after its call was settled as stopped) writes nothing."""
+    from orchestrator.store.requests import RequestLog
+    from orchestrator.tools.request_log import CallRecord
+    from orchestrator.tools.results import ToolResult
+
+    user = f"one-{uuid.uuid4().hex[:6]}"
+    parent, child = uuid.uuid4().hex, uuid.uuid4().hex
+    log = RequestLog(database)
+
+    def call(request_id: str, parent_id: str | None) -> CallRecord:
+        return CallRecord(
+            request_id=request_id, parent_request_id=parent_id, session_id=None, user_id=user,
+            tool="brewer", action="brew", call_name="brewer_brew", parameters={}, background=True,
+        )
+
+    top, below = call(parent, None), call(child, parent)
+    await log.started(top)
+    await log.started(below)
+    for record in (below, top):
+        await log.interrupted(record)
+        await log.finished(record, ToolResult(message="coffee"))
+        await log.cancelled(record)
+
+    for request_id in (parent, child):
+        history = [status for status, _ in await request_history(database, request_id, user_id=user)]
+        assert history[-2:] == ["failed", "closed"], history
+        assert history.count("failed") == 1 and "completed" not in history and "cancelled" not in history
+    tree = await request_tree(database, parent, user_id=user)
+    assert [(n.status, n.outcome) for n in tree] == [("closed", "failed"), ("closed", "failed")]
