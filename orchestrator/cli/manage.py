@@ -316,7 +316,7 @@ async def _show_waterfall(database: Database, request_id: str, *, user: str) -> 
     rows = await request_timeline(database, request_id, user_id=user)
     if not rows:
         raise UserError(f"No request {request_id} of user {user}.")
-    for line in waterfall(rows):
+    for line in waterfall(rows, columns=out.width):
         out.print(line, highlight=False)
 
 

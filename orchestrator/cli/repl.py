@@ -379,7 +379,7 @@ class ChatRepl:
             return
         if not rows:
             self.out.print("The last turn made no model or tool call the log holds.")
-        for row in waterfall(rows):
+        for row in waterfall(rows, columns=self.out.width):
             self.out.print(row, highlight=False)
 
     def show_tools(self) -> None:
