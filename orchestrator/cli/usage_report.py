@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import date
 from typing import TYPE_CHECKING, Annotated
@@ -14,6 +13,7 @@ from rich.text import Text
 
 from orchestrator.cli.common import JsonOption, UserOption, out, with_database
 from orchestrator.cli.cost import MODEL_COLUMNS, PRICE_UNKNOWN, model_figures
+from orchestrator.cli.json_out import dumps
 from orchestrator.folders.untrusted import shown_name
 from orchestrator.usage.meter import Totals
 from orchestrator.usage.money import usd
@@ -72,7 +72,7 @@ def usage(
         await upgrade(database)  # a database from before usage was kept has no rows yet
         report = await usage_report(database, user_id=user, since=day)
         if as_json:
-            print(json.dumps(report.to_json(), ensure_ascii=False))
+            print(dumps(report.to_json()))
         elif not report.days:
             out.print(NOTHING.format(user=user, since=f" since {day}" if day else ""), markup=False)
         else:
