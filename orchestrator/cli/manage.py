@@ -290,7 +290,7 @@ def requests_show(
         return
 
     async def run(database: Database) -> None:
-        nodes = await request_tree(database, request_id, user_id=user)
+        nodes = await request_tree(database, await _one_request(database, request_id, user=user), user_id=user)
         if not nodes:
             raise UserError(f"No request {request_id} of user {user}.")
         ids = [node.request_id for node in nodes]
@@ -309,11 +309,23 @@ def requests_show(
     with_database(run)
 
 
+async def _one_request(database: Database, given: str, *, user: str) -> str:
+    """The id of the user's request that is, or alone starts with, `given` (as `tasks show`)."""
+    from orchestrator.store.requests import requests_starting
+
+    found = await requests_starting(database, given, user_id=user)
+    if not found:
+        raise UserError(f"No request {given} of user {user}.")
+    if found[0] != given and len(found) > 1:
+        raise UserError(f"{given} starts several requests' ids: {', '.join(found[:5])}")
+    return found[0]
+
+
 async def _show_waterfall(database: Database, request_id: str, *, user: str) -> None:
     from orchestrator.store.timeline import request_timeline
     from orchestrator.terminal.waterfall import waterfall
 
-    rows = await request_timeline(database, request_id, user_id=user)
+    rows = await request_timeline(database, await _one_request(database, request_id, user=user), user_id=user)
     if not rows:
         raise UserError(f"No request {request_id} of user {user}.")
     for line in waterfall(rows, columns=out.width):

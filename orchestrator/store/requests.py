@@ -516,6 +516,21 @@ async def request_tree(database: Database, request_id: str, *, user_id: str) -> 
         return [RequestNode(**row._mapping) for row in rows]
 
 
+async def requests_starting(
+    database: Database, prefix: str, *, user_id: str, limit: int = 6
+) -> list[str]:
+    """The ids of the user's requests that are, or start with, `prefix` (the exact one first)."""
+    pattern = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+    async with database.user_transaction(user_id) as connection:
+        rows = await connection.execute(
+            select(requests.c.request_id)
+            .where(requests.c.request_id.like(pattern, escape="\\"))
+            .order_by((requests.c.request_id != prefix), requests.c.request_id)
+            .limit(limit)
+        )
+        return [row.request_id for row in rows]
+
+
 async def request_history(database: Database, request_id: str, *, user_id: str) -> list[tuple[str, str | None]]:
     """Every status the request went through, in order, with its detail."""
     async with database.user_transaction(user_id) as connection:

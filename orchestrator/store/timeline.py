@@ -25,7 +25,8 @@ WINDOW_TOOLS = text(
         UNION
         SELECT c.* FROM requests c JOIN tree ON c.parent_request_id = tree.request_id
     )
-    SELECT request_id, parent_request_id, tool, action, status, outcome, created_at, updated_at
+    SELECT request_id, parent_request_id, tool, action, call_name, status, outcome, created_at,
+        updated_at
     FROM tree"""
 )
 TREE_TOOLS = text(
@@ -34,7 +35,8 @@ TREE_TOOLS = text(
         UNION ALL
         SELECT c.* FROM requests c JOIN tree ON c.parent_request_id = tree.request_id
     )
-    SELECT request_id, parent_request_id, tool, action, status, outcome, created_at, updated_at
+    SELECT request_id, parent_request_id, tool, action, call_name, status, outcome, created_at,
+        updated_at
     FROM tree"""
 )
 MODELS = text(
@@ -114,7 +116,7 @@ def _tool(row: Row, usage: Row | None) -> TimelineRow:
     action = f".{row.action}" if row.action else ""
     return TimelineRow(
         kind="tool",
-        name=f"{row.tool}{action}",
+        name=row.call_name or f"{row.tool}{action}",  # as the model, tasks and /requests name it
         request_id=row.request_id,
         parent_request_id=row.parent_request_id,
         start=row.created_at,

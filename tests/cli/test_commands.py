@@ -155,6 +155,10 @@ def test_requests_show_prints_the_tree_of_a_call(cli, tmp_path: Path):
     shown = cli("requests", "show", call["request_id"], "-u", "rita", cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
     assert shown.stdout.startswith(f"calculator completed (closed)  {call['request_id']}")
+    by_prefix = cli("requests", "show", call["request_id"][:12], "-u", "rita", cwd=tmp_path)
+    assert by_prefix.returncode == 0 and by_prefix.stdout == shown.stdout, "a prefix, as tasks show"
+    drawn = cli("requests", "show", call["request_id"][:12], "--waterfall", "-u", "rita", cwd=tmp_path)
+    assert drawn.returncode == 0 and "tool calculator" in drawn.stdout, drawn.stderr
 
     hidden = cli("requests", "show", call["request_id"], "-u", "sam", cwd=tmp_path)
     assert hidden.returncode == 1
