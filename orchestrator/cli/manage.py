@@ -26,7 +26,7 @@ from orchestrator.cli.folder_lookup import find_folder
 from orchestrator.cli.scaffold import Kind, children_directory, create_agent_folder
 from orchestrator.cli.tool_install import install_tool
 from orchestrator.errors import ConfigError, UserError
-from orchestrator.folders.approvals import ApprovalStore, discover_approved_first
+from orchestrator.folders.approvals import ApprovalStore, Status, discover_approved_first
 from orchestrator.folders.discovery import Discovery, FolderNode, ToolFolder, walk
 from orchestrator.terminal.text import describe_folder, display_path, one_line, shown
 
@@ -42,6 +42,7 @@ tools_app = typer.Typer(
 db_app = typer.Typer(no_args_is_help=True, help="The database: schema, status, embeddings.")
 requests_app = typer.Typer(no_args_is_help=True, help="Tool calls, as the request log kept them.")
 MCP_MARK = "  (MCP server)"  # in `tools list`, after the path of such a folder
+LOAD_FAILED = "approved before, but its code could not be loaded"
 
 
 @tools_app.command("list")
@@ -53,7 +54,8 @@ def list_tools(as_json: JsonOption = False) -> None:
         tree = discover_approved_first(settings, store)  # the folders startup would use
     rows = [(node.folder, store.status(node.folder)) for node in walk(tree.nodes)]
     if as_json:
-        print(json.dumps(_listing_json(rows, tree)))  # ASCII: no raw control characters
+        failures = {folder.key: _load_failure(store, folder, status) for folder, status in rows}
+        print(json.dumps(_listing_json(rows, tree, failures)))  # ASCII: no raw control characters
         return
     if not rows and not tree.problems:
         err.print(f"No tool folders in {display_path(settings.sub_graphs_dir)}.")
@@ -64,6 +66,8 @@ def list_tools(as_json: JsonOption = False) -> None:
             f"{status}  {shown(display_path(folder.path))}{MCP_MARK if folder.config.mcp else ''}",
             highlight=False,
         )
+        if failed := _load_failure(store, folder, status):
+            out.print(f"{indent}  {LOAD_FAILED}: {shown(failed)}", highlight=False)
     for problem in tree.problems:
         out.print(
             f"[red]skipped[/red] {shown(display_path(problem.path))}: {shown(problem.reason)}",
@@ -425,7 +429,16 @@ def _tell_the_workers(settings: Settings, folder: ToolFolder, store: ApprovalSto
         err.print(f"[yellow]note:[/yellow] {escape(one_line(line))}", highlight=False)
 
 
-def _listing_json(rows: list[tuple[ToolFolder, str]], tree: Discovery) -> dict[str, object]:
+def _load_failure(store: ApprovalStore, folder: ToolFolder, status: Status) -> str | None:
+    """Why a folder approved earlier is new again: its code could not be loaded then."""
+    from orchestrator.folders.load_failures import failure_of
+
+    return failure_of(store.path.parent, folder) if status == Status.NEW else None
+
+
+def _listing_json(
+    rows: list[tuple[ToolFolder, Status]], tree: Discovery, failures: dict[str, str | None]
+) -> dict[str, object]:
     return {
         "tools": [
             {
@@ -437,6 +450,7 @@ def _listing_json(rows: list[tuple[ToolFolder, str]], tree: Discovery) -> dict[s
                 "key": folder.key,
                 "path": str(folder.path),
                 "depth": folder.depth,
+                "load_failed": failures.get(folder.key),
             }
             for folder, status in rows
         ],
