@@ -202,6 +202,9 @@ class _Announced:
             )
             if calls:
                 status, name = calls[0].status, calls[0].call_name
+        except asyncio.CancelledError:
+            status = "stopped here (left to the other workers)"
+            raise
         finally:
             ended = JOB_ENDED.format(job_id=job_id, task=task, name=escape(shown(name)), status=status)
             with suppress(OSError):  # the terminal may be gone: the worker goes on
