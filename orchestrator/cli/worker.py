@@ -203,7 +203,7 @@ class _Announced:
             if calls:
                 status, name = calls[0].status, calls[0].call_name
         except asyncio.CancelledError:
-            status = "stopped here (left to the other workers)"
+            status = "was cancelled"
             raise
         finally:
             ended = JOB_ENDED.format(job_id=job_id, task=task, name=escape(shown(name)), status=status)
