@@ -300,10 +300,9 @@ def requests_show(
         ids = [node.request_id for node in nodes]
         events = await events_by_request(database, ids, user_id=user)
         for node in nodes:
-            action = f".{node.action}" if node.action else ""
             state = f"{node.outcome} ({node.status})" if node.outcome else node.status
             out.print(
-                f"{'  ' * node.depth}[bold]{escape(node.tool)}{escape(action)}[/bold] "
+                f"{'  ' * node.depth}[bold]{escape(shown(node.name))}[/bold] "
                 f"{state}  {node.request_id}  {escape(one_line(node.message))}",
                 highlight=False,
             )
@@ -363,10 +362,9 @@ def requests_list(
         if not found:
             out.print("No requests.")
         for row in found:
-            action = f".{row.action}" if row.action else ""
             out.print(
                 f"{row.request_id}  {row.created_at:%Y-%m-%d %H:%M:%S}  "
-                f"{escape(shown(row.tool + action))}  {escape(row.outcome or row.status)}  "
+                f"{escape(shown(row.name))}  {escape(row.outcome or row.status)}  "
                 f"{row.seconds:.2f}s  {escape(shown(row.session_id or ''))}",
                 highlight=False,
             )
@@ -383,6 +381,7 @@ def _listed_json(row: ListedRequest) -> dict[str, object]:
     return {
         "request_id": row.request_id,
         "session_id": row.session_id,
+        "name": row.name,
         "tool": row.tool,
         "action": row.action,
         "status": row.outcome or row.status,

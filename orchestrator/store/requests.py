@@ -488,12 +488,23 @@ class RequestNode:
     parent_request_id: str | None
     tool: str
     action: str | None
+    call_name: str | None
     status: str
     outcome: str | None
     parameters: dict[str, object]
     message: str
     created_at: datetime
     updated_at: datetime
+
+    @property
+    def name(self) -> str:
+        """The tool as the model, tasks and traces name it (`echo_say`)."""
+        return call_name_of(self.call_name, self.tool, self.action)
+
+
+def call_name_of(call_name: str | None, tool: str, action: str | None) -> str:
+    """A logged call's tool as the model named it; `tool.action` for rows from before it was kept."""
+    return call_name or (f"{tool}.{action}" if action else tool)
 
 
 TREE = text(
@@ -503,7 +514,7 @@ TREE = text(
         SELECT c.*, tree.depth + 1, tree.path || c.created_at
         FROM requests c JOIN tree ON c.parent_request_id = tree.request_id
     )
-    SELECT depth, request_id, parent_request_id, tool, action, status, outcome, parameters,
+    SELECT depth, request_id, parent_request_id, tool, action, call_name, status, outcome, parameters,
            COALESCE(result ->> 'message', error ->> 'message', '') AS message, created_at, updated_at
     FROM tree ORDER BY path"""
 )

@@ -16,6 +16,7 @@ from sqlalchemy import Row, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from orchestrator.store.engine import Database
+from orchestrator.store.requests import call_name_of
 
 # The calls of a session within a time window, and everything below them.
 WINDOW_TOOLS = text(
@@ -113,10 +114,9 @@ async def _with_models(
 
 
 def _tool(row: Row, usage: Row | None) -> TimelineRow:
-    action = f".{row.action}" if row.action else ""
     return TimelineRow(
         kind="tool",
-        name=row.call_name or f"{row.tool}{action}",  # as the model, tasks and /requests name it
+        name=call_name_of(row.call_name, row.tool, row.action),  # as the model and tasks name it
         request_id=row.request_id,
         parent_request_id=row.parent_request_id,
         start=row.created_at,
