@@ -337,7 +337,7 @@ async def _with_runtime(startup: Startup, command: Command) -> int:
                 with suppress(Exception):  # Storage.open reports a failure in one line
                     await asyncio.wrap_future(startup.database)
             storage = await Storage.open(settings)
-        if storage.embedder is None:
+        if storage.embedder is None and settings.embeddings != "none":  # none: the person's choice
             err.print(f"[yellow]note:[/yellow] {NO_EMBEDDER}", highlight=False)
         runtime = await Orchestrator.start(
             settings,
