@@ -35,6 +35,7 @@ from orchestrator.sources.source import LoadsNow, ToolSource, unique_tools
 from orchestrator.sources.static import StaticSource
 from orchestrator.store.storage import Storage
 from orchestrator.tasks import TaskBoard, TaskManager
+from orchestrator.tracing.provider import set_exit_timeout
 from orchestrator.tracing.spans import record_content
 
 logger = logging.getLogger(__name__)
@@ -185,6 +186,7 @@ class _Plan:
     ) -> _Plan:
         remember_settings(settings)  # errors shown to the model or the person hide its secrets
         record_content(settings.trace_content)
+        set_exit_timeout(settings.trace_exit_timeout_seconds)
         model = model or build_chat_model(settings)
         pipeline = list(
             default_middleware(sensitive_patterns=settings.sensitive_words)

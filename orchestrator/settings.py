@@ -109,6 +109,13 @@ class Settings(BaseSettings):
         default=False,
         description="Exported spans hold messages and tool arguments (redacted); see docs/tracing.md.",
     )
+    trace_exit_timeout_seconds: float = Field(
+        default=2.0,
+        gt=0,
+        le=MAX_SECONDS,
+        allow_inf_nan=False,
+        description="How long a command's exit waits for the OTLP collector to take its spans.",
+    )
     database_url: str | None = Field(
         default=None,
         validation_alias=AliasChoices("DATABASE_URL"),

@@ -42,7 +42,7 @@ if [ "${ORCHESTRATOR_SETUP_LOCAL:-1}" != "0" ]; then
     local_model=1
 fi
 begun=$SECONDS
-echo "setting up .venv (about a minute), a line per step as it ends:"
+echo "setting up .venv (a few minutes), a line per step as it ends:"
 step "virtual environment .venv ($("$PYTHON" -V 2>&1))" create_venv
 step "orchestrator and its dependencies ($extras)" "${pip[@]}" -e ".[$extras]"
 if [ "$local_model" = 1 ]; then

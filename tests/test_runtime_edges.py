@@ -363,7 +363,7 @@ def test_ask_ending_before_the_model_loads_has_the_rest_embedded_in_the_backgrou
     finally:
         gate.set()
     assert done.returncode == 0, done.stderr
-    assert "wait for their embeddings: embedding them in the background" in done.stderr
+    assert "embedding" not in done.stderr, "started: nothing for the person to do or read"
     assert started == [[sys.executable, "-m", "orchestrator", "db", "embed", "--quiet"]]
 
     before = cli("db", "status", cwd=tmp_path)
@@ -375,6 +375,28 @@ def test_ask_ending_before_the_model_loads_has_the_rest_embedded_in_the_backgrou
     assert waiting and int(waiting.group(1)) >= 2, before.stdout
     assert f"embedded {waiting.group(1)} waiting messages with keywords" in embedded.stdout
     assert "waiting for their vectors: 0\n" in after.stdout
+
+
+@pytest.mark.parametrize(
+    ("waiting", "line"),
+    [
+        (1, "1 stored message waits for its embedding: `orchestrator db embed` embeds it"),
+        (2, "2 stored messages wait for their embeddings: `orchestrator db embed` embeds them"),
+    ],
+)
+def test_messages_left_unembedded_are_said_once_when_the_person_must_act(
+    waiting: int, line: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+):
+    from orchestrator.cli import startup
+
+    def cannot_start(command: list[str], *, log: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(embed_later_module, "start_detached", cannot_start)
+    startup._embed_later(load_settings(data_dir=tmp_path / "data"), waiting)
+
+    said = capsys.readouterr().err.splitlines()
+    assert said == [f"{line} (it could not be started: No space left on device)"]
 
 
 async def test_a_call_ended_by_generator_exit_is_closed_in_the_request_log(
@@ -413,7 +435,7 @@ def test_ask_in_a_process_of_its_own_leaves_what_it_stored_embedded(
             start_new_session=True, stdin=subprocess.DEVNULL,
         )
     assert done.returncode == 0, done.stderr
-    assert "wait for their embeddings: embedding them in the background" in done.stderr
+    assert "embedding" not in done.stderr, "started: nothing for the person to do or read"
     embedding = [
         process
         for process in psutil.process_iter(["cmdline", "cwd"])

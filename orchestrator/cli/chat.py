@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import sys
 from collections.abc import Awaitable, Callable, Iterator
@@ -15,6 +14,7 @@ import typer
 from rich.markup import escape
 
 from orchestrator.cli.common import JsonOption, UserOption, err, identifier, out, user_errors
+from orchestrator.cli.json_out import dumps
 from orchestrator.cli.startup import JobOptions, Startup, run_command
 from orchestrator.terminal.signals import Interrupts
 
@@ -278,7 +278,7 @@ def stdout_to_stderr() -> Iterator[Callable[[dict[str, object]], None]]:
     saved = _moved_descriptor()
 
     def print_json(body: dict[str, object]) -> None:
-        line = json.dumps(body, ensure_ascii=False, default=str) + "\n"
+        line = dumps(body) + "\n"
         if saved is None:
             real.write(line)
             real.flush()

@@ -96,9 +96,14 @@ def _models_table(totals: Totals) -> Table:
 
 def model_cells(name: str, model: ModelTotals) -> list[RenderableType]:
     """A model's row: its name, calls and tokens (as MODEL_COLUMNS), and its cost."""
+    return [Text(shown_name(name)), *model_figures(model)]
+
+
+def model_figures(model: ModelTotals) -> tuple[str, ...]:
+    """A model's calls and tokens (as MODEL_COLUMNS) and its cost, as shown."""
     tokens = model.tokens
     counts = (model.calls, tokens.input, tokens.cached_input, tokens.output, tokens.reasoning)
-    return [Text(shown_name(name)), *(f"{count:,}" for count in counts), model_cost(model)]
+    return (*(f"{count:,}" for count in counts), model_cost(model))
 
 
 def model_cost(model: ModelTotals) -> str:

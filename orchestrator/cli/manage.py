@@ -26,7 +26,7 @@ from orchestrator.cli.folder_lookup import find_folder
 from orchestrator.cli.scaffold import Kind, children_directory, create_agent_folder
 from orchestrator.cli.tool_install import install_tool
 from orchestrator.errors import ConfigError, UserError
-from orchestrator.folders.approvals import ApprovalStore, discover_approved_first
+from orchestrator.folders.approvals import ApprovalStore, Status, discover_approved_first
 from orchestrator.folders.discovery import Discovery, FolderNode, ToolFolder, walk
 from orchestrator.terminal.text import describe_folder, display_path, one_line, shown
 
@@ -42,6 +42,7 @@ tools_app = typer.Typer(
 db_app = typer.Typer(no_args_is_help=True, help="The database: schema, status, embeddings.")
 requests_app = typer.Typer(no_args_is_help=True, help="Tool calls, as the request log kept them.")
 MCP_MARK = "  (MCP server)"  # in `tools list`, after the path of such a folder
+LOAD_FAILED = "approved before, but its code could not be loaded"
 
 
 @tools_app.command("list")
@@ -53,7 +54,8 @@ def list_tools(as_json: JsonOption = False) -> None:
         tree = discover_approved_first(settings, store)  # the folders startup would use
     rows = [(node.folder, store.status(node.folder)) for node in walk(tree.nodes)]
     if as_json:
-        print(json.dumps(_listing_json(rows, tree)))  # ASCII: no raw control characters
+        failures = {folder.key: _load_failure(store, folder, status) for folder, status in rows}
+        print(json.dumps(_listing_json(rows, tree, failures)))  # ASCII: no raw control characters
         return
     if not rows and not tree.problems:
         err.print(f"No tool folders in {display_path(settings.sub_graphs_dir)}.")
@@ -64,6 +66,8 @@ def list_tools(as_json: JsonOption = False) -> None:
             f"{status}  {shown(display_path(folder.path))}{MCP_MARK if folder.config.mcp else ''}",
             highlight=False,
         )
+        if failed := _load_failure(store, folder, status):
+            out.print(f"{indent}  {LOAD_FAILED}: {shown(failed)}", highlight=False)
     for problem in tree.problems:
         out.print(
             f"[red]skipped[/red] {shown(display_path(problem.path))}: {shown(problem.reason)}",
@@ -290,16 +294,15 @@ def requests_show(
         return
 
     async def run(database: Database) -> None:
-        nodes = await request_tree(database, request_id, user_id=user)
+        nodes = await request_tree(database, await _one_request(database, request_id, user=user), user_id=user)
         if not nodes:
             raise UserError(f"No request {request_id} of user {user}.")
         ids = [node.request_id for node in nodes]
         events = await events_by_request(database, ids, user_id=user)
         for node in nodes:
-            action = f".{node.action}" if node.action else ""
             state = f"{node.outcome} ({node.status})" if node.outcome else node.status
             out.print(
-                f"{'  ' * node.depth}[bold]{escape(node.tool)}{escape(action)}[/bold] "
+                f"{'  ' * node.depth}[bold]{escape(shown(node.name))}[/bold] "
                 f"{state}  {node.request_id}  {escape(one_line(node.message))}",
                 highlight=False,
             )
@@ -309,14 +312,26 @@ def requests_show(
     with_database(run)
 
 
+async def _one_request(database: Database, given: str, *, user: str) -> str:
+    """The id of the user's request that is, or alone starts with, `given` (as `tasks show`)."""
+    from orchestrator.store.requests import requests_starting
+
+    found = await requests_starting(database, given, user_id=user)
+    if not found:
+        raise UserError(f"No request {given} of user {user}.")
+    if found[0] != given and len(found) > 1:
+        raise UserError(f"{given} starts several requests' ids: {', '.join(found[:5])}")
+    return found[0]
+
+
 async def _show_waterfall(database: Database, request_id: str, *, user: str) -> None:
     from orchestrator.store.timeline import request_timeline
     from orchestrator.terminal.waterfall import waterfall
 
-    rows = await request_timeline(database, request_id, user_id=user)
+    rows = await request_timeline(database, await _one_request(database, request_id, user=user), user_id=user)
     if not rows:
         raise UserError(f"No request {request_id} of user {user}.")
-    for line in waterfall(rows):
+    for line in waterfall(rows, columns=out.width):
         out.print(line, highlight=False)
 
 
@@ -347,10 +362,9 @@ def requests_list(
         if not found:
             out.print("No requests.")
         for row in found:
-            action = f".{row.action}" if row.action else ""
             out.print(
                 f"{row.request_id}  {row.created_at:%Y-%m-%d %H:%M:%S}  "
-                f"{escape(shown(row.tool + action))}  {escape(row.outcome or row.status)}  "
+                f"{escape(shown(row.name))}  {escape(row.outcome or row.status)}  "
                 f"{row.seconds:.2f}s  {escape(shown(row.session_id or ''))}",
                 highlight=False,
             )
@@ -367,6 +381,7 @@ def _listed_json(row: ListedRequest) -> dict[str, object]:
     return {
         "request_id": row.request_id,
         "session_id": row.session_id,
+        "name": row.name,
         "tool": row.tool,
         "action": row.action,
         "status": row.outcome or row.status,
@@ -413,7 +428,16 @@ def _tell_the_workers(settings: Settings, folder: ToolFolder, store: ApprovalSto
         err.print(f"[yellow]note:[/yellow] {escape(one_line(line))}", highlight=False)
 
 
-def _listing_json(rows: list[tuple[ToolFolder, str]], tree: Discovery) -> dict[str, object]:
+def _load_failure(store: ApprovalStore, folder: ToolFolder, status: Status) -> str | None:
+    """Why a folder approved earlier is new again: its code could not be loaded then."""
+    from orchestrator.folders.load_failures import failure_of
+
+    return failure_of(store.path.parent, folder) if status == Status.NEW else None
+
+
+def _listing_json(
+    rows: list[tuple[ToolFolder, Status]], tree: Discovery, failures: dict[str, str | None]
+) -> dict[str, object]:
     return {
         "tools": [
             {
@@ -425,6 +449,7 @@ def _listing_json(rows: list[tuple[ToolFolder, str]], tree: Discovery) -> dict[s
                 "key": folder.key,
                 "path": str(folder.path),
                 "depth": folder.depth,
+                "load_failed": failures.get(folder.key),
             }
             for folder, status in rows
         ],

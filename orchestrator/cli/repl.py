@@ -15,6 +15,7 @@ from rich.markup import escape
 
 from orchestrator.cli.cost import cost_table, show_turn_cost
 from orchestrator.cli.terminal_turn import (
+    data_dir_gone,
     failure_line,
     recover_from,
     rendered_answer,
@@ -152,7 +153,10 @@ class ChatRepl:
                     break
                 continue
             await self.turn(line)
-        if self.session.storage is not None and not self._ended:  # ended: the questions' line said it
+            if data_dir_gone(self.session):  # said by the turn's error line: every turn would fail
+                break
+        # Ended: the questions' line said it; its data directory gone: the error line said it.
+        if self.session.storage is not None and not self._ended and not data_dir_gone(self.session):
             session_id = self.session.session_id
             again = f"{command_name()} chat --session {session_id}"
             self.err.print(f"[dim]session {session_id} kept · {escape(again)}[/dim]", highlight=False)
@@ -379,7 +383,7 @@ class ChatRepl:
             return
         if not rows:
             self.out.print("The last turn made no model or tool call the log holds.")
-        for row in waterfall(rows):
+        for row in waterfall(rows, columns=self.out.width):
             self.out.print(row, highlight=False)
 
     def show_tools(self) -> None:

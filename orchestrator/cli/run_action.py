@@ -84,7 +84,7 @@ def run_action(
             out.print(envelope.text(), markup=False, highlight=False)
         return 0 if envelope.success else 1
 
-    raise typer.Exit(run_command(command, prepare=prepare))
+    raise typer.Exit(run_command(command, prepare=prepare, reads_words=arguments is None))
 
 
 async def _run(

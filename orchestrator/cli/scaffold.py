@@ -63,7 +63,6 @@ def create_agent_folder(name: str, *, directory: Path, kind: Kind = "tool") -> P
     values = {
         "name": name,
         "class_name": "".join(part.capitalize() for part in name.split("_")),
-        "title": name.replace("_", " ").capitalize(),
         "words": name.replace("_", " "),
     }
     template = TEMPLATES / kind

@@ -187,16 +187,19 @@ def run_command(
     messages_on_stdin: bool = False,
     prepare: Prepare | None = None,
     jobs: JobOptions | None = None,
+    reads_words: bool = True,
 ) -> int:
     """Prepare (settings, model, database, approvals), then run `command` on its event loop.
 
     `messages_on_stdin`: the command reads messages from standard input (`chat`).
     `prepare` replaces the preparation that asks the person (`mcp serve` asks no one).
     `jobs`: background calls go to the job queue, so (see `JobOptions`).
+    `reads_words`: a model reads what the person wrote (not `run --json`), so the
+    offline model is worth a note.
     """
     settings = settings_or_exit()
     exit_on_signals()
-    _startup_notes(settings)
+    _startup_notes(settings, reads_words=reads_words)
     # The server boots on its thread while LangChain loads and the questions wait.
     database = None if settings.database_url else DatabaseStart(settings.data_dir)
     try:
@@ -281,10 +284,10 @@ def _build_model(settings: Settings) -> BaseChatModel:
     return build_chat_model(settings)
 
 
-def _startup_notes(settings: Settings) -> None:
+def _startup_notes(settings: Settings, *, reads_words: bool) -> None:
     from orchestrator.llm.notices import OFFLINE_NOTICE
 
-    if settings.uses_offline_model:
+    if settings.uses_offline_model and reads_words:
         err.print(f"[yellow]note:[/yellow] {OFFLINE_NOTICE}", highlight=False)
     if not settings.database_url and not settings.data_dir.exists():
         err.print(
@@ -336,7 +339,7 @@ async def _with_runtime(startup: Startup, command: Command) -> int:
                 with suppress(Exception):  # Storage.open reports a failure in one line
                     await asyncio.wrap_future(startup.database)
             storage = await Storage.open(settings)
-        if storage.embedder is None:
+        if storage.embedder is None and settings.embeddings != "none":  # none: the person's choice
             err.print(f"[yellow]note:[/yellow] {NO_EMBEDDER}", highlight=False)
         runtime = await Orchestrator.start(
             settings,
@@ -399,18 +402,25 @@ async def _close(
 
 
 def _embed_later(settings: Settings, waiting: int) -> None:
-    """Say that stored messages wait for their vectors, and start embedding them after this run."""
+    """Start embedding what waits for a vector after this run; say so only when the person must.
+
+    Started, or being embedded by a process started earlier, there is nothing to do:
+    a line after every `ask` would only be noise.
+    """
     from orchestrator.store.embed_later import embed_later
 
-    what = f"{waiting} stored message{'s' if waiting != 1 else ''} wait for their embeddings"
     try:
-        started = embed_later(settings)
+        embed_later(settings)
     except OSError as error:
-        line = f"{what}: `orchestrator db embed` embeds them ({error.strerror or error})"
-    else:
-        line = f"{what}: {'embedding them in the background' if started else 'being embedded'}"
-    with suppress(OSError):
-        err.print(f"[dim]{shown(line)}[/dim]", highlight=False)
+        what = (
+            "1 stored message waits for its embedding: `orchestrator db embed` embeds it"
+            if waiting == 1
+            else f"{waiting} stored messages wait for their embeddings: `orchestrator db embed` "
+            "embeds them"
+        )
+        line = f"{what} (it could not be started: {error.strerror or error})"
+        with suppress(OSError):
+            err.print(f"[dim]{shown(line)}[/dim]", highlight=False)
 
 
 def _idle_agent_notes(runtime: Orchestrator) -> None:

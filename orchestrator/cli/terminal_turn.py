@@ -23,6 +23,20 @@ logger = logging.getLogger(__name__)
 INTERNAL_ERROR = (
     "internal error ({error}); set ORCHESTRATOR_LOG_LEVEL=DEBUG to see the traceback"
 )
+DATA_DIR_GONE = (
+    "the data directory {path} was deleted while this ran: nothing more can be kept "
+    "(the database was in it); start again to begin anew"
+)
+
+
+def data_dir_gone(session: Session) -> str | None:
+    """The line to say when the embedded database's data directory was deleted; else None."""
+    settings = session.settings
+    if session.storage is None or settings.database_url or settings.data_dir.exists():
+        return None
+    from orchestrator.terminal.text import display_path
+
+    return DATA_DIR_GONE.format(path=f"{display_path(settings.data_dir)}/")
 
 
 def failure_line(error: Exception) -> str:
@@ -43,8 +57,8 @@ async def recover_from(error: Exception, session: Session, *, err: Console) -> N
     """After a database failure, start the embedded server again if it died (said in one line)."""
     from orchestrator.store.engine import database_problem
 
-    if session.storage is None or database_problem(error) is None:
-        return
+    if session.storage is None or database_problem(error) is None or data_dir_gone(session):
+        return  # nothing to restart from: the turn's line said why
     try:
         restarted = await session.storage.recover()
     except Exception as failure:  # the next failure tries again
@@ -92,7 +106,7 @@ async def _rendered(
             renderer.cancelled()
         raise
     except Exception as error:  # keep the session alive whatever broke
-        renderer.fail(failure_line(error))
+        renderer.fail(data_dir_gone(session) or failure_line(error))
         await recover_from(error, session, err=err)
         return None
     renderer.finish(result)

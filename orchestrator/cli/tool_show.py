@@ -67,7 +67,8 @@ def folder_report(
         "not_loaded_because": _blocked_by(chain[:-1], store),
         "limits": {name: _sourced(view.limits[name], folder.name) for name in LIMIT_NAMES},
         "log_level": _sourced(view.log_level, folder.name),
-        "calls": _calls(folder, view),
+        # A call of the folder is made, and timed, at the level above it.
+        "calls": _calls(folder, describe_level(settings, [node.folder.config for node in chain[:-1]])),
         "config_keys": sorted(folder.config.config),
         "sandbox": sandbox_report(settings, folder),
     }
@@ -103,7 +104,7 @@ def print_report(report: Json, *, as_json: bool) -> None:
         f"  path: {_path_text(report['path'])}",
         f"  status: {report['status']}{_blocked_text(report)}",
         *([definitions_line(report)] if server else _model_and_database_lines(report)),
-        "  limits:",
+        "  limits (of the calls made at its level, below it):",
         *(
             f"    {name}: {_value(entry['value'])} ({_origin_text(entry)})"
             for name, entry in _entries(report["limits"])
@@ -244,14 +245,15 @@ def _instructions(folder: ToolFolder, loaded: Loaded) -> Json:
     return {"text": None, "origin": "the agent class (its code is not loaded)"}
 
 
-def _calls(folder: ToolFolder, view: LevelView) -> Json:
-    """How calls of the folder's actions run (its own `timeout_seconds`, else its level's)."""
+def _calls(folder: ToolFolder, caller: LevelView) -> Json:
+    """How calls of the folder's actions run (its own `timeout_seconds`, else the caller's level's)."""
     config = folder.config
     own = "timeout_seconds" in config.model_fields_set
-    timeout = config.timeout_seconds if own else view.limits["timeout_seconds"].value
+    limit = caller.limits["timeout_seconds"]
     return {
-        "timeout_seconds": timeout,
+        "timeout_seconds": config.timeout_seconds if own else limit.value,
         "timeout_from": "tool_config.yaml" if own else "limits.timeout_seconds",
+        "timeout_origin": folder.name if own else limit.origin,
         "max_retries": config.max_retries,
         "background": config.background,
         "idempotent": config.idempotent,
@@ -337,9 +339,17 @@ def _calls_text(calls: object) -> str:
     if calls.get("max_cost_usd") is not None:
         flags.append(f"at most {usd(float(calls['max_cost_usd']))} a call")
     return (
-        f"  calls: timeout {_value(calls['timeout_seconds'])} s (from {calls['timeout_from']}), "
+        f"  calls of it: timeout {_value(calls['timeout_seconds'])} s ({_timeout_origin(calls)}), "
         f"max_retries {calls['max_retries']}{''.join(f', {flag}' for flag in flags)}"
     )
+
+
+def _timeout_origin(calls: Json) -> str:
+    if calls["timeout_from"] == "tool_config.yaml":
+        return "its tool_config.yaml"
+    origin = str(calls["timeout_origin"])
+    owner = "the orchestrator's" if origin == ORCHESTRATOR else f"{shown(origin)}'s"
+    return f"{owner} limits.timeout_seconds, the level that calls it"
 
 
 def _window(view: LevelView, name: str) -> Json | None:

@@ -15,27 +15,33 @@ import asyncio
 import os
 import signal
 import threading
+from contextlib import suppress
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
 
 from orchestrator.cli.common import err, out, settings_or_exit, user_errors
+from orchestrator.terminal.text import shown
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from orchestrator.folders.approvals import Reviewed
     from orchestrator.folders.discovery import ToolFolder
+    from orchestrator.jobs.queue import Executor, JobArgs
     from orchestrator.jobs.stalled import Settled
     from orchestrator.jobs.worker import JobWorker
     from orchestrator.runtime import Orchestrator
     from orchestrator.settings import Settings
+    from orchestrator.store.engine import Database
 
 STARTED = "worker {name}: {count} folder content(s), {concurrency} job(s) at once; Ctrl-C stops"
 STOPPING = "stopping: waiting for {count} running job(s) (Ctrl-C again leaves them to other workers)"
 SKIPPED = "[yellow]note:[/yellow] not run here: {key} (content {digest}): not approved in the database"
 STOPPED_BY_ITSELF = "error: the worker stopped (the database went away?); start it again"
+JOB_STARTED = "job {job_id}: task {task} of {user} started"
+JOB_ENDED = "job {job_id}: task {task} ({name}) {status}"
 
 ConcurrencyOption = Annotated[
     int | None,
@@ -91,7 +97,7 @@ async def _work(settings: Settings, concurrency: int | None, *, until_idle: bool
         _skipped_notes(reviewed, {folder.key for folder in folders})
         await queue.open()
         found = {folder.key: folder.digest for folder in _all(reviewed)}
-        executor = JobExecutor(runtime, found=found, name=OWNER)
+        executor = _Announced(JobExecutor(runtime, found=found, name=OWNER), storage.database)
         queues = [content_queue(folder.digest) for folder in folders]
         worker = JobWorker(
             queue,
@@ -174,6 +180,35 @@ def _skipped_notes(reviewed: Reviewed, loaded: set[str]) -> None:
     for folder in _all(reviewed):
         if folder.key not in loaded and folder.config.mcp is None:
             err.print(SKIPPED.format(key=escape(folder.key), digest=folder.digest[:12]), highlight=False)
+
+
+class _Announced:
+    """The executor, with a line as each job starts and ends: what the worker is doing."""
+
+    def __init__(self, executor: Executor, database: Database) -> None:
+        self.executor = executor
+        self.database = database
+
+    async def run(self, args: JobArgs, *, job_id: int) -> None:
+        from orchestrator.store.job_requests import JobRequests
+
+        task, user = escape(args.request_id), escape(shown(args.user_id))
+        err.print(JOB_STARTED.format(job_id=job_id, task=task, user=user), highlight=False)
+        status, name = "ended with an error", "?"
+        try:
+            await self.executor.run(args, job_id=job_id)
+            calls = await JobRequests(self.database).background_calls(
+                user_id=args.user_id, request_id=args.request_id, limit=1
+            )
+            if calls:
+                status, name = calls[0].status, calls[0].call_name
+        except asyncio.CancelledError:
+            status = "was cancelled"
+            raise
+        finally:
+            ended = JOB_ENDED.format(job_id=job_id, task=task, name=escape(shown(name)), status=status)
+            with suppress(OSError):  # the terminal may be gone: the worker goes on
+                err.print(ended, highlight=False)
 
 
 def _settled_notes(settled: list[Settled]) -> None:

@@ -274,10 +274,13 @@ def _summarise(results: list[ToolMessage]) -> str:
 
 
 def _report(notice: str) -> str:
-    """A background task's result, from the notice the session writes when the task ends."""
-    found = _BACKGROUND_NOTICE.match(notice)
+    """A background task's result, from the notice the session writes when the task ends.
+
+    Never the notice itself: its instructions are for a model, not for the person.
+    """
+    found = _BACKGROUND_NOTICE.search(notice)  # past the note's own lead-in
     if found is None:
-        return f"(offline model) {notice.splitlines()[0]}"
+        return "(offline model) A background task has ended."
     task, tool, result = found.groups()
     return f"(offline model) Background task {task} has ended:\n{_describe(tool, result)}"
 
@@ -291,8 +294,13 @@ def _describe(name: str, text: str) -> str:
         body = json.loads(text)
     except json.JSONDecodeError:
         return f"- {name}: {text}"
+    if not isinstance(body, dict):
+        return f"- {name} returned: {text}"
     verdict = "failed" if body.get("status") == "failure" else "returned"
     data = body.get("data")
+    if isinstance(data, dict) and data.get("status") == "acknowledged":
+        # The acknowledgement's message tells the model what to do: the person reads what it means.
+        return f"- {name} goes on in the background as task {data.get('task_id')}"
     if body.get("message"):
         detail = body["message"]  # the tool's own summary
     elif isinstance(data, dict):

@@ -25,6 +25,7 @@ from orchestrator.errors import (
 from orchestrator.folders.approvals import ApprovalStore, Ask, Reviewed, review_folders
 from orchestrator.folders.discovery import CHILDREN_DIR, FolderNode, ToolFolder, content_hash
 from orchestrator.folders.importer import package_name
+from orchestrator.folders.load_failures import remember_failure
 from orchestrator.folders.loader import load_tool, visible_sources
 from orchestrator.folders.scope import resolve_scopes
 from orchestrator.folders.skipped import report_skipped
@@ -196,7 +197,9 @@ class FolderSource:
         root = self.settings.sub_graphs_dir
         report_skipped(logger, folder.path, str(error), sub_graphs_dir=root)
         if isinstance(error, ToolLoadError):  # asked about again once it may work
-            ApprovalStore.of(self.settings).forget(folder.key)
+            store = ApprovalStore.of(self.settings)
+            store.forget(folder.key)
+            remember_failure(store.path.parent, folder, str(error))  # `tools list` says why
 
     def _load(self, node: FolderNode, approved: set[str], *, parent: LevelConfig) -> LoadedTool:
         folder = node.folder

@@ -8,9 +8,11 @@ from datetime import datetime
 from sqlalchemy import text
 
 from orchestrator.store.engine import Database
+from orchestrator.store.requests import call_name_of
 
 LIST = text(
-    """SELECT request_id, session_id, tool, action, status, outcome, created_at, updated_at
+    """SELECT request_id, session_id, tool, action, call_name, status, outcome, created_at,
+        updated_at
     FROM requests
     WHERE parent_request_id IS NULL
       AND (CAST(:session AS text) IS NULL OR session_id = :session)
@@ -27,10 +29,16 @@ class ListedRequest:
     session_id: str | None
     tool: str
     action: str | None
+    call_name: str | None
     status: str
     outcome: str | None
     created_at: datetime
     updated_at: datetime
+
+    @property
+    def name(self) -> str:
+        """The tool as the model, tasks and traces name it (`echo_say`)."""
+        return call_name_of(self.call_name, self.tool, self.action)
 
     @property
     def seconds(self) -> float:

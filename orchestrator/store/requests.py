@@ -503,12 +503,23 @@ class RequestNode:
     parent_request_id: str | None
     tool: str
     action: str | None
+    call_name: str | None
     status: str
     outcome: str | None
     parameters: dict[str, object]
     message: str
     created_at: datetime
     updated_at: datetime
+
+    @property
+    def name(self) -> str:
+        """The tool as the model, tasks and traces name it (`echo_say`)."""
+        return call_name_of(self.call_name, self.tool, self.action)
+
+
+def call_name_of(call_name: str | None, tool: str, action: str | None) -> str:
+    """A logged call's tool as the model named it; `tool.action` for rows from before it was kept."""
+    return call_name or (f"{tool}.{action}" if action else tool)
 
 
 TREE = text(
@@ -518,7 +529,7 @@ TREE = text(
         SELECT c.*, tree.depth + 1, tree.path || c.created_at
         FROM requests c JOIN tree ON c.parent_request_id = tree.request_id
     )
-    SELECT depth, request_id, parent_request_id, tool, action, status, outcome, parameters,
+    SELECT depth, request_id, parent_request_id, tool, action, call_name, status, outcome, parameters,
            COALESCE(result ->> 'message', error ->> 'message', '') AS message, created_at, updated_at
     FROM tree ORDER BY path"""
 )
@@ -529,6 +540,21 @@ async def request_tree(database: Database, request_id: str, *, user_id: str) -> 
     async with database.user_transaction(user_id) as connection:
         rows = await connection.execute(TREE, {"root": request_id})
         return [RequestNode(**row._mapping) for row in rows]
+
+
+async def requests_starting(
+    database: Database, prefix: str, *, user_id: str, limit: int = 6
+) -> list[str]:
+    """The ids of the user's requests that are, or start with, `prefix` (the exact one first)."""
+    pattern = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+    async with database.user_transaction(user_id) as connection:
+        rows = await connection.execute(
+            select(requests.c.request_id)
+            .where(requests.c.request_id.like(pattern, escape="\\"))
+            .order_by((requests.c.request_id != prefix), requests.c.request_id)
+            .limit(limit)
+        )
+        return [row.request_id for row in rows]
 
 
 async def request_history(database: Database, request_id: str, *, user_id: str) -> list[tuple[str, str | None]]:

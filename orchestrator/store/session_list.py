@@ -11,8 +11,9 @@ from orchestrator.store.engine import Database
 
 FIRST_WORDS_CHARS = 200  # what is read of a session's first message
 
-# One row per session of the user (row-level security shows no other user's):
-# its last turn is its newest message, its turns are the messages the person sent.
+# One row per session of the user (row-level security shows no other user's) that holds
+# a message (a chat opened and left at once has nothing to go back to): its last turn is
+# its newest message, its turns are the messages the person sent.
 LIST = text(
     f"""
     SELECT s.session_id, s.created_at AS started,
@@ -21,9 +22,9 @@ LIST = text(
         (SELECT left(first.content, {FIRST_WORDS_CHARS}) FROM messages first
             WHERE first.session_id = s.session_id AND first.role = 'user'
             ORDER BY first.id LIMIT 1) AS first_words
-    FROM sessions s LEFT JOIN messages m ON m.session_id = s.session_id
+    FROM sessions s JOIN messages m ON m.session_id = s.session_id
     GROUP BY s.session_id, s.created_at
-    ORDER BY coalesce(max(m.created_at), s.created_at) DESC, s.session_id
+    ORDER BY max(m.created_at) DESC, s.session_id
     LIMIT :limit
     """
 )

@@ -16,6 +16,7 @@ from sqlalchemy import Row, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from orchestrator.store.engine import Database
+from orchestrator.store.requests import call_name_of
 
 # The calls of a session within a time window, and everything below them.
 WINDOW_TOOLS = text(
@@ -25,7 +26,8 @@ WINDOW_TOOLS = text(
         UNION
         SELECT c.* FROM requests c JOIN tree ON c.parent_request_id = tree.request_id
     )
-    SELECT request_id, parent_request_id, tool, action, status, outcome, created_at, updated_at
+    SELECT request_id, parent_request_id, tool, action, call_name, status, outcome, created_at,
+        updated_at
     FROM tree"""
 )
 TREE_TOOLS = text(
@@ -34,7 +36,8 @@ TREE_TOOLS = text(
         UNION ALL
         SELECT c.* FROM requests c JOIN tree ON c.parent_request_id = tree.request_id
     )
-    SELECT request_id, parent_request_id, tool, action, status, outcome, created_at, updated_at
+    SELECT request_id, parent_request_id, tool, action, call_name, status, outcome, created_at,
+        updated_at
     FROM tree"""
 )
 MODELS = text(
@@ -111,10 +114,9 @@ async def _with_models(
 
 
 def _tool(row: Row, usage: Row | None) -> TimelineRow:
-    action = f".{row.action}" if row.action else ""
     return TimelineRow(
         kind="tool",
-        name=f"{row.tool}{action}",
+        name=call_name_of(row.call_name, row.tool, row.action),  # as the model and tasks name it
         request_id=row.request_id,
         parent_request_id=row.parent_request_id,
         start=row.created_at,

@@ -11,34 +11,52 @@ from orchestrator.terminal.text import shown
 
 BAR_WIDTH = 40
 LABEL_WIDTH = 34
+MIN_BAR = 10  # narrower, the bars show no more than their order
+MIN_LABEL = 12
+COLUMNS = 80
 COLOURS = {"model": "cyan", "tool": "magenta"}
 
 
-def waterfall(rows: Sequence[TimelineRow], *, width: int = BAR_WIDTH) -> list[str]:
-    """Lines of rich markup, the calls in tree order (each level by start): bars share the axis."""
+def waterfall(
+    rows: Sequence[TimelineRow], *, columns: int = COLUMNS, width: int | None = None
+) -> list[str]:
+    """Lines of rich markup, the calls in tree order (each level by start): bars share the axis.
+
+    The lines fit `columns`: the bars (`width`, if given) and then the labels give way,
+    never the figures (time, tokens, cost) at the end of each line.
+    """
     if not rows:
         return []
     start = min(row.start for row in rows)
     total = max((max(row.end for row in rows) - start).total_seconds(), 1e-6)
-    lines = [f"[dim]{'':<{LABEL_WIDTH}} 0{'':<{width - 1}}{total:.2f}s[/dim]"]
-    for depth, row in _tree(rows):
+    ordered = _tree(rows)
+    figures = {id(row): _figures(row) for _, row in ordered}
+    room = columns - 2 - max(len(line) for line in [*figures.values(), f"{total:.2f}s"])
+    label_width = LABEL_WIDTH
+    if width is None:
+        width = max(MIN_BAR, min(BAR_WIDTH, room - label_width))
+        label_width = max(MIN_LABEL, min(LABEL_WIDTH, room - width))
+    lines = [f"[dim]{'':<{label_width}} 0{'':<{width - 1}}{total:.2f}s[/dim]"]
+    for depth, row in ordered:
         offset = min(width - 1, int(width * (row.start - start).total_seconds() / total))
         length = max(1, min(width - offset, round(width * row.seconds / total)))
         bar = f"[{COLOURS[row.kind]}]{'█' * length}[/{COLOURS[row.kind]}]"
-        label = shown(f"{'  ' * depth}{row.kind} {row.name}")[:LABEL_WIDTH]
+        label = shown(f"{'  ' * depth}{row.kind} {row.name}")[:label_width]
         cells = f"{' ' * offset}{bar}{' ' * (width - offset - length)}"
-        lines.append(f"{escape(label):<{LABEL_WIDTH}} {cells} {_figures(row)}")
+        padding = " " * (label_width - len(label))
+        lines.append(f"{escape(label)}{padding} {cells} {escape(figures[id(row)])}")
     return lines
 
 
 def _figures(row: TimelineRow) -> str:
+    """The row's time, tokens, cost and an unusual status, as plain text."""
     parts = [f"{row.seconds:.2f}s"]
     if row.input_tokens or row.output_tokens:
         parts.append(f"{row.input_tokens}+{row.output_tokens} tokens")
     if row.cost_usd:
         parts.append(f"${row.cost_usd:.4f}")
     if row.status and row.status not in ("success", "closed", "completed"):
-        parts.append(escape(shown(row.status)))
+        parts.append(shown(row.status))
     return "  ".join(parts)
 
 

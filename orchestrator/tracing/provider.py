@@ -5,18 +5,27 @@ The SDK reads the standard variables itself: `OTEL_SERVICE_NAME` and
 exporter's endpoint, headers, timeout and protocol. The provider is the
 orchestrator's own, not the global one, so an application that embeds it keeps
 its own set-up.
+
+A collector that is down must not cost every command its exporter's retries and
+a screenful of SDK warnings: the flush at exit waits `exit_timeout` seconds at
+most (`ORCHESTRATOR_TRACE_EXIT_TIMEOUT_SECONDS`), and what could not be sent is
+said in one line.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import os
 import threading
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from opentelemetry.sdk.trace import TracerProvider
+    from collections.abc import Sequence
+
+    from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+    from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
     from opentelemetry.trace import Tracer
 
 logger = logging.getLogger(__name__)
@@ -32,13 +41,17 @@ NO_GRPC = (
     "OTLP over gRPC needs opentelemetry-exporter-otlp-proto-grpc (not installed): "
     "exporting over HTTP (http/protobuf) to the same endpoint instead"
 )
+NOT_SENT = "traces could not be sent to {endpoint}"
 TRACER_NAME = "orchestrator"
+# The SDK's loggers that repeat every failed attempt (the exporter's retries, the batching).
+SDK_LOGGERS = ("opentelemetry.exporter", "opentelemetry.sdk._shared_internal")
 
 _lock = threading.Lock()
 _provider: TracerProvider | None = None
 _tracer: Tracer | None = None
 _failed = False
 _at_exit = False
+_exit_timeout = 2.0
 
 
 def enabled() -> bool:
@@ -67,13 +80,32 @@ def flush(*, timeout_millis: int = 10_000) -> None:
         _provider.force_flush(timeout_millis)
 
 
+def set_exit_timeout(seconds: float) -> None:
+    """How long the flush at exit may wait for the collector (the setting `trace_exit_timeout_seconds`)."""
+    global _exit_timeout
+    _exit_timeout = seconds
+
+
 def shutdown() -> None:
-    """Flush and stop the exporter; the next span starts a new provider (tests change endpoints)."""
+    """Flush and stop the exporter, waiting `exit_timeout` at most; say in one line what was not sent.
+
+    The next span starts a new provider (tests change endpoints).
+    """
     global _provider, _tracer
     with _lock:
         provider, _provider, _tracer = _provider, None, None
-    if provider is not None:
-        provider.shutdown()
+    if provider is None:
+        return
+    stopping = threading.Thread(target=provider.shutdown, name="trace-flush", daemon=True)
+    stopping.start()
+    stopping.join(_exit_timeout)
+    exporter = _watched
+    if stopping.is_alive() or (exporter is not None and exporter.failed):
+        if exporter is not None:
+            exporter.give_up()  # its retries end; the thread, a daemon, does not hold the exit
+        line = NOT_SENT.format(endpoint=_endpoint())
+        # The command line's handler prints a `person_line` alone (folders.skipped.PERSON_LINE).
+        logger.warning("%s", line, extra={"person_line": f"note: {line}"})
 
 
 def _start() -> TracerProvider:
@@ -84,13 +116,52 @@ def _start() -> TracerProvider:
 
     # The variables' service name wins; the SDK's own default ("unknown_service") does not.
     resource = Resource({"service.name": DEFAULT_SERVICE}).merge(OTELResourceDetector().detect())
-    provider = TracerProvider(resource=resource)  # the sampler from OTEL_TRACES_SAMPLER
-    provider.add_span_processor(BatchSpanProcessor(_exporter()))
+    global _watched
+    # Not the SDK's own unbounded shutdown at exit: ours (`shutdown`) waits `exit_timeout` at most.
+    provider = TracerProvider(resource=resource, shutdown_on_exit=False)  # sampler: the variables
+    _watched = _Watched(_exporter())
+    provider.add_span_processor(BatchSpanProcessor(_watched))
+    for name in SDK_LOGGERS:  # each failed attempt: the exit says it once (`NOT_SENT`)
+        logging.getLogger(name).setLevel(logging.CRITICAL)
     if not _at_exit:
         _at_exit = True
         atexit.register(shutdown)
     _provider = provider
     return provider
+
+
+def _endpoint() -> str:
+    return next((os.environ[name] for name in ENDPOINTS if os.environ.get(name)), "the collector")
+
+
+class _Watched:
+    """The OTLP exporter, remembering whether an export failed (so the exit can say so)."""
+
+    def __init__(self, exporter: SpanExporter) -> None:
+        self.exporter = exporter
+        self.failed = False
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        from opentelemetry.sdk.trace.export import SpanExportResult
+
+        result = self.exporter.export(spans)
+        if result is not SpanExportResult.SUCCESS:
+            self.failed = True
+        return result
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return self.exporter.force_flush(timeout_millis)
+
+    def shutdown(self) -> None:
+        self.exporter.shutdown()
+
+    def give_up(self) -> None:
+        """End the exporter's retries now (the exit will not wait for them)."""
+        with contextlib.suppress(Exception):  # the SDK's own warning for a second shutdown
+            self.exporter.shutdown()
+
+
+_watched: _Watched | None = None
 
 
 def _exporter():  # noqa: ANN202 (an OpenTelemetry SpanExporter, imported lazily)

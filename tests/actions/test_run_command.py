@@ -31,6 +31,9 @@ def test_json_in_the_envelope_out_and_words_in_a_readable_line_out(cli, tmp_path
     sentence = cli("run", "echo", "say", "a whole sentence", cwd=tmp_path)
 
     assert structured.returncode == 0, structured.stderr
+    assert "No model configured" not in structured.stderr, "--json needs no model: no note"
+    assert "semantic search is off" not in structured.stderr, "ORCHESTRATOR_EMBEDDINGS=none chose it"
+    assert "No model configured" in sentence.stderr, "a sentence is read by a model"
     envelope = json.loads(structured.stdout)
     assert envelope["success"] is True and envelope["message"] == "hi hi"
     assert envelope["metadata"]["operation"] == "echo.say" and envelope["error"] is None

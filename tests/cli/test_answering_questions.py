@@ -456,7 +456,7 @@ def test_requests_show_prints_each_event_with_its_time(cli, tmp_path: Path):
 
     assert shown.returncode == 0, shown.stderr
     first, *events = shown.stdout.splitlines()
-    assert first.startswith(f"files.tidy completed (closed)  {call['request_id']}")
+    assert first.startswith(f"files_tidy completed (closed)  {call['request_id']}")
     stamp = r"    \d{4}-\d\d-\d\d \d\d:\d\d:\d\d  "
     assert all(re.match(stamp, line) for line in events), events
     statuses = [line.split()[2] for line in events]
@@ -542,7 +542,7 @@ def test_a_gated_call_three_levels_down_answered_in_ask_and_shown_by_requests_sh
     shown = cli("requests", "show", call["request_id"], cwd=tmp_path)
 
     assert shown.returncode == 0, shown.stderr
-    leaf = shown.stdout[shown.stdout.index("leaf.clear"):]
+    leaf = shown.stdout[shown.stdout.index("leaf_clear completed"):]
     assert 'paused        asked: approval · top › mid · leaf_clear {"what": "cache"}' in leaf
     assert 'edited        decision=edit args={"what": "cache"} edited_args={"what": "logs"}' in leaf
 

@@ -86,6 +86,47 @@ def test_the_embedded_database_needs_no_setup(tmp_path: Path):
     assert "messages to embed (yours and the assistant's): 2 (0 embedded)" in status.stdout
 
 
+WIPER = """
+import shutil
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from orchestrator.tools import Tool, ToolRequest, ToolResult, action
+
+
+class Nothing(BaseModel):
+    pass
+
+
+class Wiper(Tool):
+    @action(Nothing)
+    async def wipe(self, params: Nothing, request: ToolRequest) -> ToolResult:
+        \"\"\"Wipe the data directory, as a person deleting it mid-chat would.\"\"\"
+        shutil.rmtree(Path.cwd() / "data")
+        return request.result("wiped")
+"""
+
+
+@pytest.mark.db
+@pytest.mark.process
+def test_a_data_directory_deleted_mid_chat_is_said_once_and_no_session_is_kept(tmp_path: Path):
+    from tests.tool_folders import write_folder
+
+    write_folder(tmp_path / "sub_graphs", "wiper", code=WIPER)
+    env = {"ORCHESTRATOR_EMBEDDINGS": "none"}
+    stdin = "y\nwipe\nwhat is 2*3\n/exit\n"
+    done = run_cli("chat", cwd=tmp_path, env=env, stdin=stdin)
+
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert errors == [
+        "error: the data directory data/ was deleted while this ran: nothing more can be kept "
+        "(the database was in it); start again to begin anew"
+    ], done.stderr
+    assert "kept ·" not in done.stderr and "could not restart" not in done.stderr, done.stderr
+    assert "calculator" not in done.stderr, "the chat ended: every turn would have failed"
+
+
 async def test_db_status_says_which_models_made_the_vectors(cli, database: Database, tmp_path: Path):
     user, session = f"mixed-{uuid.uuid4().hex[:8]}", f"s-{uuid.uuid4().hex[:8]}"
     await claim_session(database, session, user_id=user)
@@ -155,6 +196,10 @@ def test_requests_show_prints_the_tree_of_a_call(cli, tmp_path: Path):
     shown = cli("requests", "show", call["request_id"], "-u", "rita", cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
     assert shown.stdout.startswith(f"calculator completed (closed)  {call['request_id']}")
+    by_prefix = cli("requests", "show", call["request_id"][:12], "-u", "rita", cwd=tmp_path)
+    assert by_prefix.returncode == 0 and by_prefix.stdout == shown.stdout, "a prefix, as tasks show"
+    drawn = cli("requests", "show", call["request_id"][:12], "--waterfall", "-u", "rita", cwd=tmp_path)
+    assert drawn.returncode == 0 and "tool calculator" in drawn.stdout, drawn.stderr
 
     hidden = cli("requests", "show", call["request_id"], "-u", "sam", cwd=tmp_path)
     assert hidden.returncode == 1

@@ -123,3 +123,12 @@ def test_new_agent_in_a_parent_puts_the_folder_under_that_agent(tmp_path: Path):
     assert nowhere.returncode == 1
     assert nowhere.stderr.startswith("error: --in 'no_such_agent': no tool folder there")
     assert not list(tmp_path.rglob("cars"))
+
+
+def test_the_tool_templates_default_description_reads_well(tmp_path: Path):
+    folder = create_agent_folder("weather_bot", directory=tmp_path)
+
+    description = load_tool_config(folder / "tool_config.yaml").description
+
+    # What the model reads to choose the tool: a sentence saying what it does, which is true.
+    assert description == "Greets someone by name (an example to replace with what weather bot does)."

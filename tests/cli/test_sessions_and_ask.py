@@ -157,6 +157,8 @@ def test_sessions_list_shows_each_session_latest_first(cli, tmp_path: Path):
         for session, text in ((older, "plan my trip to Lisbon"), (newer, "what is 2+2"), (newer, "and 3+3")):
             done = cli("ask", "-u", user, "-s", session, text, cwd=tmp_path, env_extra=server_env(server))
             assert done.returncode == 0, done.stderr
+    empty = unique("empty")  # opened and left at once: nothing to go back to
+    assert cli("chat", "-u", user, "-s", empty, cwd=tmp_path, stdin="/exit\n").returncode == 0
     listed = cli("sessions", "list", "-u", user, cwd=tmp_path)
     as_json = cli("sessions", "list", "-u", user, "--json", cwd=tmp_path)
     nobody = cli("sessions", "list", "-u", unique("nobody"), cwd=tmp_path)
@@ -166,7 +168,8 @@ def test_sessions_list_shows_each_session_latest_first(cli, tmp_path: Path):
     assert [newer in rows[0], older in rows[1]] == [True, True], listed.stdout
     assert "plan my trip to Lisbon" in rows[1] and "what is 2+2" in rows[0]
     body = json.loads(as_json.stdout)["sessions"]
-    assert [(s["session_id"], s["turns"]) for s in body] == [(newer, 2), (older, 1)]
+    assert [(s["session_id"], s["turns"]) for s in body] == [(newer, 2), (older, 1)], "not the empty one"
+    assert empty not in listed.stdout
     assert body[1]["first_words"] == "plan my trip to Lisbon" and body[0]["last_turn"] >= body[0]["started"]
     assert nobody.returncode == 0 and "No sessions of" in nobody.stdout
 

@@ -31,6 +31,27 @@ def test_approve_at_the_prompt_then_call_the_tool(cli, tmp_path: Path):
     assert "echo_say" in {t["function"]["name"] for t in server.requests[0]["tools"]}
 
 
+def test_a_folder_approved_at_the_prompt_whose_code_fails_is_listed_with_why(cli, tmp_path: Path):
+    write_folder(tmp_path / "sub_graphs", "broken", code="import not_a_module_anywhere\n")
+
+    chat = cli("chat", cwd=tmp_path, stdin="y\n/exit\n")
+    listed = cli("tools", "list", cwd=tmp_path)
+    as_json = json.loads(cli("tools", "list", "--json", cwd=tmp_path).stdout)
+
+    assert chat.returncode == 0, chat.stderr
+    assert listed.stdout.splitlines()[0].startswith("broken 1.0  new  ")
+    why = "it imports not_a_module_anywhere, which is not installed here"
+    assert listed.stdout.splitlines()[1].startswith(
+        f"  approved before, but its code could not be loaded: {why}"
+    ), listed.stdout
+    [broken] = as_json["tools"]
+    assert broken["status"] == "new" and broken["load_failed"].startswith(why)
+
+    (tmp_path / "sub_graphs" / "broken" / "broken_tool.py").write_text("import json\n")
+    changed = cli("tools", "list", cwd=tmp_path)
+    assert "could not be loaded" not in changed.stdout, "changed content was never tried"
+
+
 def test_end_of_input_at_the_prompt_approves_nothing_and_imports_nothing(cli, tmp_path: Path):
     marker = tmp_path / "imported"
     write_folder(tmp_path / "sub_graphs", "spy", code=marker_code(marker))

@@ -433,6 +433,19 @@ def test_tools_show_says_what_a_folder_inherits_and_from_whom(tmp_path: Path):
     assert report["database"]["embedded"] == str(tmp_path / "data" / "pgdata")
 
 
+def test_tools_show_times_a_folders_calls_by_the_level_that_makes_them(tmp_path: Path):
+    limits_tree(tmp_path / "sub_graphs")  # mid sets timeout_seconds: 5 for the calls below it
+
+    report = json.loads(run_cli("tools", "show", "mid", "--json", cwd=tmp_path).stdout)
+    shown = run_cli("tools", "show", "mid", cwd=tmp_path).stdout
+
+    assert report["limits"]["timeout_seconds"]["value"] == 5.0, "its level's: of its tools' calls"
+    assert (report["calls"]["timeout_seconds"], report["calls"]["timeout_origin"]) == (
+        60.0, "orchestrator"
+    ), "a call of mid is made, and timed, by top's level"
+    assert "  calls of it: timeout 60 s (the orchestrator's limits.timeout_seconds" in shown
+
+
 @pytest.mark.process
 def test_tools_show_loads_no_langchain(tmp_path: Path):
     root = tmp_path / "sub_graphs"

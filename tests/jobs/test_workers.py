@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -88,6 +89,9 @@ async def test_a_job_runs_on_a_worker_process_and_its_result_reaches_the_open_ch
         "created", "acknowledged", "running", "queued", "running", "completed", "closed"
     ]
     assert history[4] == ("running", name), "the worker's running event names it"
+    said = running.stderr()
+    assert re.search(rf"^job \d+: task {request_id} of local started$", said, re.M), said
+    assert re.search(rf"^job \d+: task {request_id} \(brewer_brew\) completed$", said, re.M), said
 
 
 async def test_a_job_that_ends_after_ask_exited_reaches_the_session_when_it_is_opened_again(

@@ -5,15 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import BaseTool
 
 from orchestrator.cli.scaffold import create_agent_folder
+from orchestrator.dispatch.background import ACKNOWLEDGED
 from orchestrator.llm import OfflineChatModel
-from orchestrator.session import FOLLOW_UP
+from orchestrator.notes import note
+from orchestrator.session import BACKGROUND_NOTE, FOLLOW_UP
 from orchestrator.sources.adapter import langchain_tools
 from orchestrator.testing import load_tool_folder
-from orchestrator.tools import builtin_tools
+from orchestrator.tools import ToolResult, builtin_tools
 from tests.helpers import make_session
 from tests.tool_folders import SHIPPED
 
@@ -164,4 +166,37 @@ def test_a_background_report_is_passed_on_not_matched_again():
     assert not reply.tool_calls, "the request that started the task is not run again"
     assert reply.text == (
         "(offline model) Background task t1 has ended:\n- nap_sleep returned: Woke up after 3 seconds."
+    )
+
+
+def test_a_background_report_in_a_note_says_the_result_not_the_notice():
+    # The session writes the notice as a note, in the user's role, behind a lead-in of its own.
+    result = ToolResult(message="", data={"slept": 3}).to_model_text(max_chars=10_000)
+    notice = FOLLOW_UP.format(task_id="t1", tool="sleeper_nap", status="completed", result=result)
+    bound = OfflineChatModel().bind_tools(builtin_tools())
+
+    reply = bound.invoke([HumanMessage("nap"), note(notice, kind=BACKGROUND_NOTE)])
+
+    assert reply.text == "(offline model) Background task t1 has ended:\n- sleeper_nap returned: slept: 3"
+
+
+def test_a_call_handed_to_the_background_is_said_without_the_models_instructions():
+    handed = ToolResult(
+        type="status",
+        status="partial",
+        message=ACKNOWLEDGED.format(name="sleeper_nap", task_id="t1"),
+        data={"task_id": "t1", "status": "acknowledged"},
+    )
+    call = {"name": "sleeper_nap", "args": {}, "id": "call_1"}
+    bound = OfflineChatModel().bind_tools(builtin_tools())
+
+    reply = bound.invoke([
+        HumanMessage("nap"),
+        AIMessage(content="", tool_calls=[call]),
+        ToolMessage(handed.to_model_text(max_chars=10_000), tool_call_id="call_1", name="sleeper_nap"),
+    ])
+
+    assert reply.text == (
+        "(offline model) Here is what the tools returned:\n"
+        "- sleeper_nap goes on in the background as task t1"
     )

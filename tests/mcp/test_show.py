@@ -106,7 +106,8 @@ def test_an_mcp_folder_is_shown_as_a_server_before_and_after_its_tools_are_pinne
     assert "    in: sub_graphs/clock/work\n" in new, "relative to the working directory"
     assert "no Python" not in new and "clock_ask" not in new
     assert "model" not in new and "instructions" not in new and "database" not in new
-    assert "  limits:\n" in new and "  calls: timeout 12 s (from tool_config.yaml)" in new
+    assert "  limits (of the calls made at its level, below it):\n" in new
+    assert "  calls of it: timeout 12 s (its tool_config.yaml)" in new
     assert "  status: new\n" in new
     assert (
         "  tool definitions: not decided yet: asked at the next start once the folder is approved"

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from langchain_core.messages import ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
+from opentelemetry.sdk.trace.export import SpanExportResult
 
 from orchestrator.redact import remember
 from orchestrator.runtime import Orchestrator
@@ -289,3 +292,83 @@ async def test_a_failures_message_leaves_only_with_content_on(
     if not model_fails:
         (call,) = [span for span in failed if span.name == "execute_tool balance"]
         assert call.attributes["orchestrator.status"] == "failure"
+
+
+class StuckExporter:
+    """An exporter whose collector never answers (a minute at most, so a test cannot hang)."""
+
+    def __init__(self) -> None:
+        self.answer = threading.Event()
+        self.done = threading.Event()
+
+    def export(self, spans: object) -> SpanExportResult:
+        self.answer.wait(60)
+        self.done.set()
+        return SpanExportResult.SUCCESS
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return True
+
+    def shutdown(self) -> None:
+        pass  # a request in flight is not called back
+
+
+def test_the_exit_waits_for_a_collector_no_longer_than_its_setting(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+):
+    stuck = StuckExporter()
+    provider.shutdown()
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9/stuck")
+    monkeypatch.setattr(provider, "_exporter", lambda: stuck)
+    monkeypatch.setattr(provider, "_exit_timeout", 0.01)
+    tracer = provider.tracer()
+    assert tracer is not None
+    tracer.start_span("waiting").end()
+
+    provider.shutdown()
+    returned_while_held = not stuck.done.is_set()
+    stuck.answer.set()
+
+    assert returned_while_held, "the exit does not wait for the collector past its setting"
+    assert caplog.messages == ["traces could not be sent to http://127.0.0.1:9/stuck"]
+
+
+EXIT_WITH_A_COLLECTOR_DOWN = """
+import asyncio
+from langgraph.checkpoint.memory import InMemorySaver
+from orchestrator.cli.common import settings_or_exit
+from orchestrator.runtime import Orchestrator
+from orchestrator.testing import ScriptedChatModel, call_tools
+
+async def main():
+    settings = settings_or_exit()
+    model = ScriptedChatModel(steps=[call_tools(("calculator", {"expression": "2+2"})), "4"])
+    runtime = Orchestrator.create(settings, model=model, checkpointer=InMemorySaver())
+    print((await runtime.session(user_id="u").run("2+2?")).answer)
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.process  # what a process says as it exits
+def test_a_collector_that_is_down_is_one_line_at_exit(tmp_path: Path):
+    import os
+
+    with socket.socket() as closed:  # a port on 127.0.0.1 that nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        endpoint = f"http://127.0.0.1:{closed.getsockname()[1]}"
+    env = {
+        **os.environ,
+        "HOME": str(tmp_path),
+        "ORCHESTRATOR_HOME": str(tmp_path),
+        "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint,
+        "OTEL_EXPORTER_OTLP_TIMEOUT": "3600",  # the SDK alone would retry for a minute
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", EXIT_WITH_A_COLLECTOR_DOWN],
+        capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path,
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["4"]
+    assert done.stderr.splitlines() == [f"note: traces could not be sent to {endpoint}"]

@@ -73,3 +73,21 @@ def test_trace_in_chat_draws_the_last_turn_and_requests_list_and_show_find_it(cl
     shown = cli("requests", "show", requests[0]["request_id"], "--waterfall", cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
     assert "tool calculator" in plain(shown.stdout)
+
+
+def test_the_trace_and_the_request_log_name_a_tool_as_the_model_and_the_tasks_do(cli, tmp_path: Path):
+    from tests.actions.test_run_command import approved_echo
+
+    approved_echo(cli, tmp_path)
+    ran = cli("run", "echo", "say", "--json", '{"text": "hi"}', cwd=tmp_path)
+    request_id = json.loads(ran.stdout)["metadata"]["request_id"]
+
+    drawn = cli("requests", "show", request_id, "--waterfall", cwd=tmp_path)
+    shown = cli("requests", "show", request_id, cwd=tmp_path)
+    listed = cli("requests", "list", cwd=tmp_path)
+
+    assert drawn.returncode == 0, drawn.stderr
+    assert "tool echo_say " in plain(drawn.stdout), drawn.stdout
+    assert shown.stdout.startswith("echo_say completed (closed)"), shown.stdout
+    [line] = [line for line in listed.stdout.splitlines() if line.startswith(request_id)]
+    assert "  echo_say  completed  " in line and "echo.say" not in listed.stdout

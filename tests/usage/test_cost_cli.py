@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -293,6 +294,17 @@ def test_ask_json_has_usage_and_cost(cli, tmp_path: Path):
     assert body["usage"]["tokens"]["output"] == 500
     assert body["budget_stop"] is None
     assert "turn:" not in done.stderr, "the JSON carries the cost"
+
+
+def test_ask_json_writes_a_small_cost_in_fixed_point(cli, tmp_path: Path):
+    reply = RawReply(text="Done.", usage=Usage(10, 5), model="local-llm")  # $0.00002
+    with OpenAICompatibleServer([reply]) as server:
+        done = cli("ask", "--json", "do it", cwd=tmp_path, env_extra=priced_env(server))
+
+    assert done.returncode == 0, done.stderr
+    assert '"cost_usd": 0.00002,' in done.stdout
+    assert not re.search(r"\d[eE][-+]?\d", done.stdout), "no scientific notation"
+    assert json.loads(done.stdout)["cost_usd"] == pytest.approx(2e-05)
 
 
 def test_piped_chat_cost_command(cli, tmp_path: Path):
