@@ -144,6 +144,10 @@ class IncompleteReplyError(ModelUnavailableError):
     """The model's reply stopped before it ended: a cut stream, or no choices at all."""
 
 
+class ModelTimeoutError(ModelUnavailableError):
+    """The model's reply did not begin, or did not end, within ORCHESTRATOR_MODEL_TIMEOUT_SECONDS."""
+
+
 class DatabaseUnavailableError(UserError):
     """The database cannot be reached or refused us."""
 
@@ -261,6 +265,7 @@ __all__ = [
     "InvalidToolArgumentsError",
     "McpServerError",
     "SandboxUnavailableError",
+    "ModelTimeoutError",
     "ModelUnavailableError",
     "QuestionsWaitingError",
     "OrchestratorError",

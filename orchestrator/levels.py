@@ -109,4 +109,5 @@ class LevelConfig:
     system_prompt: str | None = None
     path: tuple[str, ...] = ()
     context_tokens: int | None = None  # the model's window when its profile has none
+    max_output_tokens: int | None = None  # the most tokens a reply may have; None: the model's own
     planning: Planning | None = None  # None: its agent does not plan

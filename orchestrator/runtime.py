@@ -24,6 +24,7 @@ from orchestrator.graph.prompts import ORCHESTRATOR_PROMPT
 from orchestrator.graph.spec import AgentSpec
 from orchestrator.levels import LevelConfig, Limits, Planning
 from orchestrator.llm.providers import build_chat_model
+from orchestrator.llm.reply import ReplyLimits
 from orchestrator.redact import remember_settings
 from orchestrator.session import Session
 from orchestrator.settings import Settings
@@ -200,6 +201,7 @@ class _Plan:
             log_level=settings.log_level,
             system_prompt=ORCHESTRATOR_PROMPT,
             context_tokens=settings.context_tokens,
+            max_output_tokens=settings.max_output_tokens,
             planning=Planning.from_settings(settings),
         )
         spec = AgentSpec(
@@ -210,6 +212,10 @@ class _Plan:
             tool_middleware=pipeline,
             model_middleware=tuple(model_middleware or ()),
             text_tool_calls=settings.text_tool_calls,
+            reply_limits=ReplyLimits(
+                max_output_tokens=settings.max_output_tokens,
+                timeout_seconds=settings.model_timeout_seconds,
+            ),
             context_tokens=settings.context_tokens,
             summary_model=_summary_model(settings),
             planning=level.planning,
@@ -282,6 +288,7 @@ def _default_sources(
             system_prompt=system_prompt,
             name=name,
             context_tokens=level.context_tokens or spec.context_tokens,
+            reply_limits=replace(spec.reply_limits, max_output_tokens=level.max_output_tokens),
             planning=level.planning,
         )
         return build_agent_graph(agent)

@@ -7,6 +7,7 @@ import os
 import re
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import (
     AliasChoices,
@@ -29,6 +30,7 @@ NO_PATTERNS = "none"  # ORCHESTRATOR_SENSITIVE_PATTERNS=none: no call name needs
 DEFAULT_MODEL = "openai:gpt-4o-mini"
 EMBEDDING_CHOICES = re.compile(r"auto|local|none|openai:\S+")
 MAX_SECONDS = 24 * 3600.0  # one day: longer belongs in a job queue, and inf or nan is a typo
+MAX_OUTPUT_TOKENS = 1_000_000  # past any model's output: a larger number is a typo
 NEEDS_ENDPOINT = (
     "{setting}={model!r} needs OPENAI_API_KEY (or OPENAI_BASE_URL for an OpenAI-compatible "
     "server); unset {setting} to use the built-in offline model"
@@ -36,7 +38,7 @@ NEEDS_ENDPOINT = (
 
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 # Settings that may hold a password: an error names them but never shows it.
-URL_SETTINGS = ("database_url", "database_app_url")
+URL_SETTINGS = ("database_url", "database_app_url", "openai_base_url")
 HIDDEN = "***"
 # `user:password@` after `//`, or at the start of what has no `://` (a missing
 # scheme), up to the last `@`; and libpq's `password=...` in a query or keywords.
@@ -66,7 +68,20 @@ class Settings(BaseSettings):
     openai_base_url: str | None = Field(
         default=None, validation_alias=AliasChoices("OPENAI_BASE_URL")
     )
-    model_timeout_seconds: float = Field(default=60.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False)
+    model_timeout_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        le=MAX_SECONDS,
+        allow_inf_nan=False,
+        description="Seconds one model reply may take whole, from the request to its last token.",
+    )
+    max_output_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_OUTPUT_TOKENS,
+        description="The most tokens one model reply may have (unset: the model's own limit); "
+        "a folder's `llm: {max_output_tokens: N}` sets its level's.",
+    )
     model_max_retries: int = Field(default=2, ge=0, le=10)
     model_streaming: bool = Field(
         default=True,
@@ -246,6 +261,15 @@ class Settings(BaseSettings):
             raise ValueError("use a postgresql:// URL: postgresql://user:password@host:5432/database")
         return value.strip() if value is not None else None
 
+    @field_validator("openai_base_url")
+    @classmethod
+    def _an_http_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if problem := http_url_problem(value):
+            raise ValueError(problem)
+        return value.strip()
+
     @field_validator("data_dir")
     @classmethod
     def _a_directory(cls, value: Path) -> Path:
@@ -298,6 +322,19 @@ class Settings(BaseSettings):
     def budgets(self) -> Budgets:
         """The turn and session budgets these settings give."""
         return Budgets(self.max_turn_cost_usd, self.max_session_cost_usd)
+
+
+def http_url_problem(url: str) -> str | None:
+    """Why `url` cannot be a model server's address (None: it can); says what is expected."""
+    text = url.strip()
+    parts = urlsplit(text)
+    if parts.scheme in ("http", "https") and parts.hostname:
+        return None
+    example = "http://127.0.0.1:8080/v1"
+    if "://" not in text and text:  # `localhost:8080/v1`: the scheme left out
+        example = f"http://{text}"
+        return f"the URL has no scheme: write it as {example} (or https://...)"
+    return f"use an http:// or https:// URL of the server, such as {example}"
 
 
 def env_name(field: str) -> str:

@@ -99,6 +99,7 @@ def test_old_import_paths_give_the_same_class(module: str, name: str) -> None:
         ("ConfigError", UserError),
         ("ModelUnavailableError", UserError),
         ("IncompleteReplyError", UserError),
+        ("ModelTimeoutError", UserError),
         ("DatabaseUnavailableError", UserError),
         ("SessionOwnedError", UserError),
         ("ToolContractError", DeveloperError),

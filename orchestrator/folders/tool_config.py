@@ -25,6 +25,7 @@ from orchestrator.folders.hashing import CONFIG_PATHS
 from orchestrator.folders.mcp_config import McpServerConfig
 from orchestrator.folders.safe_yaml import load_bounded
 from orchestrator.folders.sandbox_config import SandboxConfig
+from orchestrator.settings import MAX_OUTPUT_TOKENS, http_url_problem
 
 CONFIG_FILE = "tool_config.yaml"
 # Tool names become part of function names the model calls (`<name>_<action>`, at most 64).
@@ -91,6 +92,20 @@ class ModelOverride(_Override):
         description="The model's input limit when its profile gives none (default: the "
         "parent's, ORCHESTRATOR_CONTEXT_TOKENS at the top); with `inherit` too.",
     )
+    max_output_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_OUTPUT_TOKENS,
+        description="The most tokens one reply of this level's model may have (default: the "
+        "parent's, ORCHESTRATOR_MAX_OUTPUT_TOKENS at the top); with `inherit` too.",
+    )
+
+    @field_validator("base_url")
+    @classmethod
+    def _an_http_url(cls, value: str | None) -> str | None:
+        if value is not None and (problem := http_url_problem(value)):
+            raise ValueError(problem)
+        return value.strip() if value is not None else None
 
     @model_validator(mode="after")
     def _local_names_a_model(self) -> ModelOverride:

@@ -46,6 +46,7 @@ from orchestrator.graph.planning.plan_call import (
 from orchestrator.graph.planning.plan_tool import plan_tool
 from orchestrator.graph.spec import AgentSpec
 from orchestrator.graph.state import AgentState, model_calls_this_turn
+from orchestrator.llm.providers import with_output_cap
 from orchestrator.plans import PLAN_TOOL, Plan
 from orchestrator.tools.context import RunContext
 
@@ -66,7 +67,8 @@ class ModelNode:
     """
 
     def __init__(self, spec: AgentSpec) -> None:
-        self.model: Runnable = spec.model.bind_tools(spec.tools) if spec.tools else spec.model
+        model = with_output_cap(spec.model, spec.reply_limits.max_output_tokens)
+        self.model: Runnable = model.bind_tools(spec.tools) if spec.tools else model
         self.tool_names = frozenset(tool.name for tool in spec.tools)
         self.system_prompt = SystemMessage(spec.system_prompt)
         self.chain = model_chain(spec)

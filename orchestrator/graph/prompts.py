@@ -47,3 +47,11 @@ REPLY_CUT_OFF = (
     "{length} characters, so it is not kept as an answer. Try again."
 )
 NO_CHOICES = "The model server sent an empty reply (no choices, no finish reason). Try again."
+# After the text of an answer cut at its length limit: for the person, and the model next turn.
+CUT_AT_CAP = (
+    "[Reply cut off: it passed the limit of {limit} output tokens ({setting}) and the model "
+    "server did not end it, so it was stopped here.]"
+)
+CUT_BY_SERVER = (
+    '[Reply cut off: the model server ended it at a length limit (finish reason "length"){limit}.]'
+)

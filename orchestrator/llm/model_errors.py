@@ -2,7 +2,8 @@
 
 Each failure says what happened: the server could not be reached, closed the
 connection before answering, answered an HTTP error, reported an error
-mid-reply, cut its reply off, or sent one that could not be read. Only the
+mid-reply, cut its reply off, took longer than its timeout, or sent one that
+could not be read (an empty one too). Only the
 exceptions the OpenAI client and LangChain raise for these are matched (by
 type, and for built-in types by where they were raised), so our own bugs
 still surface as themselves.
@@ -17,8 +18,11 @@ from types import FrameType
 from urllib.parse import urlsplit
 
 import openai
+from langchain_core.language_models import LanguageModelInput
+from langchain_core.messages import BaseMessage
+from langchain_core.runnables import Runnable, RunnableBinding
 
-from orchestrator.errors import IncompleteReplyError, ModelUnavailableError
+from orchestrator.errors import IncompleteReplyError, ModelTimeoutError, ModelUnavailableError
 from orchestrator.redact import redact
 from orchestrator.settings import Settings, env_name
 
@@ -64,6 +68,34 @@ def explain_model_error(
     return _reply_error(error, where=where)
 
 
+def reply_timeout(
+    model: Runnable[LanguageModelInput, BaseMessage], *, seconds: float, received: int | None
+) -> ModelTimeoutError:
+    """A reply that outlasted ORCHESTRATOR_MODEL_TIMEOUT_SECONDS after `received` characters.
+
+    `received` None: not a token of it came.
+    """
+    server = _served_at(model)
+    who = f"The model server at {server}" if server else "The model server"
+    waited = f"{seconds:g}s ({env_name('model_timeout_seconds')})"
+    if received is None:
+        return ModelTimeoutError(f"{who} did not answer within {waited}.")
+    return ModelTimeoutError(
+        f"{who} did not finish its reply within {waited}: it was stopped after "
+        f"{received} characters and not kept. Try again, or raise the setting."
+    )
+
+
+def _served_at(model: Runnable[LanguageModelInput, BaseMessage]) -> str | None:
+    """`scheme://host:port` of the OpenAI-compatible server `model` calls (None: not one)."""
+    while isinstance(model, RunnableBinding):  # the model with its tools bound
+        model = model.bound
+    openai_models = sys.modules.get("langchain_openai.chat_models.base")
+    if openai_models is None or not isinstance(model, openai_models.BaseChatOpenAI):
+        return None
+    return _origin(model.openai_api_base or f"https://{OPENAI_HOST}/v1")
+
+
 def _connection_error(
     error: openai.APIConnectionError, *, where: str, settings: Settings | None
 ) -> ModelUnavailableError:
@@ -104,7 +136,12 @@ def _reply_error(error: Exception, *, where: str) -> ModelUnavailableError | Non
     if isinstance(error, json.JSONDecodeError) and _passed_through(error, "openai."):
         if _passed_through(error, "openai._streaming"):
             return _unreadable(where, "a line of its stream is not JSON")
-        return _unreadable(where, "it is not JSON")
+        return _unreadable(where, "it is empty" if not error.doc.strip() else "it is not JSON")
+    # A stream that ended before its first chunk (an empty 200) leaves LangChain nothing.
+    if isinstance(error, ValueError) and _raised_in(
+        error, "langchain_core.language_models.chat_models", "astream", "stream"
+    ):
+        return _unreadable(where, "it is empty")
     # LangChain checks a whole reply's shape itself, raising built-in errors.
     if isinstance(error, ValueError | KeyError | TypeError) and _raised_in(
         error, "langchain_openai.chat_models.base", "_create_chat_result"

@@ -24,6 +24,10 @@ NO_PROVIDER = (
     "{setting}={model!r} names no provider LangChain knows: write it as `openai:{model}` for an "
     "OpenAI-compatible server (or `anthropic:NAME`, `ollama:NAME`, ... for another provider)"
 )
+# The field each provider's chat model takes its replies' token limit in: OpenAI's,
+# Anthropic's, Mistral's, Bedrock's `max_tokens`, Google's `max_output_tokens`,
+# Ollama's `num_predict`, Hugging Face's `max_new_tokens`.
+OUTPUT_CAP_FIELDS = ("max_tokens", "max_output_tokens", "num_predict", "max_new_tokens")
 UNKNOWN_PROVIDER = (
     "{setting}={model!r}: `{provider}` is no provider LangChain knows: write `openai:NAME` for "
     "an OpenAI-compatible server (or `anthropic:NAME`, `ollama:NAME`, ... for another provider)"
@@ -132,6 +136,19 @@ def _streaming_usage(model: BaseChatModel) -> BaseChatModel:
     if model.stream_usage is None:
         model.stream_usage = True
     return model
+
+
+def with_output_cap(model: BaseChatModel, tokens: int | None) -> BaseChatModel:
+    """`model`, asking its provider for at most `tokens` tokens a reply (None: as it is).
+
+    A copy: a level's cap never changes the model its parent shares with it. A
+    model that takes no such limit (the offline model) is returned as it is;
+    the reply is held to the cap as it streams in either way (`llm.reply`).
+    """
+    if tokens is None:
+        return model
+    field = next((name for name in OUTPUT_CAP_FIELDS if name in type(model).model_fields), None)
+    return model if field is None else model.model_copy(update={field: tokens})
 
 
 def reports_finish_reason(model: BaseChatModel) -> bool:

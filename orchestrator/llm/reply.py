@@ -1,15 +1,21 @@
-"""A model's reply, read from its stream within size limits, with its tool calls still raw.
+"""A model's reply, read from its stream within size and time limits, its tool calls still raw.
 
 LangChain merges a stream's tool-call chunks by re-joining and re-parsing the
 whole argument text at every step (`parse_partial_json`, quadratic), and
 repairs arguments that were cut off. Here the pieces are joined once, the
 stream stops being read as soon as a tool name or arguments outgrow their
 limit, and argument text is kept as it came, for the caller to judge.
+
+The whole reply, from the request to its last token, is bounded in time here,
+and its output in tokens: whatever the provider, and whether its client's own
+timeout (which bounds each read, not the reply) or the server's cap hold.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import math
 from collections.abc import Iterable
 from contextlib import aclosing
 from dataclasses import dataclass
@@ -26,14 +32,26 @@ MAX_NAME_CHARS = 256
 MAX_ARGUMENT_CHARS = 100_000
 # The keys under which providers report why a reply ended.
 FINISH_KEYS = ("finish_reason", "stop_reason", "done_reason")
+# The finish reason of a reply cut at its length limit (OpenAI's word, which we use too).
+LENGTH = "length"
+# A token is rarely longer: a stream whose pieces hold several tokens each is
+# counted by its characters too, at this many a token, so that it never errs low.
+MAX_TOKEN_CHARS = 16
 
 
 @dataclass(frozen=True)
 class ReplyLimits:
-    """How long a tool name and a call's arguments may grow before the reply stops being read."""
+    """How far a reply is read: a tool name, a call's arguments, its output, its time.
+
+    `max_output_tokens` (None: as long as the model makes it) is asked of the
+    provider and also held here; `timeout_seconds` (None: no bound) bounds the
+    whole reply, its first token and its last.
+    """
 
     max_name_chars: int = MAX_NAME_CHARS
     max_argument_chars: int = MAX_ARGUMENT_CHARS
+    max_output_tokens: int | None = None
+    timeout_seconds: float | None = None
 
 
 @dataclass(frozen=True)
@@ -57,11 +75,14 @@ class Reply:
     """The reply without its tool calls, the raw calls, and why it ended (None: not said).
 
     The stream is left unread past an oversized call: it is the last call then.
+    `capped`: the stream was left unread past `max_output_tokens`, the server
+    not having ended it there (the finish reason is then `length`).
     """
 
     message: AIMessage
     calls: list[RawCall]
     finish_reason: str | None
+    capped: bool = False
 
 
 async def read_reply(
@@ -71,26 +92,79 @@ async def read_reply(
     *,
     limits: ReplyLimits,
 ) -> Reply:
-    """Stream the model's reply to `messages`, not past an oversized tool call."""
-    chunks: list[AIMessageChunk] = []
-    calls: dict[object, _Streamed] = {}
-    # Closed as soon as it is left, so that the server's connection is let go at once.
-    async with aclosing(model.astream(list(messages), config)) as stream:
-        async for item in stream:
-            if not isinstance(item, AIMessageChunk):  # a model that does not stream
-                return _whole(item, limits=limits)
-            chunks.append(_without_calls(item))
-            if _add_pieces(calls, item.tool_call_chunks, limits=limits) is not None:
-                break
-    message = _merged(chunks)
-    raw = [streamed.call(limits) for streamed in calls.values()]
-    return Reply(message, raw, finish_reason(message))
+    """Stream the model's reply to `messages`, not past an oversized tool call, its cap or its time.
+
+    Raises ModelTimeoutError when the reply has not ended within `limits.timeout_seconds`.
+    """
+    stream = _Stream(limits)
+    deadline = asyncio.timeout(limits.timeout_seconds)
+    try:
+        async with deadline:
+            return await stream.read(model, list(messages), config)
+    except Exception as error:
+        # Past the deadline, the client's own timeout may have fired in the same breath.
+        if not deadline.expired():
+            raise
+        # Imported only now: it imports the OpenAI client, which the offline model never needs.
+        from orchestrator.llm.model_errors import reply_timeout
+
+        seconds = float(limits.timeout_seconds or 0)
+        received = stream.chars if stream.pieces else None  # None: not a token came
+        raise reply_timeout(model, seconds=seconds, received=received) from error
 
 
 def finish_reason(message: BaseMessage) -> str | None:
     """Why the provider says the reply ended, if it says."""
     metadata = message.response_metadata
     return next((str(metadata[k]) for k in FINISH_KEYS if metadata.get(k)), None)
+
+
+class _Stream:
+    """One reply as it streams in: its chunks, its calls' pieces, how much output came."""
+
+    def __init__(self, limits: ReplyLimits) -> None:
+        self.limits = limits
+        self.chunks: list[AIMessageChunk] = []
+        self.calls: dict[object, _Streamed] = {}
+        self.pieces = 0  # chunks that carried output, a token at least each
+        self.chars = 0
+
+    async def read(
+        self,
+        model: Runnable[LanguageModelInput, BaseMessage],
+        messages: list[BaseMessage],
+        config: RunnableConfig,
+    ) -> Reply:
+        # Closed as soon as it is left, so that the server's connection is let go at once.
+        async with aclosing(model.astream(messages, config)) as stream:
+            async for item in stream:
+                if not isinstance(item, AIMessageChunk):  # a model that does not stream
+                    return _whole(item, limits=self.limits)
+                if self._past_cap(item):  # a server that does not hold the cap itself
+                    return self._reply(capped=True)
+                self.chunks.append(_without_calls(item))
+                if _add_pieces(self.calls, item.tool_call_chunks, limits=self.limits) is not None:
+                    break
+        return self._reply(capped=False)
+
+    def _past_cap(self, chunk: AIMessageChunk) -> bool:
+        """Whether `chunk` takes the reply past its cap in tokens (if not, it is counted)."""
+        arguments = sum(len(piece.get("args") or "") for piece in chunk.tool_call_chunks)
+        added = len(chunk.text) + arguments
+        if not added:
+            return False
+        pieces, chars = self.pieces + 1, self.chars + added
+        cap = self.limits.max_output_tokens
+        if cap is not None and max(pieces, math.ceil(chars / MAX_TOKEN_CHARS)) > cap:
+            return True
+        self.pieces, self.chars = pieces, chars
+        return False
+
+    def _reply(self, *, capped: bool) -> Reply:
+        message = _merged(self.chunks)
+        raw = [streamed.call(self.limits) for streamed in self.calls.values()]
+        reason = LENGTH if capped else finish_reason(message)
+        return Reply(message, raw, reason, capped=capped)
 
 
 class _Streamed:

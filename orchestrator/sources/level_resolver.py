@@ -50,6 +50,7 @@ class LevelResolver:
             log_level=config.log_level or parent.log_level,
             path=(*parent.path, config.name),
             context_tokens=config.llm.context_tokens or parent.context_tokens,
+            max_output_tokens=config.llm.max_output_tokens or parent.max_output_tokens,
             planning=Planning.below(
                 parent.planning, self.settings, on=config.planning, approve=config.approve_plans
             ),

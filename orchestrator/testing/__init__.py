@@ -4,6 +4,8 @@ from orchestrator.testing.fake_embedder import KeywordEmbeddings
 from orchestrator.testing.folder_loading import load_tool_folder
 from orchestrator.testing.network import RemoteConnectionBlocked, block_remote_connections
 from orchestrator.testing.openai_server import (
+    EmptyReply,
+    Endless,
     ErrorReply,
     HangUp,
     OpenAICompatibleServer,
@@ -14,6 +16,8 @@ from orchestrator.testing.scripted import ScriptedChatModel, ScriptExhaustedErro
 
 __all__ = [
     "ErrorReply",
+    "EmptyReply",
+    "Endless",
     "HangUp",
     "KeywordEmbeddings",
     "OpenAICompatibleServer",

@@ -21,6 +21,8 @@ Failures a real server shows, each after the `RawReply`'s text (and calls):
   `data:` line of the stream, or the whole unstreamed body (sent as is, so it
   may also be JSON of the wrong shape).
 - `HangUp()`: the connection closed after the request, before any answer.
+- `EmptyReply()`: a 200 with an empty body (streamed: not one event).
+- `Endless()`: a reply that never ends, as a model caught in a loop does.
 
 `strict=True` answers 400, as OpenAI does, to a request whose history a strict
 server refuses: a tool call without an answer right after it, an answer to no
@@ -142,7 +144,27 @@ class RawReply:
         return not (self.cut or self.drop or self.error or self.malformed is not None)
 
 
-Reply = str | list[tuple[str, dict[str, object]]] | ErrorReply | RawReply | HangUp
+@dataclass(frozen=True)
+class EmptyReply:
+    """A 200 with nothing in it: an empty body, or a stream without a single event."""
+
+
+@dataclass(frozen=True)
+class Endless:
+    """A reply that never ends: streamed, `text` again and again without a finish reason,
+    a piece every `every` seconds (`text` empty: a 200 and then silence); unstreamed, no
+    answer at all. It stops when the client hangs up or the server closes.
+
+    Whatever the request asks (`max_tokens`), it goes on, as a server that ignores it does.
+    """
+
+    text: str = "12*7-12 "
+    every: float = 0.002
+
+
+Reply = (
+    str | list[tuple[str, dict[str, object]]] | ErrorReply | RawReply | HangUp | EmptyReply | Endless
+)
 
 
 class OpenAICompatibleServer:
@@ -155,6 +177,7 @@ class OpenAICompatibleServer:
         self.strict = strict
         self.requests: list[JsonObject] = []
         self._lock = threading.Lock()
+        self.closed = threading.Event()  # ends the replies that would not end
         self._http = ThreadingHTTPServer(("127.0.0.1", port), _Handler)
         self._http.owner = self  # type: ignore[attr-defined]
         # shutdown() waits for the serving loop's next poll: a short one ends a test sooner.
@@ -177,6 +200,7 @@ class OpenAICompatibleServer:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        self.closed.set()
         self._http.shutdown()
         self._http.server_close()
 
@@ -249,6 +273,10 @@ class _Handler(BaseHTTPRequestHandler):
             return None
         if isinstance(reply, ErrorReply):
             return self._send_json(reply.status, _error(reply.message))
+        if isinstance(reply, EmptyReply):
+            return self._send_body(HTTPStatus.OK, b"")
+        if isinstance(reply, Endless):
+            return self._send_endless(reply, str(request.get("model")), bool(request.get("stream")))
         raw = _raw(reply)
         model = raw.model or str(request.get("model", "test-model"))
         if request.get("stream"):
@@ -289,6 +317,25 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client stopped reading (a reply it would not take whole)
         self.close_connection = True
+
+    def _send_endless(self, reply: Endless, model: str, streamed: bool) -> None:
+        closed: threading.Event = self.server.owner.closed  # type: ignore[attr-defined]
+        self.close_connection = True
+        if not streamed:
+            closed.wait()  # the answer never comes
+            return
+        self.send_response(HTTPStatus.OK)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        piece = {"index": 0, "delta": {"content": reply.text}, "finish_reason": None}
+        chunk = _envelope("chat.completion.chunk", model, [piece])
+        try:
+            while reply.text and not closed.wait(reply.every):
+                self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                self.wfile.flush()
+            closed.wait()
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client stopped reading: the only end it has
 
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002
         pass  # keep test output clean

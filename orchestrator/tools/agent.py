@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from pydantic import BaseModel, Field, PrivateAttr
 
-from orchestrator.errors import OrchestratorError, ToolError
+from orchestrator.errors import ModelUnavailableError, OrchestratorError, ToolError
 from orchestrator.plans import PLAN_METADATA, plan_view
 from orchestrator.tools.base import Tool, ToolRequest, action
 from orchestrator.tools.context import RunContext, UserDatabase, current_context
@@ -133,7 +133,8 @@ def _model_failure(error: Exception) -> ToolError | None:
     """The agent's model failing, in one line for the model above (None: not a model failure)."""
     from orchestrator.llm.model_errors import explain_model_error
 
-    explained = explain_model_error(error)
+    # Already one line (a reply that outlasted its timeout, or came cut): told as it is.
+    explained = error if isinstance(error, ModelUnavailableError) else explain_model_error(error)
     return None if explained is None else ToolError(str(explained), recoverable=True)
 
 

@@ -85,6 +85,11 @@ def test_inherit_and_parent_are_the_same_choice(llm: object):
         ({"limits": {"max_iterations": 0}}, "limits.max_iterations: Input should be greater than or equal to 1"),
         ({"limits": {"timeout": 5}}, "limits.timeout: Extra inputs are not permitted"),
         ({"log_level": "loud"}, "log_level: Input should be 'DEBUG', 'INFO', 'WARNING', 'ERROR' or 'CRITICAL'"),
+        (
+            {"llm": {"inherit": "local", "model": "openai:m", "base_url": "localhost:8080/v1"}},
+            "llm.base_url: Value error, the URL has no scheme: write it as http://localhost:8080/v1 (or https://...)",
+        ),
+        ({"llm": {"max_output_tokens": 0}}, "llm.max_output_tokens: Input should be greater than or equal to 1"),
     ],
 )
 def test_a_bad_level_value_skips_the_folder_with_one_line(tmp_path: Path, fields: dict[str, object], reason: str):

@@ -17,6 +17,7 @@ from orchestrator.graph.model_pipeline.compaction import CompactionMiddleware
 from orchestrator.graph.model_pipeline.defaults import default_model_middleware
 from orchestrator.graph.model_pipeline.model_budget import ModelBudgetMiddleware
 from orchestrator.graph.model_pipeline.reply_check import ReplyCheckMiddleware
+from orchestrator.graph.model_pipeline.reply_cut import ReplyCutMiddleware
 from orchestrator.graph.model_pipeline.retrieval import RetrievalMiddleware
 from orchestrator.graph.model_pipeline.round_limit import RoundLimitMiddleware
 from orchestrator.graph.model_pipeline.usage_counting import ModelUsageMiddleware
@@ -183,6 +184,7 @@ def test_the_default_chain_in_order():
         RetrievalMiddleware,
         ModelBudgetMiddleware,
         CompactionMiddleware,
+        ReplyCutMiddleware,
         TextCallsMiddleware,
         ReplyCheckMiddleware,
         ModelUsageMiddleware,
@@ -191,6 +193,7 @@ def test_the_default_chain_in_order():
         RoundLimitMiddleware,
         ModelBudgetMiddleware,
         CompactionMiddleware,
+        ReplyCutMiddleware,
         ReplyCheckMiddleware,
         ModelUsageMiddleware,
     ], "no RAG without a retriever, no text calls when they are off"

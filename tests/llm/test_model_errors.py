@@ -21,7 +21,7 @@ from orchestrator.llm.model_errors import explain_model_error
 from orchestrator.runtime import Orchestrator
 from orchestrator.session import Session
 from orchestrator.settings import load_settings
-from orchestrator.testing import ErrorReply, HangUp, OpenAICompatibleServer, RawReply
+from orchestrator.testing import EmptyReply, ErrorReply, HangUp, OpenAICompatibleServer, RawReply
 from orchestrator.testing.openai_server import Reply
 from tests.helpers import server_env
 
@@ -32,6 +32,7 @@ CUT_OFF = (
 )
 CLOSED = "The model server at {server} closed the connection before answering."
 NEXT_ANSWER = "Here it is."
+EMPTY = "The model server at {server} sent a reply that could not be read (it is empty)."
 
 STREAMED = [
     pytest.param(
@@ -57,6 +58,7 @@ STREAMED = [
         id="malformed-line",
     ),
     pytest.param(HangUp(), CLOSED, id="closed-before-answering"),
+    pytest.param(EmptyReply(), EMPTY, id="empty-200"),
 ]
 
 WHOLE = [
@@ -88,6 +90,7 @@ WHOLE = [
         id="empty-choices",
     ),
     pytest.param(HangUp(), CLOSED, id="closed-before-answering"),
+    pytest.param(EmptyReply(), EMPTY, id="empty-200"),
 ]
 
 

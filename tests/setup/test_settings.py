@@ -107,3 +107,36 @@ def test_a_data_directory_that_is_a_file_is_named(tmp_path: Path, monkeypatch: p
     monkeypatch.setenv("ORCHESTRATOR_DATA_DIR", str(tmp_path / "afile"))
     with pytest.raises(ConfigError, match=r"Invalid setting ORCHESTRATOR_DATA_DIR=.*afile.*: not a directory"):
         load_settings()
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("localhost:8080/v1", "the URL has no scheme: write it as http://localhost:8080/v1 (or https://...)"),
+        ("127.0.0.1:11434/v1", "the URL has no scheme: write it as http://127.0.0.1:11434/v1 (or https://...)"),
+        ("ftp://models.example/v1", "use an http:// or https:// URL of the server, such as http://127.0.0.1:8080/v1"),
+        ("http:///v1", "use an http:// or https:// URL of the server, such as http://127.0.0.1:8080/v1"),
+    ],
+)
+def test_a_base_url_the_client_cannot_use_is_refused_at_start(
+    url: str, expected: str, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setenv("OPENAI_BASE_URL", url)
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    assert str(caught.value) == f"Invalid setting OPENAI_BASE_URL={url!r}: {expected} (set in the environment)"
+
+
+def test_a_base_url_without_a_scheme_stops_the_command_before_any_model_call(tmp_path: Path):
+    from tests.helpers import run_cli
+
+    done = run_cli(
+        "ask", "hi", cwd=tmp_path, env={"OPENAI_BASE_URL": "localhost:8080/v1", "ORCHESTRATOR_MODEL": "openai:m"}
+    )
+
+    assert done.returncode != 0
+    assert done.stderr.strip().splitlines()[-1] == (
+        "error: Invalid setting OPENAI_BASE_URL='localhost:8080/v1': the URL has no scheme: "
+        "write it as http://localhost:8080/v1 (or https://...) (set in the environment)"
+    )
+    assert "://?" not in done.stderr and "Traceback" not in done.stderr

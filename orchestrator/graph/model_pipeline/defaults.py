@@ -1,7 +1,10 @@
 """The model chain every agent's model calls go through, and the call of the model at its centre.
 
-    added middleware -> round limit -> RAG context -> budget -> compaction -> text tool calls
-    -> reply check -> tracing (when on) -> usage -> the model
+    added middleware -> round limit -> RAG context -> budget -> compaction -> reply cut
+    -> text tool calls -> reply check -> tracing (when on) -> usage -> the model
+
+The model at the centre is read within the spec's reply limits: its time, its
+output in tokens, its calls' size (see `llm.reply`).
 
 A new concern of the model side (compaction, planning, tracing, guardrails)
 is a middleware: a file here, and a place in this list.
@@ -20,6 +23,7 @@ from orchestrator.graph.model_pipeline.chain import (
 from orchestrator.graph.model_pipeline.compaction import CompactionMiddleware
 from orchestrator.graph.model_pipeline.model_budget import ModelBudgetMiddleware
 from orchestrator.graph.model_pipeline.reply_check import ReplyCheckMiddleware
+from orchestrator.graph.model_pipeline.reply_cut import ReplyCutMiddleware
 from orchestrator.graph.model_pipeline.retrieval import RetrievalMiddleware
 from orchestrator.graph.model_pipeline.round_limit import RoundLimitMiddleware
 from orchestrator.graph.model_pipeline.tracing import ModelTracingMiddleware
@@ -56,6 +60,7 @@ def default_model_middleware(spec: AgentSpec) -> list[ModelMiddleware]:
             model=summariser, window=window, tools=spec.tools, window_from_profile=source == PROFILE
         )
     )
+    chain.append(ReplyCutMiddleware(spec.reply_limits.max_output_tokens))
     if spec.text_tool_calls:
         chain.append(TextCallsMiddleware(tool_names))
     chain.append(
@@ -78,7 +83,7 @@ def model_chain(spec: AgentSpec) -> ModelHandler:
 
 
 class ModelReader:
-    """The centre of the chain: streams the model's reply to the call's messages."""
+    """The centre of the chain: streams the model's reply to the call's messages, within `limits`."""
 
     def __init__(self, limits: ReplyLimits) -> None:
         self.limits = limits
