@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -38,7 +39,8 @@ _URL_PASSWORD = re.compile(r"(?<=://)([^\s/:@]*):([^\s/@]+)@")
 # then a name (not a digit: `1 /2` is arithmetic) and at least one more `/` (so a
 # slash command or `/word` stays), up to a quote, space or separator.
 _NAME = r"[^\s'\"`,;:()<>\[\]{}|/]"
-_ABSOLUTE_PATH = re.compile(rf"(?<![\w/.:~\\-])/[A-Za-z_.~]{_NAME}*(?:/{_NAME}*)+")
+_NOT_AFTER = r"(?<![\w/.:~\\-])"
+_ABSOLUTE_PATH = rf"/[A-Za-z_.~]{_NAME}*(?:/{_NAME}*)+"
 
 _remembered: set[str] = set()
 _shown: set[str] = set()
@@ -76,8 +78,8 @@ def redact(text: str, *, keep: Iterable[Path | str] = ()) -> str:
     for secret in sorted(_secrets(), key=len, reverse=True):
         text = text.replace(secret, SECRET)
     text = _URL_PASSWORD.sub(rf"\1:{SECRET}@", text)
-    roots = [str(Path(root)) for root in keep] + sorted(_shown)
-    text = _ABSOLUTE_PATH.sub(lambda match: _shown_path(match.group(), roots), text)
+    roots = {str(Path(root)) for root in keep} | _shown
+    text = _paths(frozenset(roots)).sub(_shown_path, text)
     home = _home()
     return re.sub(re.escape(home) + r"(?![\w.-])", HOME, text) if home else text
 
@@ -95,11 +97,24 @@ def _worth_redacting(value: str) -> bool:
     return len(value) >= MIN_SECRET_CHARS and value.lower() not in NOT_SECRETS
 
 
-def _shown_path(path: str, roots: list[str]) -> str:
-    if any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots):
-        home = _home()
-        return HOME + path[len(home):] if home and path.startswith(home + "/") else path
-    return PATH
+@lru_cache(maxsize=64)
+def _paths(roots: frozenset[str]) -> re.Pattern[str]:
+    """Absolute paths; first those below `roots`, whole even where a root holds a space."""
+    below = "|".join(
+        rf"{re.escape(root.rstrip('/'))}(?![\w-])(?:/{_NAME}*)*"
+        for root in sorted(roots, key=len, reverse=True)
+        if root.rstrip("/")
+    )
+    kept = rf"(?P<kept>{below})|" if below else ""
+    return re.compile(rf"{_NOT_AFTER}(?:{kept}{_ABSOLUTE_PATH})")
+
+
+def _shown_path(match: re.Match[str]) -> str:
+    path = match.group()
+    if not match.groupdict().get("kept"):
+        return PATH
+    home = _home()
+    return HOME + path[len(home) :] if home and path.startswith(home + "/") else path
 
 
 def _home() -> str | None:
