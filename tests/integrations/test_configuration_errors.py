@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 from pydantic import SecretStr
 from pydantic_settings import SettingsConfigDict
 
@@ -88,16 +87,10 @@ class Configured(ToolSettings):
     url: SecretStr
 
 
-@pytest.mark.parametrize(
-    ("raw", "shown"),
-    [
-        ("use /search to look it up", "use /search to look it up"),
-        ("try /compact, then /search.", "try /compact, then /search."),
-        ("open /etc/passwd failed", "open <path> failed"),
-    ],
-)
-def test_a_slash_command_is_a_word_and_a_path_is_still_hidden(raw: str, shown: str):
-    assert redact(raw) == shown
+def test_a_slash_command_is_a_word_and_a_path_is_still_hidden():
+    said = "use /search to look it up; try /compact, then /search. Not /etc/passwd"
+
+    assert redact(said) == "use /search to look it up; try /compact, then /search. Not <path>"
 
 
 def test_paths_a_tools_settings_name_are_shown_and_no_others(tmp_path: Path):
