@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from orchestrator.errors import ToolError, UserError
 from orchestrator.folders.approvals import ApprovalStore, Reviewed
-from orchestrator.folders.discovery import ToolFolder, discover_tree
+from orchestrator.folders.discovery import Discovery, FolderNode, ToolFolder, discover_tree
 from orchestrator.folders.naming import find_in_tree, lineage, short_path
 from orchestrator.settings import Settings
 from orchestrator.sources.adapter import ActionTool
@@ -52,7 +52,10 @@ class Address:
 
 def find_folder(loaded: Sequence[LoadedTool], name: str, *, settings: Settings) -> LoadedTool:
     """The loaded folder `name` means (any form `folders.naming` reads); a UserError saying why not."""
-    folder = find_in_tree(discover_tree(settings.sub_graphs_dir), name)
+    try:
+        folder = find_in_tree(Discovery(nodes=_nodes(loaded)), name)
+    except UserError:  # not among the loaded folders: the folders on disk say why
+        folder = find_in_tree(discover_tree(settings.sub_graphs_dir), name)
     found = _loaded(loaded, folder.key)
     if found is not None:
         return found
@@ -99,6 +102,11 @@ def check_approved(reviewed: Reviewed, name: str) -> ToolFolder:
             above = find_in_tree(reviewed.tree, key)
             raise UserError(NOT_APPROVED.format(path=short_path(above)))
     return folder
+
+
+def _nodes(loaded: Sequence[LoadedTool]) -> list[FolderNode]:
+    """The loaded folders as a folder tree."""
+    return [FolderNode(folder.folder, _nodes(folder.children)) for folder in loaded]
 
 
 def _loaded(loaded: Sequence[LoadedTool], key: str) -> LoadedTool | None:
