@@ -37,7 +37,7 @@ def find_in_tree(tree: Discovery, name: str) -> ToolFolder:
     if not found:
         raise UserError(NO_SUCH_FOLDER.format(name=name))
     if len(found) > 1:
-        paths = " or ".join(sorted(short_path(folder) for folder in found.values()))
+        paths = " or ".join(sorted(_as_listed(folder.path) for folder in found.values()))
         raise UserError(SEVERAL.format(name=name, paths=paths))
     return next(iter(found.values()))
 
@@ -65,6 +65,14 @@ def lineage(folder: ToolFolder) -> list[str]:
     """The keys of the folder's parents, from the top, then its own."""
     parts = folder.key.split(f"/{CHILDREN_DIR.as_posix()}/")
     return [f"/{CHILDREN_DIR.as_posix()}/".join(parts[: depth + 1]) for depth in range(len(parts))]
+
+
+def _as_listed(path: Path) -> str:
+    """`path` as `tools list` prints it: relative to the working directory when below it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
 
 
 def _named(
