@@ -29,6 +29,7 @@ from orchestrator.errors import QuestionsWaitingError, ToolError, UserError
 from orchestrator.events import PlanEvent, Stage, StatusEvent, ToolEvent
 from orchestrator.graph.builder import MODEL_NODE
 from orchestrator.graph.model_pipeline.compaction import summarised
+from orchestrator.graph.planning.executor import end_plan_request
 from orchestrator.graph.planning.lifecycle import ended
 from orchestrator.graph.prompts import CANCELLED_CALL, CANCELLED_TURN, FOLLOW_UP_LIMIT
 from orchestrator.graph.state import Summary
@@ -310,7 +311,8 @@ class Session:
         update: dict[str, object] = {"messages": [*notes, AIMessage(content=CANCELLED_TURN)]}
         plan = state.values.get("plan")
         if plan and plan["status"] == "running":  # its tasks not run are not run later either
-            update["plan"] = ended(plan, "cancelled")
+            update["plan"] = finished = ended(plan, "cancelled")
+            await end_plan_request(finished, cancelled, context=self.context)
         await self.graph.aupdate_state(self.config, update, as_node=MODEL_NODE)
 
     async def deliver(self, task: BackgroundTask) -> None:

@@ -149,6 +149,7 @@ def no_real_models(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[
     monkeypatch.delenv("PYTHONPYCACHEPREFIX", raising=False)
     # Secrets an earlier test's settings made the process redact (as short as "boom") are not this test's.
     monkeypatch.setattr(redact, "_remembered", set())
+    monkeypatch.setattr(redact, "_shown", set())  # nor the paths its tools' settings named
     monkeypatch.chdir(tmp_path)
     with block_remote_connections():
         yield

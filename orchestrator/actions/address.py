@@ -6,16 +6,25 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from orchestrator.errors import ToolError, UserError
-from orchestrator.folders.approvals import Reviewed
-from orchestrator.folders.discovery import CHILDREN_DIR, FolderNode, discover_tree, walk
+from orchestrator.folders.approvals import ApprovalStore, Reviewed
+from orchestrator.folders.discovery import Discovery, FolderNode, ToolFolder, discover_tree
+from orchestrator.folders.naming import find_in_tree, lineage, short_path
 from orchestrator.settings import Settings
 from orchestrator.sources.adapter import ActionTool
 from orchestrator.sources.folder_tools import LoadedTool
+from orchestrator.sources.mcp.pins import approved_definition
 
-NOT_FOUND = "No tool folder {path!r} ({known})"
 NOT_APPROVED = (
     "The tool folder {path!r} is not approved: approve it with "
-    "`orchestrator tools approve {key}` (or at the prompt of `orchestrator chat`)"
+    "`orchestrator tools approve {path}` (or at the prompt of `orchestrator chat`)"
+)
+SERVER_UNDECIDED = (
+    "The tools of the MCP server of {path!r} are not approved: `orchestrator tools approve "
+    "{path}` shows them and approves them (or the prompt of `orchestrator chat`)"
+)
+NOT_LOADED = (
+    "The tool folder {path!r} is approved but was not loaded (the warning above says why; "
+    "`orchestrator tools show {path}` shows it)"
 )
 NOT_AN_ACTION = "{tool} has no action {action!r} (its actions: {actions})"
 NO_ACTIONS = (
@@ -41,35 +50,19 @@ class Address:
         return self.tool.spec.name
 
 
-def path_parts(path: str) -> list[str]:
-    """`a/b` or the key `a/src/sub_graphs/b`: the folder names from the top, `["a", "b"]`."""
-    parts = [part for part in path.strip("/").split("/") if part]
-    kept: list[str] = []
-    position = 0
-    while position < len(parts):
-        if parts[position : position + 2] == list(CHILDREN_DIR.parts):
-            position += 2
-            continue
-        kept.append(parts[position])
-        position += 1
-    return kept
-
-
-def find_folder(loaded: Sequence[LoadedTool], path: str, *, settings: Settings) -> LoadedTool:
-    """The approved folder at `path` among `loaded` (the top level); a UserError saying why not."""
-    names = path_parts(path)
-    level = list(loaded)
-    found: LoadedTool | None = None
-    for depth, name in enumerate(names):
-        found = next(
-            (f for f in level if name in (f.folder.name, f.tool.name if f.tool else "")), None
-        )
-        if found is None:
-            raise _missing(names[: depth + 1], settings=settings, around=level)
-        level = found.children
-    if found is None:
-        raise UserError(NOT_FOUND.format(path=path, known="give a folder's name"))
-    return found
+def find_folder(loaded: Sequence[LoadedTool], name: str, *, settings: Settings) -> LoadedTool:
+    """The loaded folder `name` means (any form `folders.naming` reads); a UserError saying why not."""
+    try:
+        folder = find_in_tree(Discovery(nodes=_nodes(loaded)), name)
+    except UserError:  # not among the loaded folders: the folders on disk say why
+        folder = find_in_tree(discover_tree(settings.sub_graphs_dir), name)
+    found = _loaded(loaded, folder.key)
+    if found is not None:
+        return found
+    if folder.config.mcp is not None and approved_definition(ApprovalStore.of(settings), folder.key) is None:
+        raise UserError(SERVER_UNDECIDED.format(path=short_path(folder)))
+    reason = NOT_LOADED if _loaded_above(loaded, folder) else NOT_APPROVED
+    raise UserError(reason.format(path=short_path(folder)))
 
 
 async def imported_now(folder: LoadedTool) -> LoadedTool:
@@ -98,30 +91,35 @@ def actions_of(folder: LoadedTool) -> list[ActionTool]:
     return [tool for tool in folder.langchain if isinstance(tool, ActionTool)]
 
 
-def check_approved(reviewed: Reviewed, path: str) -> None:
-    """Raise a UserError unless the folder at `path` and every folder above it are approved.
+def check_approved(reviewed: Reviewed, name: str) -> ToolFolder:
+    """The folder `name` means, if it and every folder above it are approved; else a UserError.
 
     Reads the approvals only: nothing of the folder is imported.
     """
-    names = path_parts(path)
-    for depth in range(1, len(names) + 1):
-        node = _node(reviewed.tree.nodes, names[:depth])
-        if node is None:
-            raise UserError(NOT_FOUND.format(path="/".join(names[:depth]), known="no such folder"))
-        if node.folder.key not in reviewed.approved:
-            raise UserError(NOT_APPROVED.format(path="/".join(names[:depth]), key=node.folder.key))
+    folder = find_in_tree(reviewed.tree, name)
+    for key in lineage(folder):
+        if key not in reviewed.approved:
+            above = find_in_tree(reviewed.tree, key)
+            raise UserError(NOT_APPROVED.format(path=short_path(above)))
+    return folder
 
 
-def _node(nodes: Sequence[FolderNode], names: list[str]) -> FolderNode | None:
-    return next((node for node in walk(list(nodes)) if path_parts(node.folder.key) == names), None)
+def _nodes(loaded: Sequence[LoadedTool]) -> list[FolderNode]:
+    """The loaded folders as a folder tree."""
+    return [FolderNode(folder.folder, _nodes(folder.children)) for folder in loaded]
 
 
-def _missing(names: list[str], *, settings: Settings, around: Sequence[LoadedTool]) -> UserError:
-    """Why the folder at `names` is not loaded: not approved, or not there at all."""
-    path = "/".join(names)
-    node = _node(discover_tree(settings.sub_graphs_dir).nodes, names)
-    if node is not None:
-        return UserError(NOT_APPROVED.format(path=path, key=node.folder.key))
-    known = ", ".join(sorted(f.folder.name for f in around))
-    where = f"approved here: {known}" if known else "none is approved here"
-    return UserError(NOT_FOUND.format(path=path, known=where))
+def _loaded(loaded: Sequence[LoadedTool], key: str) -> LoadedTool | None:
+    """The loaded folder whose key is `key`, at any level."""
+    for folder in loaded:
+        if folder.folder.key == key:
+            return folder
+        if key.startswith(folder.folder.key + "/"):
+            return _loaded(folder.children, key)
+    return None
+
+
+def _loaded_above(loaded: Sequence[LoadedTool], folder: ToolFolder) -> bool:
+    """Whether the folders above `folder` are loaded (so it was approved, but did not load)."""
+    parents = lineage(folder)[:-1]
+    return all(_loaded(loaded, key) is not None for key in parents)

@@ -22,7 +22,9 @@ from pydantic import BaseModel, ValidationError
 
 from orchestrator.errors import InvalidToolArgumentsError
 from orchestrator.graph.model_usage import count_model_call
+from orchestrator.llm.offline import OfflineChatModel
 from orchestrator.sources.adapter import ActionTool
+from orchestrator.sources.folder_tools import LoadedTool
 from orchestrator.tools.context import RunContext
 from orchestrator.usage.prices import ModelIdentity
 
@@ -107,10 +109,12 @@ async def parameters_from_text(
 
     `model`: the level's model, asked with structured output when the text is
     not in `key: value` form (None: offline); its call is counted on `run`'s meter.
+    No text gives no parameters: an action whose parameters are all optional runs on its
+    defaults; another's error names what is missing.
     """
     visible = _visible(tool)
     fixed = sorted(_hidden(tool))
-    pairs = read_pairs(text, visible, also=fixed)
+    pairs = read_pairs(text, visible, also=fixed) if text.strip() else {}  # nothing said: defaults
     if pairs is not None:
         _refuse_fixed(pairs, fixed, tool)
     elif model is not None:
@@ -122,6 +126,12 @@ async def parameters_from_text(
             UNREAD.format(operation=_operation(tool), fields=_field_list(visible))
         )
     return _validated(pairs, visible, tool)
+
+
+def reading_model(folder: LoadedTool) -> BaseChatModel | None:
+    """The folder's level's model, which reads a sentence; None for the offline model."""
+    model = folder.level.model if folder.level is not None else None
+    return None if model is None or isinstance(model, OfflineChatModel) else model
 
 
 def read_pairs(

@@ -22,12 +22,12 @@ from orchestrator.cli.common import (
     user_errors,
     with_database,
 )
-from orchestrator.cli.folder_lookup import find_folder
 from orchestrator.cli.scaffold import Kind, children_directory, create_agent_folder
 from orchestrator.cli.tool_install import install_tool
 from orchestrator.errors import ConfigError, UserError
 from orchestrator.folders.approvals import ApprovalStore, Status, discover_approved_first
 from orchestrator.folders.discovery import Discovery, FolderNode, ToolFolder, walk
+from orchestrator.folders.naming import find_in_tree
 from orchestrator.terminal.text import describe_folder, display_path, one_line, shown
 
 if TYPE_CHECKING:
@@ -43,6 +43,7 @@ db_app = typer.Typer(no_args_is_help=True, help="The database: schema, status, e
 requests_app = typer.Typer(no_args_is_help=True, help="Tool calls, as the request log kept them.")
 MCP_MARK = "  (MCP server)"  # in `tools list`, after the path of such a folder
 LOAD_FAILED = "approved before, but its code could not be loaded"
+FOLDER_HELP = "The folder: its tool name, its path (a/b when nested), or its path as `tools list` prints it."
 
 
 @tools_app.command("list")
@@ -76,13 +77,13 @@ def list_tools(as_json: JsonOption = False) -> None:
 
 
 @tools_app.command("approve")
-def approve_tool(name: Annotated[str, typer.Argument(help="Tool name, or its path key.")]) -> None:
+def approve_tool(name: Annotated[str, typer.Argument(help=FOLDER_HELP)]) -> None:
     """Approve a tool folder's current content."""
     _decide(name, approved=True)
 
 
 @tools_app.command("revoke")
-def revoke_tool(name: Annotated[str, typer.Argument(help="Tool name, or its path key.")]) -> None:
+def revoke_tool(name: Annotated[str, typer.Argument(help=FOLDER_HELP)]) -> None:
     """Withdraw the approval of a tool folder; it is no longer loaded."""
     _decide(name, approved=False)
 
@@ -92,7 +93,7 @@ tools_app.command("install")(install_tool)
 
 @tools_app.command("show")
 def show_tool(
-    name: Annotated[str, typer.Argument(help="Tool name, or its path key.")],
+    name: Annotated[str, typer.Argument(help=FOLDER_HELP)],
     as_json: JsonOption = False,
 ) -> None:
     """Show a folder's resolved configuration: model, database, limits, log level, actions.
@@ -106,7 +107,7 @@ def show_tool(
         settings = settings_or_exit()
         store = ApprovalStore.of(settings)
         tree = discover_approved_first(settings, store)
-        report = folder_report(settings, tree, store, find_folder(tree, name))
+        report = folder_report(settings, tree, store, find_in_tree(tree, name))
     print_report(report, as_json=as_json)
 
 
@@ -394,10 +395,15 @@ def _decide(name: str, *, approved: bool) -> None:
     with user_errors():
         settings = settings_or_exit()
         store = ApprovalStore.of(settings)
-        folder = find_folder(discover_approved_first(settings, store), name)
+        folder = find_in_tree(discover_approved_first(settings, store), name)
         store.decide(folder, approved=approved)
     verdict = "approved" if approved else "revoked"
     out.print(f"{verdict}: {describe_folder(folder)}", highlight=False)
+    if approved and folder.config.mcp is not None:
+        from orchestrator.cli.server_approval import approve_server
+
+        with user_errors():
+            approve_server(settings, folder, store)
     _tell_the_workers(settings, folder, store)
 
 

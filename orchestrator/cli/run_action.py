@@ -14,8 +14,6 @@ from orchestrator.errors import ToolError, UserError
 from orchestrator.settings import Settings
 
 if TYPE_CHECKING:
-    from langchain_core.language_models import BaseChatModel
-
     from orchestrator.actions.address import Address
     from orchestrator.runtime import Orchestrator
     from orchestrator.sources.folder_tools import LoadedTool
@@ -32,7 +30,7 @@ TOO_MANY = "With --json, give at most the action after the folder (got: {words})
 
 def run_action(
     folder: Annotated[
-        str, typer.Argument(help="The folder: its name, or its path (a/b) when nested.")
+        str, typer.Argument(help="The folder: its tool name, its path (a/b when nested), or its path as `tools list` prints it.")
     ],
     words: Annotated[
         list[str] | None,
@@ -138,12 +136,12 @@ async def _from_words(
 ) -> tuple[Address, dict[str, object]]:
     """The action and its parameters the words give: `[ACTION] text`."""
     from orchestrator.actions.address import Address, actions_of, find_action
-    from orchestrator.actions.free_text import parameters_from_text, which_action
+    from orchestrator.actions.free_text import parameters_from_text, reading_model, which_action
 
-    model = _reading_model(folder)
+    model = reading_model(folder)
     tools = actions_of(folder)
     try:
-        if len(words) > 1 and words[0] in {tool.spec.name for tool in tools}:
+        if words[0] in {tool.spec.name for tool in tools}:  # the action, then its text (if any)
             address, text = find_action(folder, words[0]), " ".join(words[1:])
         else:
             if not tools:
@@ -153,14 +151,6 @@ async def _from_words(
         return address, await parameters_from_text(text, address.tool, model=model, run=run)
     except ToolError as error:  # the words do not make a call: said in one line
         raise UserError(str(error)) from None
-
-
-def _reading_model(folder: LoadedTool) -> BaseChatModel | None:
-    """The folder's level's model, which reads a sentence; None for the offline model."""
-    from orchestrator.llm.offline import OfflineChatModel
-
-    model = folder.level.model if folder.level is not None else None
-    return None if model is None or isinstance(model, OfflineChatModel) else model
 
 
 def _json_object(text: str) -> dict[str, object]:

@@ -9,7 +9,8 @@ from string import Template
 from typing import Literal
 
 from orchestrator.errors import UserError
-from orchestrator.folders.discovery import CHILDREN_DIR
+from orchestrator.folders.discovery import CHILDREN_DIR, discover_tree
+from orchestrator.folders.naming import find_in_tree
 from orchestrator.folders.tool_config import NAME_PATTERN, config_path
 
 Kind = Literal["tool", "agent"]
@@ -41,9 +42,13 @@ NO_PARENT = (
 def children_directory(parent: str, *, sub_graphs: Path) -> Path:
     """Where the tool folders of the agent `parent` go: its `src/sub_graphs/`.
 
-    `parent` is a folder below `sub_graphs` (`trip`, `trip/src/sub_graphs/flights`),
-    or a path to one.
+    `parent` is a folder below `sub_graphs` as any command names it (`trip`, `trip/flights`,
+    `trip/src/sub_graphs/flights`, `flights`), or a path to one.
     """
+    try:  # any form a folder is named by elsewhere (see `folders.naming`)
+        return find_in_tree(discover_tree(sub_graphs), parent).children_dir
+    except UserError:  # not a valid folder: its directory, if it is one (a broken one, say)
+        pass
     for candidate in (sub_graphs / parent, Path(parent)):
         if config_path(candidate).is_file():
             return candidate / CHILDREN_DIR

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 from orchestrator.cli.common import err, fail, settings_or_exit, user_errors
 from orchestrator.errors import UserError
 from orchestrator.folders.approvals import Reviewed, review_folders
+from orchestrator.folders.naming import short_path
 from orchestrator.settings import Settings
 from orchestrator.terminal.prompt_history import FolderHistory
 from orchestrator.terminal.server_prompt import ServerPrompt
@@ -428,8 +429,10 @@ def _idle_agent_notes(runtime: Orchestrator) -> None:
     for loaded in runtime.loaded_folders():
         if loaded.unapproved_children and not loaded.children:
             names = ", ".join(loaded.unapproved_children)
+            first = f"{short_path(loaded.folder)}/{loaded.unapproved_children[0]}"
             err.print(
                 f"[yellow]note:[/yellow] {shown(loaded.folder.name)} has no approved tools of its "
-                f"own ({shown(names)} not approved): `orchestrator tools approve NAME`",
+                f"own ({shown(names)} not approved): `orchestrator tools approve {shown(first)}`"
+                f"{', and likewise the others' if len(loaded.unapproved_children) > 1 else ''}",
                 highlight=False,
             )

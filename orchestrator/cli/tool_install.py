@@ -17,10 +17,10 @@ from typing import Annotated
 import typer
 
 from orchestrator.cli.common import err, out, settings_or_exit, user_errors
-from orchestrator.cli.folder_lookup import find_folder
 from orchestrator.errors import UserError
 from orchestrator.folders.approvals import ApprovalStore, Status, discover_approved_first
 from orchestrator.folders.discovery import ToolFolder
+from orchestrator.folders.naming import find_in_tree
 from orchestrator.folders.requirements import Needed, read_requirements
 from orchestrator.install import pip_install
 from orchestrator.terminal.text import shown
@@ -29,7 +29,7 @@ DENIED = "{name} is denied: `orchestrator tools approve {name}` first, if you tr
 
 
 def install_tool(
-    name: Annotated[str, typer.Argument(help="Tool name, or its path key.")],
+    name: Annotated[str, typer.Argument(help="The folder: its tool name, its path (a/b when nested), or its path as `tools list` prints it.")],
     yes: Annotated[
         bool, typer.Option("--yes", help="Install without asking (you said yes here).")
     ] = False,
@@ -38,7 +38,7 @@ def install_tool(
     with user_errors():
         settings = settings_or_exit()
         store = ApprovalStore.of(settings)
-        folder = find_folder(discover_approved_first(settings, store), name)
+        folder = find_in_tree(discover_approved_first(settings, store), name)
         if store.status(folder) == Status.DENIED:
             raise UserError(DENIED.format(name=folder.name))
         unmet = _unmet(folder)

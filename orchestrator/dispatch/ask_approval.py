@@ -27,9 +27,10 @@ from langchain_core.tools import BaseTool
 from pydantic import ValidationError
 
 from orchestrator.dispatch.middleware import CallRequest, Handler, visible_arguments
-from orchestrator.dispatch.validate import declared_parameters, parameters_model
+from orchestrator.dispatch.validate import parameters_model, unknown_parameters
 from orchestrator.errors import ToolError, validation_problems
 from orchestrator.folders.sensitivity import SensitivityRules
+from orchestrator.sources.adapter import ActionTool
 from orchestrator.tools.hitl import ALLOWED, INTERACTIVE, Decision, Question, ask_person, can_ask
 from orchestrator.tools.request_log import APPROVED, EDITED, INVALID_EDIT, REJECTED, safely
 from orchestrator.tools.results import ToolResult
@@ -106,6 +107,8 @@ class SensitiveCallGate:
         why = self.rules.why(request.name, tool.metadata if tool is not None else None)
         if why is None or tool is None or request.context.job == request.record.request_id:
             return request
+        if (unconfigured := configuration_problem(request)) is not None:
+            return unconfigured  # nothing to decide on: the call could not run
         if not can_ask() or request.context.job is not None:
             message = NO_ONE_TO_ASK.format(name=request.name)
             return request.failed(ToolError(message, code=REJECTED_CODE, recoverable=False))
@@ -150,6 +153,8 @@ class UnattendedGate:
         why = self.rules.why(request.name, metadata)
         if why is None:
             return request
+        if (unconfigured := configuration_problem(request)) is not None:
+            return unconfigured
         if self.allow_sensitive:
             args = dict(request.call["args"])
             detail = {"decision": "approve", "args": args, "by": UNATTENDED_APPROVAL}
@@ -157,6 +162,13 @@ class UnattendedGate:
             return request
         message = UNATTENDED.format(name=request.name, why=why, advice=self.advice).strip()
         return request.failed(ToolError(message, code=REJECTED_CODE, recoverable=False))
+
+
+def configuration_problem(request: CallRequest) -> ToolResult | None:
+    """The failure of a call whose tool is not configured (see `Tool.settings_model`), if so."""
+    tool = request.tool
+    problem = tool.owner.configuration_problem() if isinstance(tool, ActionTool) else None
+    return request.failed(problem) if problem is not None else None
 
 
 async def _answered(
@@ -242,22 +254,6 @@ def edited_request(
     except ValidationError as error:
         return validation_problems(error)
     return request.override(arguments=merged, parsed=parsed)
-
-
-def unknown_parameters(tool: BaseTool, arguments: Mapping[str, object]) -> list[str]:
-    """The keys of `arguments` no parameter of `tool` has (none when its schema takes any)."""
-    model = parameters_model(tool)
-    if model is not None:
-        if model.model_config.get("extra") == "allow":
-            return []
-    else:  # a JSON schema, if any: one without properties, or open to more, takes any key
-        schema = getattr(tool, "full_schema", None) or tool.args_schema
-        if not isinstance(schema, dict) or not isinstance(schema.get("properties"), dict):
-            return []
-        if schema.get("additionalProperties") not in (None, False):
-            return []
-    declared = declared_parameters(tool)
-    return [key for key in arguments if key not in declared]
 
 
 def edit_schema(tool: BaseTool) -> dict[str, object]:

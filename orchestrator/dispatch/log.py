@@ -13,6 +13,7 @@ from langgraph.errors import GraphBubbleUp, GraphInterrupt
 from orchestrator.dispatch.background import acknowledgement, is_acknowledgement
 from orchestrator.dispatch.middleware import CallRequest, Handler
 from orchestrator.dispatch.replay import decide
+from orchestrator.plans import PLAN_TOOL
 from orchestrator.tools.request_log import Asked, CallRecord, CallTask, RequestObserver, safely
 from orchestrator.tools.results import ToolResult
 
@@ -54,12 +55,19 @@ class RequestLogMiddleware:
         except asyncio.CancelledError:  # the turn was cancelled (Ctrl-C): so is its call
             await asyncio.shield(safely(observer.cancelled(record)))
             raise
-        if not is_acknowledgement(result):  # a background call is recorded when it ends
+        # A background call is recorded when it ends; an accepted plan when its tasks have
+        # (the plan node records it, so that it closes after them, as any parent does).
+        if not is_acknowledgement(result) and not ends_with_its_tasks(request, result):
             # Its result goes into the task's checkpoint writes, which the end commits
             # with: a crash that loses the end loses the result too, and the call is
             # then known only as started (as mid-call).
             await safely(observer.finished(record, result, task=CallTask.of(request.config)))
         return result
+
+
+def ends_with_its_tasks(request: CallRequest, result: ToolResult) -> bool:
+    """Whether the call is an accepted plan: its tasks run next, under its request."""
+    return request.name == PLAN_TOOL and result.status == "success"
 
 
 async def _started(observer: RequestObserver, record: CallRecord) -> bool:

@@ -18,6 +18,10 @@ from orchestrator.tools.results import ToolResult
 
 UNKNOWN_TOOL = "There is no tool named {name!r}. Available tools: {available}."
 INVALID_ARGUMENTS = "Invalid arguments for {name}: {problems}."
+UNKNOWN_ARGUMENTS = (
+    "Invalid arguments for {name}: it takes no {names} (its parameters: {known}); "
+    "leave them out or use one of those"
+)
 # Words of a JSON schema that small models write among a call's arguments.
 SCHEMA_WORDS = frozenset({"type", "required", "properties"})
 
@@ -31,7 +35,10 @@ class ValidationMiddleware:
     validated again. A bad argument is an error for the model to fix.
     Small models copy JSON-schema words (`type`, `required`, `properties`)
     beside the real arguments: such keys no parameter declares are dropped
-    when the rest is valid.
+    when the rest is valid. Any other key no parameter declares is refused,
+    naming the parameters there are: dropped, it would read as done (an
+    email's `bcc` never sent). A parameter model with `extra="allow"` or
+    `extra="ignore"` (an MCP tool's schema with `additionalProperties`) takes them.
     """
 
     async def awrap_tool_call(self, request: CallRequest, handler: Handler) -> ToolResult:
@@ -44,6 +51,9 @@ class ValidationMiddleware:
         request.emit(ToolPhase.VALIDATING)
         tool = request.tool
         stray = schema_words(tool, request.arguments)
+        unknown = [key for key in unknown_parameters(tool, request.arguments) if key not in stray]
+        if unknown:
+            return request.failed(InvalidToolArgumentsError(unknown_arguments(tool, unknown)))
         if stray:
             cleaned = {k: v for k, v in request.arguments.items() if k not in stray}
             valid = await _checked(request.override(arguments=cleaned), tool)
@@ -52,6 +62,36 @@ class ValidationMiddleware:
                 return await handler(valid)
         checked = await _checked(request, tool)
         return await handler(checked) if isinstance(checked, CallRequest) else checked
+
+
+def unknown_arguments(tool: BaseTool, unknown: list[str]) -> str:
+    """The line refusing the arguments `unknown` of `tool`, naming the parameters it has."""
+    known = ", ".join(visible_parameters(tool)) or "none"
+    names = ", ".join(repr(key) for key in unknown)
+    return UNKNOWN_ARGUMENTS.format(name=tool.name, names=names, known=known)
+
+
+def unknown_parameters(tool: BaseTool, arguments: Mapping[str, object]) -> list[str]:
+    """The keys of `arguments` no parameter of `tool` has (none when its schema takes any)."""
+    model = parameters_model(tool)
+    if model is not None:
+        if model.model_config.get("extra") in ("allow", "ignore"):  # said so: it takes them
+            return []
+    else:  # a JSON schema, if any: one without properties, or open to more, takes any key
+        schema = getattr(tool, "full_schema", None) or tool.args_schema
+        if not isinstance(schema, dict) or not isinstance(schema.get("properties"), dict):
+            return []
+        if schema.get("additionalProperties") not in (None, False):
+            return []
+    declared = declared_parameters(tool)
+    return [key for key in arguments if key not in declared]
+
+
+def visible_parameters(tool: BaseTool) -> list[str]:
+    """The names of the parameters the caller may set (those the configuration fixes left out)."""
+    schema = tool.tool_call_schema
+    properties = (schema if isinstance(schema, dict) else schema.model_json_schema()).get("properties")
+    return list(properties) if isinstance(properties, dict) else []
 
 
 async def _checked(request: CallRequest, tool: BaseTool) -> CallRequest | ToolResult:

@@ -232,6 +232,9 @@ class Tool(BaseModel):
     capabilities: list[str] = Field(default_factory=_no_capabilities)
 
     actions: ClassVar[dict[str, ActionSpec]] = {}
+    # The settings its actions cannot run without (see `ToolSettings`), if any: read before a
+    # call that needs the person's decision asks, so that an unconfigured tool says so first.
+    settings_model: ClassVar[type[ToolSettings] | None] = None
     _context: ToolContext | None = PrivateAttr(default=None)
 
     def __init_subclass__(cls, **kwargs: object) -> None:
@@ -261,6 +264,16 @@ class Tool(BaseModel):
         orchestrator's `.env`, then its `config:` (a ToolError says what is missing)."""
         folder = self._context.folder if self._context is not None else None
         return settings.load(self.config, tool=self.name, folder=folder)
+
+    def configuration_problem(self) -> ToolError | None:
+        """Why the tool cannot run as configured (its `settings_model` unreadable), or None."""
+        if self.settings_model is None:
+            return None
+        try:
+            self.settings(self.settings_model)
+        except ToolError as error:
+            return error
+        return None
 
     def bind_context(self, context: ToolContext) -> None:
         """Called by the loader before the tool is first used."""

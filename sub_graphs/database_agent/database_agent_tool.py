@@ -73,6 +73,8 @@ class DescribeSchema(BaseModel):
 class DatabaseAgent(Tool):
     """Runs parameterised SQL on the configured database."""
 
+    settings_model = DatabaseSettings
+
     @action(Query)
     def query(self, params: Query, request: ToolRequest) -> ToolResult:
         """Run a read-only SQL query with named parameters; returns columns and rows (limited)."""

@@ -101,8 +101,8 @@ def local_path(settings: S3Settings, name: str) -> Path:
     """`name` inside files_dir, the only local folder the agent reads or writes."""
     if settings.files_dir is None:
         raise ToolError(
-            "s3_agent has no files_dir: it reads and writes no local files (set S3_AGENT_FILES_DIR, "
-            "or files_dir in its tool_config.yaml)",
+            "s3_agent has no files_dir: it reads and writes no local files "
+            f"({settings.how_to_set_these('files_dir')})",
             code="not_configured",
             recoverable=False,
         )

@@ -59,6 +59,8 @@ class Delete(BaseModel):
 class S3Agent(Tool):
     """Lists, uploads, downloads and deletes files in the configured S3 store."""
 
+    settings_model = S3Settings
+
     # A client per settings: building one loads botocore's service model (a large JSON file).
     _clients: dict[str, BaseClient] = PrivateAttr(default_factory=dict)
 

@@ -29,6 +29,8 @@ class Read(BaseModel):
 class SlackAgent(Tool):
     """Posts to and reads Slack channels through the Web API."""
 
+    settings_model = SlackSettings
+
     @action(Post, sensitive=True)
     def post(self, params: Post, request: ToolRequest) -> ToolResult:
         """Post a message to a Slack channel (or reply in a thread)."""

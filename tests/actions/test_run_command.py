@@ -70,7 +70,7 @@ def test_a_folder_that_is_not_approved_is_refused_saying_how_to_approve_it(cli, 
         "error: The tool folder 'echo' is not approved: approve it with "
         "`orchestrator tools approve echo` (or at the prompt of `orchestrator chat`)"
     )
-    assert unknown.returncode == 1 and "No tool folder 'nowhere'" in unknown.stderr
+    assert unknown.returncode == 1 and "No tool folder named 'nowhere'" in unknown.stderr
 
 
 def test_a_nested_shipped_action_runs_by_its_path(cli, tmp_path: Path):

@@ -192,5 +192,6 @@ def test_an_agent_with_no_approved_tools_says_so_at_startup(cli, tmp_path: Path)
     assert done.returncode == 0, done.stderr
     assert (
         "note: personal_assistant_agent has no approved tools of its own "
-        "(calendar_agent, email_agent, task_agent not approved)"
+        "(calendar_agent, email_agent, task_agent not approved): `orchestrator tools approve "
+        "personal_assistant_agent/calendar_agent`, and likewise the others"
     ) in done.stderr

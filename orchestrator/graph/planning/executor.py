@@ -43,6 +43,7 @@ from orchestrator.graph.state import AgentState
 from orchestrator.levels import Planning
 from orchestrator.plans import PLAN_TOOL, Plan, PlanTask, TaskOutcome, plan_view
 from orchestrator.tools.context import RunContext
+from orchestrator.tools.request_log import CallRecord, CallTask, safely
 from orchestrator.tools.results import ToolResult
 from orchestrator.tracing.spans import span
 
@@ -169,7 +170,9 @@ class PlanNode:
         self.planning = planning
         self.max_result_chars = max_result_chars
 
-    async def __call__(self, state: AgentState) -> StateUpdate:
+    async def __call__(
+        self, state: AgentState, config: RunnableConfig, runtime: Runtime[RunContext]
+    ) -> StateUpdate:
         plan = state.get("plan")
         if not plan or plan["status"] != "running" or _to_run(plan):
             return {}
@@ -179,11 +182,34 @@ class PlanNode:
         finished = ended(plan, status)
         outcome = plan_outcome(finished, max_result_chars=self.max_result_chars, left=max(left, 0))
         emit_plan(finished["id"], under=finished["under"], plan=plan_view(finished))
+        await end_plan_request(finished, outcome, context=run_context(runtime, config), config=config)
         messages: list[ToolMessage | AIMessage] = [_answer(finished, outcome)]
         if status == "stopped":
             messages.append(identified(AIMessage(content=stopped_notice(finished))))
             emit_status(Stage.COMPLETE, STOPPED)
         return {"plan": finished, "messages": messages}
+
+
+async def end_plan_request(
+    plan: Plan, outcome: ToolResult, *, context: RunContext, config: RunnableConfig | None = None
+) -> None:
+    """Record the end of the plan call's request, now that its tasks' requests have closed.
+
+    The log leaves an accepted plan's call open (see `dispatch.log`): it closes after its tasks.
+    """
+    if context.observer is None:
+        return
+    record = CallRecord(
+        request_id=plan["request_id"],
+        parent_request_id=plan["under"],
+        session_id=context.session_id,
+        user_id=context.user_id,
+        tool=PLAN_TOOL,
+        action=None,
+        call_name=PLAN_TOOL,
+        parameters={},
+    )
+    await safely(context.observer.finished(record, outcome, task=CallTask.of(config)))
 
 
 def _answer(plan: Plan, outcome: ToolResult) -> ToolMessage:

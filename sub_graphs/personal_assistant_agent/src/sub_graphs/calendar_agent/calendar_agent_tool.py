@@ -62,6 +62,8 @@ class DeleteEvent(BaseModel):
 class CalendarAgent(Tool):
     """Lists, creates and deletes events on the user's CalDAV calendar."""
 
+    settings_model = CalendarSettings
+
     @action(ListEvents)
     def list(self, params: ListEvents, request: ToolRequest) -> ToolResult:
         """List the events of a range of days (a week from today by default)."""

@@ -52,6 +52,8 @@ class SendEmail(BaseModel):
 class EmailAgent(Tool):
     """Sends email through the configured SMTP server."""
 
+    settings_model = SmtpSettings
+
     @action(SendEmail)
     async def send(self, params: SendEmail, request: ToolRequest) -> ToolResult:
         """Send a plain-text email."""

@@ -13,10 +13,7 @@ from orchestrator.tools import NotAI, Tool, ToolError, ToolRequest, ToolResult, 
 
 from .pages import fetch
 
-NO_SERVER = (
-    "{tool} is not configured: searxng_url is not set (set SEARXNG_URL in the environment, the "
-    "folder's .env or the orchestrator's .env, or searxng_url in its tool_config.yaml)"
-)
+NO_SERVER = "{tool} is not configured: searxng_url is not set ({how})"
 CUT_NOTE = "\n\n[cut: the page goes on past {limit} characters]"
 
 
@@ -129,7 +126,9 @@ class WebSearchAgent(Tool):
 
     async def _search(self, settings: WebSettings, query: dict[str, object]) -> dict[str, object]:
         if not settings.searxng_url:
-            raise ToolError(NO_SERVER.format(tool=self.name), code="not_configured", recoverable=False)
+            how = settings.how_to_set_these("searxng_url")
+            raise ToolError(NO_SERVER.format(tool=self.name, how=how), code="not_configured",
+                            recoverable=False)
         endpoint = settings.searxng_url.rstrip("/") + "/search"
         async with _client(settings) as client:
             try:
