@@ -152,7 +152,11 @@ async def test_a_turn_killed_after_one_of_three_calls_ended_reruns_only_the_othe
         "created", "running", "completed", "closed"
     ]
     for request in (b_id, c_id):
-        # Run again as a job: queued, then taken by a worker (this `ask`'s own).
-        assert [s for s, _ in await request_history(database, request, user_id=USER)] == [
-            "created", "running", "requeued", "running", "queued", "running", "completed", "closed"
-        ]
+        # Run again as a job: queued, then taken by a worker (this `ask`'s own). A worker
+        # that takes the job before the handover records it queued leaves no "queued"
+        # (`JobRequests.queued`): under load it can.
+        history = [s for s, _ in await request_history(database, request, user_id=USER)]
+        assert history in (
+            ["created", "running", "requeued", "running", "queued", "running", "completed", "closed"],
+            ["created", "running", "requeued", "running", "running", "completed", "closed"],
+        ), history

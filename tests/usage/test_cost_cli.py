@@ -303,7 +303,8 @@ def test_ask_json_writes_a_small_cost_in_fixed_point(cli, tmp_path: Path):
 
     assert done.returncode == 0, done.stderr
     assert '"cost_usd": 0.00002,' in done.stdout
-    assert not re.search(r"\d[eE][-+]?\d", done.stdout), "no scientific notation"
+    # A number of the JSON (after ':', '[' or ','), not the hex of an id inside a string.
+    assert not re.search(r"[:\[,]\s*-?\d+(\.\d+)?[eE]", done.stdout), "no scientific notation"
     assert json.loads(done.stdout)["cost_usd"] == pytest.approx(2e-05)
 
 
