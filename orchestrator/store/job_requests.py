@@ -51,7 +51,11 @@ _MOVE = """
     SELECT request_id FROM moved
 """
 # Queued: unless a worker took it meanwhile (then it is the worker's).
-QUEUED_SQL = _MOVE.format(condition="AND owner IS NOT DISTINCT FROM %(was)s")
+# Only while the handing process holds it and no worker took this job yet: a worker of the
+# same process has the same owner, and may take the job before the handover records it.
+QUEUED_SQL = _MOVE.format(
+    condition="AND owner IS NOT DISTINCT FROM %(was)s AND job_id IS DISTINCT FROM %(job_id)s"
+)
 ANY_SQL = _MOVE.format(condition="")
 CALL_SQL = """
     SELECT request_id, parent_request_id, session_id, user_id, tool, action, call_name,

@@ -226,3 +226,26 @@ async def test_a_deferred_folders_background_call_is_queued_and_run_by_a_worker(
     assert job.status == "succeeded"
     assert [rid for rid, _ in runs(noted)] == [request_id]
     assert history[-1].text == "The coffee is ready."
+
+
+async def test_a_job_its_worker_took_before_the_handover_recorded_it_stays_running(database: Database):
+    """This process's own worker may take the job before `queued` is written: it is not undone."""
+    from orchestrator.store.sessions import claim_session
+    from orchestrator.tools.request_log import CallRecord
+
+    user, session, request_id = f"u-{uuid.uuid4().hex[:6]}", f"s-{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
+    await claim_session(database, session, user_id=user)
+    call = CallRecord(
+        request_id=request_id, parent_request_id=None, session_id=session, user_id=user,
+        tool="brewer", action="brew", call_name="brewer_brew", parameters={}, background=True,
+    )
+    log, jobs = RequestLog(database), JobRequests(database)
+    await log.started(call)
+    await jobs.take(request_id, user_id=user, job_id=7, worker="this process's worker")
+    recorded = await jobs.queued(call, job_id=7)  # the handover's record, arriving late
+
+    assert not recorded
+    history = [status for status, _ in await request_history(database, request_id, user_id=user)]
+    assert history[-1] == "running" and "queued" not in history, history
+    (task,) = await jobs.background_calls(user_id=user, session_id=session)
+    assert task.status == "running"
