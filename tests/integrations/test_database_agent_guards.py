@@ -126,10 +126,20 @@ async def test_the_time_limit_holds(bank: str, monkeypatch: pytest.MonkeyPatch):
 
     with pytest.raises(ToolError, match="stopped the statement at its time limit") as stopped:
         await call("query", sql="SELECT pg_sleep(30)")
+    with pytest.raises(ToolError, match="stopped the statement at its time limit") as lifted:
+        # One statement that lifts the limit first: the limit armed as it began still holds.
+        await call("query", sql="SELECT set_config('statement_timeout', '0', false), pg_sleep(30)")
+    with pytest.raises(ToolError) as written:  # nor does a transaction made read-write
+        await call("query", sql=(
+            "SELECT set_config('transaction_read_only', 'off', true), "
+            "(SELECT count(*) FROM accounts)"
+        ))
     shown = await call("query", sql="SHOW statement_timeout")
     explained = await call("query", sql="EXPLAIN SELECT * FROM accounts")
 
     assert stopped.value.code == "statement_timeout" and not stopped.value.recoverable
+    assert lifted.value.code == "statement_timeout"
+    assert "read-write" in str(written.value), str(written.value)
     assert shown.data["rows"] == [{"statement_timeout": "200ms"}]
     assert explained.data["row_count"] >= 1, "SHOW and EXPLAIN run prepared too"
 
