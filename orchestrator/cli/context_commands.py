@@ -25,7 +25,11 @@ PARTS = (("system", "blue"), ("tools", "magenta"), ("summary", "yellow"), ("mess
 def _compaction(runtime: Orchestrator) -> CompactionMiddleware:
     window, source = context_window(runtime.model, configured=runtime.settings.context_tokens)
     return CompactionMiddleware(
-        model=runtime.model, window=window, tools=runtime.tools, window_from_profile=source == PROFILE
+        model=runtime.model,
+        window=window,
+        tools=runtime.tools,
+        window_from_profile=source == PROFILE,
+        timeout_seconds=runtime.settings.model_timeout_seconds,
     )
 
 

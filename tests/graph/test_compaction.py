@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import uuid
@@ -338,3 +339,22 @@ async def test_a_summary_call_that_would_pass_the_budget_is_not_made():
     assert done is not None and done.failed and "summary failed" in done.line()
     assert summary is not None and summary["failed"] and summary["text"] == ""
     assert session.usage.stop is not None, "the budget stops the turn's next call too"
+
+
+async def test_a_summary_call_that_never_answers_ends_at_the_model_timeout_as_a_failed_summary():
+    class NeverAnswers(ScriptedChatModel):
+        async def ainvoke(self, *args: object, **kwargs: object) -> AIMessage:  # type: ignore[override]
+            await asyncio.Event().wait()  # a server that holds the request open
+            raise AssertionError("unreachable")
+
+    history = [
+        message
+        for n in range(40)
+        for message in (HumanMessage(f"Question {n}: {FILLER}", id=f"q{n}"), AIMessage("ok", id=f"a{n}"))
+    ]
+    middleware = CompactionMiddleware(model=NeverAnswers(), window=WINDOW, timeout_seconds=0.05)
+
+    summary, done = await compact_now(middleware, system=SystemMessage("system"), messages=history, summary=None)
+
+    assert done is not None and done.failed and "summary failed" in done.line()
+    assert summary is not None and summary["failed"]

@@ -22,6 +22,7 @@ A summary call that fails leaves the turn running on the cut history.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -117,8 +118,10 @@ class CompactionMiddleware:
         tools: Sequence[BaseTool] = (),
         threshold: float = THRESHOLD,
         window_from_profile: bool = False,
+        timeout_seconds: float | None = None,
     ) -> None:
         self.model = model
+        self.timeout_seconds = timeout_seconds  # the whole summary call's, as any model reply's
         self.window = window
         self.threshold = threshold
         self.identity = ModelIdentity.of(model)
@@ -372,8 +375,9 @@ async def _summary_call(
         if stop is not None:
             raise BudgetExceededError(stop.message)
     started = time.monotonic()
-    # Not streamed: the summary is not the answer.
-    reply = await middleware.model.ainvoke(prompt, config={"callbacks": [], "tags": ["nostream"]})
+    # Not streamed: the summary is not the answer. Past its time it fails as a summary does.
+    async with asyncio.timeout(middleware.timeout_seconds):
+        reply = await middleware.model.ainvoke(prompt, config={"callbacks": [], "tags": ["nostream"]})
     if run is not None and isinstance(reply, AIMessage):
         seconds = time.monotonic() - started
         await count_model_call(run, middleware.identity, reply, sent=prompt, seconds=seconds, task=task)

@@ -57,7 +57,11 @@ def default_model_middleware(spec: AgentSpec) -> list[ModelMiddleware]:
     summariser = spec.summary_model or spec.model
     chain.append(
         CompactionMiddleware(
-            model=summariser, window=window, tools=spec.tools, window_from_profile=source == PROFILE
+            model=summariser,
+            window=window,
+            tools=spec.tools,
+            window_from_profile=source == PROFILE,
+            timeout_seconds=spec.reply_limits.timeout_seconds,
         )
     )
     chain.append(ReplyCutMiddleware(spec.reply_limits.max_output_tokens))
