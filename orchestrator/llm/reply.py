@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from contextlib import aclosing
 from dataclasses import dataclass
 
@@ -100,7 +100,7 @@ async def read_reply(
     deadline = asyncio.timeout(limits.timeout_seconds)
     try:
         async with deadline:
-            return await stream.read(model, list(messages), config)
+            return await stream.read(model, list(messages), config, expired=deadline.expired)
     except Exception as error:
         # Past the deadline, the client's own timeout may have fired in the same breath.
         if not deadline.expired():
@@ -134,10 +134,18 @@ class _Stream:
         model: Runnable[LanguageModelInput, BaseMessage],
         messages: list[BaseMessage],
         config: RunnableConfig,
+        *,
+        expired: Callable[[], bool],
     ) -> Reply:
         # Closed as soon as it is left, so that the server's connection is let go at once.
         async with aclosing(model.astream(messages, config)) as stream:
             async for item in stream:
+                # The deadline cancels the read; before Python 3.12 an `asyncio.wait_for`
+                # in a client (langchain-openai's per-chunk timeout) can swallow that
+                # cancellation when a chunk lands at the same moment, and a stream that
+                # never ends would then be read for ever.
+                if expired():
+                    raise TimeoutError("the reply outlived its deadline")
                 if not isinstance(item, AIMessageChunk):  # a model that does not stream
                     return _whole(item, limits=self.limits)
                 if self._past_cap(item):  # a server that does not hold the cap itself
