@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import secrets
 import sqlite3
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +14,7 @@ from sqlalchemy.engine import make_url
 from orchestrator.errors import InvalidToolArgumentsError, ToolError
 from orchestrator.testing import load_tool_folder
 from orchestrator.tools import ToolRequest
+from tests.integrations.databases import scratch_database
 from tests.integrations.folders import approved_copy, free_port
 from tests.tool_folders import SHIPPED
 
@@ -36,25 +35,8 @@ INSERT INTO orders VALUES (10, 1, 120.50, '2026-11-01'), (11, 2, 80, '2026-11-02
 @pytest.fixture(scope="module")
 def shop_url(postgres_url: str) -> Iterator[str]:
     """A database of its own on the embedded server, its tables readable and writable by a login of its own."""
-    name, role, password = (
-        f"shop_{uuid.uuid4().hex[:10]}",
-        f"clerk_{uuid.uuid4().hex[:10]}",
-        secrets.token_hex(12),
-    )
-    admin = make_url(postgres_url)
-    with psycopg.connect(postgres_url, autocommit=True) as connection:
-        connection.execute(f'CREATE DATABASE "{name}"')
-        connection.execute(f"CREATE ROLE \"{role}\" LOGIN PASSWORD '{password}'")
-    owner = admin.set(database=name).render_as_string(hide_password=False)
-    with psycopg.connect(owner, autocommit=True) as connection:
-        connection.execute(SHOP)
-        connection.execute(f'GRANT SELECT, INSERT, UPDATE, DELETE ON customers, orders TO "{role}"')
-    yield admin.set(database=name, username=role, password=password).render_as_string(
-        hide_password=False
-    )
-    with psycopg.connect(postgres_url, autocommit=True) as connection:
-        connection.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
-        connection.execute(f'DROP ROLE "{role}"')
+    with scratch_database(postgres_url, schema=SHOP, tables="customers, orders", name="shop") as url:
+        yield url
 
 
 @pytest.fixture

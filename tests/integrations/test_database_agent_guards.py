@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import importlib
 import json
-import secrets
 import sqlite3
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -19,7 +17,6 @@ from types import ModuleType
 import psycopg
 import pytest
 from sqlalchemy import exc
-from sqlalchemy.engine import make_url
 
 from orchestrator.errors import ToolError
 from orchestrator.folders.approvals import ApprovalStore
@@ -29,6 +26,7 @@ from orchestrator.settings import load_settings
 from orchestrator.store.logins import Logins
 from orchestrator.testing import call_tools, load_tool_folder
 from orchestrator.tools import ToolRequest
+from tests.integrations.databases import scratch_database
 from tests.integrations.folders import approved_copy
 from tests.mcp.test_serve import answer, serve_env, stdio_session
 from tests.tool_folders import SHIPPED, copy_shipped
@@ -47,25 +45,8 @@ ROWS = [("ada", 100), ("bob", 250)]
 @pytest.fixture(scope="module")
 def bank_url(postgres_url: str) -> Iterator[str]:
     """A database of its own holding `accounts`, and a login that may read, change and delete its rows."""
-    name, role, password = (
-        f"bank_{uuid.uuid4().hex[:10]}",
-        f"teller_{uuid.uuid4().hex[:10]}",
-        secrets.token_hex(12),
-    )
-    admin = make_url(postgres_url)
-    with psycopg.connect(postgres_url, autocommit=True) as connection:
-        connection.execute(f'CREATE DATABASE "{name}"')
-        connection.execute(f"CREATE ROLE \"{role}\" LOGIN PASSWORD '{password}'")
-    owner = admin.set(database=name).render_as_string(hide_password=False)
-    with psycopg.connect(owner, autocommit=True) as connection:
-        connection.execute(ACCOUNTS)
-        connection.execute(f'GRANT SELECT, INSERT, UPDATE, DELETE ON accounts TO "{role}"')
-    yield admin.set(database=name, username=role, password=password).render_as_string(
-        hide_password=False
-    )
-    with psycopg.connect(postgres_url, autocommit=True) as connection:
-        connection.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
-        connection.execute(f'DROP ROLE "{role}"')
+    with scratch_database(postgres_url, schema=ACCOUNTS, tables="accounts", name="bank") as url:
+        yield url
 
 
 @pytest.fixture
