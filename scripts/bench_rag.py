@@ -619,12 +619,11 @@ async def drain(database: Database, url: str, *, burst: int) -> dict[str, object
 
 async def drained_rate(database: Database, url: str, embedder: Embedder, texts: list[str]) -> float:
     """The texts stored as one user's new messages at once, then embedded: rows a second."""
-    with psycopg.connect(url, autocommit=True) as connection:
-        with connection.cursor().copy(
-            "COPY messages (message_id, session_id, user_id, role, content) FROM STDIN"
-        ) as copy:
-            for text in texts:
-                copy.write_row((f"burst-{uuid.uuid4().hex}", "bench-0", "user-0", "user", text))
+    with psycopg.connect(url, autocommit=True) as connection, connection.cursor().copy(
+        "COPY messages (message_id, session_id, user_id, role, content) FROM STDIN"
+    ) as copy:
+        for text in texts:
+            copy.write_row((f"burst-{uuid.uuid4().hex}", "bench-0", "user-0", "user", text))
     started = time.perf_counter()
     drained = await EmbeddingWorker(database, embedder).run_once()
     return drained / (time.perf_counter() - started)

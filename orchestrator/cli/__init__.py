@@ -4,6 +4,7 @@ usage, worker and tasks."""
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import os
 import sys
@@ -125,8 +126,6 @@ def _exit_past_leftover_threads(code: object) -> None:
     err.print(note, markup=False, highlight=False)
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with contextlib.suppress(OSError, ValueError):
             stream.flush()
-        except (OSError, ValueError):
-            pass
     os._exit(code if isinstance(code, int) else 0 if code is None else 1)

@@ -9,6 +9,7 @@ Only a file whose bytes still hash to what was approved is copied.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import hashlib
 import json
@@ -57,18 +58,14 @@ def keep_copy(directory: Path, folder: ToolFolder) -> None:
         if text is not None and total + len(text) <= MAX_COPY_BYTES:
             texts[rel] = text
             total += len(text)
-    try:
+    with contextlib.suppress(OSError):  # no copy: the question lists the files but shows no diff
         _write_private(_copy_path(directory, folder.key), json.dumps(texts))
-    except OSError:
-        pass  # no copy: the question lists the files but shows no diff
 
 
 def forget_copy(directory: Path, key: str) -> None:
     """Drop the copy of the folder `key`, if any."""
-    try:
+    with contextlib.suppress(OSError):
         _copy_path(directory, key).unlink()
-    except OSError:
-        pass
 
 
 def approved_texts(directory: Path, key: str) -> dict[str, str] | None:

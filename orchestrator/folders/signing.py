@@ -9,6 +9,7 @@ with mode 0600; a decision without a valid one counts as never made.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import os
@@ -78,10 +79,8 @@ def _create(path: Path) -> None:
                 file.write(secrets.token_hex(KEY_BYTES) + "\n")
                 file.flush()
                 os.fsync(file.fileno())
-            try:
+            with contextlib.suppress(FileExistsError):
                 os.link(temporary, path)
-            except FileExistsError:
-                pass
         finally:
             os.unlink(temporary)
     except OSError as error:

@@ -52,11 +52,10 @@ NOT_ARITHMETIC = (
 JsonSchema = dict[str, Any]  # a JSON schema is free-form by nature
 
 _STOPWORDS = frozenset(
-    "the a an and or of to in on at for is are be it its me my i you your what whats "
-    "which who how can could would please tell give show with from this that do does".split()
+    ["the", "a", "an", "and", "or", "of", "to", "in", "on", "at", "for", "is", "are", "be", "it", "its", "me", "my", "i", "you", "your", "what", "whats", "which", "who", "how", "can", "could", "would", "please", "tell", "give", "show", "with", "from", "this", "that", "do", "does"]
 )
-_REST_TEXT = frozenset("query text message title task content note".split())
-_WHOLE_TEXT = frozenset("request prompt question input instruction instructions".split())
+_REST_TEXT = frozenset(["query", "text", "message", "title", "task", "content", "note"])
+_WHOLE_TEXT = frozenset(["request", "prompt", "question", "input", "instruction", "instructions"])
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 # Arithmetic-looking text; signs the calculator lacks still show that arithmetic was meant.
 _EXPRESSION = re.compile(r"[-+(]*\d[\d.\s()+\-*/%^×÷]*[\d)]")

@@ -144,10 +144,7 @@ def leave_embedded_server(data_dir: Path | None = None) -> None:
     handling, where atexit hooks do not run.
     """
     with _state:
-        if data_dir is None:
-            targets = list(_joined)
-        else:
-            targets = [data_dir.resolve() / PGDATA]
+        targets = list(_joined) if data_dir is None else [data_dir.resolve() / PGDATA]
         for pgdata in targets:
             # Forget it first: a second call, even one re-entering from a signal
             # handler, then finds nothing to leave.

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import date, datetime, time, timezone
+from datetime import UTC, date, datetime, time
 from functools import cache
 
 from psycopg.rows import namedtuple_row
@@ -98,7 +98,7 @@ async def usage_report(
     day = func.date(func.timezone("UTC", _U.created_at)).label("day")
     query = select(day, _U.kind, _U.name, *_sums()).group_by(day, _U.kind, _U.name).order_by(day)
     if since is not None:
-        query = query.where(_U.created_at >= datetime.combine(since, time(), tzinfo=timezone.utc))
+        query = query.where(_U.created_at >= datetime.combine(since, time(), tzinfo=UTC))
     async with database.user_transaction(user_id) as connection:
         rows = (await connection.execute(query)).all()
     report = UsageReport(user_id=user_id, since=since)

@@ -9,6 +9,7 @@ the process.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import threading
 from collections.abc import Callable
@@ -46,10 +47,8 @@ def _settle_soon(
     value: T | None = None,
     error: BaseException | None = None,
 ) -> None:
-    try:
+    with contextlib.suppress(RuntimeError):  # the loop has closed: nobody is waiting any more
         loop.call_soon_threadsafe(_settle, outcome, value, error)
-    except RuntimeError:  # the loop has closed: nobody is waiting any more
-        pass
 
 
 def _settle(outcome: asyncio.Future[T], value: T | None, error: BaseException | None) -> None:

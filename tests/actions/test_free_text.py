@@ -106,9 +106,11 @@ async def test_the_model_reads_a_sentence_with_structured_output(send: Address):
 
 async def test_what_the_model_leaves_out_is_named_not_guessed(send: Address):
     partial = RawToolCall.of("email_agent_send", {"subject": "Lunch", "body": "Noon?"})
-    with OpenAICompatibleServer([RawReply(tool_calls=[partial])]) as server:
-        with pytest.raises(InvalidToolArgumentsError, match="to .Recipient addresses.. is missing"):
-            await parameters_from_text("Ask about lunch", send.tool, model=model_on(server))
+    with (
+        OpenAICompatibleServer([RawReply(tool_calls=[partial])]) as server,
+        pytest.raises(InvalidToolArgumentsError, match="to .Recipient addresses.. is missing"),
+    ):
+        await parameters_from_text("Ask about lunch", send.tool, model=model_on(server))
 
 
 async def test_the_action_is_named_first_said_as_a_pair_or_chosen_by_the_model(tmp_path: Path):

@@ -9,6 +9,7 @@ a tool that blocks the loop or swallows its cancellation.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import threading
 import time
@@ -276,10 +277,8 @@ class Deaf(Tool):
     @action(Nothing)
     async def go(self, params: Nothing, request: ToolRequest) -> ToolResult:
         """Swallow the first cancellation, then finish."""
-        try:
+        with contextlib.suppress(asyncio.CancelledError):
             await asyncio.Event().wait()
-        except asyncio.CancelledError:
-            pass
         return request.result("finished anyway")
 
 

@@ -156,9 +156,11 @@ async def test_a_refused_connection_is_told_and_the_next_turn_works():
 
 
 async def test_a_cut_stream_is_not_told_as_an_unreachable_server():
-    with OpenAICompatibleServer([RawReply(text="Let me", drop=True)]) as server:
-        with pytest.raises(ModelUnavailableError) as caught:
-            await session_for(server.base_url).run("hi")
+    with (
+        OpenAICompatibleServer([RawReply(text="Let me", drop=True)]) as server,
+        pytest.raises(ModelUnavailableError) as caught,
+    ):
+        await session_for(server.base_url).run("hi")
 
     assert "Cannot reach" not in str(caught.value) and "cut off mid-stream" in str(caught.value)
 
@@ -187,9 +189,11 @@ async def test_the_message_names_the_server_the_failing_request_went_to():
 async def test_the_server_message_is_shown_without_secrets(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("LLAMA_API_KEY", "sk-very-secret-value")
     failure = ErrorReply(HTTPStatus.BAD_REQUEST, "key sk-very-secret-value may not use tools")
-    with OpenAICompatibleServer([failure]) as server:
-        with pytest.raises(ModelUnavailableError) as caught:
-            await session_for(server.base_url).run("hi")
+    with (
+        OpenAICompatibleServer([failure]) as server,
+        pytest.raises(ModelUnavailableError) as caught,
+    ):
+        await session_for(server.base_url).run("hi")
 
     assert str(caught.value) == (
         f"The model server at {origin(server)} answered 400: key [redacted] may not use tools"
@@ -197,9 +201,11 @@ async def test_the_server_message_is_shown_without_secrets(monkeypatch: pytest.M
 
 
 async def test_a_server_that_sends_no_choices_says_its_reply_was_empty():
-    with OpenAICompatibleServer([RawReply(text="x", no_choices=True)]) as server:
-        with pytest.raises(IncompleteReplyError):
-            await session_for(server.base_url, streaming=False).run("hi")
+    with (
+        OpenAICompatibleServer([RawReply(text="x", no_choices=True)]) as server,
+        pytest.raises(IncompleteReplyError),
+    ):
+        await session_for(server.base_url, streaming=False).run("hi")
 
 
 def test_a_stream_langchain_gave_up_waiting_on_is_told():

@@ -74,10 +74,10 @@ def test_the_8_bit_export_gives_vectors_close_to_what_encode_gives():
     assert len(found) == 5 and agree(found, expected)
     assert found[0] == found[3] == encode(["a puppy"])[0]  # whatever runs beside it
     # quantized: not the float model's numbers
-    differences = [abs(a - b) for got, want in zip(found, expected) for a, b in zip(got, want)]
+    differences = [abs(a - b) for got, want in zip(found, expected, strict=True) for a, b in zip(got, want, strict=True)]
     assert max(differences) > TOLERANCE
     dog, invoice = encode(["my new dog", "the bill is due"])
-    similarity = [sum(a * b for a, b in zip(q, text)) for q in (dog, invoice) for text in found[:2]]
+    similarity = [sum(a * b for a, b in zip(q, text, strict=True)) for q in (dog, invoice) for text in found[:2]]
     assert similarity[0] > similarity[1] and similarity[3] > similarity[2]  # still by meaning
 
 

@@ -99,10 +99,12 @@ async def stdio_session(
         cwd=home,
     )
     with open(home / "err.txt", "w") as errors:
-        async with stdio_client(server, errlog=errors) as (read, write):
-            async with ClientSession(read, write, message_handler=unreadable) as session:
-                await asyncio.wait_for(session.initialize(), START_SECONDS)
-                yield session
+        async with (
+            stdio_client(server, errlog=errors) as (read, write),
+            ClientSession(read, write, message_handler=unreadable) as session,
+        ):
+            await asyncio.wait_for(session.initialize(), START_SECONDS)
+            yield session
 
 
 def answer(result: CallToolResult) -> dict[str, object]:
@@ -239,11 +241,13 @@ async def test_over_http_a_client_lists_and_calls_and_a_stop_ends_in_order(
     )
     try:
         url = await asyncio.wait_for(asyncio.to_thread(served_url, process.stderr), START_SECONDS)
-        async with streamable_http_client(url) as (read, write, _):
-            async with ClientSession(read, write) as session:
-                await asyncio.wait_for(session.initialize(), START_SECONDS)
-                listed = [tool.name for tool in (await session.list_tools()).tools]
-                said = await session.call_tool("echo_say", {"text": "over http"})
+        async with (
+            streamable_http_client(url) as (read, write, _),
+            ClientSession(read, write) as session,
+        ):
+            await asyncio.wait_for(session.initialize(), START_SECONDS)
+            listed = [tool.name for tool in (await session.list_tools()).tools]
+            said = await session.call_tool("echo_say", {"text": "over http"})
     finally:
         process.terminate()
         out, errors = process.communicate(timeout=60)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -89,7 +89,7 @@ async def test_a_users_report_is_per_utc_day_from_the_day_asked(database: Databa
             ),
             {"r": old.request_id},
         )
-    today = datetime.now(timezone.utc).date()
+    today = datetime.now(UTC).date()
 
     everything = await usage_report(database, user_id=ann)
     recent = await usage_report(database, user_id=ann, since=today - timedelta(days=1))
@@ -137,7 +137,7 @@ def test_usage_prints_tokens_and_cost_per_day_and_model(cli, tmp_path: Path):
     as_json = cli("usage", "--user", user, "--json", cwd=tmp_path)
 
     assert shown.returncode == 0, shown.stderr
-    today = datetime.now(timezone.utc).date().isoformat()
+    today = datetime.now(UTC).date().isoformat()
     lines = [line.split() for line in shown.stdout.splitlines()]
     assert [today, "local-llm", "1", "1,000", "0", "500", "0", "$0.002"] in lines
     assert ["mystery", "1", "30", "0", "3", "0", "price", "unknown"] in lines

@@ -324,9 +324,11 @@ async def _stdio_session(connection: Connection, errlog: Path) -> AsyncIterator[
     )
     # data/logs/mcp/NAME.log: a server may print a secret to standard error.
     with open_private_log(errlog, levels=2) as log:
-        async with pipe_client(parameters, errlog=log) as (read, write):
-            async with ClientSession(read, write) as session:  # type: ignore[arg-type]
-                yield session
+        async with (
+            pipe_client(parameters, errlog=log) as (read, write),
+            ClientSession(read, write) as session,  # type: ignore[arg-type]
+        ):
+            yield session
 
 
 async def _call_tool(current: _Open, tool: str, arguments: dict[str, object]) -> CallToolResult:
