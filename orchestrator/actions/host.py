@@ -12,9 +12,9 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from orchestrator.actions.action_runner import ActionRunner
 from orchestrator.actions.address import Address, find_action, find_folder, imported_now
 from orchestrator.actions.portal import Portal
-from orchestrator.actions.runner import ActionRunner
 from orchestrator.folders.approvals import Reviewed, review_folders
 from orchestrator.runtime import Orchestrator
 from orchestrator.settings import Settings

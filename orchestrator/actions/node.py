@@ -23,10 +23,10 @@ from typing import TypeAlias
 
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 
+from orchestrator.actions.action_runner import RUN_PREFIX
 from orchestrator.actions.address import Address, check_approved
 from orchestrator.actions.free_text import parameters_from_text, reading_model
 from orchestrator.actions.host import host_for
-from orchestrator.actions.runner import RUN_PREFIX
 from orchestrator.errors import ToolError, UserError
 from orchestrator.settings import Settings, load_settings
 from orchestrator.tools.context import RunContext

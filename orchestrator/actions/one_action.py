@@ -16,8 +16,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command
 
+from orchestrator.actions.action_runner import RUN_PREFIX, ActionRunner
 from orchestrator.actions.address import Address
-from orchestrator.actions.runner import RUN_PREFIX, ActionRunner
 from orchestrator.tools.context import RunContext
 from orchestrator.tools.envelope import Envelope
 from orchestrator.tools.hitl import Decision

@@ -94,9 +94,9 @@ async def _run(
     *,
     user: str,
 ) -> Envelope:
+    from orchestrator.actions.action_runner import RUN_PREFIX, ActionRunner
     from orchestrator.actions.address import check_approved, find_folder, imported_now
     from orchestrator.actions.one_action import run_one
-    from orchestrator.actions.runner import RUN_PREFIX, ActionRunner
     from orchestrator.terminal.questions import question_asker
 
     check_approved(startup.reviewed, path)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from orchestrator.errors import ConfigError
 from orchestrator.folders.sandbox_config import data_directory, policy, private_environment
 from orchestrator.sandbox import landlock
-from orchestrator.sandbox.policy import unenforced
+from orchestrator.sandbox.rules import unenforced
 from orchestrator.terminal.text import display_path, shown
 
 if TYPE_CHECKING:

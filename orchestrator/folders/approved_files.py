@@ -1,6 +1,6 @@
 """What an approved folder held, kept so that a change to it can be judged.
 
-Each decision keeps the SHA-256 of every file (see `Decision.files`): a
+Each decision keeps the SHA-256 of every file (see `FolderDecision.files`): a
 changed folder lists its changed, added and removed files. An approval also
 keeps a private copy of the folder's text files as approved (mode 0600 in a
 0700 directory under the approvals): the question can then show the diff.

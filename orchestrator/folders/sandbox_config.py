@@ -10,7 +10,7 @@
       max_files: 1024           # open files at once
 
 The section is part of the folder's hash (the file is), so a change is asked
-about again. `policy` resolves it, for one launch, to a `sandbox.policy.Policy`.
+about again. `policy` resolves it, for one launch, to a `sandbox.rules.Policy`.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from orchestrator.errors import ConfigError
-from orchestrator.sandbox.policy import DEVICES, PROC_READ, SYSTEM_READ, Policy
+from orchestrator.sandbox.rules import DEVICES, PROC_READ, SYSTEM_READ, Policy
 
 VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 UNSET = "sandbox path {path!r}: ${{{name}}} is set neither in the folder's config nor in the environment"

@@ -54,7 +54,7 @@ REVOKED = "{key} with content {want} is not approved in the database any more"
 
 
 @dataclass(frozen=True)
-class Decision:
+class RecordedApproval:
     """One decision about a folder's content, as the database records it."""
 
     key: str
@@ -65,14 +65,14 @@ class Decision:
     decided_at: datetime
 
 
-def decisions_of(store: ApprovalStore, tree: Discovery) -> list[Decision]:
+def decisions_of(store: ApprovalStore, tree: Discovery) -> list[RecordedApproval]:
     """The signed decisions of `store` about the folders of `tree`."""
     found = []
     for node in walk(tree.nodes):
         decision = store.decision(node.folder.key)
         if decision is not None:
             found.append(
-                Decision(
+                RecordedApproval(
                     key=node.folder.key,
                     digest=decision.digest,
                     name=decision.name,
@@ -84,7 +84,7 @@ def decisions_of(store: ApprovalStore, tree: Discovery) -> list[Decision]:
     return found
 
 
-async def record(database: Database, decisions: list[Decision]) -> None:
+async def record(database: Database, decisions: list[RecordedApproval]) -> None:
     """Record `decisions` in the database (a later one there is kept)."""
     if not decisions:
         return
@@ -107,9 +107,9 @@ async def record_local_decisions(database: Database, settings: Settings) -> None
     await record(database, decisions_of(store, discover_approved_first(settings, store)))
 
 
-def approval_of(folder: ToolFolder) -> Decision:
+def approval_of(folder: ToolFolder) -> RecordedApproval:
     """The approval of `folder` as loaded (it is approved: it was loaded), to record."""
-    return Decision(
+    return RecordedApproval(
         key=folder.key,
         digest=folder.digest,
         name=folder.name,

@@ -13,7 +13,7 @@ import re
 from orchestrator.folders.mcp_config import McpServerConfig
 from orchestrator.folders.sandbox_config import SandboxConfig
 from orchestrator.folders.tool_config import DatabaseOverride, ModelOverride, ToolConfig
-from orchestrator.sandbox.policy import Policy, unenforced
+from orchestrator.sandbox.rules import Policy, unenforced
 from orchestrator.terminal.text import shown
 
 KEYISH = re.compile(r"KEY|TOKEN|AUTH", re.IGNORECASE)

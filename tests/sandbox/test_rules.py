@@ -24,7 +24,7 @@ from orchestrator.folders.sandbox_config import (
 )
 from orchestrator.folders.tool_config import parse_tool_config
 from orchestrator.sandbox import landlock
-from orchestrator.sandbox.policy import Policy, unenforced
+from orchestrator.sandbox.rules import Policy, unenforced
 from orchestrator.settings import load_settings
 from orchestrator.sources.mcp.sandboxed import DENIAL_NOTE, ServerSandbox, denial_note
 from orchestrator.terminal.folder_reach import sandbox_lines

@@ -23,7 +23,7 @@ from orchestrator.errors import ToolError, ToolLoadError
 from orchestrator.folders.discovery import ToolFolder
 from orchestrator.folders.sandbox_config import private_environment
 from orchestrator.private import open_private_log, private_dir
-from orchestrator.sandbox.policy import Policy
+from orchestrator.sandbox.rules import Policy
 from orchestrator.sources.isolated.protocol import MAX_LINE, decode, encode, pack_sources
 from orchestrator.sources.mcp.sandboxed import ServerSandbox
 from orchestrator.sources.mcp.thread import McpThread

@@ -19,7 +19,7 @@ from pydantic import JsonValue
 from orchestrator.errors import SandboxUnavailableError
 from orchestrator.folders.sandbox_config import SandboxConfig, policy, private_environment
 from orchestrator.private import private_dir
-from orchestrator.sandbox.policy import Policy, unenforced
+from orchestrator.sandbox.rules import Policy, unenforced
 
 if TYPE_CHECKING:
     from langchain_mcp_adapters.sessions import StdioConnection
