@@ -244,16 +244,22 @@ def databases(embedded_dir: Path, postgres_url: str) -> Iterator[Callable[[], Lo
             connection.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
 
 
-@pytest.fixture
-def old_database(databases: Callable[[], Logins]) -> Logins:
-    """A database as the previous version left it: core migrations 1-7, and a task of lena's."""
+# Core migration 1 as released until issue 43: it made the to-do list's `tasks` table.
+RELEASED_MIGRATION_1 = Path(__file__).resolve().parents[1] / "data/core_migration_001_as_released.sql"
+
+
+@pytest.fixture(params=[7, len(MIGRATIONS)], ids=["before-folder-migrations", "all-core-migrations-of-before"])
+def old_database(request: pytest.FixtureRequest, databases: Callable[[], Logins]) -> Logins:
+    """A database as an earlier version left it, and a task of lena's: core migrations 1-7
+    (before folders had migrations), or every core migration (before `tasks` left the core),
+    migration 1 as it was released."""
     logins = databases()
+    released = RELEASED_MIGRATION_1.read_text(encoding="utf-8")
     with psycopg.connect(logins.owner_url) as connection:
         connection.execute("CREATE TABLE schema_migrations (version integer PRIMARY KEY, "
                            "description text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())")
-        for migration in MIGRATIONS[:7]:
-            for statement in migration.statements:
-                connection.execute(statement)
+        for migration in MIGRATIONS[: request.param]:
+            connection.execute(released if migration.version == 1 else migration.sql)
             connection.execute("INSERT INTO schema_migrations (version, description) VALUES (%s, %s)",
                                (migration.version, migration.description))
         connection.execute("INSERT INTO tasks (user_id, task_id, title) VALUES ('lena', 1, 'Water the plants')")
@@ -291,7 +297,7 @@ async def test_the_task_list_keeps_a_users_tasks_across_the_move(tmp_path: Path,
 def test_the_folders_migration_makes_the_table_core_migration_1_made(
     old_database: Logins, databases: Callable[[], Logins]
 ):
-    """Old databases (the table from core migration 1) and ones where only the folder made it end the same."""
+    """Old databases (the table from core migration 1 as released) and new ones (only the folder makes it) end the same."""
     shipped = Path(__file__).resolve().parents[2] / "sub_graphs/personal_assistant_agent/src/sub_graphs/task_agent"
     files = {"migrations/001_tasks.sql": (shipped / "migrations/001_tasks.sql").read_bytes()}
 
@@ -324,7 +330,8 @@ def test_the_folders_migration_makes_the_table_core_migration_1_made(
     made_by_the_folder = databases()
     asyncio.run(_migrated(made_by_the_folder))
     with psycopg.connect(made_by_the_folder.owner_url) as connection:
-        connection.execute("DROP TABLE tasks")  # as if core migration 1 had never made it
+        made = connection.execute("SELECT to_regclass('tasks')").fetchone()
+    assert made == (None,), "a new database's core migrations leave `tasks` to the folder"
 
     old, new = shape(old_database), shape(made_by_the_folder)
     assert old == new

@@ -247,7 +247,7 @@ async def test_a_user_never_reads_another_users_rows(store: MessageStore, databa
     with pytest.raises(DBAPIError):  # writing a row for someone else
         async with database.user_transaction(bob) as connection:
             await connection.execute(text(
-                "INSERT INTO tasks (user_id, task_id, title) VALUES (:a, 1, 'planted')"), {"a": alice})
+                "INSERT INTO sessions (session_id, user_id) VALUES (:s, :a)"), {"s": unique("planted"), "a": alice})
 
 
 async def fill_crowd_and_loner(database: Database) -> tuple[list[float], str]:

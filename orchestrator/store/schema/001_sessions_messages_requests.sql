@@ -1,6 +1,9 @@
--- sessions, messages with embeddings and full text, requests, tasks; row-level security
+-- sessions, messages with embeddings and full text, requests; row-level security
 -- Row-level security on every table with a user_id: even its owner sees only the current user.
--- (`tasks` belongs to the task_agent folder now, whose migrations/ keep it; it stays here as history.)
+-- The to-do list's `tasks` table, made here until issue 43, is the task_agent folder's: its
+-- migrations/001_tasks.sql makes it (IF NOT EXISTS: a database this file once gave the table
+-- keeps it, rows and protection). Core migrations are recorded by version, not checksum, so a
+-- database that ran the earlier text is not asked to run this one.
 
 CREATE EXTENSION IF NOT EXISTS vector;
 
@@ -61,17 +64,6 @@ CREATE TABLE requests (
 
 CREATE INDEX requests_by_parent ON requests (parent_request_id);
 
-CREATE TABLE tasks (
-                user_id text NOT NULL,
-                task_id integer NOT NULL,
-                title text NOT NULL,
-                due date,
-                done boolean NOT NULL DEFAULT false,
-                created_at timestamptz NOT NULL DEFAULT now(),
-                completed_at timestamptz,
-                PRIMARY KEY (user_id, task_id)
-            );
-
 ALTER TABLE sessions ENABLE ROW LEVEL SECURITY;
 
 ALTER TABLE sessions FORCE ROW LEVEL SECURITY;
@@ -95,11 +87,3 @@ ALTER TABLE requests FORCE ROW LEVEL SECURITY;
 CREATE POLICY requests_of_user ON requests USING (user_id = current_setting('app.user_id', true)) WITH CHECK (user_id = current_setting('app.user_id', true));
 
 GRANT SELECT, INSERT, UPDATE, DELETE ON requests TO orchestrator_app;
-
-ALTER TABLE tasks ENABLE ROW LEVEL SECURITY;
-
-ALTER TABLE tasks FORCE ROW LEVEL SECURITY;
-
-CREATE POLICY tasks_of_user ON tasks USING (user_id = current_setting('app.user_id', true)) WITH CHECK (user_id = current_setting('app.user_id', true));
-
-GRANT SELECT, INSERT, UPDATE, DELETE ON tasks TO orchestrator_app;
