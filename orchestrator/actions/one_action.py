@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
@@ -26,10 +26,16 @@ from orchestrator.turns import PendingQuestion, questions_of
 Answer = Callable[[list[PendingQuestion]], Awaitable[dict[str, Decision]]]
 
 
-class OneAction(TypedDict, total=False):
+class OneAction(TypedDict):
     """The graph's state: the action's arguments in, its envelope out."""
 
     arguments: dict[str, object]
+    envelope: NotRequired[dict[str, object]]
+
+
+class Ran(TypedDict):
+    """What the action's node writes into the state."""
+
     envelope: dict[str, object]
 
 
@@ -48,7 +54,7 @@ async def run_one(
     context = context or runner.context(f"{RUN_PREFIX}{uuid.uuid4().hex}")
     session = context.session_id or ""
 
-    async def step(state: OneAction, config: RunnableConfig) -> OneAction:
+    async def step(state: OneAction, config: RunnableConfig) -> Ran:
         envelope = await runner.run(address, state["arguments"], context=context, config=config)
         return {"envelope": envelope.model_dump(mode="json")}
 

@@ -1,5 +1,5 @@
 """The `orchestrator` command: chat and ask, plus tools, new-agent, db, requests, sessions, mcp,
-usage, worker and tasks."""
+usage, worker and jobs (`tasks`, its old name, is a hidden alias)."""
 
 from __future__ import annotations
 
@@ -11,16 +11,15 @@ import sys
 import threading
 from typing import Annotated
 
-import click
 import typer
 
 from orchestrator.cli.chat import ask, chat
 from orchestrator.cli.common import err
+from orchestrator.cli.jobs import jobs_app
 from orchestrator.cli.manage import db_app, new_agent, requests_app, tools_app
 from orchestrator.cli.mcp_commands import mcp_app
 from orchestrator.cli.run_action import run_action
 from orchestrator.cli.session_commands import sessions_app
-from orchestrator.cli.tasks import tasks_app
 from orchestrator.cli.usage_report import usage
 from orchestrator.cli.worker import worker
 
@@ -39,10 +38,10 @@ def _flags_without_a_type() -> None:
     if typed is None:  # a typer that never showed types
         return
 
-    def display_type_rich(self: TyperOption, ctx: click.Context) -> str | None:
+    def display_type_rich(self: TyperOption, ctx: object) -> str | None:  # typer's own click Context
         return None if self.is_flag else typed(self, ctx)
 
-    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+    TyperOption.display_type_rich = display_type_rich
 
 
 _flags_without_a_type()
@@ -84,7 +83,8 @@ app.add_typer(sessions_app, name="sessions")
 app.add_typer(mcp_app, name="mcp")
 app.command()(usage)
 app.command()(worker)
-app.add_typer(tasks_app, name="tasks")
+app.add_typer(jobs_app, name="jobs")
+app.add_typer(jobs_app, name="tasks", hidden=True)  # the old name of `jobs`, kept working
 
 
 def main() -> None:

@@ -9,6 +9,7 @@ keeps standard input for the answers instead.
 
 from __future__ import annotations
 
+import io
 import sys
 from typing import TYPE_CHECKING, TextIO
 
@@ -26,17 +27,17 @@ BOTH_FROM_STDIN = "`ask -` sends standard input: it cannot hold answers too (--a
 
 def message_to_send(text: str, *, answers_from_stdin: bool, stdin: TextIO | None = None) -> str:
     """The message `ask TEXT` sends: TEXT after what was piped in, if anything was."""
-    stdin = stdin or sys.stdin
+    source: TextIO = stdin or sys.stdin or io.StringIO()  # none at all (a detached process): nothing piped
     if text == STDIN_ONLY:
         if answers_from_stdin:
             raise UserError(BOTH_FROM_STDIN)
-        piped = _read_all(stdin)
+        piped = _read_all(source)
         if not piped.strip():
             raise UserError(NOTHING_PIPED)
         return piped
-    if answers_from_stdin or _is_terminal(stdin):
+    if answers_from_stdin or _is_terminal(source):
         return text
-    piped = _read_all(stdin)
+    piped = _read_all(source)
     return f"{piped.rstrip()}\n\n{text}" if piped.strip() else text
 
 

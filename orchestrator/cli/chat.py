@@ -95,7 +95,7 @@ NoWaitOption = Annotated[
     bool,
     typer.Option(
         "--no-wait",
-        help="Return once answered: background tasks go on in a worker and report into the "
+        help="Return once answered: background jobs go on in a worker and report into the "
         "session when it is next opened.",
     ),
 ]
@@ -116,7 +116,7 @@ def ask(
     Piped standard input is sent too, before the message. Questions the turn
     asks are asked on the terminal; with none, they are rejected, or, with
     --answers-from-stdin, answered from standard input, one line each. A
-    budget that stops the turn makes the exit status 3. Background tasks the
+    budget that stops the turn makes the exit status 3. Background jobs the
     turn starts are waited for, and reported, unless --no-wait.
     """
     from orchestrator.cli.ask_input import message_to_send
@@ -167,8 +167,8 @@ async def _ask(
     show_turn_cost(result, err)
     if not wait:
         return exit_status(result)
-    await _wait_for_tasks(runtime, session)
-    left = await session.pending()  # a background task's follow-up turn may ask too
+    await _wait_for_jobs(runtime, session)
+    left = await session.pending()  # a background job's follow-up turn may ask too
     if left and await _rendered_answers(session, left, asker) is None:
         return 1
     return exit_status(result)
@@ -220,7 +220,7 @@ async def _json_turn(
     follow_ups: list[dict[str, object]] = []
 
     def collect(task: BackgroundTask, result: TurnResult | None) -> None:
-        entry = {"task_id": task.task_id, "tool": task.tool, "status": task.status}
+        entry = {"job_id": task.task_id, "tool": task.tool, "status": task.status}
         follow_ups.append({**entry, **(result.to_json() if result else {"answer": None})})
 
     session.on_follow_up = collect
@@ -234,7 +234,7 @@ async def _json_turn(
         result = await session.run(text)
         result = await _quiet_answers(session, result.questions, asker) or result
         if wait:
-            await _wait_for_tasks(runtime, session)
+            await _wait_for_jobs(runtime, session)
             await _quiet_answers(session, await session.pending(), asker)
     except asyncio.CancelledError:
         name = interrupts.received.name if interrupts.received else "cancelled"
@@ -332,22 +332,22 @@ async def _recover(runtime: Orchestrator, user_id: str) -> None:
         )
 
 
-async def _wait_for_tasks(runtime: Orchestrator, session: Session) -> None:
-    """`ask` is one exchange: it waits for the background tasks it started, and their reports."""
+async def _wait_for_jobs(runtime: Orchestrator, session: Session) -> None:
+    """`ask` is one exchange: it waits for the background jobs it started, and their reports."""
     waiting = runtime.tasks.waiting(session.session_id)
     if waiting:
-        err.print(f"[dim]waiting for {waiting} background task(s); Ctrl-C stops[/dim]")
+        err.print(f"[dim]waiting for {waiting} background job(s); Ctrl-C stops[/dim]")
         await runtime.tasks.drain(session.session_id)
 
 
 async def _while_away(runtime: Orchestrator, session: Session) -> None:
-    """Report what background tasks of the session ended while no one had it open."""
+    """Report what background jobs of the session ended while no one had it open."""
     ended = await runtime.tasks.catch_up(session.session_id)
     if not ended:
         return
     err.print("[dim]while you were away:[/dim]")
     for task in ended:
-        err.print(f"  [dim]task {task.task_id} ({escape(task.tool)}): {task.status}[/dim]", highlight=False)
+        err.print(f"  [dim]job {task.task_id} ({escape(task.tool)}): {task.status}[/dim]", highlight=False)
     for task in ended:
         await session.deliver(task)  # its follow-up turn, printed as any follow-up is
 

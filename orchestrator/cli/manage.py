@@ -314,7 +314,7 @@ def requests_show(
 
 
 async def _one_request(database: Database, given: str, *, user: str) -> str:
-    """The id of the user's request that is, or alone starts with, `given` (as `tasks show`)."""
+    """The id of the user's request that is, or alone starts with, `given` (as `jobs show`)."""
     from orchestrator.store.requests import requests_starting
 
     found = await requests_starting(database, given, user_id=user)

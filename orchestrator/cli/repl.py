@@ -42,8 +42,8 @@ HELP = """\
 [bold]/help[/bold]       this list
 [bold]/tools[/bold]      the tools the assistant can call
 [bold]/history[/bold]    this session's messages
-[bold]/tasks[/bold]      background tasks of this session, running and finished
-[bold]/cancel ID[/bold]  cancel a running background task (the start of its id will do)
+[bold]/jobs[/bold]       background jobs of this session, running and finished (also /tasks)
+[bold]/cancel ID[/bold]  cancel a running background job (the start of its id will do)
 [bold]/pending[/bold]    the questions this session's turn waits on
 [bold]/plan[/bold]       this session's last plan, task by task
 [bold]/requests[/bold]   this session's tool calls: ids, status and how long each took
@@ -57,9 +57,9 @@ A question the assistant asks takes one line: y approves, n \\[reason] rejects,
 e edits (new arguments as JSON on the next line); an ask_human question takes
 your answer. Ctrl-C at a question rejects it."""
 COMMANDS = (
-    "/help", "/tools", "/history", "/tasks", "/cancel", "/pending", "/plan", "/requests", "/trace",
+    "/help", "/tools", "/history", "/jobs", "/cancel", "/pending", "/plan", "/requests", "/trace",
     "/cost", "/context", "/compact", "/exit",
-    "/quit",
+    "/quit", "/tasks",  # `/tasks`: the old name of /jobs
 )
 # The database's clock and this process's may differ a little: the turn's window is widened.
 TRACE_SLACK = timedelta(seconds=1)
@@ -69,7 +69,7 @@ EXIT_HINT = "[dim](Ctrl-C again to exit, or Ctrl-D)[/dim]"
 UNKNOWN_COMMAND = "Unknown command {command}; /help lists the commands."
 PREVIEW_CHARS = 200
 FOLLOW_UP_KEPT = (
-    "the result of task {task_id} is kept for your next message "
+    "the result of job {job_id} is kept for your next message "
     "(follow-up limit ORCHESTRATOR_MAX_FOLLOW_UPS reached, or a question waits for your answer)"
 )
 
@@ -200,7 +200,8 @@ class ChatRepl:
             try:
                 result = await task
             except asyncio.CancelledError:
-                if asyncio.current_task().cancelling():  # type: ignore[union-attr]
+                current = asyncio.current_task()  # never None here: this runs in a task
+                if current is not None and current.cancelling():
                     raise  # the command itself is ending
                 self._exit_armed = True
                 self._cancelled_at = self._clock()
@@ -228,8 +229,8 @@ class ChatRepl:
             self.show_tools()
         elif command == "/history":
             await self.show_history()
-        elif command == "/tasks":
-            await self.show_tasks()
+        elif command in ("/jobs", "/tasks"):  # /tasks: its old name
+            await self.show_jobs()
         elif command == "/cancel":
             await self.cancel(line.split()[1:])
         elif command == "/pending":
@@ -297,22 +298,22 @@ class ChatRepl:
         for line in checklist(plan):
             self.out.print(line, highlight=False)
 
-    async def show_tasks(self) -> None:
-        """The session's background tasks, running and ended, wherever they run."""
+    async def show_jobs(self) -> None:
+        """The session's background jobs, running and ended, wherever they run."""
         try:
             tasks = await self.runtime.tasks.tasks_of(self.session.session_id)
         except Exception as error:  # the chat goes on (a database that is gone, say)
             self.err.print(f"[red]error:[/red] {escape(failure_line(error))}", highlight=False)
             return
         if not tasks:
-            self.out.print("No background tasks in this session.")
+            self.out.print("No background jobs in this session.")
         for task in tasks:
-            self.out.print(task_line(task), highlight=False)
+            self.out.print(job_line(task), highlight=False)
 
     async def cancel(self, arguments: list[str]) -> None:
-        """Cancel the task not ended whose id is, or starts with, the one given."""
+        """Cancel the job not ended whose id is, or starts with, the one given."""
         if len(arguments) != 1:
-            self.err.print("usage: /cancel ID (/tasks lists the ids)")
+            self.err.print("usage: /cancel ID (/jobs lists the ids)")
             return
         given = arguments[0]
         try:
@@ -320,7 +321,7 @@ class ChatRepl:
             running = [t.task_id for t in tasks if t.status in LIVE and t.task_id.startswith(given)]
             if len(running) > 1 and given not in running:
                 listed = ", ".join(running)
-                self.err.print(f"{escape(given)} starts several running tasks' ids: {listed}")
+                self.err.print(f"{escape(given)} starts several running jobs' ids: {listed}")
                 return
             task_id = given if given in running or not running else running[0]
             cancelled = await self.runtime.tasks.cancel_task(task_id)
@@ -328,9 +329,9 @@ class ChatRepl:
             self.err.print(f"[red]error:[/red] {escape(failure_line(error))}", highlight=False)
             return
         if cancelled:
-            self.out.print(f"cancelling task {escape(task_id)}")
+            self.out.print(f"cancelling job {escape(task_id)}")
         else:
-            self.err.print(f"No running task {escape(given)}; /tasks lists them.")
+            self.err.print(f"No running job {escape(given)}; /jobs lists them.")
 
     async def show_requests(self) -> None:
         """The session's tool calls: request id, name, status and how long each took."""
@@ -417,22 +418,22 @@ class ChatRepl:
 def show_background_results(
     runtime: Orchestrator, session: Session, *, out: Console, err: Console, costs: Console | None = None
 ) -> None:
-    """Print each background task as it ends, and the follow-up answer it leads to.
+    """Print each background job as it ends, and the follow-up answer it leads to.
 
     `costs` is where the follow-up turn's cost line goes (None: not shown).
     """
 
     def ended(task: BackgroundTask) -> None:
         if task.call.session_id == session.session_id:
-            err.print(f"  [dim]task {task.task_id} ({escape(task.tool)}): {task.status}[/dim]")
+            err.print(f"  [dim]job {task.task_id} ({escape(task.tool)}): {task.status}[/dim]")
 
     def answered(task: BackgroundTask, result: TurnResult | None) -> None:
         if result is None:
-            err.print(f"  [dim]{FOLLOW_UP_KEPT.format(task_id=task.task_id)}[/dim]")
+            err.print(f"  [dim]{FOLLOW_UP_KEPT.format(job_id=task.task_id)}[/dim]")
         elif result.questions:
             count = len(result.questions)
             err.print(
-                f"  [dim]task {task.task_id}'s follow-up waits for your answer to {count} "
+                f"  [dim]job {task.task_id}'s follow-up waits for your answer to {count} "
                 "question(s): they are asked before your next message (/pending lists them)[/dim]"
             )
         else:
@@ -444,11 +445,11 @@ def show_background_results(
     session.on_follow_up = answered
 
 
-LIVE = ("queued", "running")  # the states of a task that has not ended
+LIVE = ("queued", "running")  # the states of a job that has not ended
 
 
-def task_line(task: BackgroundTask) -> str:
-    """One line of `/tasks`: id, tool, status, when, and where it runs (a worker's name)."""
+def job_line(task: BackgroundTask) -> str:
+    """One line of `/jobs`: id, tool, status, when, and where it runs (a worker's name)."""
     ended = f", ended {task.finished_at:%H:%M:%S}" if task.finished_at else ""
     where = f" on {shown(task.where)}" if task.where and task.status == "running" else ""
     return (

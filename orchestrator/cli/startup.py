@@ -389,7 +389,7 @@ async def _close(
     if runtime is not None:
         note = runtime.tasks.closing_note()
         if note:
-            with suppress(OSError):  # the terminal may be gone (SIGHUP): the tasks go on
+            with suppress(OSError):  # the terminal may be gone (SIGHUP): the jobs go on
                 err.print(f"[dim]{note}[/dim]")
         # Ctrl-C (or SIGTERM) now cancels them; a closed terminal (SIGHUP) does not.
         with interrupts.while_closing(stop=runtime.tasks.cancel_running):

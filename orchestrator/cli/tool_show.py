@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from orchestrator.cli.common import out
 from orchestrator.cli.tool_show_actions import action_lines, folder_actions
@@ -40,6 +40,7 @@ YAML_ONLY = " (no Python: tool_config.yaml only)"
 INSTRUCTION_LINES = 3  # of the instructions, each cut to LINE_CHARS: the rest is in --json
 LINE_CHARS = 120
 Json = dict[str, object]
+T = TypeVar("T")  # the value of a setting shown with where it came from
 
 
 @dataclass(frozen=True)
@@ -184,7 +185,7 @@ def _is_agent(folder: ToolFolder, loaded: Loaded) -> bool | None:
     return True if folder.config.kind == "agent" else None
 
 
-def _sourced(entry: Sourced[object], name: str) -> Json:
+def _sourced(entry: Sourced[T], name: str) -> Json:
     return {"value": entry.value, "origin": entry.origin, "inherited": entry.origin != name}
 
 

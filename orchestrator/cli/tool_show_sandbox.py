@@ -97,7 +97,9 @@ def sandbox_lines(report: object) -> list[str]:
     environment = report["environment"]
     assert isinstance(environment, dict)
     lines += [f"    {name}: {_paths([value])}" for name, value in environment.items()]
-    for rule in report["unenforced"]:  # type: ignore[attr-defined]
+    unenforced = report["unenforced"]
+    assert isinstance(unenforced, list)
+    for rule in unenforced:
         what = "refused to start" if report["required"] else "not enforced here"
         lines.append(f"    [red]{what}: {shown(str(rule))}[/red]")
     return lines

@@ -40,8 +40,9 @@ STARTED = "worker {name}: {count} folder content(s), {concurrency} job(s) at onc
 STOPPING = "stopping: waiting for {count} running job(s) (Ctrl-C again leaves them to other workers)"
 SKIPPED = "[yellow]note:[/yellow] not run here: {key} (content {digest}): not approved in the database"
 STOPPED_BY_ITSELF = "error: the worker stopped (the database went away?); start it again"
-JOB_STARTED = "job {job_id}: task {task} of {user} started"
-JOB_ENDED = "job {job_id}: task {task} ({name}) {status}"
+# A job is named by its id (its call's request id, as `jobs show` takes it); the queue's own number follows.
+JOB_STARTED = "job {job} of {user} started (queue job {number})"
+JOB_ENDED = "job {job} ({name}) {status} (queue job {number})"
 
 ConcurrencyOption = Annotated[
     int | None,
@@ -192,8 +193,8 @@ class _Announced:
     async def run(self, args: JobArgs, *, job_id: int) -> None:
         from orchestrator.store.job_requests import JobRequests
 
-        task, user = escape(args.request_id), escape(shown(args.user_id))
-        err.print(JOB_STARTED.format(job_id=job_id, task=task, user=user), highlight=False)
+        job, user = escape(args.request_id), escape(shown(args.user_id))
+        err.print(JOB_STARTED.format(job=job, user=user, number=job_id), highlight=False)
         status, name = "ended with an error", "?"
         try:
             await self.executor.run(args, job_id=job_id)
@@ -206,7 +207,7 @@ class _Announced:
             status = "was cancelled"
             raise
         finally:
-            ended = JOB_ENDED.format(job_id=job_id, task=task, name=escape(shown(name)), status=status)
+            ended = JOB_ENDED.format(job=job, name=escape(shown(name)), status=status, number=job_id)
             with suppress(OSError):  # the terminal may be gone: the worker goes on
                 err.print(ended, highlight=False)
 

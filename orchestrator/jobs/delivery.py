@@ -16,6 +16,7 @@ import asyncio
 import contextvars
 import hashlib
 import logging
+from collections.abc import Coroutine
 from dataclasses import dataclass
 
 import psycopg
@@ -176,7 +177,7 @@ class Deliveries:
         while True:
             try:
                 async with await psycopg.AsyncConnection.connect(
-                    url, autocommit=True, **CONNECT_ARGS
+                    url, autocommit=True, connect_timeout=CONNECT_ARGS["connect_timeout"]
                 ) as connection:
                     await connection.execute(f"LISTEN {CHANNEL}")
                     self._ready.set()
@@ -228,9 +229,9 @@ def ended_task(job: UndeliveredJob, *, session_id: str, user_id: str) -> Backgro
     )
 
 
-def _task(coroutine: object, *, name: str) -> asyncio.Task[None]:
+def _task(coroutine: Coroutine[object, object, None], *, name: str) -> asyncio.Task[None]:
     # A fresh context: a follow-up turn must not run as part of the graph run that started the job.
     return asyncio.get_running_loop().create_task(
-        coroutine, name=name, context=contextvars.Context()  # type: ignore[arg-type]
+        coroutine, name=name, context=contextvars.Context()
     )
 

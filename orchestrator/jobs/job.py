@@ -8,6 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from procrastinate.types import JSONDict
 
 CONTENT_QUEUE = "c.{digest}"  # a folder content's queue: NOTIFY channels name it, 63 bytes at most
 HELD = "held"  # jobs of calls that run in the process that made them: never taken
@@ -33,7 +37,8 @@ class JobArgs:
     idempotent: bool = False
     trace: str | None = None  # the handing-over call's span (W3C traceparent), when traced
 
-    def to_json(self) -> dict[str, object]:
+    def to_json(self) -> JSONDict:
+        """The job's arguments as the queue stores them (JSON: `arguments` came as JSON)."""
         return {**asdict(self), "agent_path": list(self.agent_path)}
 
     @classmethod

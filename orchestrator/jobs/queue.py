@@ -20,7 +20,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal, Protocol
+from typing import Literal, LiteralString, Protocol
 
 from procrastinate import App, JobContext, PsycopgConnector
 from procrastinate.exceptions import ConnectorException
@@ -168,19 +168,20 @@ class JobQueue:
         rows = await self.connector.execute_query_all_async(JOB_SQL, job_id=job_id)
         return _row(rows[0]) if rows else None
 
-    async def query(self, sql: str, **values: object) -> list[dict[str, object]]:
+    async def query(self, sql: LiteralString, **values: object) -> list[dict[str, object]]:
         """Rows of `sql` on the queue's connections (the queue's other modules' SQL)."""
-        return await self.connector.execute_query_all_async(sql, **values)  # type: ignore[arg-type]
+        return await self.connector.execute_query_all_async(sql, **values)
 
-    async def execute(self, sql: str, **values: object) -> None:
-        await self.connector.execute_query_async(sql, **values)  # type: ignore[arg-type]
+    async def execute(self, sql: LiteralString, **values: object) -> None:
+        await self.connector.execute_query_async(sql, **values)
 
 
 def _server_pool(**options: object) -> AsyncConnectionPool:
     """Our pool, which notices a dropped connection without a round trip (procrastinate's
     default checks each connection with one)."""
     options.pop("check", None)
-    return ServerPool(**options)  # type: ignore[arg-type]
+    # procrastinate passes the pool's own keyword arguments through untyped (`pool_factory: Callable[...]`).
+    return ServerPool(**options)  # pyright: ignore[reportArgumentType]
 
 
 def _row(row: Mapping[str, object]) -> JobRow:
@@ -189,12 +190,17 @@ def _row(row: Mapping[str, object]) -> JobRow:
     assert isinstance(values, dict)
     worker = row["worker_id"]
     return JobRow(
-        job_id=int(row["id"]),  # type: ignore[call-overload]
+        job_id=integer(row["id"]),
         queue=str(row["queue_name"]),
         status=str(row["status"]),
-        attempts=int(row["attempts"]),  # type: ignore[call-overload]
+        attempts=integer(row["attempts"]),
         worker_id=int(worker) if isinstance(worker, int) else None,
         args=JobArgs.of(values),
     )
 
 
+def integer(value: object) -> int:
+    """A column the queue keeps as an integer (an id, a count), as its rows hold it."""
+    if not isinstance(value, int):
+        raise TypeError(f"expected an integer column, got {value!r}")
+    return value

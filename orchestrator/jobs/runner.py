@@ -66,7 +66,7 @@ HELD_HERE = (
 )
 QUEUE_AWAY = "the job queue could not take it"
 GO_ON = (
-    "{count} background task(s) go on in workers: their results report into session "
+    "{count} background job(s) go on in workers: their results report into session "
     "{session_id} when it is next opened"
 )
 STILL_QUEUED = f"""

@@ -21,7 +21,7 @@ from datetime import UTC, datetime, timedelta
 
 from orchestrator.dispatch.policy import backoff
 from orchestrator.jobs.job import JobArgs
-from orchestrator.jobs.queue import JobQueue
+from orchestrator.jobs.queue import JobQueue, integer
 from orchestrator.store.job_requests import JobRequests
 from orchestrator.store.queue_schema import SCHEMA
 from orchestrator.store.requests import RequestLog, has_stopped
@@ -72,8 +72,8 @@ async def stalled_jobs(queue: JobQueue, *, seconds: float) -> list[Stalled]:
             assert isinstance(values, dict)
             found.append(
                 Stalled(
-                    job_id=int(row["id"]),  # type: ignore[call-overload]
-                    attempts=int(row["attempts"]),  # type: ignore[call-overload]
+                    job_id=integer(row["id"]),
+                    attempts=integer(row["attempts"]),
                     args=JobArgs.of(values),
                     owner=owner,
                     outcome=row["outcome"] if isinstance(row["outcome"], str) else None,

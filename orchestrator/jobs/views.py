@@ -1,9 +1,9 @@
-"""What the person reads of background tasks: a task as `/tasks` lists it, what closing waits for,
+"""What the person reads of background jobs: a job as `/jobs` lists it, what closing waits for,
 and what became of the jobs of a worker that stopped."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from orchestrator.store.job_requests import BackgroundCall
 from orchestrator.tasks import BackgroundTask
@@ -13,13 +13,18 @@ if TYPE_CHECKING:
     from orchestrator.jobs.stalled import Settled
 
 WAITING_HERE = (
-    "{count} background task(s) run in this process: waiting for them to end "
+    "{count} background job(s) run in this process: waiting for them to end "
     "(Ctrl-C cancels them; closing the terminal does not)"
 )
 SETTLED = {
     "requeued": "running it again",
     "failed": "marked failed",
     "cancelled": "cancelled, as asked",
+}
+# A call's status in the log as `/jobs` shows it: any other (`handed`, `held`, ...) is running.
+Shown = Literal["queued", "running", "completed", "failed", "cancelled"]
+SHOWN_STATUS: dict[str, Shown] = {
+    "queued": "queued", "completed": "completed", "failed": "failed", "cancelled": "cancelled"
 }
 LEFT_BY_WORKER = "{name} ({request_id}) was left running by a stopped process: {what}"
 
@@ -33,7 +38,7 @@ def settled_line(settled: Settled) -> str:
 
 
 def task_of(call: BackgroundCall, *, user_id: str) -> BackgroundTask:
-    """A background call of the log as `/tasks` shows it."""
+    """A background call of the log as `/jobs` shows it."""
     record = CallRecord(
         request_id=call.request_id,
         parent_request_id=None,
@@ -45,12 +50,12 @@ def task_of(call: BackgroundCall, *, user_id: str) -> BackgroundTask:
         parameters={},
         background=True,
     )
-    status = call.status if call.status in ("queued", "completed", "failed", "cancelled") else "running"
+    status: Shown = SHOWN_STATUS.get(call.status, "running")
     ended = status in ("completed", "failed", "cancelled")
     return BackgroundTask(
         call=record,
         work=None,
-        status=status,  # type: ignore[arg-type]
+        status=status,
         started_at=call.created_at,
         finished_at=call.updated_at if ended else None,
         where=call.ran_on,

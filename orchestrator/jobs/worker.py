@@ -18,7 +18,7 @@ import asyncio
 import contextvars
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 
 from procrastinate.connector import BaseAsyncConnector
@@ -232,7 +232,7 @@ class JobWorker:
         """Make `work` (a call running here) a job of this worker; its job id.
 
         It is recorded in the request log when it ends, and its job finished;
-        a cancellation from anywhere (`tasks cancel`) reaches it.
+        a cancellation from anywhere (`jobs cancel`) reaches it.
         """
         assert self.worker_id is not None, "start the worker first"
         job_id = await self.queue.hold(args, worker_id=self.worker_id)
@@ -336,10 +336,10 @@ async def takers_elsewhere(queue: JobQueue, queues: list[str], *, seconds: float
     return any(row["owner"] != OWNER and is_alive(str(row["owner"])) for row in rows)
 
 
-def _task(coroutine: object, *, name: str) -> asyncio.Task[None]:
+def _task(coroutine: Coroutine[object, object, None], *, name: str) -> asyncio.Task[None]:
     # A fresh context: a worker started inside a graph run must not run as part of it.
     return asyncio.get_running_loop().create_task(
-        coroutine, name=name, context=contextvars.Context()  # type: ignore[arg-type]
+        coroutine, name=name, context=contextvars.Context()
     )
 
 

@@ -112,7 +112,7 @@ def restrict(
             _allow_path(ruleset, path, handled)
         for path in listed:
             _allow_path(ruleset, path, READ_DIR)
-        for port in connect if net else ():
+        for port in connect if connect is not None and net else ():
             rule = _NetPort(CONNECT_TCP, port)
             _syscall(ADD_RULE, ruleset, RULE_NET_PORT, ctypes.byref(rule), ctypes.c_uint32(0))
         if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:

@@ -17,7 +17,7 @@ import sys
 if __package__:
     from orchestrator.sandbox import landlock
 else:  # run by path: this folder is sys.path[0]
-    import landlock  # type: ignore[no-redef]
+    import landlock
 
 MIB = 1024 * 1024
 CANNOT = 126  # as a shell says of a command it found but cannot run

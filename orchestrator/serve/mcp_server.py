@@ -96,7 +96,7 @@ def mcp_tool(tool: BaseTool, *, sensitive: bool) -> types.Tool:
         name=tool.name,
         description=tool.description,
         inputSchema=edit_schema(tool),
-        annotations=types.ToolAnnotations(**hints) if hints else None,
+        annotations=types.ToolAnnotations.model_validate(hints) if hints else None,
     )
 
 

@@ -64,7 +64,8 @@ async def serve_stdio(server: Server, protocol: StdioProtocol) -> None:
     """Serve one client on the claimed descriptors until it closes its end."""
     lines = await _input_lines(protocol.input_fd)
     output = anyio.wrap_file(TextIOWrapper(os.fdopen(protocol.output_fd, "wb"), encoding="utf-8"))
-    async with stdio_server(stdin=lines, stdout=output) as (read, write):  # type: ignore[arg-type]
+    # mcp only iterates stdin's lines, though its type asks for an anyio file.
+    async with stdio_server(stdin=lines, stdout=output) as (read, write):  # pyright: ignore[reportArgumentType]
         await server.run(read, write, server.create_initialization_options())
 
 

@@ -168,10 +168,10 @@ def describe(pending: PendingQuestion, number: int, total: int) -> str:
         # The tool's description, a line at a time (its newlines are not shown as `\n`).
         described = str(action.get("description") or "").splitlines()[:DESCRIPTION_LINES]
         lines.extend(f"    {shown(one_line(line, DESCRIPTION_CHARS))}" for line in described if line.strip())
-    if question.get("why"):
-        lines.append(f"    why: {shown(question['why'])}")
-    if question.get("problem"):
-        lines.append(f"    [red]problem:[/red] {shown(question['problem'])}")
+    if why := question.get("why"):
+        lines.append(f"    why: {shown(why)}")
+    if problem := question.get("problem"):
+        lines.append(f"    [red]problem:[/red] {shown(problem)}")
     return "\n".join(lines)
 
 

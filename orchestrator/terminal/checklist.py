@@ -86,12 +86,12 @@ class PlanBoard:
         view = self.plans.get(plan_id)
         if view is None or event["task"] is None or event["status"] is None:
             return None
-        tasks = [
-            {**task, "status": event["status"], "request_id": event["request_id"]}
-            if task["id"] == event["task"] else task
+        status, request_id = event["status"], event["request_id"]
+        tasks: list[TaskView] = [
+            {**task, "status": status, "request_id": request_id} if task["id"] == event["task"] else task
             for task in view["tasks"]
         ]
-        self.plans[plan_id] = {**view, "tasks": tasks}  # type: ignore[typeddict-item]
+        self.plans[plan_id] = {**view, "tasks": tasks}
         return self.plans[plan_id]
 
     def is_root(self, plan_id: str) -> bool:

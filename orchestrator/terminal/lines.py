@@ -96,7 +96,7 @@ class PipedLines:
 class TerminalLines:
     """prompt_toolkit's line editor: history in the data directory, Ctrl-R search,
     multi-line paste, completion of slash commands. Output printed while it waits
-    (a background task's report) appears above the prompt without breaking the line.
+    (a background job's report) appears above the prompt without breaking the line.
 
     Without `history`, lines are remembered for this process only (answers to
     questions: never written down). With `terminal`, it reads and writes that
@@ -174,7 +174,7 @@ class _SlashCommands(Completer):
     def __init__(self, commands: list[str]) -> None:
         self.commands = commands
 
-    def get_completions(self, document: Document, event: CompleteEvent) -> Iterator[Completion]:
+    def get_completions(self, document: Document, complete_event: CompleteEvent) -> Iterator[Completion]:
         text = document.text_before_cursor
         for command in self.matching(self.commands, text):
             yield Completion(command, start_position=-len(text))

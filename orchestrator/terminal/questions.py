@@ -35,6 +35,8 @@ from orchestrator.terminal.tty_questions import person_terminal
 from orchestrator.tools.hitl import Decision, EditDecision, Question, RejectDecision
 
 if TYPE_CHECKING:
+    from langchain.agents.middleware.human_in_the_loop import Action
+
     from orchestrator.terminal.lines import LineSource
 
 PENDING = "/pending"
@@ -129,7 +131,7 @@ class QuestionAsker:
                 text = line
             arguments = read_arguments(text, question=question)
             if not isinstance(arguments, Unclear):
-                edited = {"name": action["name"], "args": arguments}
+                edited: Action = {"name": action["name"], "args": arguments}
                 return EditDecision(type="edit", edited_action=edited)
             self.channel.console.print(shown(arguments.problem), highlight=False)
             text = ""
@@ -150,7 +152,8 @@ class QuestionAsker:
             try:
                 line = await reading
             except asyncio.CancelledError:
-                if asyncio.current_task().cancelling():  # type: ignore[union-attr]
+                current = asyncio.current_task()  # never None here: this runs in a task
+                if current is not None and current.cancelling():
                     raise  # the command itself is ending
                 line = CTRL_C
         if channel.echo:

@@ -35,9 +35,9 @@ def answer_text(text: str) -> str:
 
 
 def _ended(event: ToolEvent) -> str:
-    """How a call ended, as its line says: its status, or the task it goes on as."""
+    """How a call ended, as its line says: its status, or the job it goes on as."""
     if event["status"] == BACKGROUND:
-        return f"moved to the background as task {event['request_id']}"
+        return f"moved to the background as job {event['request_id']}"
     return str(event["status"])
 
 

@@ -197,7 +197,7 @@ def test_requests_show_prints_the_tree_of_a_call(cli, tmp_path: Path):
     assert shown.returncode == 0, shown.stderr
     assert shown.stdout.startswith(f"calculator completed (closed)  {call['request_id']}")
     by_prefix = cli("requests", "show", call["request_id"][:12], "-u", "rita", cwd=tmp_path)
-    assert by_prefix.returncode == 0 and by_prefix.stdout == shown.stdout, "a prefix, as tasks show"
+    assert by_prefix.returncode == 0 and by_prefix.stdout == shown.stdout, "a prefix, as jobs show"
     drawn = cli("requests", "show", call["request_id"][:12], "--waterfall", "-u", "rita", cwd=tmp_path)
     assert drawn.returncode == 0 and "tool calculator" in drawn.stdout, drawn.stderr
 

@@ -356,8 +356,8 @@ async def test_cancel_takes_a_unique_start_of_a_task_id():
     await repl.cancel(["3bb"])
 
     assert cancelled == ["9e0011", "3bb5a1"]
-    assert "3b starts several running tasks' ids: 3bb5a1, 3bc0ff" in err.getvalue()
-    assert "cancelling task 9e0011" in out.getvalue()
+    assert "3b starts several running jobs' ids: 3bb5a1, 3bc0ff" in err.getvalue()
+    assert "cancelling job 9e0011" in out.getvalue()
 
 
 def test_requests_lists_the_sessions_calls_and_help_shows_reason(cli, tmp_path: Path):

@@ -227,7 +227,7 @@ class Brewer(Tool):
         await wait_for(GATE)
         return request.result("coffee is ready")
 """ + WAIT_FOR_GATE
-WAITING = "waiting for 1 background task(s)"
+WAITING = "waiting for 1 background job(s)"
 
 
 def ask_opening_gate(
@@ -274,12 +274,13 @@ def test_ask_waits_for_its_background_task_and_prints_the_report(tmp_path: Path,
     assert plain.returncode == 0, plain.stderr
     assert plain.stdout.splitlines() == ["Brewing now.", "Your coffee is ready."]
     assert WAITING in plain.stderr
-    assert "task " in plain.stderr and "(brewer_brew): completed" in plain.stderr
+    assert "job " in plain.stderr and "(brewer_brew): completed" in plain.stderr
     body = json.loads(as_json.stdout)
     assert body["answer"] == "Brewing now."
     assert [(f["tool"], f["status"], f["answer"]) for f in body["follow_ups"]] == [
         ("brewer_brew", "completed", "Your coffee is ready.")
     ]
+    assert body["follow_ups"][0]["job_id"] == body["tool_calls"][0]["request_id"]
 
 
 class NoLines:
@@ -303,15 +304,15 @@ async def test_chat_lists_and_cancels_background_tasks(scripted):
     await session.run("go")
     [task] = app.tasks.of_session(session.session_id)
 
-    await repl.command("/tasks")
+    await repl.command("/jobs")
     await repl.command(f"/cancel {task.task_id}")
     await app.tasks.drain()
-    await repl.command("/tasks")
+    await repl.command("/tasks")  # the old name of /jobs
     await repl.command("/cancel nope")
 
     listed = out.getvalue().splitlines()
     assert listed[0].startswith(f"{task.task_id}  slow_work  running")
-    assert listed[1] == f"cancelling task {task.task_id}"
+    assert listed[1] == f"cancelling job {task.task_id}"
     assert listed[2].startswith(f"{task.task_id}  slow_work  cancelled")
-    assert f"task {task.task_id} (slow_work): cancelled" in err.getvalue()
-    assert "No running task nope" in err.getvalue()
+    assert f"job {task.task_id} (slow_work): cancelled" in err.getvalue()
+    assert "No running job nope" in err.getvalue()

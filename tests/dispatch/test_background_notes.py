@@ -72,7 +72,7 @@ async def test_a_handed_over_calls_task_started_when_the_call_did_and_its_line_s
     await app.tasks.drain()
 
     assert task.started_at <= tool.began[0], "its start is the call's, not the handover's"
-    assert f"tool slow_work (1/1): moved to the background as task {task.task_id}" in err.getvalue()
+    assert f"tool slow_work (1/1): moved to the background as job {task.task_id}" in err.getvalue()
 
 
 async def test_a_background_note_is_stored_as_no_words_of_the_person(database):

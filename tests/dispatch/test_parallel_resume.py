@@ -124,7 +124,7 @@ async def test_a_turn_killed_after_one_of_three_calls_ended_reruns_only_the_othe
         # Opened earlier, their follow-up turns could race the resumed one
         # for the scripted replies.
         returncode, stdout, stderr = await ask_then_open(
-            tmp_path, session, env, gate=gate, waiting="waiting for 2 background task(s)"
+            tmp_path, session, env, gate=gate, waiting="waiting for 2 background job(s)"
         )
 
     assert returncode == 0, stderr

@@ -83,15 +83,15 @@ async def test_a_job_runs_on_a_worker_process_and_its_result_reaches_the_open_ch
     [(request_id, pid)] = runs(noted)
     assert pid == running.pid, "the worker process ran the call, not the chat"
     assert chat.stdout().splitlines() == ["Brewing, on a worker.", "Your coffee is ready."]
-    assert f"task {request_id} (brewer_brew): completed" in chat.stderr()
+    assert f"job {request_id} (brewer_brew): completed" in chat.stderr()
     history = await request_history(database, request_id, user_id="local")
     assert statuses(history) == [
         "created", "acknowledged", "running", "queued", "running", "completed", "closed"
     ]
     assert history[4] == ("running", name), "the worker's running event names it"
     said = running.stderr()
-    assert re.search(rf"^job \d+: task {request_id} of local started$", said, re.M), said
-    assert re.search(rf"^job \d+: task {request_id} \(brewer_brew\) completed$", said, re.M), said
+    assert re.search(rf"^job {request_id} of local started \(queue job \d+\)$", said, re.M), said
+    assert re.search(rf"^job {request_id} \(brewer_brew\) completed \(queue job \d+\)$", said, re.M), said
 
 
 async def test_a_job_that_ends_after_ask_exited_reaches_the_session_when_it_is_opened_again(
@@ -117,7 +117,7 @@ async def test_a_job_that_ends_after_ask_exited_reaches_the_session_when_it_is_o
     assert first.stdout.splitlines() == ["Brewing in the background."]
     assert again.returncode == 0, again.stderr
     assert "while you were away:" in again.stderr
-    assert f"task {request_id} (brewer_brew): completed" in again.stderr
+    assert f"job {request_id} (brewer_brew): completed" in again.stderr
     assert again.stdout.splitlines() == ["Your coffee is ready.", "Hello."], "the follow-up first"
     report = server.requests[2]["messages"][-1]["content"]
     assert "coffee is ready" in str(report)
@@ -217,7 +217,7 @@ async def test_a_killed_workers_other_job_fails_and_the_user_is_told(
         "created", "acknowledged", "running", "queued", "running", "failed", "closed"
     ]
     assert told.returncode == 0, told.stderr
-    assert f"task {request_id} (brewer_brew): failed" in told.stderr
+    assert f"job {request_id} (brewer_brew): failed" in told.stderr
     assert told.stdout.splitlines() == ["The brewing was interrupted, sorry.", "Fine."]
     assert '"error_code": "interrupted"' in str(server.requests[2]["messages"][-1]["content"])
 
@@ -234,16 +234,16 @@ async def test_cancel_reaches_the_worker_running_a_job(
             assert ask("--no-wait", "make coffee", home=tmp_path, env=env).returncode == 0
             await until(lambda: bool(runs(noted)))
             [(request_id, _)] = runs(noted)
-            listed = cli("tasks", "list", "--json", cwd=tmp_path)
-            cancelled = cli("tasks", "cancel", request_id[:10], cwd=tmp_path)
+            listed = cli("jobs", "list", "--json", cwd=tmp_path)
+            cancelled = cli("jobs", "cancel", request_id[:10], cwd=tmp_path)
             await until(lambda: _ended(database, request_id), alive=running.process)
-            shown = cli("tasks", "show", request_id, cwd=tmp_path)
+            shown = cli("jobs", "show", request_id, cwd=tmp_path)
             assert stop(running) == 0
 
-    [task] = [t for t in json.loads(listed.stdout)["tasks"] if t["task_id"] == request_id]
-    assert (task["status"], task["ran_on"]) == ("running", name)
+    [job] = [j for j in json.loads(listed.stdout)["jobs"] if j["job_id"] == request_id]
+    assert (job["status"], job["ran_on"]) == ("running", name)
     assert cancelled.returncode == 0, cancelled.stderr
-    assert f"cancelling task {request_id} on the worker running it" in cancelled.stdout
+    assert f"cancelling job {request_id} on the worker running it" in cancelled.stdout
     assert await outcome(database, request_id) == "cancelled"
     assert statuses(await request_history(database, request_id, user_id="local"))[-2:] == [
         "cancelled", "closed"
@@ -297,7 +297,7 @@ async def _newest_request(database: Database) -> str:
         )
 
 
-async def test_cancel_in_chat_reaches_the_worker_process_and_tasks_shows_it(
+async def test_cancel_in_chat_reaches_the_worker_process_and_jobs_shows_it(
     cli, tmp_path: Path, database_logins: Logins, database: Database
 ):
     noted, _ = brewer(tmp_path)  # its gate never opens: only the cancellation ends it
@@ -312,10 +312,10 @@ async def test_cancel_in_chat_reaches_the_worker_process_and_tasks_shows_it(
                 chat.process.stdin.flush()
                 await until(lambda: bool(runs(noted)), alive=chat.process)
                 [(request_id, _)] = runs(noted)
-                chat.process.stdin.write(f"/tasks\n/cancel {request_id[:8]}\n")
+                chat.process.stdin.write(f"/jobs\n/cancel {request_id[:8]}\n")
                 chat.process.stdin.flush()
                 await until(lambda: _ended(database, request_id), alive=chat.process)
-                chat.process.stdin.write("/tasks\n")
+                chat.process.stdin.write("/tasks\n")  # the old name of /jobs
                 chat.process.stdin.close()
                 assert chat.process.wait(timeout=120) == 0, chat.stderr()
             assert stop(running) == 0
@@ -324,7 +324,7 @@ async def test_cancel_in_chat_reaches_the_worker_process_and_tasks_shows_it(
     lines = chat.stdout().splitlines()
     assert lines[0] == "Brewing."
     assert lines[1].startswith(f"{request_id}  brewer_brew  running on ")
-    assert lines[2] == f"cancelling task {request_id}"
+    assert lines[2] == f"cancelling job {request_id}"
     assert lines[3].startswith(f"{request_id}  brewer_brew  cancelled")
 
 
@@ -340,11 +340,11 @@ async def test_closing_the_terminal_does_not_cancel_a_job_the_chat_runs(
         chat_args = ("chat", "-s", session)
         async with started(*chat_args, home=tmp_path, env=env, name="chat", stdin=True) as chat:
             assert chat.process.stdin is not None
-            chat.process.stdin.write("make coffee\n/tasks\n")
+            chat.process.stdin.write("make coffee\n/jobs\n")
             chat.process.stdin.flush()
             await until(lambda: bool(runs(noted)), alive=chat.process)
             [(request_id, pid)] = runs(noted)
-            # /tasks answered: the turn ended ("Brewing, here." kept in the session), as the chat
+            # /jobs answered: the turn ended ("Brewing, here." kept in the session), as the chat
             # reads its lines one after the other; the next replies are the next command's.
             await until(lambda: len(chat.stdout().splitlines()) >= 2, alive=chat.process)
             chat.process.send_signal(signal.SIGHUP)  # the terminal closed
@@ -357,11 +357,11 @@ async def test_closing_the_terminal_does_not_cancel_a_job_the_chat_runs(
 
     assert pid == chat.pid, "the chat's own worker ran it"
     assert await outcome(database, request_id) == "completed"
-    assert "1 background task(s) run in this process: waiting for them to end" in chat.stderr()
+    assert "1 background job(s) run in this process: waiting for them to end" in chat.stderr()
     # No one had the session open when it ended: the next command reports it.
     assert again.returncode == 0, again.stderr
     assert "while you were away:" in again.stderr, again.stderr
-    assert f"task {request_id} (brewer_brew): completed" in again.stderr, again.stderr
+    assert f"job {request_id} (brewer_brew): completed" in again.stderr, again.stderr
     assert again.stdout.splitlines() == ["Your coffee is ready.", "Hello."], again.stderr
 
 
@@ -406,11 +406,11 @@ async def test_a_call_the_chat_holds_ends_once_when_the_chat_waits_for_it_at_exi
             chat_env = {**env, "ORCHESTRATOR_EMBEDDED_WORKER": "0", "ORCHESTRATOR_INLINE_BUDGET_SECONDS": "0"}
             async with started("chat", home=tmp_path, env=chat_env, name="chat", stdin=True) as chat:
                 assert chat.process.stdin is not None
-                chat.process.stdin.write("make coffee\n/tasks\n")
+                chat.process.stdin.write("make coffee\n/jobs\n")
                 chat.process.stdin.flush()
                 await until(lambda: bool(runs(noted)), alive=chat.process)
                 [(request_id, pid)] = runs(noted)
-                # /tasks answered: the turn ended (its lines are read one after the other).
+                # /jobs answered: the turn ended (its lines are read one after the other).
                 await until(lambda: len(chat.stdout().splitlines()) >= 2, alive=chat.process)
                 chat.process.stdin.close()  # /exit: the chat waits for the call it runs
                 await until(lambda: "waiting for them to end" in chat.stderr(), alive=chat.process)
@@ -480,7 +480,7 @@ async def test_ask_no_wait_hands_a_call_past_its_budget_to_a_worker_and_returns_
     assert (again, there) == (request_id, running.pid) and here != there, "begun in ask, run on the worker"
     assert asked.stdout.splitlines() == ["Brewing, on a worker."]
     assert f"brewer_brew ({request_id}) outlived its inline budget: handed to a worker" in asked.stderr
-    assert f"1 background task(s) go on in workers: their results report into session {session}" in asked.stderr
+    assert f"1 background job(s) go on in workers: their results report into session {session}" in asked.stderr
     assert "WARNING" not in asked.stderr and "psycopg" not in asked.stderr, asked.stderr
     assert await outcome(database, request_id) == "completed"
     history = statuses(await request_history(database, request_id, user_id="local"))

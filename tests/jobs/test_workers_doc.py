@@ -1,4 +1,4 @@
-"""docs/workers.md names the events `tasks show` prints for a background call (issue 42, item 16)."""
+"""docs/workers.md names the events `jobs show` prints for a background call (issue 42, item 16)."""
 
 from __future__ import annotations
 

@@ -382,18 +382,18 @@ def test_a_chat_outlives_its_database_dying(tmp_path: Path):
         chat = Chat(tmp_path, env)
         try:
             chat.send("hello")
-            # Lines are handled one after the other: once /tasks answers, the turn
+            # Lines are handled one after the other: once /jobs answers, the turn
             # has ended, saved and released the session (the answer shows before).
-            chat.send("/tasks")
-            chat.wait_for(lambda out, err: "No background tasks" in out, "the end of the first turn")
+            chat.send("/jobs")
+            chat.wait_for(lambda out, err: "No background jobs" in out, "the end of the first turn")
 
             kill_server(data_dir)
             chat.send("/history")
             chat.wait_for(lambda out, err: "started it again" in err, "the failed /history")
             assert len(chat.errors()) == 1
             chat.send("after the restart")
-            chat.send("/tasks")
-            chat.wait_for(lambda out, err: out.count("No background tasks") == 2, "an answer after the restart")
+            chat.send("/jobs")
+            chat.wait_for(lambda out, err: out.count("No background jobs") == 2, "an answer after the restart")
             assert "Answer two." in chat.out.read_text()
 
             kill_server(data_dir)

@@ -153,7 +153,7 @@ async def test_a_killed_idempotent_call_runs_again_once_not_twice(
         # The gate opens only once the resumed turn and the new one are done,
         # so recovery's re-run is still running when the resumed turn meets the call.
         returncode, stdout, stderr = await ask_then_open(
-            tmp_path, session, env, gate=gate, waiting="waiting for 1 background task"
+            tmp_path, session, env, gate=gate, waiting="waiting for 1 background job"
         )
 
     assert returncode == 0, stderr

@@ -1,7 +1,8 @@
-"""`orchestrator tasks list|show|cancel`: a user's background tasks, across sessions and workers.
+"""`orchestrator jobs list|show|cancel`: a user's background jobs, across sessions and workers.
 
-A task is a background call (its id is the call's request id), held by the
-job queue: queued, running on a worker, or ended. The request log, under the
+A job is a background call (its id is the call's request id), held by the
+job queue: queued, running on a worker, or ended. `orchestrator tasks` is the
+same group under its old name, kept as a hidden alias. The request log, under the
 user's row-level security, says which are the user's; the queue, which only
 the owner login reaches, says where each runs.
 """
@@ -22,18 +23,18 @@ if TYPE_CHECKING:
     from orchestrator.store.engine import Database
     from orchestrator.store.job_requests import BackgroundCall
 
-tasks_app = typer.Typer(no_args_is_help=True, help="Background tasks: list, show and cancel them.")
+jobs_app = typer.Typer(no_args_is_help=True, help="Background jobs: list, show and cancel them.")
 
 SessionFilter = Annotated[
     str | None, typer.Option("--session", "-s", help="Only this session's.")
 ]
-TaskId = Annotated[str, typer.Argument(help="A task id, or its start (`tasks list` shows them).")]
-NONE_YET = "No background tasks of {user}{where}."
+JobId = Annotated[str, typer.Argument(help="A job id, or its start (`jobs list` shows them).")]
+NONE_YET = "No background jobs of {user}{where}."
 
 
-@tasks_app.command("list")
-def list_tasks(user: UserOption = "local", session: SessionFilter = None, as_json: JsonOption = False) -> None:
-    """Your background tasks in every session, oldest first: id, session, tool, status, where."""
+@jobs_app.command("list")
+def list_jobs(user: UserOption = "local", session: SessionFilter = None, as_json: JsonOption = False) -> None:
+    """Your background jobs in every session, oldest first: id, session, tool, status, where."""
     from orchestrator.store.job_requests import JobRequests
     from orchestrator.store.queue_schema import upgrade_all
 
@@ -41,7 +42,7 @@ def list_tasks(user: UserOption = "local", session: SessionFilter = None, as_jso
         await upgrade_all(database)
         calls = await JobRequests(database).background_calls(user_id=user, session_id=session)
         if as_json:
-            print(json.dumps({"tasks": [_json(call) for call in calls]}, ensure_ascii=False))
+            print(json.dumps({"jobs": [_json(call) for call in calls]}, ensure_ascii=False))
             return
         if not calls:
             where = f" in session {session}" if session else ""
@@ -52,16 +53,16 @@ def list_tasks(user: UserOption = "local", session: SessionFilter = None, as_jso
     with_database(run)
 
 
-@tasks_app.command("show")
-def show_task(task_id: TaskId, user: UserOption = "local", as_json: JsonOption = False) -> None:
-    """One task: its session, tool, status, where it ran, its result, and each change of state."""
+@jobs_app.command("show")
+def show_job(job_id: JobId, user: UserOption = "local", as_json: JsonOption = False) -> None:
+    """One job: its session, tool, status, where it ran, its result, and each change of state."""
     from orchestrator.cli.request_events import event_line
     from orchestrator.store.queue_schema import upgrade_all
     from orchestrator.store.requests import events_by_request
 
     async def run(database: Database) -> None:
         await upgrade_all(database)
-        call = await _one(database, task_id, user=user)
+        call = await _one(database, job_id, user=user)
         events = (await events_by_request(database, [call.request_id], user_id=user)).get(call.request_id, [])
         if as_json:
             body = {**_json(call), "events": [[e.status, e.at.isoformat() if e.at else None, e.detail] for e in events]}
@@ -76,9 +77,9 @@ def show_task(task_id: TaskId, user: UserOption = "local", as_json: JsonOption =
     with_database(run)
 
 
-@tasks_app.command("cancel")
-def cancel_task(task_id: TaskId, user: UserOption = "local") -> None:
-    """Cancel a task: a queued one at once, a running one on the worker that runs it."""
+@jobs_app.command("cancel")
+def cancel_job(job_id: JobId, user: UserOption = "local") -> None:
+    """Cancel a job: a queued one at once, a running one on the worker that runs it."""
     from orchestrator.jobs.queue import JobQueue
     from orchestrator.store.job_requests import JobRequests
     from orchestrator.store.queue_schema import upgrade_all
@@ -86,7 +87,7 @@ def cancel_task(task_id: TaskId, user: UserOption = "local") -> None:
 
     async def run(database: Database) -> None:
         await upgrade_all(database)
-        call = await _one(database, task_id, user=user)  # the user's, or no such task
+        call = await _one(database, job_id, user=user)  # the user's, or no such job
         queue = JobQueue(database)
         await queue.open()
         try:
@@ -94,31 +95,31 @@ def cancel_task(task_id: TaskId, user: UserOption = "local") -> None:
         finally:
             await queue.close()
         if outcome is None:
-            raise UserError(f"Task {call.request_id} has ended already ({call.status}).")
+            raise UserError(f"Job {call.request_id} has ended already ({call.status}).")
         if outcome == "cancelled":  # it was waiting: no worker will record it
             held = await JobRequests(database).load(call.request_id, user_id=user)
             if held is not None:
                 await RequestLog(database).cancelled(held.call)
-            out.print(f"cancelled task {call.request_id} (it had not started)", highlight=False)
+            out.print(f"cancelled job {call.request_id} (it had not started)", highlight=False)
         else:
-            out.print(f"cancelling task {call.request_id} on the worker running it", highlight=False)
+            out.print(f"cancelling job {call.request_id} on the worker running it", highlight=False)
 
     with_database(run)
 
 
-async def _one(database: Database, task_id: str, *, user: str) -> BackgroundCall:
-    """The user's task whose id is, or starts with, `task_id`."""
+async def _one(database: Database, job_id: str, *, user: str) -> BackgroundCall:
+    """The user's job whose id is, or starts with, `job_id`."""
     from orchestrator.store.job_requests import JobRequests
 
-    found = await JobRequests(database).background_calls(user_id=user, request_id=task_id)
-    exact = [call for call in found if call.request_id == task_id]
+    found = await JobRequests(database).background_calls(user_id=user, request_id=job_id)
+    exact = [call for call in found if call.request_id == job_id]
     if exact:
         return exact[0]
     if not found:
-        raise UserError(f"No background task {task_id} of user {user}; `orchestrator tasks list` shows them.")
+        raise UserError(f"No background job {job_id} of user {user}; `orchestrator jobs list` shows them.")
     if len(found) > 1:
         ids = ", ".join(call.request_id for call in found[:5])
-        raise UserError(f"{task_id} starts several tasks' ids: {ids}")
+        raise UserError(f"{job_id} starts several jobs' ids: {ids}")
     return found[0]
 
 
@@ -135,11 +136,11 @@ def _line(call: BackgroundCall) -> str:
 
 def _json(call: BackgroundCall) -> dict[str, object]:
     return {
-        "task_id": call.request_id,
+        "job_id": call.request_id,
         "session_id": call.session_id,
         "tool": call.call_name,
         "status": call.status,
-        "job_id": call.job_id,
+        "queue_job_id": call.job_id,  # the queue's own number for it
         "ran_on": call.ran_on,
         "message": call.message,
         "started": call.created_at.isoformat(),
