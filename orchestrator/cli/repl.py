@@ -59,8 +59,8 @@ your answer. Ctrl-C at a question rejects it."""
 COMMANDS = (
     "/help", "/tools", "/history", "/jobs", "/cancel", "/pending", "/plan", "/requests", "/trace",
     "/cost", "/context", "/compact", "/exit",
-    "/quit", "/tasks",  # `/tasks`: the old name of /jobs
-)
+    "/quit",
+)  # `/tasks`, the old name of /jobs, still works but is not offered
 # The database's clock and this process's may differ a little: the turn's window is widened.
 TRACE_SLACK = timedelta(seconds=1)
 # A Ctrl-C this soon after the one that cancelled a turn is the same keypress repeated, not "exit".
