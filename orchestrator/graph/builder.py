@@ -26,8 +26,8 @@ from orchestrator.dispatch.dispatcher import Dispatcher
 from orchestrator.events import BACKGROUND, Stage, ToolPhase, emit_status, emit_tool
 from orchestrator.graph.calls import Rejection, refusal
 from orchestrator.graph.history import valid_history
-from orchestrator.graph.model_pipeline.chain import STOPPED, ModelCall, StateUpdate
 from orchestrator.graph.model_pipeline.defaults import model_chain
+from orchestrator.graph.model_pipeline.model_call import STOPPED, ModelCall, StateUpdate
 from orchestrator.graph.node_support import MODEL_NODE, TOOLS_NODE, identified, run_context
 from orchestrator.graph.planning.executor import (
     PLAN_NODE,
@@ -45,7 +45,7 @@ from orchestrator.graph.planning.plan_call import (
 )
 from orchestrator.graph.planning.plan_tool import plan_tool
 from orchestrator.graph.spec import AgentSpec
-from orchestrator.graph.state import AgentState, model_calls_this_turn
+from orchestrator.graph.state import OrchestratorState, model_calls_this_turn
 from orchestrator.llm.providers import with_output_cap
 from orchestrator.plans import PLAN_TOOL, Plan
 from orchestrator.tools.context import RunContext
@@ -75,7 +75,7 @@ class ModelNode:
         self.plans = spec.planning is not None
 
     async def __call__(
-        self, state: AgentState, config: RunnableConfig, runtime: Runtime[RunContext]
+        self, state: OrchestratorState, config: RunnableConfig, runtime: Runtime[RunContext]
     ) -> StateUpdate:
         if self.plans and running(state.get("plan"), state["messages"]) is not None:
             # The tools node accepted a plan: the executor runs it (see `route_after_model`),
@@ -189,7 +189,7 @@ class ToolTaskNode:
         return message
 
 
-def route_after_model(state: AgentState) -> list[Send] | str:
+def route_after_model(state: OrchestratorState) -> list[Send] | str:
     """One tool task per call while the model asks for tools; the end of the turn when it answers.
 
     A plan call is told its turn and the plan it may revise; a second plan call of
@@ -224,11 +224,11 @@ def build_agent_graph(
     planning = spec.planning
     if planning is not None:
         spec = replace(spec, tools=[*spec.tools, plan_tool(spec.tools, planning)])
-    graph = StateGraph(AgentState, context_schema=RunContext)
+    graph = StateGraph(OrchestratorState, context_schema=RunContext)
     graph.add_node(MODEL_NODE, ModelNode(spec))
-    dispatcher = Dispatcher(spec.tools, limits=spec.limits, middleware=spec.tool_middleware)
+    dispatcher = Dispatcher(spec.tools, limits=spec.limits, middleware=spec.tool_middleware())
     tools_node = ToolTaskNode(dispatcher, plans=planning is not None)
-    graph.add_node(TOOLS_NODE, tools_node, input_schema=AgentState)  # type: ignore[arg-type]
+    graph.add_node(TOOLS_NODE, tools_node, input_schema=OrchestratorState)  # type: ignore[arg-type]
     graph.add_edge(START, MODEL_NODE)
     graph.add_edge(TOOLS_NODE, MODEL_NODE)
     # Two steps per round, and the final answer: the tool-round limit ends first.
@@ -239,7 +239,7 @@ def build_agent_graph(
         executor = [PLAN_TASK_NODE, PLAN_NODE]
         graph.add_conditional_edges(MODEL_NODE, route_after_model, [TOOLS_NODE, *executor, END])
         plan_task = PlanTaskNode(dispatcher)
-        graph.add_node(PLAN_TASK_NODE, plan_task, input_schema=AgentState)  # type: ignore[arg-type]
+        graph.add_node(PLAN_TASK_NODE, plan_task, input_schema=OrchestratorState)  # type: ignore[arg-type]
         graph.add_node(PLAN_NODE, PlanNode(planning, max_result_chars=spec.limits.max_result_chars))
         graph.add_edge(PLAN_TASK_NODE, PLAN_NODE)
         graph.add_conditional_edges(PLAN_NODE, route_plan, [PLAN_TASK_NODE, MODEL_NODE, END])
@@ -250,6 +250,6 @@ def build_agent_graph(
     return compiled.with_config(recursion_limit=steps)
 
 
-def _rejections(rejected: dict[str, Rejection], state: AgentState) -> StateUpdate:
+def _rejections(rejected: dict[str, Rejection], state: OrchestratorState) -> StateUpdate:
     """The update of `rejected_calls`: none when it stays empty (a checkpoint write less)."""
     return {"rejected_calls": rejected} if rejected or state.get("rejected_calls") else {}

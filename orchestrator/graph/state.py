@@ -13,7 +13,7 @@ from orchestrator.graph.planning.lifecycle import merge_plan
 from orchestrator.plans import Plan
 
 
-class AgentState(TypedDict):
+class OrchestratorState(TypedDict):
     """Conversation so far, and the current turn's context.
 
     How many model calls the turn has made is read from `messages` (see

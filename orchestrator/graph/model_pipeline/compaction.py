@@ -43,9 +43,9 @@ from langgraph.errors import GraphBubbleUp
 
 from orchestrator.errors import BudgetExceededError
 from orchestrator.events import Stage, emit_status
-from orchestrator.graph.model_pipeline.chain import ModelAnswer, ModelCall, ModelHandler
+from orchestrator.graph.model_pipeline.model_call import ModelAnswer, ModelCall, ModelHandler
+from orchestrator.graph.model_pipeline.model_usage import count_model_call, least_cost
 from orchestrator.graph.model_pipeline.window_notice import Told, WindowUse
-from orchestrator.graph.model_usage import count_model_call, least_cost
 from orchestrator.graph.state import Summary
 from orchestrator.llm.summary import SUMMARY_PROMPT
 from orchestrator.llm.tokens import CHARS_PER_TOKEN, estimate_tokens, message_tokens, prompt_tokens
