@@ -13,11 +13,10 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.graph.state import CompiledStateGraph
 
 from orchestrator.dispatch.middleware import ToolMiddleware
 from orchestrator.folders.approvals import Ask, Reviewed
-from orchestrator.graph.builder import build_agent_graph
+from orchestrator.graph.builder import AgentGraph, build_agent_graph
 from orchestrator.graph.model_pipeline.model_call import ModelMiddleware
 from orchestrator.graph.prompts import ORCHESTRATOR_PROMPT
 from orchestrator.graph.spec import AgentSpec
@@ -70,7 +69,7 @@ class Orchestrator:
     model: BaseChatModel
     sources: list[ToolSource]
     tools: list[BaseTool]  # the orchestrator's own, from every source (one per name)
-    graph: CompiledStateGraph
+    graph: AgentGraph
     middleware: list[ToolMiddleware]
     storage: Storage | None = None
     tasks: TaskBoard = field(default_factory=TaskManager)  # who runs background calls
@@ -143,7 +142,8 @@ class Orchestrator:
     def session(self, *, user_id: str, session_id: str | None = None) -> Session:
         """Open (or continue, with a known `session_id`) a conversation."""
         return Session(
-            graph=self.graph,
+            # Session types its graph as a bare CompiledStateGraph (no context type).
+            graph=self.graph,  # pyright: ignore[reportArgumentType]
             settings=self.settings,
             user_id=user_id,
             session_id=session_id,
@@ -278,7 +278,7 @@ def _default_sources(
 
     def build_graph(
         level: LevelConfig, tools: Sequence[BaseTool], *, name: str, system_prompt: str
-    ) -> CompiledStateGraph:
+    ) -> AgentGraph:
         agent = replace(
             spec,
             model=level.model,
@@ -296,7 +296,8 @@ def _default_sources(
     source = FolderSource(
         settings,
         level=level,
-        build_graph=build_graph,
+        # `tools.agent.GraphFactory` returns a bare CompiledStateGraph (no context type).
+        build_graph=build_graph,  # pyright: ignore[reportArgumentType]
         ask=folders.ask,
         reviewed=folders.reviewed,
         ask_server=folders.ask_server,

@@ -10,6 +10,7 @@ travel as exceptions, and no middleware catches the latter.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -83,7 +84,7 @@ class CallRequest:
 
     def override(self, **changes: object) -> CallRequest:
         """A copy with `changes` (the request itself never changes)."""
-        return replace(self, **changes)  # type: ignore[arg-type]
+        return replace(self, **changes)
 
 
 # The rest of the pipeline, from one middleware's place in it.
@@ -101,5 +102,5 @@ class ToolMiddleware(Protocol):
 def visible_arguments(request: CallRequest) -> dict[str, object]:
     """The call's arguments without those its configuration fixes (which may be secrets)."""
     scope = getattr(request.tool, "scope", None)
-    hidden = scope.hidden if scope is not None else frozenset()
+    hidden: Collection[str] = scope.hidden if scope is not None else frozenset()
     return {key: value for key, value in request.arguments.items() if key not in hidden}

@@ -31,8 +31,8 @@ class AgentSpec:
     `replace_defaults`, each of the two that is given is its chain whole (see
     `chain.with_defaults`). `sensitive_patterns` are the default pipeline's
     patterns of call names that need the person's decision
-    (ORCHESTRATOR_SENSITIVE_PATTERNS; None: the built-in ones). With a `retriever` the model gets RAG
-    context. `reply_limits` bound the tool names and arguments a reply may
+    (ORCHESTRATOR_SENSITIVE_PATTERNS; None: the built-in ones). With a
+    `retriever` the model gets RAG context. `reply_limits` bound the tool names and arguments a reply may
     stream; `text_tool_calls` reads calls a model wrote as text
     (ORCHESTRATOR_TEXT_TOOL_CALLS). `context_tokens` is the model's input
     limit when its profile gives none (see `llm.tokens`); `summary_model`

@@ -54,7 +54,7 @@ class ModelCall:
 
     def override(self, **changes: object) -> ModelCall:
         """A copy with `changes` (the call itself never changes)."""
-        return replace(self, **changes)  # type: ignore[arg-type]
+        return replace(self, **changes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +77,7 @@ class ModelAnswer:
 
     def override(self, **changes: object) -> ModelAnswer:
         """A copy with `changes` (the answer itself never changes)."""
-        return replace(self, **changes)  # type: ignore[arg-type]
+        return replace(self, **changes)
 
 
 # The rest of the chain, from one middleware's place in it.
