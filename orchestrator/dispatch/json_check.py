@@ -59,8 +59,9 @@ class Checker(Protocol):
     ) -> Iterator[JsonSchemaError]: ...
 
 
-# A schema keyword's check: (validator, the keyword's value, instance, schema) -> errors.
-Keyword = Callable[[Checker, object, object, Mapping[str, object]], Iterator["JsonSchemaError"]]
+# A schema keyword's check: (validator, the keyword's value, instance, schema) -> errors;
+# the value's type is the keyword's own (a pattern's a string, say).
+Keyword = Callable[..., Iterator["JsonSchemaError"]]
 
 
 class CheckerClass(Protocol):
@@ -199,18 +200,21 @@ def _search(pattern: str, text: str) -> bool:
 
 
 def _pattern(
-    validator: Checker, pattern: object, instance: object, schema: Mapping[str, object]
+    validator: Checker, pattern: str, instance: object, schema: Mapping[str, object]
 ) -> Iterator[JsonSchemaError]:
     from jsonschema.exceptions import ValidationError
 
-    if validator.is_type(instance, "string") and not _search(str(pattern), str(instance)):
+    if validator.is_type(instance, "string") and not _search(pattern, str(instance)):
         yield ValidationError(f"{instance!r} does not match {pattern!r}")
 
 
 def _pattern_properties(
-    validator: Checker, patterns: object, instance: object, schema: Mapping[str, object]
+    validator: Checker,
+    patterns: Mapping[str, object],
+    instance: object,
+    schema: Mapping[str, object],
 ) -> Iterator[JsonSchemaError]:
-    if not validator.is_type(instance, "object") or not is_object(patterns):
+    if not validator.is_type(instance, "object"):
         return
     assert is_object(instance)
     for pattern, subschema in patterns.items():
