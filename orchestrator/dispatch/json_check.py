@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Protocol, cast
 import regex
 from langchain_core.tools import BaseTool
 
-from orchestrator.dispatch.json_shape import is_array, is_object, properties
+from orchestrator.dispatch.json_shape import is_array, is_mapping, is_object, properties
 from orchestrator.tools.threads import in_thread
 
 if TYPE_CHECKING:
@@ -158,7 +158,7 @@ def _mentions(value: object, keys: frozenset[str]) -> bool:
     pending: list[object] = [value]
     while pending:
         item = pending.pop()
-        if is_object(item):
+        if is_mapping(item):
             if not keys.isdisjoint(item):
                 return True
             pending.extend(item.values())
@@ -216,7 +216,7 @@ def _pattern_properties(
 ) -> Iterator[JsonSchemaError]:
     if not validator.is_type(instance, "object"):
         return
-    assert is_object(instance)
+    assert is_mapping(instance)
     for pattern, subschema in patterns.items():
         for key, value in instance.items():
             if _search(pattern, key):
@@ -232,10 +232,10 @@ def _additional_properties(original: Keyword) -> Keyword:
         from jsonschema.exceptions import ValidationError
 
         patterns = schema.get("patternProperties")
-        if not is_object(patterns) or not validator.is_type(instance, "object"):
+        if not is_mapping(patterns) or not validator.is_type(instance, "object"):
             yield from original(validator, allowed, instance, schema)
             return
-        assert is_object(instance)
+        assert is_mapping(instance)
         named = properties(schema)
         extras = sorted(
             key

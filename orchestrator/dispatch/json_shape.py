@@ -7,6 +7,7 @@ dict)` alone tells the checker nothing of what is inside. These checks are the s
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TypeGuard
 
 from langchain_core.tools import BaseTool
@@ -16,6 +17,11 @@ from pydantic import BaseModel
 def is_object(value: object) -> TypeGuard[dict[str, object]]:
     """Whether `value` is a JSON object (a dict: JSON's keys are strings)."""
     return isinstance(value, dict)
+
+
+def is_mapping(value: object) -> TypeGuard[Mapping[str, object]]:
+    """Whether `value` is a mapping, keyed by strings as a JSON object is (a dict or not)."""
+    return isinstance(value, Mapping)
 
 
 def is_array(value: object) -> TypeGuard[list[object]]:

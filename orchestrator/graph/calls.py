@@ -143,8 +143,10 @@ def cleaned_name(name: str) -> str:
 
 def unique_id(given: str | None, used: set[str], *, fallback: str | None = None) -> str:
     """The provider's id when it is usable and not taken yet, else `fallback` or a new one."""
-    usable = given is not None and SAFE_ID.fullmatch(given) is not None and given not in used
-    call_id = given if given is not None and usable else fallback or f"call_{uuid.uuid4().hex[:24]}"
+    if given is not None and SAFE_ID.fullmatch(given) and given not in used:
+        call_id = given
+    else:
+        call_id = fallback or f"call_{uuid.uuid4().hex[:24]}"
     used.add(call_id)
     return call_id
 
@@ -157,7 +159,9 @@ def _preview(text: str) -> str:
 def _kind(value: object) -> str:
     if value is None:
         return "null"
-    names: dict[type, str] = {list: "a list", str: "a string", bool: "a boolean", int: "a number", float: "a number"}
+    names: dict[type, str] = {
+        list: "a list", str: "a string", bool: "a boolean", int: "a number", float: "a number"
+    }
     return names.get(type(value), type(value).__name__)
 
 

@@ -15,7 +15,7 @@ import json
 import re
 from collections.abc import Iterator, Mapping
 
-from orchestrator.dispatch.json_shape import is_array, is_object
+from orchestrator.dispatch.json_shape import is_array, is_mapping, is_object
 from orchestrator.errors import UnresolvedReferenceError
 
 REFERENCE = re.compile(r"\{\{\s*([A-Za-z0-9_-]+)((?:\.[A-Za-z0-9_-]+)*)\s*\}\}")
@@ -76,12 +76,12 @@ def _value(found: re.Match[str], results: Mapping[str, Mapping[str, object] | No
 
 
 def _step(current: object, part: str, *, task: str, reference: str) -> object:
-    if is_object(current) and part in current:
+    if is_mapping(current) and part in current:
         return current[part]
     if is_array(current) and part.isdigit() and int(part) < len(current):
         return current[int(part)]
     known = ""
-    if is_object(current):
+    if is_mapping(current):
         known = f" (it has {', '.join(map(repr, list(current)[:10]))})" if current else " (it is empty)"
     elif is_array(current):
         known = f" (a list of {len(current)})"
