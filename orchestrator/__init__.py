@@ -47,7 +47,7 @@ from orchestrator.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from orchestrator.actions.node import as_node
-    from orchestrator.graph import AgentState, build_agent_graph
+    from orchestrator.graph import OrchestratorState, build_agent_graph
     from orchestrator.runtime import Orchestrator
     from orchestrator.session import Session
     from orchestrator.settings import Settings, load_settings
@@ -58,7 +58,7 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 _LAZY = {
-    "AgentState": "orchestrator.graph",
+    "OrchestratorState": "orchestrator.graph",
     "build_agent_graph": "orchestrator.graph",
     "Orchestrator": "orchestrator.runtime",
     "Session": "orchestrator.session",
@@ -76,7 +76,7 @@ _LAZY = {
 __getattr__ = lazy_exports(__name__, _LAZY)
 
 __all__ = [
-    "AgentState",
+    "OrchestratorState",
     "Envelope",
     "as_node",
     "Billing",

@@ -13,13 +13,11 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.graph.state import CompiledStateGraph
 
-from orchestrator.dispatch.dispatcher import default_middleware
 from orchestrator.dispatch.middleware import ToolMiddleware
 from orchestrator.folders.approvals import Ask, Reviewed
-from orchestrator.graph.builder import build_agent_graph
-from orchestrator.graph.model_pipeline.chain import ModelMiddleware
+from orchestrator.graph.builder import AgentGraph, build_agent_graph
+from orchestrator.graph.model_pipeline.model_call import ModelMiddleware
 from orchestrator.graph.prompts import ORCHESTRATOR_PROMPT
 from orchestrator.graph.spec import AgentSpec
 from orchestrator.levels import LevelConfig, Limits, Planning
@@ -60,6 +58,7 @@ class OrchestratorOptions(TypedDict, total=False):
     middleware: Sequence[ToolMiddleware] | None
     sources: Sequence[ToolSource] | None
     model_middleware: Sequence[ModelMiddleware] | None
+    replace_defaults: bool
 
 
 @dataclass(frozen=True)
@@ -70,7 +69,7 @@ class Orchestrator:
     model: BaseChatModel
     sources: list[ToolSource]
     tools: list[BaseTool]  # the orchestrator's own, from every source (one per name)
-    graph: CompiledStateGraph
+    graph: AgentGraph
     middleware: list[ToolMiddleware]
     storage: Storage | None = None
     tasks: TaskBoard = field(default_factory=TaskManager)  # who runs background calls
@@ -103,11 +102,13 @@ class Orchestrator:
         `checkpointer` replace the defaults; given `tools`, no folder is
         discovered. `sources` are opened beside the default ones and add
         their tools after theirs (a name already taken is not offered again).
-        `middleware` replaces the dispatch pipeline's (see
-        `dispatch.dispatcher.default_middleware`) at every level;
-        `model_middleware` runs around every model call at every level,
-        outside the model chain's defaults (see
-        `graph.model_pipeline.defaults`).
+        `middleware` runs around every tool call at every level, outside the
+        dispatch pipeline's defaults (see `dispatch.dispatcher.default_middleware`);
+        `model_middleware` around every model call, outside the model chain's
+        (see `graph.model_pipeline.defaults`). With `replace_defaults`, each of
+        the two that is given is its chain whole, in place of the defaults:
+        `middleware=[Mine(), *default_middleware(settings)]` puts yours first
+        and keeps the settings' sensitive patterns.
         """
         plan = _Plan.of(settings, **options)
         opened = await asyncio.gather(*(s.open() for s in plan.sources), return_exceptions=True)
@@ -141,7 +142,8 @@ class Orchestrator:
     def session(self, *, user_id: str, session_id: str | None = None) -> Session:
         """Open (or continue, with a known `session_id`) a conversation."""
         return Session(
-            graph=self.graph,
+            # Session types its graph as a bare CompiledStateGraph (no context type).
+            graph=self.graph,  # pyright: ignore[reportArgumentType]
             settings=self.settings,
             user_id=user_id,
             session_id=session_id,
@@ -184,16 +186,12 @@ class _Plan:
         middleware: Sequence[ToolMiddleware] | None = None,
         sources: Sequence[ToolSource] | None = None,
         model_middleware: Sequence[ModelMiddleware] | None = None,
+        replace_defaults: bool = False,
     ) -> _Plan:
         remember_settings(settings)  # errors shown to the model or the person hide its secrets
         record_content(settings.trace_content)
         set_exit_timeout(settings.trace_exit_timeout_seconds)
         model = model or build_chat_model(settings)
-        pipeline = list(
-            default_middleware(sensitive_patterns=settings.sensitive_words)
-            if middleware is None
-            else middleware
-        )
         level = LevelConfig(
             model=model,
             limits=Limits.from_settings(settings),
@@ -209,8 +207,10 @@ class _Plan:
             tools=(),
             limits=level.limits,
             system_prompt=ORCHESTRATOR_PROMPT,
-            tool_middleware=pipeline,
-            model_middleware=tuple(model_middleware or ()),
+            middleware=middleware,
+            model_middleware=model_middleware,
+            replace_defaults=replace_defaults,
+            sensitive_patterns=settings.sensitive_words,
             text_tool_calls=settings.text_tool_calls,
             reply_limits=ReplyLimits(
                 max_output_tokens=settings.max_output_tokens,
@@ -243,7 +243,7 @@ class _Plan:
             sources=self.sources,
             tools=tools,
             graph=graph,
-            middleware=list(self.spec.tool_middleware or ()),
+            middleware=self.spec.tool_middleware(),
             storage=self.storage,
         )
 
@@ -278,7 +278,7 @@ def _default_sources(
 
     def build_graph(
         level: LevelConfig, tools: Sequence[BaseTool], *, name: str, system_prompt: str
-    ) -> CompiledStateGraph:
+    ) -> AgentGraph:
         agent = replace(
             spec,
             model=level.model,
@@ -296,7 +296,8 @@ def _default_sources(
     source = FolderSource(
         settings,
         level=level,
-        build_graph=build_graph,
+        # `tools.agent.GraphFactory` returns a bare CompiledStateGraph (no context type).
+        build_graph=build_graph,  # pyright: ignore[reportArgumentType]
         ask=folders.ask,
         reviewed=folders.reviewed,
         ask_server=folders.ask_server,

@@ -144,3 +144,77 @@ def test_the_architecture_page_says_the_layer_order_and_where_to_add_things():
         "table",
     ):
         assert f"| a {thing}" in text, thing
+
+
+TOOL_CALLS = DOCS / "tool-calls.md"
+
+
+def chain_diagrams(page: Path) -> list[list[str]]:
+    """The steps of each chain `page` draws (a `text` block of `a -> b -> ...`), in order."""
+    return [
+        [step.strip() for step in " ".join(token.content.split()).split("->")]
+        for token in tokens(page)
+        if token.type == "fence" and token.info.strip() == "text" and "->" in token.content
+    ]
+
+
+def test_the_chain_diagrams_are_the_order_the_defaults_are_built_in(monkeypatch):
+    from orchestrator.dispatch import ask_approval, background, log, retry, scope_check, validate
+    from orchestrator.dispatch.dispatcher import default_middleware
+    from orchestrator.dispatch.tool_budget import ToolBudgetMiddleware
+    from orchestrator.dispatch.tool_tracing import ToolTracingMiddleware
+    from orchestrator.dispatch.tool_usage import ToolUsageMiddleware
+    from orchestrator.graph import AgentSpec
+    from orchestrator.graph.model_pipeline import (
+        compaction,
+        model_budget,
+        model_tracing,
+        model_usage,
+        reply_check,
+        reply_cut,
+        retrieval,
+        round_limit,
+        written_calls,
+    )
+    from orchestrator.graph.model_pipeline.defaults import default_model_middleware
+    from orchestrator.levels import Limits
+    from orchestrator.testing import ScriptedChatModel
+
+    # What each middleware is called in the diagrams.
+    tool_steps: dict[type, str] = {
+        ToolTracingMiddleware: "tracing (when on)",
+        log.RequestLogMiddleware: "request log",
+        scope_check.ScopeMiddleware: "AI scope",
+        validate.ValidationMiddleware: "validation",
+        ToolBudgetMiddleware: "budget",
+        ask_approval.ApprovalMiddleware: "approval (your decision)",
+        background.BackgroundMiddleware: "background handover",
+        ToolUsageMiddleware: "usage",
+        retry.TimeoutRetryMiddleware: "timeout + retry",
+    }
+    model_steps: dict[type, str] = {
+        round_limit.RoundLimitMiddleware: "round limit",
+        retrieval.RetrievalMiddleware: "RAG context",
+        model_budget.ModelBudgetMiddleware: "budget",
+        compaction.CompactionMiddleware: "compaction",
+        reply_cut.ReplyCutMiddleware: "reply cut",
+        written_calls.TextCallsMiddleware: "text tool calls",
+        reply_check.ReplyCheckMiddleware: "reply check",
+        model_tracing.ModelTracingMiddleware: "tracing (when on)",
+        model_usage.ModelUsageMiddleware: "usage",
+    }
+
+    async def retriever(query: str, *, user_id: str, session_id: str) -> str:
+        return ""
+
+    # Every default on: tracing (an OTLP endpoint set), RAG, calls written as text.
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")
+    limits = Limits(max_iterations=3, max_result_chars=1000, timeout_seconds=60.0)
+    spec = AgentSpec(model=ScriptedChatModel(), tools=[], limits=limits, retriever=retriever)
+    tools = [tool_steps[type(layer)] for layer in default_middleware()]
+    models = [model_steps[type(layer)] for layer in default_model_middleware(spec)]
+
+    assert chain_diagrams(TOOL_CALLS) == [
+        ["yours", *tools, "the tool"],
+        ["yours", *models, "the model"],
+    ]

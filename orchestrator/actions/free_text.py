@@ -21,7 +21,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from pydantic import BaseModel, ValidationError
 
 from orchestrator.errors import InvalidToolArgumentsError
-from orchestrator.graph.model_usage import count_model_call
+from orchestrator.graph.model_pipeline.model_usage import count_model_call
 from orchestrator.llm.offline import OfflineChatModel
 from orchestrator.sources.adapter import ActionTool
 from orchestrator.sources.folder_tools import LoadedTool

@@ -350,6 +350,7 @@ async def _with_runtime(startup: Startup, command: Command) -> int:
             storage=storage,
             model=startup.model,
             middleware=startup.middleware,
+            replace_defaults=True,  # `startup.middleware`, when set, is the whole pipeline
         )
         if startup.jobs is not None:
             runtime = _with_jobs(runtime, startup.jobs)

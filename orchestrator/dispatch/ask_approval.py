@@ -26,6 +26,7 @@ from typing import Protocol
 from langchain_core.tools import BaseTool
 from pydantic import ValidationError
 
+from orchestrator.dispatch.json_shape import call_schema, properties
 from orchestrator.dispatch.middleware import CallRequest, Handler, visible_arguments
 from orchestrator.dispatch.validate import parameters_model, unknown_parameters
 from orchestrator.errors import ToolError, validation_problems
@@ -243,7 +244,7 @@ def edited_request(
     assert request.tool is not None
     unknown = unknown_parameters(request.tool, arguments)
     if unknown:
-        known = ", ".join(sorted(edit_schema(request.tool).get("properties") or {})) or "nothing"
+        known = ", ".join(sorted(properties(edit_schema(request.tool)))) or "nothing"
         names = ", ".join(repr(key) for key in unknown)
         return UNKNOWN_SET.format(names=names, tool=request.name, known=known)
     schema = parameters_model(request.tool)
@@ -258,15 +259,20 @@ def edited_request(
 
 def edit_schema(tool: BaseTool) -> dict[str, object]:
     """The JSON schema of the arguments the model (and so an edit) may set."""
-    schema = tool.tool_call_schema
-    return dict(schema) if isinstance(schema, dict) else schema.model_json_schema()
+    return call_schema(tool)
 
 
 async def _note(
-    request: CallRequest, outcome: str, detail: dict[str, object], *, number: int
+    request: CallRequest, outcome: str, detail: Mapping[str, object], *, number: int
 ) -> None:
     # On the call's span too, when traced: who decided what.
-    annotate({"orchestrator.decision": outcome, "orchestrator.decided_by": detail.get("by", "person")})
+    decided_by = detail.get("by")
+    annotate(
+        {
+            "orchestrator.decision": outcome,
+            "orchestrator.decided_by": decided_by if isinstance(decided_by, str) else "person",
+        }
+    )
     observer = request.context.observer
     if observer is None:
         return

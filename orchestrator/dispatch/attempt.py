@@ -119,7 +119,8 @@ def _blocking(tool: BaseTool) -> bool:
     """A tool with only a synchronous implementation."""
     if isinstance(tool, StructuredTool | Tool):
         return tool.coroutine is None and tool.func is not None
-    return type(tool)._arun is BaseTool._arun
+    # Whether it overrides LangChain's async hook: nothing public says so.
+    return type(tool)._arun is BaseTool._arun  # pyright: ignore[reportPrivateUsage]
 
 
 def _running_task() -> asyncio.Task[object] | None:

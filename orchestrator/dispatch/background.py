@@ -90,7 +90,8 @@ def acknowledgement(request: CallRequest) -> ToolResult:
         status="partial",
         message=ACKNOWLEDGED.format(name=request.name, task_id=task_id),
         data={"task_id": task_id, "status": "acknowledged"},
-        **request.ids,
+        request_id=task_id,
+        parent_request_id=request.record.parent_request_id,
     )
 
 

@@ -1,7 +1,7 @@
 """Dispatch: every tool call, at every level, runs through one pipeline of middleware.
 
-    request log -> AI scope -> validation -> budget -> approval (the person's
-    decision) -> background handover -> usage -> timeout and retry -> the tool
+    tracing (when on) -> request log -> AI scope -> validation -> budget -> approval
+    (the person's decision) -> background handover -> usage -> timeout and retry -> the tool
 
 Inline calls, background calls, nested agents' calls and calls recovery runs
 again after a crash all pass here; a new policy is a new middleware.
@@ -15,22 +15,24 @@ from langchain_core.messages import ToolCall, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 
+from orchestrator.chain import compose
 from orchestrator.dispatch.ask_approval import ApprovalMiddleware, Gate, SensitiveCallGate
 from orchestrator.dispatch.background import BackgroundMiddleware
-from orchestrator.dispatch.budget_check import BudgetMiddleware
 from orchestrator.dispatch.log import RequestLogMiddleware
-from orchestrator.dispatch.middleware import CallRequest, ToolMiddleware, compose
+from orchestrator.dispatch.middleware import CallRequest, ToolMiddleware
 from orchestrator.dispatch.policy import ExecutionPolicy
 from orchestrator.dispatch.replay import request_id
 from orchestrator.dispatch.retry import TimeoutRetryMiddleware
 from orchestrator.dispatch.run import run_tool
 from orchestrator.dispatch.scope_check import ScopeMiddleware
-from orchestrator.dispatch.tracing import ToolTracingMiddleware
-from orchestrator.dispatch.usage_count import UsageMiddleware
+from orchestrator.dispatch.tool_budget import ToolBudgetMiddleware
+from orchestrator.dispatch.tool_tracing import ToolTracingMiddleware
+from orchestrator.dispatch.tool_usage import ToolUsageMiddleware
 from orchestrator.dispatch.validate import ValidationMiddleware
 from orchestrator.errors import FolderUnavailableError
 from orchestrator.folders.sensitivity import SensitivityRules
 from orchestrator.levels import Limits
+from orchestrator.settings import Settings
 from orchestrator.sources.deferred import DeferredTool
 from orchestrator.tools.context import RunContext
 from orchestrator.tools.request_log import CallRecord
@@ -39,17 +41,18 @@ from orchestrator.tracing.provider import enabled as tracing_enabled
 
 
 def default_middleware(
-    *, sensitive_patterns: Sequence[str] | None = None, gates: Sequence[Gate] | None = None
+    settings: Settings | None = None, *, gates: Sequence[Gate] | None = None
 ) -> list[ToolMiddleware]:
     """The pipeline every call runs through, outermost first.
 
     Calls that need the person's decision pause before they run (see
-    `folders.sensitivity`); `sensitive_patterns` replace the default patterns
-    of call names that do (the setting ORCHESTRATOR_SENSITIVE_PATTERNS).
+    `folders.sensitivity`): those whose names match `settings`'
+    ORCHESTRATOR_SENSITIVE_PATTERNS (without `settings`, the default patterns).
     `gates` replace that approval gate (where no person can be asked, say).
     With tracing on (an OTLP endpoint set), a span around each call comes first.
+    Yours go around these: `Orchestrator.create(settings, middleware=[Mine()])`.
     """
-    rules = SensitivityRules.of(sensitive_patterns)
+    rules = SensitivityRules.of(settings.sensitive_words if settings is not None else None)
     # Only with an OTLP endpoint set: without, nothing of OpenTelemetry loads.
     traced: list[ToolMiddleware] = [ToolTracingMiddleware()] if tracing_enabled() else []
     return [
@@ -57,10 +60,10 @@ def default_middleware(
         RequestLogMiddleware(),
         ScopeMiddleware(),
         ValidationMiddleware(),
-        BudgetMiddleware(),
+        ToolBudgetMiddleware(),
         ApprovalMiddleware([SensitiveCallGate(rules)] if gates is None else gates),
         BackgroundMiddleware(),
-        UsageMiddleware(),
+        ToolUsageMiddleware(),
         TimeoutRetryMiddleware(),
     ]
 
@@ -79,7 +82,7 @@ class Dispatcher:
         self._names = tuple(sorted(self.tools))
         self.limits = limits
         self.middleware = list(default_middleware() if middleware is None else middleware)
-        self._handler = compose(self.middleware, run_tool)
+        self._handler = compose((layer.awrap_tool_call for layer in self.middleware), run_tool)
 
     def request(
         self,

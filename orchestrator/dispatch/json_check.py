@@ -15,18 +15,18 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextvars import ContextVar
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, cast
 
 import regex
 from langchain_core.tools import BaseTool
 
+from orchestrator.dispatch.json_shape import is_array, is_mapping, is_object, properties
 from orchestrator.tools.threads import in_thread
 
 if TYPE_CHECKING:
     from jsonschema.exceptions import ValidationError as JsonSchemaError
-    from jsonschema.protocols import Validator
 
 MAX_PROBLEMS = 5  # of a JSON-schema check, in one message
 TOO_SLOW = (
@@ -37,6 +37,40 @@ BAD_PATTERN = "the tool's schema has a pattern that is no regular expression: {p
 MIN_SECONDS = 0.001
 # The keywords that match a regular expression (`regex` keeps them within the deadline).
 PATTERN_KEYWORDS = frozenset({"pattern", "patternProperties"})
+
+
+class Checker(Protocol):
+    """What this module uses of a jsonschema validator.
+
+    jsonschema's own `Validator` protocol leaves out `descend` and takes only
+    JSON-shaped instances, where any object is checked (and found wrong).
+    """
+
+    def is_type(self, instance: object, type: str) -> bool: ...
+
+    def iter_errors(self, instance: object) -> Iterator[JsonSchemaError]: ...
+
+    def descend(
+        self,
+        instance: object,
+        schema: object,
+        path: str | int | None = None,
+        schema_path: str | int | None = None,
+    ) -> Iterator[JsonSchemaError]: ...
+
+
+# A schema keyword's check: (validator, the keyword's value, instance, schema) -> errors;
+# the value's type is the keyword's own (a pattern's a string, say).
+Keyword = Callable[..., Iterator["JsonSchemaError"]]
+
+
+class CheckerClass(Protocol):
+    """A jsonschema validator class: its keywords' checks, and a checker per schema."""
+
+    VALIDATORS: dict[str, Keyword]
+
+    def __call__(self, schema: Mapping[str, object]) -> Checker: ...
+
 
 # When the check of the current call must give up (time.monotonic()); None: never.
 _deadline: ContextVar[float | None] = ContextVar("json_check_deadline", default=None)
@@ -93,7 +127,8 @@ def json_problems(tool: BaseTool, arguments: Mapping[str, object]) -> str | None
     try:
         errors = sorted(_validator(schema).iter_errors(dict(arguments)), key=str)
     except regex.error as error:
-        return BAD_PATTERN.format(pattern=error.pattern)
+        # The stubs leave out the pattern the error is about (always set on it).
+        return BAD_PATTERN.format(pattern=getattr(error, "pattern", None))
     if not errors:
         return None
     return "; ".join(_json_problem(error) for error in errors[:MAX_PROBLEMS])
@@ -101,12 +136,12 @@ def json_problems(tool: BaseTool, arguments: Mapping[str, object]) -> str | None
 
 def json_schema(tool: BaseTool) -> dict[str, object] | None:
     """The tool's whole JSON schema (`full_schema`, hidden parameters included), if it has one."""
-    schema = getattr(tool, "full_schema", None) or tool.args_schema
-    return schema if isinstance(schema, dict) else None
+    schema: object = getattr(tool, "full_schema", None) or tool.args_schema
+    return schema if is_object(schema) else None
 
 
 # Per schema (by id, with the schema itself to tell a reused id): its validator, made once.
-_VALIDATORS: dict[int, tuple[dict[str, object], Validator]] = {}
+_VALIDATORS: dict[int, tuple[dict[str, object], Checker]] = {}
 # Per schema (the same way): whether a pattern keyword occurs anywhere in it.
 _PATTERNS: dict[int, tuple[dict[str, object], bool]] = {}
 
@@ -120,39 +155,41 @@ def _has_patterns(schema: dict[str, object]) -> bool:
 
 def _mentions(value: object, keys: frozenset[str]) -> bool:
     """Whether any of `keys` is a key anywhere in `value` (a property so named counts too)."""
-    pending = [value]
+    pending: list[object] = [value]
     while pending:
         item = pending.pop()
-        if isinstance(item, Mapping):
+        if is_mapping(item):
             if not keys.isdisjoint(item):
                 return True
             pending.extend(item.values())
-        elif isinstance(item, list):
+        elif is_array(item):
             pending.extend(item)
     return False
 
 
-def _validator(schema: dict[str, object]) -> Validator:
+def _validator(schema: dict[str, object]) -> Checker:
     # Imported with the first JSON-schema tool's call: most runs have none.
     from jsonschema import validators
 
     cached = _VALIDATORS.get(id(schema))
     if cached is None or cached[0] is not schema:
-        checker = _with_safe_patterns(validators.validator_for(schema))
+        # jsonschema's stubs type the class by its narrower `Validator` protocol (see `Checker`).
+        checker = _with_safe_patterns(cast("CheckerClass", validators.validator_for(schema)))
         cached = _VALIDATORS[id(schema)] = (schema, checker(schema))
     return cached[1]
 
 
-def _with_safe_patterns(base: type[Validator]) -> type[Validator]:
+def _with_safe_patterns(base: CheckerClass) -> CheckerClass:
     """`base` with every keyword that matches a pattern matching it through `_search`."""
     from jsonschema import validators
 
-    keywords = {"pattern": _pattern, "patternProperties": _pattern_properties}
+    keywords: dict[str, Keyword] = {"pattern": _pattern, "patternProperties": _pattern_properties}
     if "additionalProperties" in base.VALIDATORS:
         keywords["additionalProperties"] = _additional_properties(
             base.VALIDATORS["additionalProperties"]
         )
-    return validators.extend(base, keywords)
+    extended = validators.extend(base, keywords)  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]  # jsonschema's stubs leave `extend` unannotated
+    return cast("CheckerClass", extended)
 
 
 def _search(pattern: str, text: str) -> bool:
@@ -163,7 +200,7 @@ def _search(pattern: str, text: str) -> bool:
 
 
 def _pattern(
-    validator: Validator, pattern: str, instance: object, schema: Mapping[str, object]
+    validator: Checker, pattern: str, instance: object, schema: Mapping[str, object]
 ) -> Iterator[JsonSchemaError]:
     from jsonschema.exceptions import ValidationError
 
@@ -172,38 +209,38 @@ def _pattern(
 
 
 def _pattern_properties(
-    validator: Validator,
+    validator: Checker,
     patterns: Mapping[str, object],
     instance: object,
     schema: Mapping[str, object],
 ) -> Iterator[JsonSchemaError]:
     if not validator.is_type(instance, "object"):
         return
-    assert isinstance(instance, Mapping)
+    assert is_mapping(instance)
     for pattern, subschema in patterns.items():
         for key, value in instance.items():
             if _search(pattern, key):
                 yield from validator.descend(value, subschema, path=key, schema_path=pattern)
 
 
-def _additional_properties(original: object) -> object:
+def _additional_properties(original: Keyword) -> Keyword:
     """jsonschema's keyword, whose own pattern matching (with `re`) runs only without patterns."""
 
     def keyword(
-        validator: Validator, allowed: object, instance: object, schema: Mapping[str, object]
+        validator: Checker, allowed: object, instance: object, schema: Mapping[str, object]
     ) -> Iterator[JsonSchemaError]:
         from jsonschema.exceptions import ValidationError
 
         patterns = schema.get("patternProperties")
-        if not isinstance(patterns, Mapping) or not validator.is_type(instance, "object"):
-            yield from original(validator, allowed, instance, schema)  # type: ignore[operator]
+        if not is_mapping(patterns) or not validator.is_type(instance, "object"):
+            yield from original(validator, allowed, instance, schema)
             return
-        assert isinstance(instance, Mapping)
-        properties = schema.get("properties") or {}
+        assert is_mapping(instance)
+        named = properties(schema)
         extras = sorted(
             key
             for key in instance
-            if key not in properties and not any(_search(p, key) for p in patterns)
+            if key not in named and not any(_search(p, key) for p in patterns)
         )
         if validator.is_type(allowed, "object"):
             for extra in extras:

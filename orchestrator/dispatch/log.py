@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Mapping
 from dataclasses import replace
 
 from langgraph.errors import GraphBubbleUp, GraphInterrupt
 
 from orchestrator.dispatch.background import acknowledgement, is_acknowledgement
+from orchestrator.dispatch.json_shape import is_mapping
 from orchestrator.dispatch.middleware import CallRequest, Handler
 from orchestrator.dispatch.replay import decide
 from orchestrator.plans import PLAN_TOOL
@@ -96,4 +96,4 @@ def asked_by(record: CallRecord, bubble: GraphBubbleUp) -> list[Asked]:
 
 
 def _asker(value: object) -> object:
-    return value.get("request_id") if isinstance(value, Mapping) else None
+    return value.get("request_id") if is_mapping(value) else None

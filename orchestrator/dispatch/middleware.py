@@ -1,4 +1,4 @@
-"""The shape of the dispatch pipeline: a request, a handler, middleware around it.
+"""The tool side of the middleware chain (see `orchestrator.chain`): a call, its result.
 
 Modelled on LangChain v1's `AgentMiddleware.awrap_tool_call(request, handler)`:
 each middleware gets the call and the rest of the pipeline, and may change the
@@ -10,7 +10,7 @@ travel as exceptions, and no middleware catches the latter.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Collection
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -19,6 +19,7 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from pydantic import BaseModel
 
+from orchestrator.chain import Handler as ChainHandler
 from orchestrator.dispatch.policy import ExecutionPolicy
 from orchestrator.errors import ToolError
 from orchestrator.events import ToolPhase, emit_tool
@@ -83,10 +84,11 @@ class CallRequest:
 
     def override(self, **changes: object) -> CallRequest:
         """A copy with `changes` (the request itself never changes)."""
-        return replace(self, **changes)  # type: ignore[arg-type]
+        return replace(self, **changes)
 
 
-Handler = Callable[[CallRequest], Awaitable[ToolResult]]
+# The rest of the pipeline, from one middleware's place in it.
+Handler = ChainHandler[CallRequest, ToolResult]
 
 
 class ToolMiddleware(Protocol):
@@ -97,23 +99,8 @@ class ToolMiddleware(Protocol):
         ...
 
 
-def compose(middleware: Sequence[ToolMiddleware], innermost: Handler) -> Handler:
-    """One handler: the first middleware outermost, `innermost` at the centre."""
-    handler = innermost
-    for layer in reversed(middleware):
-        handler = _wrapped(layer, handler)
-    return handler
-
-
-def _wrapped(layer: ToolMiddleware, handler: Handler) -> Handler:
-    async def run(request: CallRequest) -> ToolResult:
-        return await layer.awrap_tool_call(request, handler)
-
-    return run
-
-
 def visible_arguments(request: CallRequest) -> dict[str, object]:
     """The call's arguments without those its configuration fixes (which may be secrets)."""
     scope = getattr(request.tool, "scope", None)
-    hidden = scope.hidden if scope is not None else frozenset()
+    hidden: Collection[str] = scope.hidden if scope is not None else frozenset()
     return {key: value for key, value in request.arguments.items() if key not in hidden}

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ValidationError
 
 from orchestrator.dispatch.json_check import json_problems as json_problems  # re-exported
 from orchestrator.dispatch.json_check import json_problems_within
+from orchestrator.dispatch.json_shape import call_schema, is_object, properties
 from orchestrator.dispatch.middleware import CallRequest, Handler
 from orchestrator.errors import InvalidToolArgumentsError, UnknownToolError, validation_problems
 from orchestrator.events import ToolPhase
@@ -78,8 +79,8 @@ def unknown_parameters(tool: BaseTool, arguments: Mapping[str, object]) -> list[
         if model.model_config.get("extra") in ("allow", "ignore"):  # said so: it takes them
             return []
     else:  # a JSON schema, if any: one without properties, or open to more, takes any key
-        schema = getattr(tool, "full_schema", None) or tool.args_schema
-        if not isinstance(schema, dict) or not isinstance(schema.get("properties"), dict):
+        schema: object = getattr(tool, "full_schema", None) or tool.args_schema
+        if not is_object(schema) or not is_object(schema.get("properties")):
             return []
         if schema.get("additionalProperties") not in (None, False):
             return []
@@ -89,9 +90,7 @@ def unknown_parameters(tool: BaseTool, arguments: Mapping[str, object]) -> list[
 
 def visible_parameters(tool: BaseTool) -> list[str]:
     """The names of the parameters the caller may set (those the configuration fixes left out)."""
-    schema = tool.tool_call_schema
-    properties = (schema if isinstance(schema, dict) else schema.model_json_schema()).get("properties")
-    return list(properties) if isinstance(properties, dict) else []
+    return list(properties(call_schema(tool)))
 
 
 async def _checked(request: CallRequest, tool: BaseTool) -> CallRequest | ToolResult:
@@ -126,9 +125,8 @@ def declared_parameters(tool: BaseTool) -> set[str]:
     if model is not None:
         fields = model.model_fields.values()
         return set(model.model_fields) | {f.alias for f in fields if f.alias}
-    schema = getattr(tool, "full_schema", None) or tool.args_schema
-    properties = schema.get("properties") if isinstance(schema, dict) else None
-    return set(properties) if isinstance(properties, dict) else set()
+    schema: object = getattr(tool, "full_schema", None) or tool.args_schema
+    return set(properties(schema))
 
 
 def parameters_model(tool: BaseTool) -> type[BaseModel] | None:

@@ -2,6 +2,6 @@
 
 from orchestrator.graph.builder import build_agent_graph
 from orchestrator.graph.spec import AgentSpec
-from orchestrator.graph.state import AgentState
+from orchestrator.graph.state import OrchestratorState
 
-__all__ = ["AgentSpec", "AgentState", "build_agent_graph"]
+__all__ = ["AgentSpec", "OrchestratorState", "build_agent_graph"]

@@ -9,15 +9,17 @@ too, and after the tools node accepted a plan, the plan executor (see
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import NotRequired, TypedDict
 
-from langchain_core.messages import AIMessage, SystemMessage, ToolCall, ToolMessage
+from langchain_core.language_models import LanguageModelInput
+from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolCall, ToolMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.errors import GraphBubbleUp
-from langgraph.graph import END, START, StateGraph
-from langgraph.graph.state import CompiledStateGraph
+from langgraph.graph import END, START, StateGraph  # pyright: ignore[reportMissingTypeStubs]  # langgraph is a namespace package: its py.typed is not read
+from langgraph.graph.state import CompiledStateGraph  # pyright: ignore[reportMissingTypeStubs]  # langgraph is a namespace package: its py.typed is not read
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 
@@ -26,8 +28,8 @@ from orchestrator.dispatch.dispatcher import Dispatcher
 from orchestrator.events import BACKGROUND, Stage, ToolPhase, emit_status, emit_tool
 from orchestrator.graph.calls import Rejection, refusal
 from orchestrator.graph.history import valid_history
-from orchestrator.graph.model_pipeline.chain import STOPPED, ModelCall, StateUpdate
 from orchestrator.graph.model_pipeline.defaults import model_chain
+from orchestrator.graph.model_pipeline.model_call import STOPPED, ModelCall, StateUpdate
 from orchestrator.graph.node_support import MODEL_NODE, TOOLS_NODE, identified, run_context
 from orchestrator.graph.planning.executor import (
     PLAN_NODE,
@@ -45,7 +47,7 @@ from orchestrator.graph.planning.plan_call import (
 )
 from orchestrator.graph.planning.plan_tool import plan_tool
 from orchestrator.graph.spec import AgentSpec
-from orchestrator.graph.state import AgentState, model_calls_this_turn
+from orchestrator.graph.state import OrchestratorState, model_calls_this_turn
 from orchestrator.llm.providers import with_output_cap
 from orchestrator.plans import PLAN_TOOL, Plan
 from orchestrator.tools.context import RunContext
@@ -68,14 +70,15 @@ class ModelNode:
 
     def __init__(self, spec: AgentSpec) -> None:
         model = with_output_cap(spec.model, spec.reply_limits.max_output_tokens)
-        self.model: Runnable = model.bind_tools(spec.tools) if spec.tools else model
+        bound = model.bind_tools(spec.tools) if spec.tools else model
+        self.model: Runnable[LanguageModelInput, BaseMessage] = bound
         self.tool_names = frozenset(tool.name for tool in spec.tools)
         self.system_prompt = SystemMessage(spec.system_prompt)
         self.chain = model_chain(spec)
         self.plans = spec.planning is not None
 
     async def __call__(
-        self, state: AgentState, config: RunnableConfig, runtime: Runtime[RunContext]
+        self, state: OrchestratorState, config: RunnableConfig, runtime: Runtime[RunContext]
     ) -> StateUpdate:
         if self.plans and running(state.get("plan"), state["messages"]) is not None:
             # The tools node accepted a plan: the executor runs it (see `route_after_model`),
@@ -180,16 +183,20 @@ class ToolTaskNode:
 
     def _refused(self, call: ToolCall, rejection: Rejection, task: ToolTask) -> ToolMessage:
         message = refusal(call, rejection, max_chars=self.dispatcher.limits.max_result_chars)
-        progress = {
-            "tool": call["name"], "index": task["index"], "total": task["total"],
-            "request_id": message.artifact["request_id"],
-        }
-        emit_tool(ToolPhase.STARTING, **progress)
-        emit_tool(ToolPhase.COMPLETED, status="failure", **progress)
+        request_id = message.artifact["request_id"]
+        for phase, status in ((ToolPhase.STARTING, None), (ToolPhase.COMPLETED, "failure")):
+            emit_tool(
+                phase,
+                tool=call["name"],
+                index=task["index"],
+                total=task["total"],
+                request_id=request_id,
+                status=status,
+            )
         return message
 
 
-def route_after_model(state: AgentState) -> list[Send] | str:
+def route_after_model(state: OrchestratorState) -> list[Send] | str:
     """One tool task per call while the model asks for tools; the end of the turn when it answers.
 
     A plan call is told its turn and the plan it may revise; a second plan call of
@@ -199,36 +206,42 @@ def route_after_model(state: AgentState) -> list[Send] | str:
     if running(state.get("plan"), state["messages"]) is not None:
         return route_plan(state)
     last = state["messages"][-1]
-    calls = last.tool_calls if isinstance(last, AIMessage) else []
-    if not calls:
+    if not isinstance(last, AIMessage) or not last.tool_calls:
         return END
+    calls = last.tool_calls
     rejected = state.get("rejected_calls") or {}
-    planned = any(call["name"] == PLAN_TOOL for call in calls)
-    if planned:
+    planned = None
+    if any(call["name"] == PLAN_TOOL for call in calls):
         rejected = {**extra_plan_calls(last), **rejected}
-        turn, revising = plan_turn(state["messages"], state.get("plan"))
-    sends = []
+        planned = plan_turn(state["messages"], state.get("plan"))
+    sends: list[Send] = []
     for i, call in enumerate(calls, start=1):
         task = ToolTask(call=call, rejection=rejected.get(call["id"] or ""), index=i, total=len(calls))
-        if planned and call["name"] == PLAN_TOOL:
+        if planned is not None and call["name"] == PLAN_TOOL:
+            turn, revising = planned
             task.update(turn=turn, revising=revising)
         sends.append(Send(TOOLS_NODE, task))
     return sends
 
 
+# A compiled agent graph: its state in and out, run with a `RunContext`.
+AgentGraph = CompiledStateGraph[OrchestratorState, RunContext, OrchestratorState, OrchestratorState]
+AgentStateGraph = StateGraph[OrchestratorState, RunContext, OrchestratorState, OrchestratorState]
+
+
 def build_agent_graph(
-    spec: AgentSpec, *, checkpointer: BaseCheckpointSaver | None = None
-) -> CompiledStateGraph:
+    spec: AgentSpec, *, checkpointer: BaseCheckpointSaver[str] | None = None
+) -> AgentGraph:
     """Compile the agent graph of `spec`: its model node, router and tools node (and the plan
     executor's nodes when it plans)."""
     planning = spec.planning
     if planning is not None:
         spec = replace(spec, tools=[*spec.tools, plan_tool(spec.tools, planning)])
-    graph = StateGraph(AgentState, context_schema=RunContext)
-    graph.add_node(MODEL_NODE, ModelNode(spec))
-    dispatcher = Dispatcher(spec.tools, limits=spec.limits, middleware=spec.tool_middleware)
+    graph = StateGraph(OrchestratorState, context_schema=RunContext)
+    _add_node(graph, MODEL_NODE, ModelNode(spec))
+    dispatcher = Dispatcher(spec.tools, limits=spec.limits, middleware=spec.tool_middleware())
     tools_node = ToolTaskNode(dispatcher, plans=planning is not None)
-    graph.add_node(TOOLS_NODE, tools_node, input_schema=AgentState)  # type: ignore[arg-type]
+    _add_node(graph, TOOLS_NODE, tools_node, input_schema=OrchestratorState)
     graph.add_edge(START, MODEL_NODE)
     graph.add_edge(TOOLS_NODE, MODEL_NODE)
     # Two steps per round, and the final answer: the tool-round limit ends first.
@@ -239,17 +252,33 @@ def build_agent_graph(
         executor = [PLAN_TASK_NODE, PLAN_NODE]
         graph.add_conditional_edges(MODEL_NODE, route_after_model, [TOOLS_NODE, *executor, END])
         plan_task = PlanTaskNode(dispatcher)
-        graph.add_node(PLAN_TASK_NODE, plan_task, input_schema=AgentState)  # type: ignore[arg-type]
-        graph.add_node(PLAN_NODE, PlanNode(planning, max_result_chars=spec.limits.max_result_chars))
+        _add_node(graph, PLAN_TASK_NODE, plan_task, input_schema=OrchestratorState)
+        _add_node(graph, PLAN_NODE, PlanNode(planning, max_result_chars=spec.limits.max_result_chars))
         graph.add_edge(PLAN_TASK_NODE, PLAN_NODE)
         graph.add_conditional_edges(PLAN_NODE, route_plan, [PLAN_TASK_NODE, MODEL_NODE, END])
         # Each plan and re-plan: its start, two steps per round of tasks (a task each at
         # most), and its end.
         steps += (2 * planning.max_tasks + 3) * (planning.max_replans + 1)
-    compiled = graph.compile(checkpointer=checkpointer, name=spec.name)
+    # `compile`'s signature holds a `CachePolicy` of an unknown key type (LangGraph's).
+    compiled = graph.compile(checkpointer=checkpointer, name=spec.name)  # pyright: ignore[reportUnknownMemberType]
     return compiled.with_config(recursion_limit=steps)
 
 
-def _rejections(rejected: dict[str, Rejection], state: AgentState) -> StateUpdate:
+def _add_node(
+    graph: AgentStateGraph,
+    name: str,
+    node: Callable[..., Awaitable[object]],
+    *,
+    input_schema: type[OrchestratorState] | None = None,
+) -> None:
+    """`graph.add_node` for a node that takes `config` and `runtime` by name, as LangGraph passes them.
+
+    Its node protocols have a shape with a config and one with the runtime, none
+    with both; and `add_node`'s signature holds a `CachePolicy` of an unknown key type.
+    """
+    graph.add_node(name, node, input_schema=input_schema)  # pyright: ignore[reportArgumentType, reportCallIssue, reportUnknownMemberType]  # see the docstring
+
+
+def _rejections(rejected: dict[str, Rejection], state: OrchestratorState) -> StateUpdate:
     """The update of `rejected_calls`: none when it stays empty (a checkpoint write less)."""
     return {"rejected_calls": rejected} if rejected or state.get("rejected_calls") else {}

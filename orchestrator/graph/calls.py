@@ -18,6 +18,7 @@ from typing import TypedDict
 
 from langchain_core.messages import ToolCall, ToolMessage
 
+from orchestrator.dispatch.json_shape import is_object
 from orchestrator.errors import InvalidToolArgumentsError, UnknownToolError
 from orchestrator.graph.prompts import (
     CALL_BAD_NAME,
@@ -111,7 +112,7 @@ def _parsed(text: str, *, how: str | None) -> tuple[dict[str, object], Rejection
         if how is not None:
             return {}, _arguments_error(CALL_CUT_OFF.format(how=how, length=len(text)))
         return {}, _arguments_error(CALL_NOT_JSON.format(error=_first_line(error)))
-    if not isinstance(value, dict):
+    if not is_object(value):
         return {}, _arguments_error(CALL_NOT_OBJECT.format(kind=_kind(value)))
     return value, None
 
@@ -142,8 +143,10 @@ def cleaned_name(name: str) -> str:
 
 def unique_id(given: str | None, used: set[str], *, fallback: str | None = None) -> str:
     """The provider's id when it is usable and not taken yet, else `fallback` or a new one."""
-    usable = given and SAFE_ID.fullmatch(given) and given not in used
-    call_id = given if usable else fallback or f"call_{uuid.uuid4().hex[:24]}"
+    if given is not None and SAFE_ID.fullmatch(given) and given not in used:
+        call_id = given
+    else:
+        call_id = fallback or f"call_{uuid.uuid4().hex[:24]}"
     used.add(call_id)
     return call_id
 
@@ -156,7 +159,9 @@ def _preview(text: str) -> str:
 def _kind(value: object) -> str:
     if value is None:
         return "null"
-    names = {list: "a list", str: "a string", bool: "a boolean", int: "a number", float: "a number"}
+    names: dict[type, str] = {
+        list: "a list", str: "a string", bool: "a boolean", int: "a number", float: "a number"
+    }
     return names.get(type(value), type(value).__name__)
 
 

@@ -13,6 +13,7 @@ from collections.abc import Collection, Iterable, Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolCall, ToolMessage
 
+from orchestrator.dispatch.json_shape import is_object
 from orchestrator.errors import ToolError
 from orchestrator.graph.calls import cleaned_name, unique_id, valid_name
 from orchestrator.graph.prompts import NO_RESULT
@@ -53,7 +54,8 @@ def _with_valid_calls(
         ids.setdefault(call.get("id") or "", call_id)
         name = call["name"] or ""
         name = name if valid_name(name, tool_names) else cleaned_name(name)
-        args = call["args"] if isinstance(call["args"], dict) else {}
+        given: object = call["args"]  # typed a dict; a provider's may be anything
+        args = given if is_object(given) else {}
         calls.append(ToolCall(name=name, args=args, id=call_id, type="tool_call"))
     # Calls LangChain could not parse are sent as they are, yet were never answered.
     if calls == message.tool_calls and not message.invalid_tool_calls:

@@ -19,8 +19,10 @@ TOOLS_NODE = "tools"
 
 def run_context(runtime: Runtime[RunContext] | None, config: RunnableConfig) -> RunContext:
     """The run's context; a graph run without one (a bare `ainvoke`) gets one from its config."""
-    if runtime is not None and runtime.context is not None:
-        return runtime.context
+    # Typed a RunContext, it is None in a run given no context.
+    context: RunContext | None = runtime.context if runtime is not None else None
+    if context is not None:
+        return context
     configurable = config.get("configurable", {})
     session = configurable.get("thread_id")
     return RunContext(

@@ -8,9 +8,13 @@ from dataclasses import dataclass, field
 from langchain_core.language_models import BaseChatModel
 from langchain_core.tools import BaseTool
 
+from orchestrator.chain import with_defaults
+from orchestrator.dispatch.ask_approval import SensitiveCallGate
+from orchestrator.dispatch.dispatcher import default_middleware
 from orchestrator.dispatch.middleware import ToolMiddleware
-from orchestrator.graph.model_pipeline.chain import ModelMiddleware
-from orchestrator.graph.model_pipeline.retrieval import Retriever
+from orchestrator.folders.sensitivity import SensitivityRules
+from orchestrator.graph.model_pipeline.model_call import ModelMiddleware
+from orchestrator.graph.model_pipeline.retrieval import ContextLookup
 from orchestrator.graph.prompts import ORCHESTRATOR_PROMPT
 from orchestrator.levels import Limits, Planning
 from orchestrator.llm.reply import ReplyLimits
@@ -21,11 +25,14 @@ from orchestrator.llm.tokens import DEFAULT_CONTEXT_TOKENS
 class AgentSpec:
     """An agent: its model, tools and limits, and what runs around its model and tool calls.
 
-    `tool_middleware` replaces the dispatch pipeline (its default when None,
-    see `dispatch.dispatcher.default_middleware`); `model_middleware` is
-    added to the model chain's defaults, outside them (see
-    `graph.model_pipeline.defaults`). With a `retriever` the model gets RAG
-    context. `reply_limits` bound the tool names and arguments a reply may
+    `middleware` runs around the dispatch pipeline's defaults (see
+    `dispatch.dispatcher.default_middleware`), `model_middleware` around the
+    model chain's (see `graph.model_pipeline.defaults`); with
+    `replace_defaults`, each of the two that is given is its chain whole (see
+    `chain.with_defaults`). `sensitive_patterns` are the default pipeline's
+    patterns of call names that need the person's decision
+    (ORCHESTRATOR_SENSITIVE_PATTERNS; None: the built-in ones). With a
+    `retriever` the model gets RAG context. `reply_limits` bound the tool names and arguments a reply may
     stream; `text_tool_calls` reads calls a model wrote as text
     (ORCHESTRATOR_TEXT_TOOL_CALLS). `context_tokens` is the model's input
     limit when its profile gives none (see `llm.tokens`); `summary_model`
@@ -38,12 +45,23 @@ class AgentSpec:
     tools: Sequence[BaseTool]
     limits: Limits
     system_prompt: str = ORCHESTRATOR_PROMPT
-    tool_middleware: Sequence[ToolMiddleware] | None = None
-    model_middleware: Sequence[ModelMiddleware] = ()
-    retriever: Retriever | None = None
+    middleware: Sequence[ToolMiddleware] | None = None
+    model_middleware: Sequence[ModelMiddleware] | None = None
+    replace_defaults: bool = False
+    sensitive_patterns: Sequence[str] | None = None
+    retriever: ContextLookup | None = None
     reply_limits: ReplyLimits = field(default_factory=ReplyLimits)
     text_tool_calls: bool = True
     context_tokens: int = DEFAULT_CONTEXT_TOKENS
     summary_model: BaseChatModel | None = None  # writes summaries; None: `model`
     planning: Planning | None = None  # None: the agent does not plan
     name: str = "orchestrator"
+
+    def tool_middleware(self) -> list[ToolMiddleware]:
+        """The dispatch pipeline of the agent's tool calls, outermost first."""
+        gate = SensitiveCallGate(SensitivityRules.of(self.sensitive_patterns))
+        return with_defaults(
+            self.middleware,
+            lambda: default_middleware(gates=[gate]),
+            replace_defaults=self.replace_defaults,
+        )

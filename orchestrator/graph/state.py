@@ -6,14 +6,14 @@ from collections.abc import Sequence
 from typing import Annotated, NotRequired, TypedDict
 
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, SystemMessage
-from langgraph.graph.message import add_messages
+from langgraph.graph.message import add_messages  # pyright: ignore[reportMissingTypeStubs]  # langgraph is a namespace package: its py.typed is not read
 
 from orchestrator.graph.calls import Rejection
 from orchestrator.graph.planning.lifecycle import merge_plan
 from orchestrator.plans import Plan
 
 
-class AgentState(TypedDict):
+class OrchestratorState(TypedDict):
     """Conversation so far, and the current turn's context.
 
     How many model calls the turn has made is read from `messages` (see

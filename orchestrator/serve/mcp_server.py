@@ -40,7 +40,7 @@ def unattended_middleware(
     """The dispatch pipeline with no one to ask: calls that need a decision run only if allowed."""
     rules = SensitivityRules.of(settings.sensitive_words)
     gate = UnattendedGate(rules, allow_sensitive=allow_sensitive, advice=advice)
-    return default_middleware(sensitive_patterns=settings.sensitive_words, gates=[gate])
+    return default_middleware(settings, gates=[gate])
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import uuid
 from collections import Counter
 from pathlib import Path
 
-from langchain_core.messages import ToolMessage
+from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, tool
 from langgraph.checkpoint.memory import InMemorySaver
@@ -25,11 +25,14 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from orchestrator.dispatch.dispatcher import default_middleware
 from orchestrator.dispatch.middleware import Handler
 from orchestrator.graph import AgentSpec, build_agent_graph
+from orchestrator.graph.model_pipeline import ModelAnswer, ModelCall, ModelHandler
+from orchestrator.graph.model_pipeline.model_call import STOPPED
+from orchestrator.graph.prompts import ITERATION_LIMIT
 from orchestrator.levels import Limits
 from orchestrator.recovery import recover
 from orchestrator.runtime import Orchestrator
 from orchestrator.session import Session
-from orchestrator.settings import load_settings
+from orchestrator.settings import Settings, load_settings
 from orchestrator.store import Database
 from orchestrator.store.checkpoints import PooledPostgresSaver
 from orchestrator.store.requests import RequestLog, request_history
@@ -188,13 +191,13 @@ class Spy:
 async def test_middleware_sees_every_call_of_every_level_in_order(scripted):
     spy = Spy()
     limits = Limits(max_iterations=3, max_result_chars=4000, timeout_seconds=60.0)
-    middleware = [spy, *default_middleware()]
+    middleware = [spy]  # around the defaults
     inner = build_agent_graph(
         AgentSpec(
             model=scripted(call_tools(("quick", {})), "inner done"),
             tools=[quick],
             limits=limits,
-            tool_middleware=middleware,
+            middleware=middleware,
             name="inner",
         )
     )
@@ -209,6 +212,108 @@ async def test_middleware_sees_every_call_of_every_level_in_order(scripted):
     await runtime.session(user_id="u1").run("go")
 
     assert sorted(spy.seen) == [("delegate", "success"), ("nope", "failure"), ("quick", "success")]
+
+
+@tool
+async def wire_money(amount: int) -> str:
+    """Send money."""
+    entered["wire_money"] += 1
+    return f"sent {amount}"
+
+
+def wiring_settings(**settings: object) -> Settings:
+    """Settings under which a call named like `wire_money` needs the person's decision."""
+    return load_settings(sensitive_patterns="wire", **settings)
+
+
+async def approve_all(session: Session) -> list[object]:
+    """Approve every pending question and run the turn on; the questions."""
+    state = await session.graph.aget_state(session.config)
+    await resume(session, {found.id: {"type": "approve"} for found in state.interrupts})
+    return [found.value for found in state.interrupts]
+
+
+class ModelSpy:
+    """A model middleware that keeps every answer it sees on its way out."""
+
+    def __init__(self) -> None:
+        self.answers: list[ModelAnswer] = []
+
+    async def awrap_model_call(self, request: ModelCall, handler: ModelHandler) -> ModelAnswer:
+        answer = await handler(request)
+        self.answers.append(answer)
+        return answer
+
+
+async def test_the_documented_recipe_keeps_the_settings_sensitive_patterns(scripted):
+    entered.clear()
+    settings, spy = wiring_settings(), Spy()
+    model = scripted(call_tools(("wire_money", {"amount": 5})), "Sent.")
+    runtime = Orchestrator.create(
+        settings, model=model, tools=[wire_money], checkpointer=InMemorySaver(),
+        middleware=[spy, *default_middleware(settings)], replace_defaults=True,
+    )
+    session = runtime.session(user_id="u1")
+
+    await session.run("send 5")
+
+    [asked] = await pending(session)
+    assert isinstance(asked, dict) and asked["kind"] == "approval" and "'wire'" in asked["why"]
+    assert entered["wire_money"] == 0 and spy.seen == [], "the call waits for the decision"
+    await approve_all(session)
+    assert spy.seen == [("wire_money", "success")]
+
+
+async def test_middleware_and_model_middleware_both_run_around_the_defaults(scripted):
+    entered.clear()
+    spy, model_spy = Spy(), ModelSpy()
+    model = scripted(
+        call_tools(("wire_money", {"amount": 5})), call_tools(("wire_money", {"amount": 6}))
+    )
+    runtime = Orchestrator.create(
+        wiring_settings(max_tool_iterations=1), model=model, tools=[wire_money],
+        checkpointer=InMemorySaver(), middleware=[spy], model_middleware=[model_spy],
+    )
+    session = runtime.session(user_id="u1")
+
+    await session.run("send 5, then 6")
+
+    # the default approval gate, inside `spy`, with the settings' patterns
+    assert [q["kind"] for q in await approve_all(session)] == ["approval"]  # type: ignore[index]
+    assert spy.seen == [("wire_money", "success")] and entered["wire_money"] == 1
+    # the default round limit, inside `model_spy`, stopped the second round
+    assert model_spy.answers[-1].ended == STOPPED
+    assert (await session.history())[-1].text == ITERATION_LIMIT.format(limit=1)
+    assert [type(m) for m in runtime.middleware] == [
+        Spy, *(type(m) for m in default_middleware(wiring_settings()))
+    ]
+
+
+class AnswersInTheModelsPlace:
+    """A model middleware that calls `wire_money` once, then says it is done; no model."""
+
+    async def awrap_model_call(self, request: ModelCall, handler: ModelHandler) -> ModelAnswer:
+        if request.iterations == 0:
+            return ModelAnswer(call_tools(("wire_money", {"amount": 7})))
+        return ModelAnswer(AIMessage("Done."))
+
+
+async def test_replace_defaults_makes_each_chain_given_the_whole_chain(scripted):
+    entered.clear()
+    spy = Spy()
+    model = scripted()  # an empty script: any call of the model fails the test
+    runtime = Orchestrator.create(
+        wiring_settings(), model=model, tools=[wire_money], checkpointer=InMemorySaver(),
+        middleware=[spy], model_middleware=[AnswersInTheModelsPlace()], replace_defaults=True,
+    )
+    session = runtime.session(user_id="u1")
+
+    result = await session.run("send 7")
+
+    assert runtime.middleware == [spy]
+    assert result.answer == "Done." and model.received == []
+    assert await pending(session) == [], "no approval gate: the defaults were replaced"
+    assert spy.seen == [("wire_money", "success")] and entered["wire_money"] == 1
 
 
 DEAD = f"{socket.gethostname()}:999999999:0"  # no such process
@@ -239,7 +344,7 @@ async def test_recovery_runs_through_the_same_pipeline(
     async with storage_for(database_url, tmp_path) as storage:
         runtime = Orchestrator.create(
             load_settings(), model=scripted(), tools=[quick], storage=storage,
-            middleware=[spy, *default_middleware()],
+            middleware=[spy],
         )
         outcomes = {r.call.request_id: r.outcome for r in await recover(runtime, user_id="u1")}
         await runtime.tasks.drain()

@@ -10,7 +10,8 @@ import pytest
 from langchain_core.messages import ToolCall
 from pydantic import BaseModel, Field
 
-from orchestrator.dispatch.middleware import CallRequest, compose
+from orchestrator.chain import compose
+from orchestrator.dispatch.middleware import CallRequest
 from orchestrator.dispatch.policy import ExecutionPolicy
 from orchestrator.dispatch.scope_check import ScopeMiddleware
 from orchestrator.folders.loader import ToolLoadError
@@ -231,7 +232,7 @@ def call_request(tool: ScopedTool | None, arguments: dict[str, object]) -> CallR
 
 async def test_a_model_that_sets_a_hidden_parameter_gets_an_error_naming_it() -> None:
     recorder = Recorder()
-    handler = compose([ScopeMiddleware()], recorder)
+    handler = compose([ScopeMiddleware().awrap_tool_call], recorder)
     tool = ScopedTool(resolve_scopes(fetcher(), KEY)["fetch"])
 
     result = await handler(call_request(tool, {"url": "https://a", "api_key": "mine"}))
@@ -248,7 +249,7 @@ async def test_a_model_that_sets_a_hidden_parameter_gets_an_error_naming_it() ->
 
 async def test_every_hidden_parameter_the_model_set_is_named() -> None:
     recorder = Recorder()
-    handler = compose([ScopeMiddleware()], recorder)
+    handler = compose([ScopeMiddleware().awrap_tool_call], recorder)
     tool = ScopedTool(resolve_scopes(fetcher(), KEY)["fetch"])
 
     result = await handler(call_request(tool, {"url": "https://a", "api_key": "k", "region": "us"}))
@@ -265,7 +266,7 @@ async def test_the_fixed_value_reaches_the_tool() -> None:
         call = ToolRequest(request_id="r", action="fetch", parameters=dict(request.arguments))
         return await tool.execute(call)
 
-    handler = compose([ScopeMiddleware()], run)
+    handler = compose([ScopeMiddleware().awrap_tool_call], run)
     result = await handler(call_request(ScopedTool(scope), {"url": "https://a"}))
 
     assert result.status == "success"
@@ -274,7 +275,7 @@ async def test_the_fixed_value_reaches_the_tool() -> None:
 
 async def test_the_model_arguments_gain_the_fixed_values() -> None:
     recorder = Recorder()
-    handler = compose([ScopeMiddleware()], recorder)
+    handler = compose([ScopeMiddleware().awrap_tool_call], recorder)
     tool = ScopedTool(resolve_scopes(fetcher(), KEY)["fetch"])
     request = call_request(tool, {"url": "https://a"})
 
@@ -287,7 +288,7 @@ async def test_the_model_arguments_gain_the_fixed_values() -> None:
 @pytest.mark.parametrize("tool", [ScopedTool(None), None])
 async def test_a_tool_without_a_scope_passes_untouched(tool: ScopedTool | None) -> None:
     recorder = Recorder()
-    handler = compose([ScopeMiddleware()], recorder)
+    handler = compose([ScopeMiddleware().awrap_tool_call], recorder)
     request = call_request(tool, {"url": "https://a", "api_key": "mine"})
 
     result = await handler(request)

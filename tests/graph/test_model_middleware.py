@@ -12,15 +12,15 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from orchestrator.graph import AgentSpec
 from orchestrator.graph.model_pipeline import ModelAnswer, ModelCall, ModelHandler
-from orchestrator.graph.model_pipeline.chain import STOPPED
 from orchestrator.graph.model_pipeline.compaction import CompactionMiddleware
 from orchestrator.graph.model_pipeline.defaults import default_model_middleware
 from orchestrator.graph.model_pipeline.model_budget import ModelBudgetMiddleware
+from orchestrator.graph.model_pipeline.model_call import STOPPED
+from orchestrator.graph.model_pipeline.model_usage import ModelUsageMiddleware
 from orchestrator.graph.model_pipeline.reply_check import ReplyCheckMiddleware
 from orchestrator.graph.model_pipeline.reply_cut import ReplyCutMiddleware
 from orchestrator.graph.model_pipeline.retrieval import RetrievalMiddleware
 from orchestrator.graph.model_pipeline.round_limit import RoundLimitMiddleware
-from orchestrator.graph.model_pipeline.usage_counting import ModelUsageMiddleware
 from orchestrator.graph.model_pipeline.written_calls import TextCallsMiddleware
 from orchestrator.graph.prompts import ITERATION_LIMIT
 from orchestrator.levels import Limits

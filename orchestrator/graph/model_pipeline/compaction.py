@@ -43,9 +43,9 @@ from langgraph.errors import GraphBubbleUp
 
 from orchestrator.errors import BudgetExceededError
 from orchestrator.events import Stage, emit_status
-from orchestrator.graph.model_pipeline.chain import ModelAnswer, ModelCall, ModelHandler
+from orchestrator.graph.model_pipeline.model_call import ModelAnswer, ModelCall, ModelHandler
+from orchestrator.graph.model_pipeline.model_usage import count_model_call, least_cost
 from orchestrator.graph.model_pipeline.window_notice import Told, WindowUse
-from orchestrator.graph.model_usage import count_model_call, least_cost
 from orchestrator.graph.state import Summary
 from orchestrator.llm.summary import SUMMARY_PROMPT
 from orchestrator.llm.tokens import CHARS_PER_TOKEN, estimate_tokens, message_tokens, prompt_tokens
@@ -166,7 +166,7 @@ class CompactionMiddleware:
             summary, kept, done = await compact(
                 self,
                 system=request.system_message,
-                turn=turn_start(request.state["messages"]) or "",
+                turn=turn_start(list(request.state["messages"])) or "",
                 head=head,
                 messages=messages,
                 summary=summary,
@@ -378,7 +378,7 @@ async def _summary_call(
     # Not streamed: the summary is not the answer. Past its time it fails as a summary does.
     async with asyncio.timeout(middleware.timeout_seconds):
         reply = await middleware.model.ainvoke(prompt, config={"callbacks": [], "tags": ["nostream"]})
-    if run is not None and isinstance(reply, AIMessage):
+    if run is not None:
         seconds = time.monotonic() - started
         await count_model_call(run, middleware.identity, reply, sent=prompt, seconds=seconds, task=task)
     return reply.text.strip()

@@ -1,6 +1,6 @@
 """The model chain every agent's model calls go through, and the call of the model at its centre.
 
-    added middleware -> round limit -> RAG context -> budget -> compaction -> reply cut
+    yours -> round limit -> RAG context -> budget -> compaction -> reply cut
     -> text tool calls -> reply check -> tracing (when on) -> usage -> the model
 
 The model at the centre is read within the spec's reply limits: its time, its
@@ -12,22 +12,22 @@ is a middleware: a file here, and a place in this list.
 
 from __future__ import annotations
 
+from orchestrator.chain import compose, with_defaults
 from orchestrator.events import Stage, emit_status
-from orchestrator.graph.model_pipeline.chain import (
+from orchestrator.graph.model_pipeline.compaction import CompactionMiddleware
+from orchestrator.graph.model_pipeline.model_budget import ModelBudgetMiddleware
+from orchestrator.graph.model_pipeline.model_call import (
     ModelAnswer,
     ModelCall,
     ModelHandler,
     ModelMiddleware,
-    compose_model_chain,
 )
-from orchestrator.graph.model_pipeline.compaction import CompactionMiddleware
-from orchestrator.graph.model_pipeline.model_budget import ModelBudgetMiddleware
+from orchestrator.graph.model_pipeline.model_tracing import ModelTracingMiddleware
+from orchestrator.graph.model_pipeline.model_usage import ModelUsageMiddleware
 from orchestrator.graph.model_pipeline.reply_check import ReplyCheckMiddleware
 from orchestrator.graph.model_pipeline.reply_cut import ReplyCutMiddleware
 from orchestrator.graph.model_pipeline.retrieval import RetrievalMiddleware
 from orchestrator.graph.model_pipeline.round_limit import RoundLimitMiddleware
-from orchestrator.graph.model_pipeline.tracing import ModelTracingMiddleware
-from orchestrator.graph.model_pipeline.usage_counting import ModelUsageMiddleware
 from orchestrator.graph.model_pipeline.written_calls import TextCallsMiddleware
 from orchestrator.graph.spec import AgentSpec
 from orchestrator.llm.providers import reports_finish_reason
@@ -81,9 +81,14 @@ def default_model_middleware(spec: AgentSpec) -> list[ModelMiddleware]:
 
 
 def model_chain(spec: AgentSpec) -> ModelHandler:
-    """`spec`'s chain, composed once: its own middleware outside the defaults, the model inside."""
-    middleware = [*spec.model_middleware, *default_model_middleware(spec)]
-    return compose_model_chain(middleware, ModelReader(spec.reply_limits))
+    """`spec`'s chain, composed once: its own middleware around the defaults (or in their
+    place), the model inside."""
+    middleware = with_defaults(
+        spec.model_middleware,
+        lambda: default_model_middleware(spec),
+        replace_defaults=spec.replace_defaults,
+    )
+    return compose((layer.awrap_model_call for layer in middleware), ModelReader(spec.reply_limits))
 
 
 class ModelReader:

@@ -4,8 +4,13 @@ from __future__ import annotations
 
 from langchain_core.messages import AIMessage
 
-from orchestrator.graph.model_pipeline.chain import STOPPED, ModelAnswer, ModelCall, ModelHandler
-from orchestrator.graph.model_usage import least_cost
+from orchestrator.graph.model_pipeline.model_call import (
+    STOPPED,
+    ModelAnswer,
+    ModelCall,
+    ModelHandler,
+)
+from orchestrator.graph.model_pipeline.model_usage import least_cost
 from orchestrator.usage.prices import ModelIdentity
 
 

@@ -6,7 +6,7 @@ from collections.abc import Collection
 
 from orchestrator.errors import IncompleteReplyError
 from orchestrator.graph.calls import SAFE_ID, check_calls
-from orchestrator.graph.model_pipeline.chain import ModelAnswer, ModelCall, ModelHandler
+from orchestrator.graph.model_pipeline.model_call import ModelAnswer, ModelCall, ModelHandler
 from orchestrator.graph.prompts import NO_CHOICES, REPLY_CUT_OFF
 from orchestrator.llm.reply import ReplyLimits
 

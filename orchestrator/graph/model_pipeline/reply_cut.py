@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from langchain_core.messages import AIMessage
 
-from orchestrator.graph.model_pipeline.chain import ModelAnswer, ModelCall, ModelHandler
+from orchestrator.graph.model_pipeline.model_call import ModelAnswer, ModelCall, ModelHandler
 from orchestrator.graph.prompts import CUT_AT_CAP, CUT_BY_SERVER
 from orchestrator.llm.reply import LENGTH, Reply
 from orchestrator.settings import env_name

@@ -7,15 +7,18 @@ from typing import Protocol
 
 from langchain_core.messages import SystemMessage
 
-from orchestrator.graph.model_pipeline.chain import ModelAnswer, ModelCall, ModelHandler
+from orchestrator.graph.model_pipeline.model_call import ModelAnswer, ModelCall, ModelHandler
 from orchestrator.notes import is_persons
 from orchestrator.store.text import storable_text
 
 logger = logging.getLogger(__name__)
 
 
-class Retriever(Protocol):
-    """Context for a query from the user's other conversations ('' when none)."""
+class ContextLookup(Protocol):
+    """Context for a query from the user's other conversations ('' when none).
+
+    `store.rag.Retriever` is the one over the message store.
+    """
 
     async def __call__(self, query: str, *, user_id: str, session_id: str) -> str: ...
 
@@ -28,7 +31,7 @@ class RetrievalMiddleware:
     never costs the user an answer.
     """
 
-    def __init__(self, retriever: Retriever) -> None:
+    def __init__(self, retriever: ContextLookup) -> None:
         self.retriever = retriever
 
     async def awrap_model_call(self, request: ModelCall, handler: ModelHandler) -> ModelAnswer:

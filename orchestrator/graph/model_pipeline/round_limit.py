@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from langchain_core.messages import AIMessage
 
-from orchestrator.graph.model_pipeline.chain import STOPPED, ModelAnswer, ModelCall, ModelHandler
+from orchestrator.graph.model_pipeline.model_call import (
+    STOPPED,
+    ModelAnswer,
+    ModelCall,
+    ModelHandler,
+)
 from orchestrator.graph.prompts import ITERATION_LIMIT
 
 

@@ -6,7 +6,7 @@ import logging
 
 from langchain_core.messages import ToolCall
 
-from orchestrator.graph.model_pipeline.chain import ModelAnswer, ModelCall, ModelHandler
+from orchestrator.graph.model_pipeline.model_call import ModelAnswer, ModelCall, ModelHandler
 from orchestrator.llm.text_calls import read_text_calls
 
 logger = logging.getLogger(__name__)

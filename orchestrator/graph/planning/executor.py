@@ -25,7 +25,7 @@ from typing import TypedDict
 
 from langchain_core.messages import AIMessage, ToolCall, ToolMessage
 from langchain_core.runnables import RunnableConfig
-from langgraph.graph import END
+from langgraph.graph import END  # pyright: ignore[reportMissingTypeStubs]  # langgraph is a namespace package: its py.typed is not read
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 
@@ -34,12 +34,12 @@ from orchestrator.dispatch.dispatcher import Dispatcher
 from orchestrator.dispatch.middleware import CallRequest
 from orchestrator.errors import UnresolvedReferenceError
 from orchestrator.events import Stage, ToolPhase, emit_plan, emit_status
-from orchestrator.graph.model_pipeline.chain import STOPPED, StateUpdate
+from orchestrator.graph.model_pipeline.model_call import STOPPED, StateUpdate
 from orchestrator.graph.node_support import MODEL_NODE, identified, run_context
 from orchestrator.graph.planning.lifecycle import ended, ready
-from orchestrator.graph.planning.references import referenced_tasks, resolve
+from orchestrator.graph.planning.references import referenced_tasks, resolve_arguments
 from orchestrator.graph.planning.report import plan_outcome, stopped_notice
-from orchestrator.graph.state import AgentState
+from orchestrator.graph.state import OrchestratorState
 from orchestrator.levels import Planning
 from orchestrator.plans import PLAN_TOOL, Plan, PlanTask, TaskOutcome, plan_view
 from orchestrator.tools.context import RunContext
@@ -68,7 +68,7 @@ class PlanTaskInput(TypedDict):
     total: int
 
 
-def route_plan(state: AgentState) -> list[Send] | str:
+def route_plan(state: OrchestratorState) -> list[Send] | str:
     """Each ready task to a task of its own while the plan runs; the plan node when none is
     ready or one failed; once it ended, the model (the end of the turn past the re-plan limit)."""
     plan = state.get("plan")
@@ -116,10 +116,10 @@ class PlanTaskNode:
         task = sent["task"]
         context = run_context(runtime, config).below(sent["parent"])
         try:
-            arguments = resolve(task["arguments"], sent["results"])
+            arguments = resolve_arguments(task["arguments"], sent["results"])
         except UnresolvedReferenceError as error:
             return _outcome(sent, ToolResult.from_error(error))
-        call = ToolCall(name=task["tool"], args=arguments, id=f"{sent['plan_id']}:{task['id']}")  # type: ignore[arg-type]
+        call = ToolCall(name=task["tool"], args=arguments, id=f"{sent['plan_id']}:{task['id']}")
         request = _inline(
             self.dispatcher.request(
                 call, context, index=sent["index"], total=sent["total"], config=config
@@ -171,7 +171,7 @@ class PlanNode:
         self.max_result_chars = max_result_chars
 
     async def __call__(
-        self, state: AgentState, config: RunnableConfig, runtime: Runtime[RunContext]
+        self, state: OrchestratorState, config: RunnableConfig, runtime: Runtime[RunContext]
     ) -> StateUpdate:
         plan = state.get("plan")
         if not plan or plan["status"] != "running" or _to_run(plan):

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from langchain_core.messages import AIMessage, BaseMessage
 
 from orchestrator.dispatch.ask_approval import EDITED_NOTE
+from orchestrator.dispatch.json_shape import is_array, is_object
 from orchestrator.plans import Plan, PlanStatus, PlanTask, TaskOutcome
 from orchestrator.tools.results import ToolResult
 
@@ -23,10 +24,10 @@ EDITED_PLAN = "The user changed your plan before it ran: the tasks below are the
 def merge_plan(current: Plan | None, update: Plan | TaskOutcome | None) -> Plan | None:
     """The plan channel's reducer: a plan replaces the one kept; an outcome changes its task."""
     if update is None or "goal" in update:
-        return update  # type: ignore[return-value]  # a whole plan (or none)
+        return update  # a whole plan (or none)
     if not current:
         return current  # an outcome of no plan kept: nothing to change
-    outcome: TaskOutcome = update  # type: ignore[assignment]
+    outcome = update
     tasks = [_with(task, outcome) if task["id"] == outcome["task"] else task for task in current["tasks"]]
     return {**current, "tasks": tasks}
 
@@ -54,9 +55,12 @@ def made_plan(
     tasks go to `replaced`.
     """
     data = result.data
-    if not isinstance(data, dict) or not isinstance(data.get("tasks"), list):
+    if not is_object(data):
         return None
-    new = [_pending(task) for task in data["tasks"] if isinstance(task, dict)]
+    given = data.get("tasks")
+    if not is_array(given):
+        return None
+    new = [_pending(task) for task in given if is_object(task)]
     request_id = result.request_id or call_id
     kept = [task for task in revising["tasks"] if task["status"] == "done"] if revising else []
     return Plan(
@@ -84,8 +88,8 @@ def _pending(task: dict[str, object]) -> PlanTask:
         id=str(task["id"]),
         description=str(task.get("description", "")),
         tool=str(task["tool"]),
-        arguments=dict(arguments) if isinstance(arguments, dict) else {},
-        depends_on=[str(other) for other in depends_on] if isinstance(depends_on, list) else [],
+        arguments=dict(arguments) if is_object(arguments) else {},
+        depends_on=[str(other) for other in depends_on] if is_array(depends_on) else [],
         status="pending",
         request_id=None,
         result=None,
@@ -128,11 +132,13 @@ def ended(plan: Plan, status: PlanStatus) -> Plan:
 
     Cancelled (the turn was), the tasks that were running did not finish: failed.
     """
-    sent = {task["id"] for task in ready(plan)} if status == "cancelled" else set()
+    sent: set[str] = {task["id"] for task in ready(plan)} if status == "cancelled" else set()
     tasks = [
-        {**task, "status": "failed" if task["id"] in sent else "skipped"}
-        if task["status"] == "pending"
-        else task
+        _never_ran(task, failed=task["id"] in sent) if task["status"] == "pending" else task
         for task in plan["tasks"]
     ]
-    return {**plan, "status": status, "tasks": tasks}  # type: ignore[typeddict-item]
+    return {**plan, "status": status, "tasks": tasks}
+
+
+def _never_ran(task: PlanTask, *, failed: bool) -> PlanTask:
+    return {**task, "status": "failed" if failed else "skipped"}

@@ -81,7 +81,8 @@ class PlanTool(BaseTool):
         kept = {task["id"] for task in self.rules.kept}
         tasks = [_planned(task) for task in plan.tasks if task.id not in kept]
         data: dict[str, object] = {"goal": plan.goal, "tasks": tasks}
-        return ToolResult(message=ACCEPTED.format(count=len(tasks)), data=data)  # type: ignore[arg-type]
+        # The tasks' arguments are JSON typed as objects; ToolResult validates `data` as JSON.
+        return ToolResult(message=ACCEPTED.format(count=len(tasks)), data=data)  # pyright: ignore[reportArgumentType]
 
     def _run(self, *args: object, **kwargs: object) -> object:
         raise ToolError(GRAPH_ONLY, recoverable=False)

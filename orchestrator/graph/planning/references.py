@@ -15,6 +15,7 @@ import json
 import re
 from collections.abc import Iterator, Mapping
 
+from orchestrator.dispatch.json_shape import is_array, is_mapping, is_object
 from orchestrator.errors import UnresolvedReferenceError
 
 REFERENCE = re.compile(r"\{\{\s*([A-Za-z0-9_-]+)((?:\.[A-Za-z0-9_-]+)*)\s*\}\}")
@@ -42,11 +43,18 @@ def resolve(value: object, results: Mapping[str, Mapping[str, object] | None]) -
     """
     if isinstance(value, str):
         return _resolved_text(value, results)
-    if isinstance(value, list):
+    if is_array(value):
         return [resolve(item, results) for item in value]
-    if isinstance(value, dict):
+    if is_object(value):
         return {key: resolve(item, results) for key, item in value.items()}
     return value
+
+
+def resolve_arguments(
+    arguments: Mapping[str, object], results: Mapping[str, Mapping[str, object] | None]
+) -> dict[str, object]:
+    """A task's `arguments` with their references resolved (see `resolve`)."""
+    return {key: resolve(value, results) for key, value in arguments.items()}
 
 
 def _resolved_text(text: str, results: Mapping[str, Mapping[str, object] | None]) -> object:
@@ -68,14 +76,14 @@ def _value(found: re.Match[str], results: Mapping[str, Mapping[str, object] | No
 
 
 def _step(current: object, part: str, *, task: str, reference: str) -> object:
-    if isinstance(current, Mapping) and part in current:
+    if is_mapping(current) and part in current:
         return current[part]
-    if isinstance(current, list) and part.isdigit() and int(part) < len(current):
+    if is_array(current) and part.isdigit() and int(part) < len(current):
         return current[int(part)]
     known = ""
-    if isinstance(current, Mapping):
+    if is_mapping(current):
         known = f" (it has {', '.join(map(repr, list(current)[:10]))})" if current else " (it is empty)"
-    elif isinstance(current, list):
+    elif is_array(current):
         known = f" (a list of {len(current)})"
     raise UnresolvedReferenceError(
         NO_VALUE.format(reference=reference, task=task, part=part, known=known)
@@ -89,9 +97,9 @@ def _as_text(value: object) -> str:
 def _strings(value: object) -> Iterator[str]:
     if isinstance(value, str):
         yield value
-    elif isinstance(value, list):
+    elif is_array(value):
         for item in value:
             yield from _strings(item)
-    elif isinstance(value, dict):
+    elif is_object(value):
         for item in value.values():
             yield from _strings(item)

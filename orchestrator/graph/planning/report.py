@@ -41,7 +41,8 @@ def plan_outcome(plan: Plan, *, max_result_chars: int, left: int) -> ToolResult:
     failed = [task for task in plan["tasks"] if task["status"] == "failed"]
     note = f"{plan['note']} " if plan["note"] else ""
     if not failed:
-        return ToolResult(message=note + ALL_DONE, data=data)  # type: ignore[arg-type]
+        # The tasks' results are JSON typed as objects; ToolResult validates `data` as JSON.
+        return ToolResult(message=note + ALL_DONE, data=data)  # pyright: ignore[reportArgumentType]
     lines = [TASK_FAILED.format(id=t["id"], tool=t["tool"], error=_error(t)) for t in failed]
     done = [task["id"] for task in plan["tasks"] if task["status"] == "done"]
     if done:

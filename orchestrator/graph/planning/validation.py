@@ -24,6 +24,7 @@ from pydantic_core import ErrorDetails
 
 from orchestrator.dispatch.ask_approval import unknown_parameters
 from orchestrator.dispatch.json_check import json_problems_before
+from orchestrator.dispatch.json_shape import call_schema, properties
 from orchestrator.dispatch.scope_check import hidden_sent
 from orchestrator.dispatch.validate import parameters_model, schema_words
 from orchestrator.graph.planning.references import has_reference, referenced_tasks
@@ -126,7 +127,8 @@ def argument_problems(tool: BaseTool, arguments: Mapping[str, object]) -> list[s
         known = ", ".join(sorted(_visible(tool))) or "nothing"
         names = ", ".join(repr(key) for key in unknown)
         return [UNKNOWN.format(tool=tool.name, names=names, known=known)]
-    merged = {**given, **(scope.fixed if scope is not None else {})}
+    fixed: Mapping[str, object] = scope.fixed if scope is not None else {}
+    merged = {**given, **fixed}
     referring = {key for key, value in given.items() if has_reference(value)}
     model = parameters_model(tool)
     if model is None:
@@ -173,11 +175,7 @@ def _cycles(tasks: Sequence[TaskSpec], *, kept: Collection[str]) -> list[str]:
 
 
 def _visible(tool: BaseTool) -> list[str]:
-    schema = tool.tool_call_schema
-    if isinstance(schema, dict):
-        properties = schema.get("properties")
-        return list(properties) if isinstance(properties, dict) else []
-    return list(schema.model_json_schema().get("properties", {}))
+    return list(properties(call_schema(tool)))
 
 
 def _refers(found: ErrorDetails, referring: Collection[str]) -> bool:

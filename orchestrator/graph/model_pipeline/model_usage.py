@@ -1,12 +1,19 @@
-"""A model call's usage: counted on the session's meter, kept in the request log, and its budget."""
+"""Usage on the model side: each model call's tokens, cost and time, counted where it was made.
+
+`ModelUsageMiddleware` counts every call of the chain; calls made beside it (a
+summary's, `actions.free_text`'s) count through `count_model_call`, and budgets
+check a call beforehand at its `least_cost`.
+"""
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterable
 
 from langchain_core.messages import AIMessage, BaseMessage
 
+from orchestrator.graph.model_pipeline.model_call import ModelAnswer, ModelCall, ModelHandler
 from orchestrator.tools.context import RunContext
 from orchestrator.tools.request_log import CallTask, safely
 from orchestrator.usage.prices import ModelIdentity
@@ -18,6 +25,33 @@ CHARS_PER_TOKEN = 4
 # For a call whose usage was not reported: three characters a token, more tokens than
 # most text is billed for, so that a budget errs on the side of stopping.
 ESTIMATE_CHARS_PER_TOKEN = 3
+
+
+class ModelUsageMiddleware:
+    """Counts each reply's tokens, cost and time on the run's meter and in the request log.
+
+    It sits next to the model: the time is the model's, and a reply is counted
+    even when it is refused afterwards (its tokens were spent).
+    """
+
+    def __init__(self, identity: ModelIdentity) -> None:
+        self.identity = identity
+
+    async def awrap_model_call(self, request: ModelCall, handler: ModelHandler) -> ModelAnswer:
+        """The answer of `handler`, counted when the model gave it."""
+        started = time.monotonic()
+        answer = await handler(request)
+        if answer.reply is not None:
+            seconds = time.monotonic() - started
+            await count_model_call(
+                request.run,
+                self.identity,
+                answer.reply.message,
+                sent=request.prompt(),
+                seconds=seconds,
+                task=CallTask.of(request.config),  # kept with the model step's writes
+            )
+        return answer
 
 
 async def count_model_call(

@@ -9,7 +9,7 @@ from orchestrator.usage.records import UsageRecord
 from orchestrator.usage.tokens import TokenCount
 
 
-class UsageMiddleware:
+class ToolUsageMiddleware:
     """Counts each call that ran, with its `billing`, on the context's `UsageMeter`.
 
     Inside the background handover: a background call counts when it ends. A

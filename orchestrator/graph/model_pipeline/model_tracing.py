@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 
 from langchain_core.messages import BaseMessage
 
-from orchestrator.graph.model_pipeline.chain import ModelAnswer, ModelCall, ModelHandler
+from orchestrator.graph.model_pipeline.model_call import ModelAnswer, ModelCall, ModelHandler
 from orchestrator.tracing.spans import set_content, span
 from orchestrator.usage.prices import ModelIdentity
 from orchestrator.usage.tokens import tokens_of

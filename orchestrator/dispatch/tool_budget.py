@@ -7,7 +7,7 @@ from orchestrator.errors import BudgetExceededError
 from orchestrator.tools.results import ToolResult
 
 
-class BudgetMiddleware:
+class ToolBudgetMiddleware:
     """Refuses a call once a budget stops the turn, or when the tool's cap would pass one.
 
     Before the person is asked about a call: a call that will not run needs

@@ -1,17 +1,17 @@
-"""The shape of the model side: a model call, a handler, middleware around it.
+"""The model side of the middleware chain (see `orchestrator.chain`): a model call, its answer.
 
 Modelled on LangChain v1's `AgentMiddleware.awrap_model_call(request, handler)`
 (whose `ModelRequest` and `ModelResponse` these mirror, smaller): each
 middleware gets the call and the rest of the chain, and may change the call
 (its messages, its model), answer in the model's place (not calling
 `handler`), call `handler` more than once, or look at the answer on the way
-out. The chain is composed once, when the graph is built.
+out. The chain is composed once, when the graph is built (`defaults.model_chain`).
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
@@ -19,8 +19,9 @@ from langchain_core.language_models import LanguageModelInput
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 
+from orchestrator.chain import Handler
 from orchestrator.graph.calls import Rejection
-from orchestrator.graph.state import AgentState
+from orchestrator.graph.state import OrchestratorState
 from orchestrator.llm.reply import Reply
 from orchestrator.tools.context import RunContext
 
@@ -42,7 +43,7 @@ class ModelCall:
     model: Runnable[LanguageModelInput, BaseMessage]
     system_message: SystemMessage
     messages: list[BaseMessage]
-    state: AgentState
+    state: OrchestratorState
     run: RunContext
     config: RunnableConfig
     iterations: int
@@ -53,7 +54,7 @@ class ModelCall:
 
     def override(self, **changes: object) -> ModelCall:
         """A copy with `changes` (the call itself never changes)."""
-        return replace(self, **changes)  # type: ignore[arg-type]
+        return replace(self, **changes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,10 +77,11 @@ class ModelAnswer:
 
     def override(self, **changes: object) -> ModelAnswer:
         """A copy with `changes` (the answer itself never changes)."""
-        return replace(self, **changes)  # type: ignore[arg-type]
+        return replace(self, **changes)
 
 
-ModelHandler = Callable[[ModelCall], Awaitable[ModelAnswer]]
+# The rest of the chain, from one middleware's place in it.
+ModelHandler = Handler[ModelCall, ModelAnswer]
 
 
 class ModelMiddleware(Protocol):
@@ -88,24 +90,3 @@ class ModelMiddleware(Protocol):
     async def awrap_model_call(self, request: ModelCall, handler: ModelHandler) -> ModelAnswer:
         """Answer `request` through `handler` (the rest of the chain), or in the model's place."""
         ...
-
-
-def compose_model_chain(
-    middleware: Sequence[ModelMiddleware], innermost: ModelHandler
-) -> ModelHandler:
-    """One handler: the first middleware outermost, `innermost` (the model) at the centre."""
-    handler = innermost
-    for layer in reversed(middleware):
-        handler = _wrapped(layer, handler)
-    return handler
-
-
-def _wrapped(layer: ModelMiddleware, handler: ModelHandler) -> ModelHandler:
-    # The bound method is looked up once, here; `run` hands on its coroutine
-    # rather than awaiting it, so a layer costs the chain no frame of its own.
-    wrap = layer.awrap_model_call
-
-    def run(request: ModelCall) -> Awaitable[ModelAnswer]:
-        return wrap(request, handler)
-
-    return run
