@@ -17,6 +17,7 @@ from pydantic_core import to_jsonable_python
 from orchestrator.folders.scope import ActionScope
 from orchestrator.folders.sensitivity import sensitive_actions
 from orchestrator.folders.tool_config import ToolConfig
+from orchestrator.folders.tool_names import qualified_name
 from orchestrator.tools.base import ActionSpec, Tool, ToolRequest
 from orchestrator.tools.context import current_context
 from orchestrator.tools.results import ToolResult
@@ -131,7 +132,7 @@ def _action_tool(
 
     schema: type[BaseModel] = scope.visible if scope is not None else spec.params
     action_tool = ActionTool(
-        name=f"{tool.name}_{spec.name}",
+        name=qualified_name(tool.name, spec.name),
         description=f"{spec.description}\n(Part of {tool.name}: {tool.description})",
         args_schema=schema,
         func=run_sync,

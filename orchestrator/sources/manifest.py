@@ -34,13 +34,13 @@ from pathlib import Path
 from langchain_core.tools import BaseTool
 from pydantic import BaseModel, JsonValue
 
-from orchestrator import __version__
 from orchestrator.folders import scope, sensitivity
 from orchestrator.folders.discovery import ToolFolder
 from orchestrator.folders.signed_entries import SignedEntries
 from orchestrator.paths import user_data_dir
 from orchestrator.sources import adapter
 from orchestrator.tools import base
+from orchestrator.version import __version__
 
 MANIFEST_DIR = "tool-manifests"
 FORMAT = "orchestrator-tool-manifest/1"

@@ -18,10 +18,10 @@ import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-import orchestrator
 from orchestrator.errors import ToolError, ToolLoadError
 from orchestrator.folders.discovery import ToolFolder
 from orchestrator.folders.sandbox_config import private_environment
+from orchestrator.folders.tool_names import qualified_name
 from orchestrator.private import open_private_log, private_dir
 from orchestrator.sandbox.policy import Policy
 from orchestrator.sources.isolated.protocol import MAX_LINE, decode, encode, pack_sources
@@ -32,7 +32,7 @@ from orchestrator.tools.results import ToolResult
 
 logger = logging.getLogger(__name__)
 
-WORKER = "orchestrator.sources.isolated.worker"
+CHILD = "orchestrator.sources.isolated.child"
 START_SECONDS = 60.0
 CLOSE_SECONDS = 5.0
 PASSED = ("PATH", "LANG", "LC_ALL", "PYTHONPATH")  # of our environment, all it gets
@@ -110,7 +110,7 @@ class FolderProcess:
 
     async def _spawn(self) -> None:
         self.sandbox.check(name=self.name, command=sys.executable, folder=self.folder.path)
-        command, args = self.policy().wrap(sys.executable, ["-m", WORKER])
+        command, args = self.policy().wrap(sys.executable, ["-m", CHILD])
         for path in (*private_environment(self.sandbox.data).values(), str(self.data_dir)):
             private_dir(Path(path), levels=3)
         with open_private_log(self.log, levels=2) as log:
@@ -140,9 +140,9 @@ class FolderProcess:
         asyncio.create_task(self._read(child), name=f"process-{self.name}")
 
     def policy(self) -> Policy:
-        """The folder's sandbox, plus what the worker needs (see `worker_policy`)."""
+        """The folder's sandbox, plus what the child needs (see `child_policy`)."""
         rules = self.sandbox.policy(command=sys.executable, folder=self.folder.path)
-        return worker_policy(rules, tool_data=self.data_dir)
+        return child_policy(rules, tool_data=self.data_dir)
 
     def _environment(self) -> dict[str, str]:
         passed = {name: os.environ[name] for name in PASSED if name in os.environ}
@@ -195,7 +195,7 @@ class FolderProcess:
         }
         child.stdin.write(encode(message))
         try:
-            return _result(await answer, name=f"{self.name}_{request.action}")
+            return _result(await answer, name=qualified_name(self.name, request.action))
         except asyncio.CancelledError:
             self._pending.pop(number, None)
             if child.returncode is None and child.stdin is not None:
@@ -208,10 +208,10 @@ class FolderProcess:
             await _ended(child)
 
 
-def worker_policy(rules: Policy, *, tool_data: Path) -> Policy:
-    """`rules` plus what the worker needs: our package (and to list the folder holding it, as
+def child_policy(rules: Policy, *, tool_data: Path) -> Policy:
+    """`rules` plus what the child needs: our package (and to list the folder holding it, as
     Python's import does) and the folder's `ToolContext.data_dir`, to write."""
-    package = Path(orchestrator.__file__).resolve().parent
+    package = Path(__file__).resolve().parents[2]  # orchestrator/
     return replace(
         rules,
         read=[*rules.read, str(package)],

@@ -17,6 +17,7 @@ from pydantic import JsonValue, SkipValidation
 from orchestrator.errors import ToolError
 from orchestrator.folders.sensitivity import BY_AUTHOR, marked_actions
 from orchestrator.folders.tool_config import ToolConfig
+from orchestrator.folders.tool_names import qualified_name
 from orchestrator.sources.adapter import POLICY_FIELDS
 from orchestrator.sources.isolated.process import Action, FolderProcess
 from orchestrator.sources.mcp.definitions import ToolDefinition
@@ -118,7 +119,7 @@ def _tool(
 
     schema = _json(action.schema)
     isolated = IsolatedTool(
-        name=f"{config.name}_{action.name}",
+        name=qualified_name(config.name, action.name),
         description=f"{action.description}\n(Part of {config.name}: {config.description})",
         args_schema=scope.visible if scope is not None else schema,
         coroutine=run,
