@@ -62,7 +62,7 @@ class OrchestratorOptions(TypedDict, total=False):
     tools: list[BaseTool] | None
     checkpointer: BaseCheckpointSaver | None
     middleware: Sequence[ToolMiddleware] | None
-    sources: Sequence[ToolSource] | None
+    sources: Sequence[ToolSource | AtLevel] | None
     model_middleware: Sequence[ModelMiddleware] | None
 
 
@@ -188,7 +188,7 @@ class _Plan:
         tools: list[BaseTool] | None = None,
         checkpointer: BaseCheckpointSaver | None = None,
         middleware: Sequence[ToolMiddleware] | None = None,
-        sources: Sequence[ToolSource] | None = None,
+        sources: Sequence[ToolSource | AtLevel] | None = None,
         model_middleware: Sequence[ModelMiddleware] | None = None,
     ) -> _Plan:
         remember_settings(settings)  # errors shown to the model or the person hide its secrets

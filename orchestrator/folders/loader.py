@@ -84,7 +84,7 @@ def _build(cls: type[Tool], folder: ToolFolder) -> Tool:
             name=config.name,
             description=config.description,
             version=config.version,
-            config=config.config,
+            config={**config.config},
             capabilities=config.capabilities,
         )
     except ValidationError as error:

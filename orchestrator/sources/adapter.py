@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 import inspect
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
+from typing import cast
 
 from langchain_core.tools import BaseTool, StructuredTool
 from langchain_core.tools.base import ArgsSchema
@@ -89,7 +90,9 @@ class ActionTool(StructuredTool):
         """Run the action for `request` (its parameters validated already, or validated now)."""
         execute = self.owner.execute
         if not inspect.iscoroutinefunction(execute):  # a blocking execute of its own
-            return await in_thread(partial(execute, request), name=self.name)
+            # Tool declares `execute` async; a subclass may override it with a blocking one.
+            blocking = cast("Callable[[ToolRequest], ToolResult]", execute)
+            return await in_thread(partial(blocking, request), name=self.name)
         return await execute(request)
 
 

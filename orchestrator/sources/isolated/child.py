@@ -22,7 +22,7 @@ from orchestrator.errors import ToolError
 from orchestrator.folders.discovery import ToolFolder
 from orchestrator.folders.loader import load_tool
 from orchestrator.folders.tool_config import ToolConfig
-from orchestrator.sources.isolated.protocol import decode, send, unpack_sources
+from orchestrator.sources.isolated.protocol import decode, is_object, send, unpack_sources
 from orchestrator.tools.base import Tool, ToolContext, ToolRequest
 from orchestrator.tools.context import RunContext, running_in
 
@@ -47,8 +47,8 @@ class Child:
 
     async def _run(self, number: int, message: dict[str, object]) -> None:
         request = ToolRequest.model_validate(message["request"])
-        ids = message.get("context")
-        ids = ids if isinstance(ids, dict) else {}
+        given = message.get("context")
+        ids: dict[str, object] = given if is_object(given) else {}
         context = RunContext(
             user_id=str(ids.get("user_id") or request.user_id or "local"),
             session_id=request.session_id,
@@ -77,7 +77,7 @@ class Child:
 def load(hello: dict[str, object]) -> Tool:
     """The folder's tool, from the sources the orchestrator sent (those it approved)."""
     sources = hello["sources"]
-    assert isinstance(sources, dict)
+    assert is_object(sources)
     folder = ToolFolder(
         path=Path(str(hello["path"])),
         key=str(hello["key"]),

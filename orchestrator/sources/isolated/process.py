@@ -18,13 +18,21 @@ import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from pydantic import JsonValue, TypeAdapter
+
 from orchestrator.errors import ToolError, ToolLoadError
 from orchestrator.folders.discovery import ToolFolder
 from orchestrator.folders.sandbox_config import private_environment
 from orchestrator.folders.tool_names import qualified_name
 from orchestrator.private import open_private_log, private_dir
 from orchestrator.sandbox.policy import Policy
-from orchestrator.sources.isolated.protocol import MAX_LINE, decode, encode, pack_sources
+from orchestrator.sources.isolated.protocol import (
+    MAX_LINE,
+    decode,
+    encode,
+    is_object,
+    pack_sources,
+)
 from orchestrator.sources.mcp.sandboxed import ServerSandbox
 from orchestrator.sources.mcp.thread import McpThread
 from orchestrator.tools.base import ToolRequest
@@ -49,8 +57,11 @@ class Action:
 
     name: str
     description: str
-    schema: dict[str, object]
+    schema: dict[str, JsonValue]
     sensitive: bool
+
+
+_ACTIONS = TypeAdapter(list[Action])  # those of the child's `ready` message
 
 
 class FolderProcess:
@@ -135,7 +146,8 @@ class FolderProcess:
             await _ended(child)
             reason = str(answer.get("failed"))
             raise ToolLoadError(NOT_STARTED.format(name=self.name, reason=reason, log=self.log))
-        self.actions = [Action(**action) for action in answer["ready"]["actions"]]  # type: ignore[index]
+        ready = answer["ready"]
+        self.actions = _ACTIONS.validate_python(ready["actions"] if is_object(ready) else None)
         self._child, self.starts = child, self.starts + 1
         asyncio.create_task(self._read(child), name=f"process-{self.name}")
 
@@ -198,7 +210,7 @@ class FolderProcess:
             return _result(await answer, name=qualified_name(self.name, request.action))
         except asyncio.CancelledError:
             self._pending.pop(number, None)
-            if child.returncode is None and child.stdin is not None:
+            if child.returncode is None:
                 child.stdin.write(encode({"cancel": number}))
             raise
 
@@ -226,7 +238,7 @@ def _result(answer: dict[str, object], *, name: str) -> ToolResult:
     if answer.get("cancelled"):
         raise asyncio.CancelledError
     error = answer.get("error")
-    assert isinstance(error, dict)
+    assert is_object(error)
     if error.get("kind") == "tool":
         raise ToolError(
             str(error["message"]), code=str(error["code"]), recoverable=bool(error["recoverable"])

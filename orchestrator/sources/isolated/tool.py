@@ -66,7 +66,7 @@ def isolated_tools(process: FolderProcess, *, config: ToolConfig, folder: Path) 
     Raises ToolLoadError when `config` names a parameter or sensitive action no action has.
     """
     definitions = {
-        a.name: ToolDefinition(name=a.name, inputSchema=_json(a.schema)) for a in process.actions
+        a.name: ToolDefinition(name=a.name, inputSchema=dict(a.schema)) for a in process.actions
     }
     scopes = json_scopes(config.name, definitions, config.parameters)
     authored = {a.name: BY_AUTHOR for a in process.actions if a.sensitive}
@@ -117,7 +117,7 @@ def _tool(
         )
         return await isolated.run_request(request)
 
-    schema = _json(action.schema)
+    schema = dict(action.schema)
     isolated = IsolatedTool(
         name=qualified_name(config.name, action.name),
         description=f"{action.description}\n(Part of {config.name}: {config.description})",
@@ -131,6 +131,3 @@ def _tool(
     )
     return isolated
 
-
-def _json(schema: Mapping[str, object]) -> dict[str, JsonValue]:
-    return dict(schema)  # type: ignore[arg-type]
