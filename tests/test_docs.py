@@ -217,7 +217,8 @@ def test_the_architecture_page_names_every_module_in_its_package_entry():
 
 
 def test_the_testing_page_names_every_test_folder():
-    folders = sorted({p.parent.name for p in (ROOT / "tests").glob("*/**/test_*.py")})
+    tests = ROOT / "tests"
+    folders = sorted({p.relative_to(tests).parts[0] for p in tests.glob("*/**/test_*.py")})
     assert "store" in folders, folders
     text = (DOCS / "testing.md").read_text()
     unnamed = [name for name in folders if not re.search(rf"`(tests/)?{re.escape(name)}/`", text)]
