@@ -44,6 +44,7 @@ from orchestrator.errors import (
     YamlTooLargeError,
 )
 from orchestrator.lazy import lazy_exports
+from orchestrator.version import __version__
 
 if TYPE_CHECKING:
     from orchestrator.actions.node import as_node
@@ -55,7 +56,6 @@ if TYPE_CHECKING:
     from orchestrator.tools.results import Billing, ToolResult
     from orchestrator.turns import ToolCallRecord, TurnResult
 
-__version__ = "0.1.0"
 
 _LAZY = {
     "OrchestratorState": "orchestrator.graph",
@@ -76,6 +76,7 @@ _LAZY = {
 __getattr__ = lazy_exports(__name__, _LAZY)
 
 __all__ = [
+    "__version__",
     "OrchestratorState",
     "Envelope",
     "as_node",

@@ -12,15 +12,30 @@ level as people see it is `folders.level_view`.
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, fields, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
+    from sqlalchemy.ext.asyncio import AsyncConnection
 
-    from orchestrator.folders.tool_config import LimitsOverride
+    from orchestrator.level_overrides import LimitsOverride
     from orchestrator.settings import Settings
-    from orchestrator.store.engine import Database
+
+
+class LevelDatabase(Protocol):
+    """A level's database (the store's `Database`, which is above this layer): where its
+    folders' migrations run, and transactions under one user's row-level security."""
+
+    @property
+    def libpq_url(self) -> str:
+        """The URL, as libpq (and a second connection of its own) takes it."""
+        ...
+
+    def user_transaction(self, user_id: str) -> AbstractAsyncContextManager[AsyncConnection]:
+        """A transaction that sees and writes only `user_id`'s rows."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -104,7 +119,7 @@ class LevelConfig:
 
     model: BaseChatModel
     limits: Limits
-    database: Database | None = None
+    database: LevelDatabase | None = None
     log_level: str | None = None
     system_prompt: str | None = None
     path: tuple[str, ...] = ()

@@ -18,12 +18,8 @@ import re
 from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from pydantic import SecretStr
-
-if TYPE_CHECKING:
-    from orchestrator.settings import Settings
+from pydantic import BaseModel, SecretStr
 
 SECRET = "[redacted]"
 PATH = "<path>"
@@ -63,7 +59,7 @@ def show_paths(*paths: Path | str) -> None:
             _shown.update({str(given), str(given.resolve())})
 
 
-def remember_settings(settings: Settings) -> None:
+def remember_settings(settings: BaseModel) -> None:
     """Redact the settings' secrets: API keys and the passwords of database URLs."""
     for name in type(settings).model_fields:
         value = getattr(settings, name)

@@ -15,6 +15,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 
 from orchestrator.dispatch.middleware import ToolMiddleware
+from orchestrator.errors import DeveloperError
 from orchestrator.folders.approvals import Ask, Reviewed
 from orchestrator.graph.builder import AgentGraph, build_agent_graph
 from orchestrator.graph.model_pipeline.model_call import ModelMiddleware
@@ -27,7 +28,9 @@ from orchestrator.redact import remember_settings
 from orchestrator.session import Session
 from orchestrator.settings import Settings
 from orchestrator.sources.builtin import builtin_tools, human_tools
-from orchestrator.sources.folder_tools import FolderSource, LoadedTool
+from orchestrator.sources.folder_tools import FolderSource
+from orchestrator.sources.level_sources import AtLevel
+from orchestrator.sources.loaded import LoadedTool
 from orchestrator.sources.mcp.clients import AskServer, McpClients
 from orchestrator.sources.search_messages import search_messages_tool
 from orchestrator.sources.source import LoadsNow, ToolSource, unique_tools
@@ -42,6 +45,7 @@ logger = logging.getLogger(__name__)
 # Sync LangChain tools run on the loop's default executor; the stock one has only
 # cpu_count + 4 threads, which would serialise a turn's tool calls on a small machine.
 TOOL_THREADS = 32
+BELOW_WITHOUT_FOLDERS = "sources for a level below the top (AtLevel) need the tool folders, not `tools=`"
 
 
 class OrchestratorOptions(TypedDict, total=False):
@@ -56,7 +60,7 @@ class OrchestratorOptions(TypedDict, total=False):
     tools: list[BaseTool] | None
     checkpointer: BaseCheckpointSaver | None
     middleware: Sequence[ToolMiddleware] | None
-    sources: Sequence[ToolSource] | None
+    sources: Sequence[ToolSource | AtLevel] | None
     model_middleware: Sequence[ModelMiddleware] | None
     replace_defaults: bool
 
@@ -101,7 +105,9 @@ class Orchestrator:
         context; without, they live in memory. `model`, `tools` and
         `checkpointer` replace the defaults; given `tools`, no folder is
         discovered. `sources` are opened beside the default ones and add
-        their tools after theirs (a name already taken is not offered again).
+        their tools after theirs (a name already taken is not offered again);
+        one wrapped in `AtLevel(path, source)` adds them to the agent folder at
+        `path` instead (see `sources.level_sources`).
         `middleware` runs around every tool call at every level, outside the
         dispatch pipeline's defaults (see `dispatch.dispatcher.default_middleware`);
         `model_middleware` around every model call, outside the model chain's
@@ -184,7 +190,7 @@ class _Plan:
         tools: list[BaseTool] | None = None,
         checkpointer: BaseCheckpointSaver | None = None,
         middleware: Sequence[ToolMiddleware] | None = None,
-        sources: Sequence[ToolSource] | None = None,
+        sources: Sequence[ToolSource | AtLevel] | None = None,
         model_middleware: Sequence[ModelMiddleware] | None = None,
         replace_defaults: bool = False,
     ) -> _Plan:
@@ -220,15 +226,19 @@ class _Plan:
             summary_model=_summary_model(settings),
             planning=level.planning,
         )
+        top = [source for source in sources or () if not isinstance(source, AtLevel)]
+        below = [source for source in sources or () if isinstance(source, AtLevel)]
         if tools is not None:
+            if below:
+                raise DeveloperError(BELOW_WITHOUT_FOLDERS)
             given: list[ToolSource] = [StaticSource("given", tools)]
         else:
-            folders = _FolderOptions(ask or _input_ended, reviewed, ask_server, mcp_servers)
+            folders = _FolderOptions(ask or _input_ended, reviewed, ask_server, mcp_servers, below)
             given = _default_sources(
                 settings, level=level, spec=spec, storage=storage, folders=folders
             )
         saver = checkpointer or (storage.checkpointer if storage is not None else InMemorySaver())
-        return cls(settings, spec, [*given, *(sources or ())], storage, saver)
+        return cls(settings, spec, [*given, *top], storage, saver)
 
     def runtime(self) -> Orchestrator:
         """The runtime, its graph compiled over the tools its sources offer now."""
@@ -256,6 +266,7 @@ class _FolderOptions:
     reviewed: Reviewed | None
     ask_server: AskServer | None
     servers: McpClients | None
+    below: list[AtLevel]  # sources for the agents below the top
 
 
 def _summary_model(settings: Settings) -> BaseChatModel | None:
@@ -302,6 +313,7 @@ def _default_sources(
         reviewed=folders.reviewed,
         ask_server=folders.ask_server,
         servers=folders.servers,
+        below=folders.below,
         embedder=storage.embedder if storage is not None else None,
     )
     return [StaticSource("builtin", builtins), source]

@@ -11,6 +11,8 @@ from urllib.parse import unquote, urlsplit
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
+from tests.layer_contract import layers
+
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
@@ -218,3 +220,80 @@ def test_the_chain_diagrams_are_the_order_the_defaults_are_built_in(monkeypatch)
         ["yours", *tools, "the tool"],
         ["yours", *models, "the model"],
     ]
+
+
+def code_block(page: Path, heading: str) -> str:
+    """The first code block after `heading` on the page."""
+    after = page.read_text().split(f"\n{heading}\n", 1)[1]
+    return after.split("```text\n", 1)[1].split("```", 1)[0]
+
+
+def diagram_layers() -> list[list[str]]:
+    """The layers the diagram of docs/architecture.md draws, top first, each as its names.
+
+    A layer's line starts two spaces in; its names are separated by ` | `, as in the
+    contract, and end at the first run of two spaces (its description, if any).
+    """
+    lines = code_block(ARCHITECTURE, "## Layer order").splitlines()
+    return [
+        re.split(r"\s{2,}", line.strip())[0].split(" | ")
+        for line in lines
+        if re.match(r"^  [^\s│]", line)
+    ]
+
+
+def test_the_layer_diagram_draws_the_contract():
+    """pyproject.toml's import-linter contract is the one statement of the order; the diagram
+    draws it, a package as `name/`."""
+    drawn = diagram_layers()
+    assert [{name.removesuffix("/") for name in layer} for layer in drawn] == [
+        set(layer) for layer in layers()
+    ]
+    packages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
+    misdrawn = [n for layer in drawn for n in layer if n.endswith("/") != (n.rstrip("/") in packages)]
+    assert misdrawn == [], "a package is drawn as `name/`, a module as `name`"
+
+
+def layout_entries() -> dict[str, str]:
+    """The Layout's entries of docs/architecture.md by their first word (`graph/planning/`)."""
+    entries: dict[str, str] = {}
+    first = ""
+    for line in code_block(ARCHITECTURE, "## Layout").splitlines():
+        if match := re.match(r"^  (\S+)", line):
+            first = match.group(1).rstrip(",")
+        if first:
+            entries[first] = entries.get(first, "") + line + "\n"
+    return entries
+
+
+def unnamed_modules() -> list[str]:
+    """The modules the Layout leaves out: a package's in its entry, the root's as `name.py`."""
+    entries = layout_entries()
+    layout = "".join(entries.values())
+    missing = [
+        f"{path.name}" for path in sorted(PACKAGE.glob("*.py"))
+        if path.stem != "__init__" and not re.search(rf"(?<![\w/]){re.escape(path.name)}", layout)
+    ]
+    for package in packages():
+        entry = entries.get(f"{package}/", "")
+        modules = sorted(p.stem for p in (PACKAGE / package).glob("*.py") if p.stem != "__init__")
+        missing += [
+            f"{package}/{name}.py"
+            for name in modules
+            if not re.search(rf"(?<![\w/]){re.escape(name)}(?!\w)", entry)
+        ]
+    return missing
+
+
+def test_the_architecture_page_names_every_module_in_its_package_entry():
+    assert "dispatch/" in layout_entries()
+    assert unnamed_modules() == []
+
+
+def test_the_testing_page_names_every_test_folder():
+    tests = ROOT / "tests"
+    folders = sorted({p.relative_to(tests).parts[0] for p in tests.glob("*/**/test_*.py")})
+    assert "store" in folders, folders
+    text = (DOCS / "testing.md").read_text()
+    unnamed = [name for name in folders if not re.search(rf"`(tests/)?{re.escape(name)}/`", text)]
+    assert unnamed == []

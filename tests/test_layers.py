@@ -1,10 +1,10 @@
-"""Layers point one way: cli -> serve -> runtime/session -> graph -> dispatch -> sources -> folders
--> store -> tools -> llm -> levels -> settings -> usage -> the foundations.
+"""Layers point one way, in the order of the import-linter contract in pyproject.toml.
 
-Checked on the source: every module-level import (not those under
-`TYPE_CHECKING`, nor those inside functions, which run on first use). The full
-order, function-level imports included, is the import-linter contract in
-pyproject.toml (`lint-imports`, run by .ci/run).
+`lint-imports` (run by .ci/run) checks the contract, chains of imports included;
+these tests read the same contract (see `tests/layer_contract.py`) and check what
+it cannot say: that it places every unit of the package, that a module names no
+layer above its own in an import string either, and that no two modules import
+each other.
 """
 
 from __future__ import annotations
@@ -14,72 +14,97 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).parent.parent / "orchestrator"
-
-ASSEMBLY = ("cli", "serve", "session", "runtime", "recovery")
-# What the modules of each package may not import at module level.
-FORBIDDEN = {
-    "tools": (*ASSEMBLY, "store", "graph", "llm", "tasks", "dispatch", "sources", "folders"),
-    "folders": (*ASSEMBLY, "store", "graph", "llm", "dispatch", "sources"),
-    "sources": (*ASSEMBLY, "graph", "dispatch"),
-    "dispatch": (*ASSEMBLY, "graph"),
-    "graph": ASSEMBLY,
-    "terminal": ("cli",),
-    "store": (*ASSEMBLY, "graph", "dispatch", "sources", "folders"),
-    "llm": (*ASSEMBLY, "tools", "store", "graph", "dispatch", "sources", "folders"),
-    "usage": (*ASSEMBLY, "tools", "store", "graph", "llm", "settings", "levels", "dispatch"),
-}
+from tests.layer_contract import PACKAGE, depth, imports, layers, module_name, modules, unit
 
 
-def module_level_imports(path: Path) -> list[str]:
-    tree = ast.parse(path.read_text(), filename=str(path))
-    found: list[str] = []
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            continue  # run on first use, not on import
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            continue
-        for inner in ast.walk(node):
-            if isinstance(inner, ast.ImportFrom) and inner.module and inner.level == 0:
-                found.append(inner.module)
-            elif isinstance(inner, ast.Import):
-                found.extend(alias.name for alias in inner.names)
-    return found
+def units() -> list[str]:
+    """The package's top-level packages and modules."""
+    found = [p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__"]
+    found += [p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()]
+    return sorted(found)
 
 
-@pytest.mark.parametrize("package", sorted(FORBIDDEN))
-def test_a_layer_imports_nothing_above_it(package: str):
+def test_the_contract_places_every_unit_of_the_package_once():
+    placed = [name for layer in layers() for name in layer]
+    assert sorted(placed) == units()
+
+
+def _above(module: str, imported: str) -> str | None:
+    """`imported`, when it is in a layer above (or beside) `module`'s; None when it may be."""
+    if imported == "orchestrator" or unit(imported) == unit(module):
+        return None
+    return imported if depth(unit(imported)) <= depth(unit(module)) else None
+
+
+@pytest.mark.parametrize("name", sorted({unit(m) for m in modules() if m != "orchestrator"}))
+def test_a_unit_imports_nothing_above_it_nor_beside_it(name: str):
     wrong = [
-        f"{path.relative_to(PACKAGE.parent)}: {module}"
-        for path in sorted((PACKAGE / package).rglob("*.py"))
-        for module in module_level_imports(path)
-        if module.split(".")[:2] in (["orchestrator", above] for above in FORBIDDEN[package])
+        f"{module} imports {imported}"
+        for module, path in modules().items()
+        if module != "orchestrator" and unit(module) == name
+        for imported in imports(path)
+        if _above(module, imported)
     ]
     assert wrong == []
+
+
+def import_strings(path: Path) -> set[str]:
+    """The package's modules a file names in a string (a lazy export, a `-m` target)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    return {
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in modules()
+    }
+
+
+def test_no_import_string_names_a_layer_above():
+    """`tools/__init__.py` once re-exported `dispatch` and `sources` names through such strings."""
+    wrong = [
+        f"{module} names {named}"
+        for module, path in modules().items()
+        if module != "orchestrator"  # the package's front exports from every layer
+        for named in import_strings(path)
+        if _above(module, named)
+    ]
+    assert wrong == []
+
+
+def test_no_two_modules_import_each_other():
+    graph = {module: imports(path) - {module} for module, path in modules().items()}
+    pairs = sorted(
+        f"{a} <-> {b}" for a, seen in graph.items() for b in seen if a < b and a in graph.get(b, ())
+    )
+    assert pairs == []
+
+
+def test_no_unit_imports_one_that_imports_it_back():
+    """A unit (a top-level package or module) and the units it imports form no two-way pair."""
+    graph: dict[str, set[str]] = {}
+    for module, path in modules().items():
+        if module != "orchestrator":
+            graph.setdefault(unit(module), set()).update(
+                unit(m) for m in imports(path) if m != "orchestrator" and unit(m) != unit(module)
+            )
+    pairs = sorted(f"{a} <-> {b}" for a, seen in graph.items() for b in seen if a < b and a in graph.get(b, ()))
+    assert pairs == []
+
+
+def test_the_cycle_check_sees_function_level_and_type_only_imports(tmp_path: Path):
+    source = tmp_path / "orchestrator" / "terminal" / "text.py"
+    source.parent.mkdir(parents=True)
+    source.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from orchestrator.folders.discovery import ToolFolder\n"
+        "def f():\n    from orchestrator.terminal.folder_reach import reach_lines\n"
+    )
+    assert imports(source) == {"orchestrator.folders.discovery", "orchestrator.terminal.folder_reach"}
+    assert module_name(PACKAGE / "sources" / "mcp" / "__init__.py") == "orchestrator.sources.mcp"
 
 
 def test_the_command_line_lives_in_its_package():
     loose = [p.name for p in PACKAGE.glob("*.py") if "typer" in p.read_text() or "rich" in p.read_text()]
     assert loose == []
-
-
-def _unit(module: str) -> str:
-    return ".".join(module.split(".")[:2])
-
-
-def test_no_unit_imports_one_that_imports_it_back():
-    """A unit (a top-level package or module) and the units it imports form no two-way pair."""
-    imports: dict[str, set[str]] = {}
-    for path in PACKAGE.rglob("*.py"):
-        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
-        unit = _unit(".".join(parts))
-        for module in module_level_imports(path):
-            if module.startswith("orchestrator.") and _unit(module) != unit:
-                imports.setdefault(unit, set()).add(_unit(module))
-    pairs = sorted(
-        f"{a} <-> {b}" for a, seen in imports.items() for b in seen if a < b and a in imports.get(b, ())
-    )
-    assert pairs == []
 
 
 def _lines(path: Path) -> int:

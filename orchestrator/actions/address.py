@@ -11,7 +11,7 @@ from orchestrator.folders.discovery import Discovery, FolderNode, ToolFolder, di
 from orchestrator.folders.naming import find_in_tree, lineage, short_path
 from orchestrator.settings import Settings
 from orchestrator.sources.adapter import ActionTool
-from orchestrator.sources.folder_tools import LoadedTool
+from orchestrator.sources.loaded import LoadedTool
 from orchestrator.sources.mcp.pins import approved_definition
 
 NOT_APPROVED = (

@@ -21,10 +21,11 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from pydantic import BaseModel, ValidationError
 
 from orchestrator.errors import InvalidToolArgumentsError
+from orchestrator.folders.tool_names import qualified_name
 from orchestrator.graph.model_pipeline.model_usage import count_model_call
 from orchestrator.llm.offline import OfflineChatModel
 from orchestrator.sources.adapter import ActionTool
-from orchestrator.sources.folder_tools import LoadedTool
+from orchestrator.sources.loaded import LoadedTool
 from orchestrator.tools.context import RunContext
 from orchestrator.usage.prices import ModelIdentity
 
@@ -191,7 +192,7 @@ async def _model_fill(
     """What the level's model reads in `text`, every field optional: what it leaves out stays out."""
     schema = visible.model_json_schema()
     schema.pop("required", None)
-    schema["title"] = f"{tool.owner.name}_{tool.spec.name}"
+    schema["title"] = qualified_name(tool.owner.name, tool.spec.name)
     schema.setdefault("description", tool.spec.description)
     instruction = FILL_PROMPT.format(operation=_operation(tool), description=tool.spec.description)
     prompt = [SystemMessage(instruction), HumanMessage(text)]

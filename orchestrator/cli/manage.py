@@ -28,7 +28,8 @@ from orchestrator.errors import ConfigError, UserError
 from orchestrator.folders.approvals import ApprovalStore, Status, discover_approved_first
 from orchestrator.folders.discovery import Discovery, FolderNode, ToolFolder, walk
 from orchestrator.folders.naming import find_in_tree
-from orchestrator.terminal.text import describe_folder, display_path, one_line, shown
+from orchestrator.terminal.folder_reach import describe_folder
+from orchestrator.terminal.text import display_path, one_line, shown
 
 if TYPE_CHECKING:
     from orchestrator.settings import Settings

@@ -26,7 +26,7 @@ from orchestrator.notes import FROM_ORCHESTRATOR, is_note
 from orchestrator.plans import PLAN_TOOL
 from orchestrator.runtime import Orchestrator
 from orchestrator.session import PendingQuestion, Session, TurnResult
-from orchestrator.sources.folder_tools import LoadedTool
+from orchestrator.sources.loaded import LoadedTool
 from orchestrator.tasks import BackgroundTask
 from orchestrator.terminal.answers import show_questions
 from orchestrator.terminal.checklist import checklist

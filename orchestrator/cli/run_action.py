@@ -16,7 +16,7 @@ from orchestrator.settings import Settings
 if TYPE_CHECKING:
     from orchestrator.actions.address import Address
     from orchestrator.runtime import Orchestrator
-    from orchestrator.sources.folder_tools import LoadedTool
+    from orchestrator.sources.loaded import LoadedTool
     from orchestrator.tools.context import RunContext
     from orchestrator.tools.envelope import Envelope
     from orchestrator.tools.hitl import Decision

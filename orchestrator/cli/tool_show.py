@@ -32,7 +32,7 @@ from orchestrator.usage.money import usd
 
 if TYPE_CHECKING:
     from orchestrator.folders.scope import ActionScope
-    from orchestrator.folders.tool_config import DatabaseOverride
+    from orchestrator.level_overrides import DatabaseOverride
     from orchestrator.settings import Settings
     from orchestrator.tools.base import Tool
 

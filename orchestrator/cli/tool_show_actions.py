@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from orchestrator.errors import ToolLoadError
 from orchestrator.folders.sensitivity import SensitivityRules, sensitive_actions
+from orchestrator.folders.tool_names import qualified_name
 from orchestrator.terminal.text import one_line, shown
 
 if TYPE_CHECKING:
@@ -41,11 +42,11 @@ def folder_actions(
     metadata = {"requires_approval": folder.config.requires_approval}
     return [
         {
-            "name": f"{tool.name}_{spec.name}",
+            "name": qualified_name(tool.name, spec.name),
             "description": first_line(spec.description),
             "parameters": _parameters(spec.params, scopes.get(spec.name)),
             "needs_decision": rules.why(
-                f"{tool.name}_{spec.name}", {**metadata, "sensitive": marks.get(spec.name)}
+                qualified_name(tool.name, spec.name), {**metadata, "sensitive": marks.get(spec.name)}
             ),
         }
         for spec in tool.actions.values()

@@ -112,7 +112,8 @@ def _actions(
     if not pin.approved:
         return None, NOT_OFFERED
     # The MCP SDK and LangChain load with it: only when there are tools to show.
-    from orchestrator.sources.mcp.marks import check_config, function_name
+    from orchestrator.folders.tool_names import qualified_name
+    from orchestrator.sources.mcp.marks import check_config
 
     config = folder.config
     try:
@@ -122,7 +123,7 @@ def _actions(
     rules = SensitivityRules.of(settings.sensitive_words)
     actions = []
     for tool in definition.tools.values():
-        name, mark = function_name(config.name, tool.name), marks.get(tool.name)
+        name, mark = qualified_name(config.name, tool.name), marks.get(tool.name)
         # What the approval gate reads of the real tool's metadata (see `sources.mcp.tool`).
         metadata = {"requires_approval": config.requires_approval, "sensitive": mark}
         actions.append(_action(tool, name, scopes.get(tool.name), rules.why(name, metadata)))

@@ -288,17 +288,21 @@ def review_folders(settings: Settings, ask: Ask) -> Reviewed:
     store = ApprovalStore.of(settings)
     unsigned = store.unsigned_keys()
     answered = _Recorded(_UntilInputEnds(ask))
-    for round_number in range(MAX_ROUNDS):
+    rounds = 0
+    while True:
         tree = discover_approved_first(settings, store)
-        if round_number == 0:
+        if rounds == 0:
             _say_unsigned(unsigned, tree)
         answered.yes.clear()
         approved = review(tree.nodes, store, answered)
         changed = _save_unchanged(answered.yes, store)
+        rounds += 1
         if not changed:
             break
         keys = printable(", ".join(sorted(changed)))
         logger.warning("changed while you were asked about it, so asked again: %s", keys)
+        if rounds == MAX_ROUNDS:
+            break
     approved -= changed  # still changing: not loaded; asked again next time
     for problem in tree.problems:
         report_skipped(logger, problem.path, problem.reason, sub_graphs_dir=settings.sub_graphs_dir)

@@ -174,7 +174,9 @@ def is_tool_folder(path: Path) -> bool:
 def discover_tree(directory: Path, *, prefer: Rank | None = None) -> Discovery:
     """Every level of tool folders below `directory`, each node with its children."""
     top = discover(directory, prefer=prefer)
-    pending = [(node, (_real(node.folder.path),)) for node in top.nodes]
+    pending: list[tuple[FolderNode, tuple[Path, ...]]] = [
+        (node, (_real(node.folder.path),)) for node in top.nodes
+    ]
     while pending:
         node, above = pending.pop()
         level = discover(node.folder.children_dir, root=directory, prefer=prefer, above=above)

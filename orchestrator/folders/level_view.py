@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 from orchestrator.levels import LIMIT_NAMES, Limits
 
 if TYPE_CHECKING:
-    from orchestrator.folders.tool_config import DatabaseOverride, ModelOverride, ToolConfig
+    from orchestrator.folders.tool_config import ToolConfig
+    from orchestrator.level_overrides import DatabaseOverride, ModelOverride
     from orchestrator.settings import Settings
 
 ORCHESTRATOR = "orchestrator"  # who set what the settings give, for people

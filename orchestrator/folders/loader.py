@@ -18,12 +18,12 @@ from orchestrator.folders.discovery import FolderNode, ToolFolder
 from orchestrator.folders.hashing import SourceFile
 from orchestrator.folders.importer import PACKAGE, import_folder, package_name
 from orchestrator.folders.requirements import providing, read_requirements
+from orchestrator.folders.tool_names import MAX_FUNCTION_NAME, fits
 from orchestrator.install import pip_install
 from orchestrator.tools.agent import AgentTool
 from orchestrator.tools.base import Tool
 
 ACTION_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
-MAX_FUNCTION_NAME = 64  # what OpenAI-style APIs accept for a tool's name
 MISSING_REQUIREMENT = (
     "it imports {module}, from the package {requirement} of its requirements.txt, which is not "
     "installed here: `orchestrator tools install {name}` installs it"
@@ -84,7 +84,7 @@ def _build(cls: type[Tool], folder: ToolFolder) -> Tool:
             name=config.name,
             description=config.description,
             version=config.version,
-            config=config.config,
+            config={**config.config},
             capabilities=config.capabilities,
         )
     except ValidationError as error:
@@ -145,7 +145,7 @@ def _check_actions(tool: Tool) -> None:
     if not tool.actions:
         raise ToolLoadError(f"{type(tool).__name__} declares no actions (use @action)")
     for name in tool.actions:
-        if not ACTION_NAME.match(name) or len(f"{tool.name}_{name}") > MAX_FUNCTION_NAME:
+        if not ACTION_NAME.match(name) or not fits(tool.name, name):
             raise ToolLoadError(
                 f"action {name!r}: use lowercase letters, digits and _; "
                 f"'{tool.name}_{name}' must fit in {MAX_FUNCTION_NAME} characters"

@@ -141,12 +141,14 @@ def visible_model(params: type[BaseModel], hidden: frozenset[str]) -> type[BaseM
         for name, field in params.model_fields.items()
         if _argument_key(name, field) not in hidden
     }
-    return create_model(  # type: ignore[call-overload, no-any-return]
+    # `**kept` could, for the checker, fill create_model's own keywords (`__base__`, ...):
+    # its keys are the model's field names, which never start with `__`.
+    return create_model(  # pyright: ignore[reportCallIssue]
         params.__name__,
         __config__=params.model_config,
         __doc__=params.__doc__,
         __module__=params.__module__,
-        **kept,
+        **kept,  # pyright: ignore[reportArgumentType]
     )
 
 
@@ -162,7 +164,8 @@ def _checked(value: JsonValue, field: FieldInfo, *, where: str, name: str) -> Js
     annotation = field.annotation
     if field.metadata:
         annotation = Annotated[(annotation, *field.metadata)]
-    adapter: TypeAdapter[object] = TypeAdapter(annotation)
+    # Annotated built at run time: a type form the checker cannot follow.
+    adapter: TypeAdapter[object] = TypeAdapter(annotation)  # pyright: ignore[reportArgumentType]
     try:
         adapter.validate_python(value)
     except ValidationError as error:

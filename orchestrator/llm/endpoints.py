@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from orchestrator.settings import OFFLINE_MODEL, env_name
 
 if TYPE_CHECKING:
-    from orchestrator.folders.tool_config import ModelOverride
+    from orchestrator.level_overrides import ModelOverride
     from orchestrator.settings import Settings
 
 

@@ -16,7 +16,7 @@ from orchestrator.settings import Settings, env_name, env_value
 from orchestrator.usage.prices import warm as warm_prices
 
 if TYPE_CHECKING:
-    from orchestrator.folders.tool_config import ModelOverride
+    from orchestrator.level_overrides import ModelOverride
 
 # Local OpenAI-compatible servers (Ollama, vLLM, LM Studio) accept any key, but the client needs one.
 PLACEHOLDER_API_KEY = "not-needed"

@@ -18,7 +18,6 @@ from langchain_core.tools import BaseTool
 from mcp import types
 from mcp.server.lowlevel import Server
 
-from orchestrator import __version__
 from orchestrator.dispatch.ask_approval import UnattendedGate, edit_schema
 from orchestrator.dispatch.dispatcher import Dispatcher, default_middleware
 from orchestrator.dispatch.middleware import ToolMiddleware
@@ -29,6 +28,7 @@ from orchestrator.settings import Settings
 from orchestrator.tools.context import RunContext, UserDatabase
 from orchestrator.tools.results import ToolResult
 from orchestrator.usage.meter import UsageMeter
+from orchestrator.version import __version__
 
 SERVER_NAME = "orchestrator"
 SESSION_PREFIX = "mcp-"  # the request log's session of one served process: mcp-<hex>

@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 import inspect
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
+from typing import cast
 
 from langchain_core.tools import BaseTool, StructuredTool
 from langchain_core.tools.base import ArgsSchema
@@ -17,6 +18,7 @@ from pydantic_core import to_jsonable_python
 from orchestrator.folders.scope import ActionScope
 from orchestrator.folders.sensitivity import sensitive_actions
 from orchestrator.folders.tool_config import ToolConfig
+from orchestrator.folders.tool_names import qualified_name
 from orchestrator.tools.base import ActionSpec, Tool, ToolRequest
 from orchestrator.tools.context import current_context
 from orchestrator.tools.results import ToolResult
@@ -88,7 +90,9 @@ class ActionTool(StructuredTool):
         """Run the action for `request` (its parameters validated already, or validated now)."""
         execute = self.owner.execute
         if not inspect.iscoroutinefunction(execute):  # a blocking execute of its own
-            return await in_thread(partial(execute, request), name=self.name)
+            # Tool declares `execute` async; a subclass may override it with a blocking one.
+            blocking = cast("Callable[[ToolRequest], ToolResult]", execute)
+            return await in_thread(partial(blocking, request), name=self.name)
         return await execute(request)
 
 
@@ -131,7 +135,7 @@ def _action_tool(
 
     schema: type[BaseModel] = scope.visible if scope is not None else spec.params
     action_tool = ActionTool(
-        name=f"{tool.name}_{spec.name}",
+        name=qualified_name(tool.name, spec.name),
         description=f"{spec.description}\n(Part of {tool.name}: {tool.description})",
         args_schema=schema,
         func=run_sync,

@@ -18,7 +18,7 @@ from typing import TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from langchain_core.tools import BaseTool, StructuredTool
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, JsonValue
 
 from orchestrator.errors import InvalidToolArgumentsError, ToolError
 from orchestrator.tools.context import current_context
@@ -85,10 +85,10 @@ _BINARY: dict[type[ast.operator], Callable[[float, float], float]] = {
     ast.Add: operator.add,
     ast.Sub: operator.sub,
     ast.Mult: operator.mul,
-    ast.Div: operator.truediv,
-    ast.FloorDiv: operator.floordiv,
+    ast.Div: lambda a, b: a / b,
+    ast.FloorDiv: lambda a, b: a // b,
     ast.Mod: operator.mod,
-    ast.Pow: operator.pow,
+    ast.Pow: lambda a, b: a**b,
 }
 _UNARY: dict[type[ast.unaryop], Callable[[float], float]] = {
     ast.UAdd: operator.pos,
@@ -98,8 +98,9 @@ _UNARY: dict[type[ast.unaryop], Callable[[float], float]] = {
 
 def _evaluate(node: ast.expr) -> float:
     # Walks the syntax tree itself so that no name, call or attribute can ever run.
-    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
-        return node.value
+    value = node.value if isinstance(node, ast.Constant) else None
+    if isinstance(value, int | float) and not isinstance(value, bool):  # not True, 1j, "1"
+        return value
     if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
         return _UNARY[type(node.op)](_evaluate(node.operand))
     if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
@@ -180,7 +181,7 @@ async def _ask_human(question: str, context: str = "") -> ToolResult:
     """Ask the user a question and wait for the answer; use it for what only the user can
     say (a missing detail, a choice between options), not for what a tool can find out."""
     description = f"{question}\n{context}" if context else question
-    args = {"question": question, "context": context}
+    args: dict[str, object] = {"question": question, "context": context}
     decision = ask_person(_question("question", "ask_human", args, description=description))
     if decision["type"] == "respond":
         answer = decision["message"]
@@ -206,12 +207,12 @@ class AuthorizationArgs(BaseModel):
 async def _request_authorization(tool_name: str, reason: str) -> ToolResult:
     """Ask the user's permission before something they may not want done (spending money,
     acting in their name, changing their data); returns whether they granted it, and why not."""
-    args = {"tool_name": tool_name, "reason": reason}
+    args: dict[str, object] = {"tool_name": tool_name, "reason": reason}
     asked = _question("authorization", "request_authorization", args, description=reason)
     decision = ask_person(asked)
     granted = decision["type"] == "approve"
     said = (decision.get("message") if decision["type"] == "reject" else None) or None
-    detail = {
+    detail: dict[str, object] = {
         "decision": decision["type"], "tool_name": tool_name, "reason": reason, "answer": said,
     }
     await _note(GRANTED if granted else REFUSED, detail)
@@ -220,7 +221,9 @@ async def _request_authorization(tool_name: str, reason: str) -> ToolResult:
     else:
         refused = REFUSED_MESSAGE.format(tool_name=tool_name)
         message = f"{refused}: {said}" if said else f"{refused}."
-    data = {"decision": "granted" if granted else "refused", "tool_name": tool_name, "reason": said}
+    data: dict[str, JsonValue] = {
+        "decision": "granted" if granted else "refused", "tool_name": tool_name, "reason": said
+    }
     return ToolResult(message=message, data=data)
 
 

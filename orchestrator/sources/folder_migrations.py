@@ -17,11 +17,11 @@ from orchestrator.errors import ComponentMigrationError
 
 if TYPE_CHECKING:
     from orchestrator.folders.discovery import ToolFolder
+    from orchestrator.levels import LevelDatabase
     from orchestrator.store.component_migrations import ComponentMigration
-    from orchestrator.store.engine import Database
 
 
-def migrate_folder(folder: ToolFolder, database: Database | None) -> None:
+def migrate_folder(folder: ToolFolder, database: LevelDatabase | None) -> None:
     """Apply the approved `folder`'s migrations that have not run in `database`.
 
     Raises ComponentMigrationError (a ToolLoadError: the folder is skipped, the

@@ -1,91 +1,32 @@
 """Tool folders as a tool source: the approved folders of one level, agents with the levels below.
 
-Each folder runs at its own level (see `levels`): its parent's model, database,
-limits and log level unless its `tool_config.yaml` sets its own. An agent's
-graph is built by the host's `GraphFactory`, so this package needs nothing of
-the graph, the model providers or the store.
+Three parts, in the order a start needs them: the review (which folders may
+load: `folder_review`), the MCP servers of the approved ones (`folder_servers`)
+and the folders loaded level by level (`level_loading`). Sources given for a
+level below the top (`level_sources.AtLevel`) open first: their tools join that
+level's.
 """
 
 from __future__ import annotations
 
-import logging
-from dataclasses import dataclass, field, replace
-from functools import partial
-from pathlib import Path
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from langchain_core.tools import BaseTool
 
-from orchestrator.errors import (
-    ConfigError,
-    FolderUnavailableError,
-    SandboxUnavailableError,
-    ToolLoadError,
-)
-from orchestrator.folders.approvals import ApprovalStore, Ask, Reviewed, review_folders
-from orchestrator.folders.discovery import CHILDREN_DIR, FolderNode, ToolFolder, content_hash
-from orchestrator.folders.importer import package_name
-from orchestrator.folders.load_failures import remember_failure
-from orchestrator.folders.loader import load_tool, visible_sources
-from orchestrator.folders.scope import resolve_scopes
-from orchestrator.folders.skipped import report_skipped
-from orchestrator.folders.untrusted import printable
+from orchestrator.folders.approvals import Ask, Reviewed
 from orchestrator.levels import LevelConfig
-from orchestrator.redact import redact
-from orchestrator.sources.adapter import POLICY_FIELDS, langchain_tools
-from orchestrator.sources.deferred import LoadOnce, deferred_tools
-from orchestrator.sources.folder_migrations import migrate_folder
-from orchestrator.sources.isolated.process import FolderProcesses
-from orchestrator.sources.level_resolver import LevelResolver
-from orchestrator.sources.manifest import Manifests, ToolEntry, entry_of
+from orchestrator.sources.folder_review import reviewed_folders
+from orchestrator.sources.folder_servers import FolderServers
+from orchestrator.sources.level_loading import LevelLoader
+from orchestrator.sources.level_sources import AtLevel, LevelSources
+from orchestrator.sources.loaded import LoadedTool
 from orchestrator.sources.mcp.clients import AskServer, McpClients
 from orchestrator.tools.agent import AgentTool, GraphFactory
-from orchestrator.tools.base import Tool, ToolContext
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-
-    from orchestrator.folders.tool_config import ToolConfig
     from orchestrator.settings import Settings
     from orchestrator.tools.context import TextEmbedder
-
-logger = logging.getLogger(__name__)
-
-NOT_STARTED = "MCP server %s: not started here (only Orchestrator.start, asynchronous, starts them)"
-CHANGED = "its files changed since this start approved them; restart to be asked about them again"
-UNAVAILABLE = "{name} could not be imported at its first call: {error}"
-
-__all__ = ["FolderSource", "LoadedTool", "tool_data_dir", "visible_sources"]
-
-
-@dataclass
-class LoadedTool:
-    """An approved folder's tool, with its own loaded sub-tools if it is an agent."""
-
-    folder: ToolFolder
-    tool: Tool | None  # None for an MCP server's folder: its tools are the server's
-    children: list[LoadedTool] = field(default_factory=list)
-    langchain: list[BaseTool] = field(default_factory=list)
-    unapproved_children: list[str] = field(default_factory=list)  # names, for the user
-    level: LevelConfig | None = None  # what it runs with (for an agent, its graph's level)
-    # Offered from its manifest: the folder as its import gives it, at the first need (see `ready`).
-    later: LoadOnce[LoadedTool] | None = None
-
-    async def ready(self) -> LoadedTool:
-        """The folder imported: itself, or (offered from its manifest) as importing it now gives it.
-
-        FolderUnavailableError when that import fails (its approval is forgotten then).
-        """
-        return self if self.later is None else self.later.get()
-
-    def imported(self) -> LoadedTool | None:
-        """The folder as imported: itself, its import once done, None while deferred (or failed)."""
-        if self.later is None:
-            return self
-        try:
-            return self.later.get() if self.later.done else None
-        except FolderUnavailableError:
-            return None
 
 
 class FolderSource:
@@ -114,33 +55,40 @@ class FolderSource:
         ask_server: AskServer | None = None,
         servers: McpClients | None = None,
         embedder: TextEmbedder | None = None,
+        below: Iterable[AtLevel] = (),
     ) -> None:
         self.settings = settings
-        self.embedder = embedder  # handed to the tools (ToolContext.embedder)
         self.level = level
         self.loaded: list[LoadedTool] = []
-        self.servers = servers
-        self._build_graph = build_graph
+        self.below = LevelSources(below)
+        self.loader = LevelLoader(
+            settings,
+            top=level,
+            build_graph=build_graph,
+            embedder=embedder,
+            level_tools=self.below.tools,
+        )
+        self._servers = FolderServers(ask=ask_server, clients=servers)
         self._ask = ask
         self._reviewed = reviewed
-        self._ask_server = ask_server
-        self._levels = LevelResolver(settings)
-        self.processes = FolderProcesses(
-            data_dir=settings.data_dir, require_sandbox=settings.require_sandbox
-        )
-        self.manifests = Manifests()  # what the approved folders gave, for the next start
         self._done = False
+
+    @property
+    def servers(self) -> McpClients | None:
+        """The approved folders' MCP servers; None until `open` (or when given none) starts them."""
+        return self._servers.clients
 
     @property
     def undecided_servers(self) -> list[str]:
         """The keys of the MCP server folders whose tool definitions await the person's decision."""
-        return list(self.servers.undecided) if self.servers is not None else []
+        return self._servers.undecided
 
     def load(self) -> list[LoadedTool]:
         """Review the folders and import the approved ones, starting no MCP server (once)."""
         if not self._done:
             self._done = True
-            self._load_tree(self._review())
+            self.below.load()
+            self._load_tree(self._review(), servers=self.servers)
         return self.loaded
 
     async def open(self) -> None:
@@ -151,188 +99,32 @@ class FolderSource:
         if self._done:
             return
         self._done = True
+        await self.below.open()
         reviewed = self._review()
-        self.servers = self.servers or McpClients.of(self.settings, reviewed)
-        await self.servers.open(self._ask_server)
-        self._load_tree(reviewed)
+        servers = await self._servers.start(self.settings, reviewed)
+        self._load_tree(reviewed, servers=servers)
 
     def tools(self) -> Sequence[BaseTool]:
         """The tools of the top-level folders."""
         return [tool for loaded in self.loaded for tool in loaded.langchain]
 
     async def close(self) -> None:
-        """Stop the MCP servers and close the databases folders of their own opened."""
-        if self.servers is not None:
-            await self.servers.close()
-        await self.processes.close()
-        await self._levels.close()
+        """Stop the MCP servers and the folders' processes, close the databases folders of
+        their own opened, and the sources given for the levels below."""
+        await self._servers.close()
+        await self.loader.close()
+        await self.below.close()
 
     def _review(self) -> Reviewed:
-        return self._reviewed or review_folders(self.settings, self._ask or _nobody_answers)
+        return reviewed_folders(self.settings, ask=self._ask, reviewed=self._reviewed)
 
-    def _load_tree(self, reviewed: Reviewed) -> None:
-        self.loaded = self._load_level(reviewed.tree.nodes, reviewed.approved, parent=self.level)
-
-    def _load_level(
-        self, nodes: list[FolderNode], approved: set[str], *, parent: LevelConfig
-    ) -> list[LoadedTool]:
-        loaded = []
-        for node in nodes:
-            if node.folder.key not in approved:
-                continue
-            try:
-                if node.folder.config.mcp is not None:
-                    loaded.extend(self._load_server(node.folder, parent=parent))
-                elif node.folder.config.sandboxed:
-                    loaded.append(self._load_isolated(node.folder, parent=parent))
-                else:
-                    later = self._deferred(node, approved, parent=parent)
-                    loaded.append(later or self._load_now(node, approved, parent=parent))
-            except (ToolLoadError, ConfigError) as error:
-                self._skipped(node.folder, error)
-        return loaded
-
-    def _skipped(self, folder: ToolFolder, error: ToolLoadError | ConfigError) -> None:
-        """Say why; a folder whose code cannot be loaded is not kept as approved."""
-        root = self.settings.sub_graphs_dir
-        report_skipped(logger, folder.path, str(error), sub_graphs_dir=root)
-        if isinstance(error, ToolLoadError):  # asked about again once it may work
-            store = ApprovalStore.of(self.settings)
-            store.forget(folder.key)
-            remember_failure(store.path.parent, folder, str(error))  # `tools list` says why
-
-    def _load(self, node: FolderNode, approved: set[str], *, parent: LevelConfig) -> LoadedTool:
-        folder = node.folder
-        tool = load_tool(folder, sources=visible_sources(node, approved))
-        scopes = resolve_scopes(tool, folder.config.parameters)
-        level = self._levels.child(parent, folder.config, agent=isinstance(tool, AgentTool))
-        migrate_folder(folder, level.database)  # its tables, before it can use them
-        data_dir = tool_data_dir(self.settings.data_dir, folder.key)
-        context = ToolContext(
-            data_dir=data_dir, database=level.database, folder=folder.path, embedder=self.embedder
-        )
-        tool.bind_context(context)
-        self._set_log_level(folder, level)
-        children: list[LoadedTool] = []
-        if isinstance(tool, AgentTool):
-            children = self._load_level(node.children, approved, parent=level)
-            prompt = tool.system_prompt(folder.config.instructions)
-            level = replace(level, system_prompt=prompt)
-            below = [t for child in children for t in child.langchain]
-            graph = self._build_graph(level, below, name=tool.name, system_prompt=prompt)
-            tool.attach(graph=graph, tools=below)
-        unapproved = [c.folder.name for c in node.children if c.folder.key not in approved]
-        config = call_config(folder.config, level)
-        tools = langchain_tools(tool, config=config, scopes=scopes, folder=folder.path)
-        return LoadedTool(folder, tool, children, tools, unapproved, level=level)
-
-    def _load_now(self, node: FolderNode, approved: set[str], *, parent: LevelConfig) -> LoadedTool:
-        """The folder imported now; its manifest written for the next start when it may defer."""
-        loaded = self._load(node, approved, parent=parent)
-        if not node.children and not isinstance(loaded.tool, AgentTool):
-            self.manifests.write(node.folder, loaded.langchain)
-        return loaded
-
-    def _deferred(
-        self, node: FolderNode, approved: set[str], *, parent: LevelConfig
-    ) -> LoadedTool | None:
-        """The folder offered from its manifest, imported at its first call; None without one.
-
-        An agent's tree (a folder with folders of its own) loads now: see docs/folders.md.
-        """
-        folder = node.folder
-        entries = None if node.children else self.manifests.read(folder)
-        if entries is None:
-            return None
-        level = self._levels.child(parent, folder.config, agent=False)
-        later = LoadOnce(partial(self._first_call, node, approved, parent=parent, entries=entries))
-        config = call_config(folder.config, level)
-        # What the level sets now, not what it set when the manifest was written.
-        current = {**config.model_dump(include=POLICY_FIELDS), "folder": str(folder.path.resolve())}
-        offered = [replace(e, metadata={**e.metadata, **current}) for e in entries]
-        tools = deferred_tools(
-            offered, folder_name=folder.name, real_tools=lambda: later.get().langchain
-        )
-        return LoadedTool(folder, None, langchain=tools, level=level, later=later)
-
-    def _first_call(
-        self, node: FolderNode, approved: set[str], *, parent: LevelConfig, entries: list[ToolEntry]
-    ) -> LoadedTool:
-        """Import a deferred folder, as a start would have: only while its files are as approved.
-
-        The import itself runs the sources hashed at this start (see `importer`); the
-        files it reads at run time are on disk, so they are hashed again first.
-        """
-        folder = node.folder
-        try:
-            if _hash_now(folder) != folder.digest:
-                raise ToolLoadError(CHANGED)
-            loaded = self._load(node, approved, parent=parent)
-        except (ToolLoadError, ConfigError) as error:
-            self._skipped(folder, error)
-            # For the model: no secrets, no paths outside the folder (as any tool's failure).
-            message = UNAVAILABLE.format(name=folder.name, error=error)
-            raise FolderUnavailableError(redact(message, keep=[folder.path.resolve()])) from None
-        if [entry_of(tool) for tool in loaded.langchain] != entries:  # it gives other tools now
-            self.manifests.write(folder, loaded.langchain)
-        return loaded
-
-    def _load_isolated(self, folder: ToolFolder, *, parent: LevelConfig) -> LoadedTool:
-        """A folder whose actions run in a sandboxed process of its own, started now."""
-        from orchestrator.sources.isolated.tool import isolated_tools
-
-        level = self._levels.child(parent, folder.config, agent=False)
-        tool_data = tool_data_dir(self.settings.data_dir, folder.key)
-        process = self.processes.process(folder, tool_data=tool_data)
-        try:
-            process.start_now()
-        except SandboxUnavailableError as error:  # not its code's fault: not asked again
-            raise ConfigError(str(error)) from None
-        config = call_config(folder.config, level)
-        tools = isolated_tools(process, config=config, folder=folder.path)
-        return LoadedTool(folder, None, langchain=tools, level=level)
-
-    def _load_server(self, folder: ToolFolder, *, parent: LevelConfig) -> list[LoadedTool]:
-        """The folder of an MCP server whose definition is approved; none otherwise."""
-        if self.servers is None:  # `load`: nothing is started
-            logger.warning(NOT_STARTED, printable(folder.name))
-            return []
-        definition = self.servers.approved.get(folder.key)
-        if definition is None:  # not approved, or failed: said when it was settled
-            return []
-        from orchestrator.sources.mcp.tool import mcp_tools  # the SDK loads only for a server
-
-        level = self._levels.child(parent, folder.config, agent=False)
-        server = self.servers.server(folder.key)
-        config = call_config(folder.config, level)
-        tools = mcp_tools(server, definition, config=config, folder=folder.path)
-        return [LoadedTool(folder, None, langchain=tools, level=level)]
-
-    def _set_log_level(self, folder: ToolFolder, level: LevelConfig) -> None:
-        # Only a level a folder set (here or above): the rest follows the process's logging.
-        if level.log_level is not None and level.log_level != self.level.log_level:
-            logging.getLogger(package_name(folder.path)).setLevel(level.log_level)
+    def _load_tree(self, reviewed: Reviewed, *, servers: McpClients | None) -> None:
+        self.loaded = self.loader.tree(reviewed, servers=servers)
+        self.below.say_unused(set(_agent_paths(self.loaded)))
 
 
-def call_config(config: ToolConfig, level: LevelConfig) -> ToolConfig:
-    """`config` with its calls' timeout: its own `timeout_seconds`, else the level's limit."""
-    if "timeout_seconds" in config.model_fields_set:
-        return config
-    return config.model_copy(update={"timeout_seconds": level.limits.timeout_seconds})
-
-
-def _hash_now(folder: ToolFolder) -> str | None:
-    try:
-        return content_hash(folder.path)
-    except (OSError, ValueError):  # unreadable or refused now: not what was approved
-        return None
-
-
-def _nobody_answers(*_: object) -> None:
-    return None  # no one to ask: nothing new is approved now
-
-
-def tool_data_dir(data_dir: Path, key: str) -> Path:
-    """A folder's `ToolContext.data_dir`."""
-    # data/tools/assistant/mail for the folder sub_graphs/assistant/src/sub_graphs/mail
-    return data_dir / "tools" / key.replace(f"/{CHILDREN_DIR.as_posix()}/", "/")
+def _agent_paths(loaded: Iterable[LoadedTool]) -> Iterable[tuple[str, ...]]:
+    for each in loaded:
+        if isinstance(each.tool, AgentTool) and each.level is not None:
+            yield each.level.path
+        yield from _agent_paths(each.children)

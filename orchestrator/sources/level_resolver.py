@@ -19,7 +19,8 @@ from orchestrator.settings import hide_passwords, password_of, required_env
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
 
-    from orchestrator.folders.tool_config import DatabaseOverride, ModelOverride, ToolConfig
+    from orchestrator.folders.tool_config import ToolConfig
+    from orchestrator.level_overrides import DatabaseOverride, ModelOverride
     from orchestrator.settings import Settings
     from orchestrator.store.engine import Database
 

@@ -34,13 +34,13 @@ from pathlib import Path
 from langchain_core.tools import BaseTool
 from pydantic import BaseModel, JsonValue
 
-from orchestrator import __version__
 from orchestrator.folders import scope, sensitivity
 from orchestrator.folders.discovery import ToolFolder
 from orchestrator.folders.signed_entries import SignedEntries
 from orchestrator.paths import user_data_dir
 from orchestrator.sources import adapter
 from orchestrator.tools import base
+from orchestrator.version import __version__
 
 MANIFEST_DIR = "tool-manifests"
 FORMAT = "orchestrator-tool-manifest/1"
@@ -140,12 +140,14 @@ _WRITER = _Writer()
 def entry_of(tool: BaseTool) -> ToolEntry:
     """`tool` as the model sees it (what `bind_tools` sends) and as the pipeline reads it."""
     schema = tool.tool_call_schema
-    json_schema = schema.model_json_schema() if _is_model(schema) else dict(schema)  # type: ignore[union-attr, arg-type]
+    if isinstance(schema, dict):
+        json_schema: dict[str, JsonValue] = dict(schema)
+    elif issubclass(schema, BaseModel):
+        json_schema = schema.model_json_schema()
+    else:  # a pydantic v1 model (dict() of it failed here before too)
+        raise TypeError(f"{tool.name}: its schema is a pydantic v1 model")
     return ToolEntry(tool.name, tool.description, json_schema, dict(tool.metadata or {}))
 
-
-def _is_model(schema: object) -> bool:
-    return isinstance(schema, type) and issubclass(schema, BaseModel)
 
 
 def _name(folder: ToolFolder) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 from langchain_core.tools import BaseTool, StructuredTool
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, JsonValue
 
 from orchestrator.errors import ToolError
 from orchestrator.store.messages import FoundMessage, MessageStore
@@ -56,7 +56,7 @@ def search_messages_tool(store: MessageStore) -> BaseTool:
     )
 
 
-def _describe(message: FoundMessage) -> dict[str, str | float]:
+def _describe(message: FoundMessage) -> dict[str, JsonValue]:
     content = " ".join(message.content.split())
     return {
         "session_id": message.session_id,

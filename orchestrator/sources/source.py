@@ -1,4 +1,5 @@
-"""Where the tools of a level come from: built-ins, tool folders, later MCP servers."""
+"""Where the tools of a level come from: the protocol every source meets (built-ins, tool folders
+with their agents, MCP servers and isolated processes, and sources given to the runtime)."""
 
 from __future__ import annotations
 

@@ -9,15 +9,63 @@ a value), and says so when a variable not named like a key is sent as one.
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from orchestrator.folders.mcp_config import McpServerConfig
 from orchestrator.folders.sandbox_config import SandboxConfig
-from orchestrator.folders.tool_config import DatabaseOverride, ModelOverride, ToolConfig
+from orchestrator.folders.tool_config import ToolConfig
+from orchestrator.level_overrides import DatabaseOverride, ModelOverride
 from orchestrator.sandbox.rules import Policy, unenforced
-from orchestrator.terminal.text import shown
+from orchestrator.terminal.text import display_path, one_line, shown
+
+if TYPE_CHECKING:
+    from orchestrator.folders.discovery import ToolFolder
 
 KEYISH = re.compile(r"KEY|TOKEN|AUTH", re.IGNORECASE)
 NOT_A_KEY = "[red]{variable} is not named like a key, yet its value is sent as one[/red]"
+DESCRIPTION_CHARS = 500
+
+
+def describe_folder(folder: ToolFolder) -> str:
+    """Name, version, description, capabilities and path of a tool folder (rich markup).
+
+    Every part comes from the folder, so each is shown escaped, on a line of its own:
+    nothing in a description can pass for the capabilities or the path.
+    """
+    capabilities = ", ".join(shown(c) for c in folder.config.capabilities) or "none declared"
+    description = one_line(folder.config.description, DESCRIPTION_CHARS)
+    server = folder.config.mcp
+    if server is not None:  # approving it starts this: it is said before anything else
+        what = server.url or " ".join([server.command or "", *server.args])
+        capabilities += f"\n  MCP server: {'connects to' if server.url else 'runs'} {shown(what)}"
+    lines = [*reach_lines(folder.config), *requirement_lines(folder)]
+    reach = "".join(f"\n{line}" for line in lines)
+    return (
+        f"[bold]{shown(folder.name)}[/bold] {shown(folder.config.version)}\n"
+        f"  {shown(description)}\n"
+        f"  capabilities: {capabilities}{reach}\n"
+        f"  path: {shown(display_path(folder.path))}"
+    )
+
+
+def requirement_lines(folder: ToolFolder) -> list[str]:
+    """Its requirements.txt, each with what this environment has, and how to add what is missing."""
+    from orchestrator.folders.requirements import read_requirements
+
+    requirements = read_requirements(folder.requirements)
+    if not requirements.needed and not requirements.unreadable:
+        return []
+    listed = ", ".join(shown(item.describe()) for item in requirements.needed) or "nothing"
+    lines = [f"  requires (requirements.txt): {listed}"]
+    if requirements.unreadable:
+        lines.append(f"  [red]not requirements: {shown(', '.join(requirements.unreadable))}[/red]")
+    if requirements.unmet:
+        names = ", ".join(shown(item.name) for item in requirements.unmet)
+        lines.append(
+            f"  [yellow]missing from this environment: {names}; once approved, "
+            f"`orchestrator tools install {shown(folder.name)}` installs them[/yellow]"
+        )
+    return lines
 
 
 def reach_lines(config: ToolConfig) -> list[str]:

@@ -32,8 +32,9 @@ from rich.console import Console
 from orchestrator.folders.approvals import LATER, Later, Status
 from orchestrator.folders.discovery import ToolFolder
 from orchestrator.folders.shipped import is_shipped
+from orchestrator.terminal.folder_reach import describe_folder
 from orchestrator.terminal.prompt_history import FolderHistory
-from orchestrator.terminal.text import describe_folder, shown
+from orchestrator.terminal.text import shown
 
 TERMINAL = "/dev/tty"
 YES = ("y", "yes")

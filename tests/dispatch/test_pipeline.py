@@ -23,7 +23,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from orchestrator.dispatch.dispatcher import default_middleware
-from orchestrator.dispatch.middleware import Handler
+from orchestrator.dispatch.middleware import CallRequest, Handler
 from orchestrator.graph import AgentSpec, build_agent_graph
 from orchestrator.graph.model_pipeline import ModelAnswer, ModelCall, ModelHandler
 from orchestrator.graph.model_pipeline.model_call import STOPPED
@@ -38,7 +38,7 @@ from orchestrator.store.checkpoints import PooledPostgresSaver
 from orchestrator.store.requests import RequestLog, request_history
 from orchestrator.store.storage import Storage
 from orchestrator.testing import ScriptedChatModel, call_tools
-from orchestrator.tools import CallRequest, ToolResult
+from orchestrator.tools import ToolResult
 from orchestrator.tools.context import current_context
 from orchestrator.tools.request_log import CallRecord
 from tests.helpers import storage_for

@@ -28,7 +28,7 @@ from orchestrator.folders.approvals import ApprovalStore, Status, review_folders
 from orchestrator.folders.discovery import ToolFolder, content_hash, discover, discover_tree, walk
 from orchestrator.runtime import Orchestrator
 from orchestrator.settings import Settings, load_settings
-from orchestrator.sources.folder_tools import LoadedTool
+from orchestrator.sources.loaded import LoadedTool
 from orchestrator.terminal.tty_questions import ApprovalPrompt
 from orchestrator.testing import ScriptedChatModel
 from orchestrator.tools import ToolRequest

@@ -22,7 +22,7 @@ from orchestrator.folders.tool_config import ToolConfig
 from orchestrator.levels import Limits
 from orchestrator.runtime import Orchestrator
 from orchestrator.settings import env_value, load_settings
-from orchestrator.sources.folder_tools import LoadedTool
+from orchestrator.sources.loaded import LoadedTool
 from orchestrator.store import Database, Storage
 from orchestrator.store.embedded import embedded_logins
 from orchestrator.store.logins import Logins
@@ -328,7 +328,7 @@ def test_a_database_that_cannot_be_used_skips_only_its_folder(tmp_path: Path, ca
     tool(root, "fine")
     settings = load_settings(sub_graphs_dir=root, data_dir=tmp_path / "data")
 
-    with caplog.at_level(logging.WARNING, logger="orchestrator.sources.folder_tools"):
+    with caplog.at_level(logging.WARNING, logger="orchestrator.sources.level_loading"):
         runtime = Orchestrator.create(settings, model=ScriptedChatModel(), ask=approve_all)
 
     assert set(by_name(runtime)) == {"fine"}

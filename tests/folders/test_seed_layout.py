@@ -11,7 +11,7 @@ import yaml
 
 from orchestrator.errors import MissingPackageError
 from orchestrator.folders.discovery import content_hash, discover
-from orchestrator.terminal.text import describe_folder
+from orchestrator.terminal.folder_reach import describe_folder
 from orchestrator.testing import load_tool_folder
 from tests.helpers import run_cli
 from tests.tool_folders import ECHO_TOOL, write_folder

@@ -14,8 +14,9 @@ from orchestrator.llm import OfflineChatModel
 from orchestrator.notes import note
 from orchestrator.session import BACKGROUND_NOTE, FOLLOW_UP
 from orchestrator.sources.adapter import langchain_tools
+from orchestrator.sources.builtin import builtin_tools
 from orchestrator.testing import load_tool_folder
-from orchestrator.tools import ToolResult, builtin_tools
+from orchestrator.tools import ToolResult
 from tests.helpers import make_session
 from tests.tool_folders import SHIPPED
 

@@ -30,10 +30,10 @@ from orchestrator.folders.approvals import ApprovalStore, Status
 from orchestrator.folders.mcp_config import McpServerConfig
 from orchestrator.folders.sensitivity import BY_CONFIG, BY_SERVER, WHY_SERVER, SensitivityRules
 from orchestrator.folders.tool_config import FixedValue, ToolConfig
+from orchestrator.folders.tool_names import qualified_name
 from orchestrator.sources.mcp.client import McpClient
 from orchestrator.sources.mcp.content import tool_result
 from orchestrator.sources.mcp.definitions import ServerDefinition, changes
-from orchestrator.sources.mcp.marks import function_name
 from orchestrator.sources.mcp.pins import approved_definition, decide, pin_status
 from orchestrator.sources.mcp.tool import mcp_tools
 from orchestrator.sources.mcp.tool_scope import json_scopes
@@ -417,8 +417,8 @@ def test_sensitive_actions_naming_no_tool_fails_the_folder(tmp_path: Path):
 
 
 def test_function_names_fit_what_models_accept(tmp_path: Path, caplog: pytest.LogCaptureFixture):
-    assert function_name("fx", "get.time/now") == "fx_get_time_now"
-    assert len(function_name("fx", "t" * 100)) == 64
+    assert qualified_name("fx", "get.time/now") == "fx_get_time_now"
+    assert len(qualified_name("fx", "t" * 100)) == 64
 
     with caplog.at_level(logging.WARNING):
         tools = tools_of(definition(tool("a.b"), tool("a/b")), fx_config(), tmp_path)

@@ -111,7 +111,7 @@ def held_folder(sub_graphs: Path, **config: object) -> Path:
 
 def process_of(runtime) -> object:
     source = next(s for s in runtime.sources if isinstance(s, FolderSource))
-    return source.processes.processes["held"]
+    return source.loader.processes.processes["held"]
 
 
 @pytest.mark.process

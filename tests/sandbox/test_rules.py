@@ -27,8 +27,7 @@ from orchestrator.sandbox import landlock
 from orchestrator.sandbox.rules import Policy, unenforced
 from orchestrator.settings import load_settings
 from orchestrator.sources.mcp.sandboxed import DENIAL_NOTE, ServerSandbox, denial_note
-from orchestrator.terminal.folder_reach import sandbox_lines
-from orchestrator.terminal.text import describe_folder
+from orchestrator.terminal.folder_reach import describe_folder, sandbox_lines
 
 TIME = {"command": "mcp-server-time", "args": ["--local-timezone", "UTC"]}
 

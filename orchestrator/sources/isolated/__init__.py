@@ -2,5 +2,5 @@
 
 One warm child per folder (`process.FolderProcess`), held by the folder's
 sandbox (Landlock and resource limits, see `sandbox`), speaking JSON lines
-over its standard input and output (`protocol`); `worker` is the child's side.
+over its standard input and output (`protocol`); `child` is the child's side.
 """

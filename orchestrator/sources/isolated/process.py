@@ -18,13 +18,21 @@ import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-import orchestrator
+from pydantic import JsonValue, TypeAdapter
+
 from orchestrator.errors import ToolError, ToolLoadError
 from orchestrator.folders.discovery import ToolFolder
 from orchestrator.folders.sandbox_config import private_environment
+from orchestrator.folders.tool_names import qualified_name
 from orchestrator.private import open_private_log, private_dir
 from orchestrator.sandbox.rules import Policy
-from orchestrator.sources.isolated.protocol import MAX_LINE, decode, encode, pack_sources
+from orchestrator.sources.isolated.protocol import (
+    MAX_LINE,
+    decode,
+    encode,
+    is_object,
+    pack_sources,
+)
 from orchestrator.sources.mcp.sandboxed import ServerSandbox
 from orchestrator.sources.mcp.thread import McpThread
 from orchestrator.tools.base import ToolRequest
@@ -32,7 +40,7 @@ from orchestrator.tools.results import ToolResult
 
 logger = logging.getLogger(__name__)
 
-WORKER = "orchestrator.sources.isolated.worker"
+CHILD = "orchestrator.sources.isolated.child"
 START_SECONDS = 60.0
 CLOSE_SECONDS = 5.0
 PASSED = ("PATH", "LANG", "LC_ALL", "PYTHONPATH")  # of our environment, all it gets
@@ -49,8 +57,11 @@ class Action:
 
     name: str
     description: str
-    schema: dict[str, object]
+    schema: dict[str, JsonValue]
     sensitive: bool
+
+
+_ACTIONS = TypeAdapter(list[Action])  # those of the child's `ready` message
 
 
 class FolderProcess:
@@ -110,7 +121,7 @@ class FolderProcess:
 
     async def _spawn(self) -> None:
         self.sandbox.check(name=self.name, command=sys.executable, folder=self.folder.path)
-        command, args = self.policy().wrap(sys.executable, ["-m", WORKER])
+        command, args = self.policy().wrap(sys.executable, ["-m", CHILD])
         for path in (*private_environment(self.sandbox.data).values(), str(self.data_dir)):
             private_dir(Path(path), levels=3)
         with open_private_log(self.log, levels=2) as log:
@@ -135,14 +146,15 @@ class FolderProcess:
             await _ended(child)
             reason = str(answer.get("failed"))
             raise ToolLoadError(NOT_STARTED.format(name=self.name, reason=reason, log=self.log))
-        self.actions = [Action(**action) for action in answer["ready"]["actions"]]  # type: ignore[index]
+        ready = answer["ready"]
+        self.actions = _ACTIONS.validate_python(ready["actions"] if is_object(ready) else None)
         self._child, self.starts = child, self.starts + 1
         asyncio.create_task(self._read(child), name=f"process-{self.name}")
 
     def policy(self) -> Policy:
-        """The folder's sandbox, plus what the worker needs (see `worker_policy`)."""
+        """The folder's sandbox, plus what the child needs (see `child_policy`)."""
         rules = self.sandbox.policy(command=sys.executable, folder=self.folder.path)
-        return worker_policy(rules, tool_data=self.data_dir)
+        return child_policy(rules, tool_data=self.data_dir)
 
     def _environment(self) -> dict[str, str]:
         passed = {name: os.environ[name] for name in PASSED if name in os.environ}
@@ -195,10 +207,10 @@ class FolderProcess:
         }
         child.stdin.write(encode(message))
         try:
-            return _result(await answer, name=f"{self.name}_{request.action}")
+            return _result(await answer, name=qualified_name(self.name, request.action))
         except asyncio.CancelledError:
             self._pending.pop(number, None)
-            if child.returncode is None and child.stdin is not None:
+            if child.returncode is None:
                 child.stdin.write(encode({"cancel": number}))
             raise
 
@@ -208,10 +220,10 @@ class FolderProcess:
             await _ended(child)
 
 
-def worker_policy(rules: Policy, *, tool_data: Path) -> Policy:
-    """`rules` plus what the worker needs: our package (and to list the folder holding it, as
+def child_policy(rules: Policy, *, tool_data: Path) -> Policy:
+    """`rules` plus what the child needs: our package (and to list the folder holding it, as
     Python's import does) and the folder's `ToolContext.data_dir`, to write."""
-    package = Path(orchestrator.__file__).resolve().parent
+    package = Path(__file__).resolve().parents[2]  # orchestrator/
     return replace(
         rules,
         read=[*rules.read, str(package)],
@@ -226,7 +238,7 @@ def _result(answer: dict[str, object], *, name: str) -> ToolResult:
     if answer.get("cancelled"):
         raise asyncio.CancelledError
     error = answer.get("error")
-    assert isinstance(error, dict)
+    assert is_object(error)
     if error.get("kind") == "tool":
         raise ToolError(
             str(error["message"]), code=str(error["code"]), recoverable=bool(error["recoverable"])

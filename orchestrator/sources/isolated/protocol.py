@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Mapping
-from typing import IO
+from typing import IO, TypeGuard
 
 from orchestrator.folders.hashing import SourceFile
 
@@ -27,10 +27,15 @@ def encode(message: Mapping[str, object]) -> bytes:
 
 def decode(line: bytes) -> dict[str, object]:
     """The message a line holds (ValueError if it is not a JSON object)."""
-    message = json.loads(line)
-    if not isinstance(message, dict):
+    message: object = json.loads(line)
+    if not is_object(message):
         raise ValueError("a message is a JSON object")
     return message
+
+
+def is_object(value: object) -> TypeGuard[dict[str, object]]:
+    """True for a JSON object, as `json.loads` gives one (its keys are strings)."""
+    return isinstance(value, dict)
 
 
 def send(stream: IO[bytes], message: Mapping[str, object]) -> None:
@@ -47,11 +52,15 @@ def pack_sources(sources: Mapping[str, SourceFile]) -> dict[str, dict[str, str]]
     }
 
 
-def unpack_sources(packed: Mapping[str, Mapping[str, str]]) -> dict[str, SourceFile]:
-    """The files `pack_sources` packed."""
+def unpack_sources(packed: Mapping[str, object]) -> dict[str, SourceFile]:
+    """The files `pack_sources` packed (ValueError for what it cannot have packed)."""
     from pathlib import Path
 
-    return {
-        name: SourceFile(path=Path(item["path"]), code=base64.b64decode(item["code"]))
-        for name, item in packed.items()
-    }
+    files: dict[str, SourceFile] = {}
+    for name, item in packed.items():
+        if not is_object(item):
+            raise ValueError("a packed source is a JSON object")
+        files[name] = SourceFile(
+            path=Path(str(item["path"])), code=base64.b64decode(str(item["code"]))
+        )
+    return files

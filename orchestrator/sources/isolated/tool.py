@@ -17,6 +17,7 @@ from pydantic import JsonValue, SkipValidation
 from orchestrator.errors import ToolError
 from orchestrator.folders.sensitivity import BY_AUTHOR, marked_actions
 from orchestrator.folders.tool_config import ToolConfig
+from orchestrator.folders.tool_names import qualified_name
 from orchestrator.sources.adapter import POLICY_FIELDS
 from orchestrator.sources.isolated.process import Action, FolderProcess
 from orchestrator.sources.mcp.definitions import ToolDefinition
@@ -65,7 +66,7 @@ def isolated_tools(process: FolderProcess, *, config: ToolConfig, folder: Path) 
     Raises ToolLoadError when `config` names a parameter or sensitive action no action has.
     """
     definitions = {
-        a.name: ToolDefinition(name=a.name, inputSchema=_json(a.schema)) for a in process.actions
+        a.name: ToolDefinition(name=a.name, inputSchema=dict(a.schema)) for a in process.actions
     }
     scopes = json_scopes(config.name, definitions, config.parameters)
     authored = {a.name: BY_AUTHOR for a in process.actions if a.sensitive}
@@ -116,9 +117,9 @@ def _tool(
         )
         return await isolated.run_request(request)
 
-    schema = _json(action.schema)
+    schema = dict(action.schema)
     isolated = IsolatedTool(
-        name=f"{config.name}_{action.name}",
+        name=qualified_name(config.name, action.name),
         description=f"{action.description}\n(Part of {config.name}: {config.description})",
         args_schema=scope.visible if scope is not None else schema,
         coroutine=run,
@@ -130,6 +131,3 @@ def _tool(
     )
     return isolated
 
-
-def _json(schema: Mapping[str, object]) -> dict[str, JsonValue]:
-    return dict(schema)  # type: ignore[arg-type]

@@ -42,7 +42,7 @@ async def call_tool(
     return result
 
 
-def check_content(name: str, content: object, schema: dict[str, JsonValue]) -> None:
+def check_content(name: str, content: JsonValue, schema: dict[str, JsonValue]) -> None:
     """RuntimeError unless `content` fits `schema` (the tool's output schema)."""
     from jsonschema import ValidationError
 

@@ -15,11 +15,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncGenerator, Callable, Coroutine
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, TypeGuard, TypeVar
 
 from pydantic import JsonValue
 
@@ -309,7 +309,9 @@ class McpClient:
 
 
 @asynccontextmanager
-async def _stdio_session(connection: Connection, errlog: Path) -> AsyncIterator[ClientSession]:
+async def _stdio_session(
+    connection: Connection, errlog: Path
+) -> AsyncGenerator[ClientSession, None]:
     """A stdio session whose server writes its standard error to `errlog`, not over the chat."""
     from mcp import ClientSession, StdioServerParameters
 
@@ -326,7 +328,8 @@ async def _stdio_session(connection: Connection, errlog: Path) -> AsyncIterator[
     with open_private_log(errlog, levels=2) as log:
         async with (
             pipe_client(parameters, errlog=log) as (read, write),
-            ClientSession(read, write) as session,  # type: ignore[arg-type]
+            # The SDK types its streams as memory streams; it uses only what the pipe's have.
+            ClientSession(read, write) as session,  # pyright: ignore[reportArgumentType]
         ):
             yield session
 
@@ -353,10 +356,12 @@ def _launch_words(launch: dict[str, JsonValue]) -> list[JsonValue]:
 
 
 async def _all_tools(session: ClientSession) -> list[Tool]:
+    from mcp.types import PaginatedRequestParams
+
     tools: list[Tool] = []
     cursor: str | None = None
     for _ in range(MAX_PAGES):
-        page = await session.list_tools(cursor=cursor)
+        page = await session.list_tools(params=PaginatedRequestParams(cursor=cursor))
         tools.extend(page.tools)
         cursor = page.nextCursor
         if not cursor:
@@ -381,9 +386,13 @@ def _reason(error: BaseException, *, keep: list[Path]) -> str:
     """What went wrong, in one line: the first error inside exception groups."""
     from mcp import McpError
 
-    while isinstance(error, BaseExceptionGroup) and error.exceptions:
+    while _is_group(error) and error.exceptions:
         error = error.exceptions[0]
     if isinstance(error, McpError):
         return redact(error.error.message, keep=keep)
     text = str(error) or type(error).__name__
     return redact(" ".join(text.split()), keep=keep)
+
+
+def _is_group(error: BaseException) -> TypeGuard[BaseExceptionGroup[BaseException]]:
+    return isinstance(error, BaseExceptionGroup)

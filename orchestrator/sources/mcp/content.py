@@ -60,7 +60,7 @@ def _text(block: ContentBlock) -> str:
         return NOT_SHOWN.format(kind=kind, mime=block.mimeType, size=_size(block.data))
     if isinstance(block, ResourceLink):
         return LINK.format(uri=block.uri, name=f" {block.name}" if block.name else "")
-    if isinstance(block, EmbeddedResource):
+    if isinstance(block, EmbeddedResource):  # pyright: ignore[reportUnnecessaryIsInstance]  # a newer SDK's blocks fall through
         return _resource(block.resource)
     return ""
 
@@ -92,7 +92,7 @@ def _json_text(content: list[ContentBlock]) -> JsonValue:
     if not text.startswith(("{", "[")):  # a bare number or word is a message, not data
         return None
     try:
-        parsed = json.loads(text)
+        parsed: JsonValue = json.loads(text)
     except (ValueError, RecursionError):  # nested past what the parser takes: text it stays
         return None
     return parsed if isinstance(parsed, dict | list) else None

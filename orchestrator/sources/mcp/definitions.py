@@ -112,7 +112,7 @@ def changes(before: ServerDefinition, after: ServerDefinition) -> list[str]:
 
 
 def _tool_changes(old: ToolDefinition, new: ToolDefinition) -> list[str]:
-    lines = []
+    lines: list[str] = []
     for field in TOOL_FIELDS:
         was, now = getattr(old, field), getattr(new, field)
         if was != now:

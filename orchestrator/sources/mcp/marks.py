@@ -6,15 +6,10 @@ check read it as well as the tools themselves (see `tool`).
 
 from __future__ import annotations
 
-import re
-
 from orchestrator.folders.sensitivity import BY_SERVER, marked_actions
 from orchestrator.folders.tool_config import ToolConfig
 from orchestrator.sources.mcp.definitions import ServerDefinition, ToolDefinition
 from orchestrator.sources.mcp.tool_scope import JsonScope, json_scopes
-
-MAX_NAME = 64  # what OpenAI-style APIs accept for a function's name
-NOT_A_NAME_CHARACTER = re.compile(r"[^A-Za-z0-9_-]")
 
 
 def check_config(
@@ -29,11 +24,6 @@ def check_config(
     destructive = {name: BY_SERVER for name, tool in tools.items() if hint(tool, "destructiveHint")}
     marks = marked_actions(config.name, config, known=tools.keys(), marks=destructive)
     return scopes, marks
-
-
-def function_name(folder: str, tool: str) -> str:
-    """`<folder>_<tool>`, in the characters and length a model's function names allow."""
-    return NOT_A_NAME_CHARACTER.sub("_", f"{folder}_{tool}")[:MAX_NAME]
 
 
 def hint(tool: ToolDefinition, name: str) -> bool:

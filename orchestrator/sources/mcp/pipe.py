@@ -19,7 +19,7 @@ import contextlib
 import logging
 import os
 import signal
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
 from typing import IO, Self
 
@@ -102,7 +102,7 @@ class Outgoing(_Closable):
 @asynccontextmanager
 async def pipe_client(
     server: StdioServerParameters, *, errlog: IO[str]
-) -> AsyncIterator[tuple[Incoming, Outgoing]]:
+) -> AsyncGenerator[tuple[Incoming, Outgoing], None]:
     """The server's process, started; its messages in, the session's out. Stopped on the way out."""
     environment = get_default_environment()
     if server.env is not None:

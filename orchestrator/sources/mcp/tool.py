@@ -17,10 +17,11 @@ from langchain_core.tools.base import ArgsSchema
 from pydantic import JsonValue, SkipValidation
 
 from orchestrator.folders.tool_config import ToolConfig
+from orchestrator.folders.tool_names import qualified_name
 from orchestrator.sources.adapter import POLICY_FIELDS
 from orchestrator.sources.mcp.client import McpClient
 from orchestrator.sources.mcp.definitions import ServerDefinition, ToolDefinition
-from orchestrator.sources.mcp.marks import check_config, function_name, hint
+from orchestrator.sources.mcp.marks import check_config, hint
 from orchestrator.sources.mcp.sandboxed import denial_note
 from orchestrator.sources.mcp.tool_scope import JsonScope
 from orchestrator.tools.results import ToolResult
@@ -77,7 +78,7 @@ def mcp_tools(
     }
     tools: dict[str, BaseTool] = {}
     for tool in definition.tools.values():
-        name = function_name(config.name, tool.name)
+        name = qualified_name(config.name, tool.name)
         if name in tools:
             logger.warning(DUPLICATE, config.name, name)
             continue

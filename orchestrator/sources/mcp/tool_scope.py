@@ -44,7 +44,7 @@ def json_scopes(
         if name not in known:
             listed = f" (their parameters: {', '.join(sorted(known))})" if known else ""
             raise ToolLoadError(UNKNOWN.format(server=server, name=name, known=listed))
-    scopes = {}
+    scopes: dict[str, JsonScope] = {}
     for tool in tools.values():
         mine = {
             name: value for name, value in fixed.items() if name in _properties(tool.inputSchema)

@@ -1,6 +1,6 @@
 """The child's side: load one approved folder, then run its actions as the orchestrator asks.
 
-    python -m orchestrator.sources.isolated.worker     (started by `process.FolderProcess`)
+    python -m orchestrator.sources.isolated.child      (started by `process.FolderProcess`)
 
 It reads `hello` (the folder's sources as hashed and approved: what runs is
 what the person approved, never a second read of the disk), imports them,
@@ -22,12 +22,12 @@ from orchestrator.errors import ToolError
 from orchestrator.folders.discovery import ToolFolder
 from orchestrator.folders.loader import load_tool
 from orchestrator.folders.tool_config import ToolConfig
-from orchestrator.sources.isolated.protocol import decode, send, unpack_sources
+from orchestrator.sources.isolated.protocol import decode, is_object, send, unpack_sources
 from orchestrator.tools.base import Tool, ToolContext, ToolRequest
 from orchestrator.tools.context import RunContext, running_in
 
 
-class Worker:
+class Child:
     """One loaded tool, its calls under way, and the stream its answers go to."""
 
     def __init__(self, tool: Tool, out: IO[bytes]) -> None:
@@ -47,8 +47,8 @@ class Worker:
 
     async def _run(self, number: int, message: dict[str, object]) -> None:
         request = ToolRequest.model_validate(message["request"])
-        ids = message.get("context")
-        ids = ids if isinstance(ids, dict) else {}
+        given = message.get("context")
+        ids: dict[str, object] = given if is_object(given) else {}
         context = RunContext(
             user_id=str(ids.get("user_id") or request.user_id or "local"),
             session_id=request.session_id,
@@ -77,7 +77,7 @@ class Worker:
 def load(hello: dict[str, object]) -> Tool:
     """The folder's tool, from the sources the orchestrator sent (those it approved)."""
     sources = hello["sources"]
-    assert isinstance(sources, dict)
+    assert is_object(sources)
     folder = ToolFolder(
         path=Path(str(hello["path"])),
         key=str(hello["key"]),
@@ -117,23 +117,23 @@ def main() -> int:
         send(out, {"failed": str(error) or type(error).__name__})
         return 1
     send(out, ready(tool))
-    asyncio.run(serve(Worker(tool, out)))
+    asyncio.run(serve(Child(tool, out)))
     return 0
 
 
-async def serve(worker: Worker) -> None:
+async def serve(child: Child) -> None:
     """Run calls as their lines come, until standard input ends."""
     loop = asyncio.get_running_loop()
     ended = asyncio.Event()
 
     def read() -> None:  # a thread: a pipe's blocking reads, handed to the loop line by line
         for line in sys.stdin.buffer:
-            loop.call_soon_threadsafe(worker.handle, decode(line))
+            loop.call_soon_threadsafe(child.handle, decode(line))
         loop.call_soon_threadsafe(ended.set)
 
     threading.Thread(target=read, name="calls", daemon=True).start()
     await ended.wait()
-    for task in list(worker.calls.values()):
+    for task in list(child.calls.values()):
         task.cancel()
 
 
