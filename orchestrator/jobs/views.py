@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from orchestrator.store.job_requests import BackgroundCall
 from orchestrator.tasks import BackgroundTask
 from orchestrator.tools.request_log import CallRecord
+from orchestrator.tools.request_status import ENDED, RequestStatus
 
 if TYPE_CHECKING:
     from orchestrator.jobs.stalled import Settled
@@ -45,8 +46,8 @@ def task_of(call: BackgroundCall, *, user_id: str) -> BackgroundTask:
         parameters={},
         background=True,
     )
-    status = call.status if call.status in ("queued", "completed", "failed", "cancelled") else "running"
-    ended = status in ("completed", "failed", "cancelled")
+    status = call.status if call.status in (RequestStatus.QUEUED, *ENDED) else RequestStatus.RUNNING
+    ended = status in ENDED
     return BackgroundTask(
         call=record,
         work=None,
