@@ -187,3 +187,19 @@ async def test_parents_close_by_one_rule_whichever_call_ends_last(database: Data
             tree = {n.request_id: n.status for n in await request_tree(database, calls[0].request_id, user_id=user)}
             closed = {i for i, call in enumerate(calls) if tree[call.request_id] == S.CLOSED}
             assert closed == _closed_by_the_rule(children, ended, size), (shape, order, node)
+
+
+async def test_a_handover_recorded_after_a_worker_took_the_job_changes_nothing(database: Database):
+    """The trials' `queued` after the job had started: the worker's `running` stands."""
+    user = f"hand-{uuid.uuid4().hex[:6]}"
+    log, jobs = RequestLog(database), JobRequests(database)
+    call = _call(user)
+    await log.started(call)
+    assert await jobs.take(call.request_id, user_id=user, job_id=7, worker="w") is not None
+
+    assert not await jobs.queued(call, job_id=7)
+
+    [node] = await request_tree(database, call.request_id, user_id=user)
+    assert node.status == S.RUNNING
+    statuses = [status for status, _ in await request_history(database, call.request_id, user_id=user)]
+    assert statuses == ["created", "acknowledged", "running", "running"]
