@@ -18,6 +18,7 @@ from rich.markup import escape
 from orchestrator.cli.common import JsonOption, UserOption, out, with_database
 from orchestrator.errors import UserError
 from orchestrator.terminal.text import one_line, shown
+from orchestrator.tools.request_status import RequestStatus
 
 if TYPE_CHECKING:
     from orchestrator.store.engine import Database
@@ -124,9 +125,9 @@ async def _one(database: Database, job_id: str, *, user: str) -> BackgroundCall:
 
 
 def _line(call: BackgroundCall) -> str:
-    running = call.status == "running" and call.ran_on
+    running = call.status == RequestStatus.RUNNING and call.ran_on
     status = f"running on {shown(call.ran_on or '')}" if running else call.status
-    ended = f", ended {call.updated_at:%Y-%m-%d %H:%M:%S}" if call.status not in ("queued", "running") else ""
+    ended = f", ended {call.updated_at:%Y-%m-%d %H:%M:%S}" if call.status not in (RequestStatus.QUEUED, RequestStatus.RUNNING) else ""
     session = f"session {escape(call.session_id)}  " if call.session_id else ""
     return (
         f"{call.request_id}  {session}{shown(call.call_name)}  {status}  "

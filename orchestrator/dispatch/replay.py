@@ -30,12 +30,12 @@ from pydantic import ValidationError
 from orchestrator.errors import ToolError
 from orchestrator.tools.request_log import (
     INTERRUPTED,
-    PAUSED,
     TASK_ID_KEY,
     CallRecord,
     PriorCall,
     PriorLog,
 )
+from orchestrator.tools.request_status import RequestStatus
 from orchestrator.tools.results import ToolResult
 
 if TYPE_CHECKING:
@@ -92,7 +92,7 @@ async def decide(
         return ReplayDecision(taken=True)
     if prior.ended:
         return ReplayDecision(run=False, answer=recorded_outcome(prior))
-    if prior.status == PAUSED:  # it asked for something (an interrupt): the answer is here now
+    if prior.status == RequestStatus.PAUSED:  # it asked for something (an interrupt): the answer is here now
         await _noted(log.resumed(call))
         return ReplayDecision(rerun=True)
     if prior.queued or (runner is not None and runner.running(call.request_id)):
@@ -118,7 +118,7 @@ async def _noted(note: Awaitable[None]) -> None:
 def recorded_outcome(prior: PriorCall) -> ToolResult:
     """The outcome the log recorded, as the result envelope (a failure unless it completed)."""
     body = dict(prior.body or {})
-    if prior.outcome == "completed":
+    if prior.outcome == RequestStatus.COMPLETED:
         fields: dict[str, object] = body
     else:
         fields = {"error_code": prior.outcome, **body, "type": "error", "status": "failure"}
@@ -126,7 +126,7 @@ def recorded_outcome(prior: PriorCall) -> ToolResult:
     try:
         return ToolResult.model_validate(fields)
     except ValidationError:  # recorded by another version: keep what can be read
-        if prior.outcome == "completed":
+        if prior.outcome == RequestStatus.COMPLETED:
             return ToolResult(message=str(body.get("message", "")))
         return ToolResult(message=str(body.get("message", "")), status="failure", type="error")
 

@@ -27,6 +27,7 @@ from orchestrator.store.job_requests import JobRequests, UndeliveredJob
 from orchestrator.store.pool import CONNECT_ARGS
 from orchestrator.tasks import BackgroundTask, Delivery, Listener
 from orchestrator.tools.request_log import CallRecord, PriorCall
+from orchestrator.tools.request_status import RequestStatus
 
 logger = logging.getLogger(__name__)
 
@@ -218,7 +219,7 @@ def ended_task(job: UndeliveredJob, *, session_id: str, user_id: str) -> Backgro
         background=True,
     )
     prior = PriorCall(status=job.outcome, outcome=job.outcome, body=job.body, owner_alive=False, ours=False)
-    status = "completed" if job.outcome == "completed" else "failed"
+    status = "completed" if job.outcome == RequestStatus.COMPLETED else "failed"
     return BackgroundTask(
         call=call,
         work=None,

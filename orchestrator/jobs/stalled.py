@@ -26,6 +26,7 @@ from orchestrator.store.job_requests import JobRequests
 from orchestrator.store.queue_schema import SCHEMA
 from orchestrator.store.requests import RequestLog, has_stopped
 from orchestrator.tools.request_log import CallRecord
+from orchestrator.tools.request_status import RequestStatus
 
 logger = logging.getLogger(__name__)
 
@@ -109,7 +110,7 @@ async def settle_stalled(queue: JobQueue, log: RequestLog, *, seconds: float) ->
 
 async def _settle(queue: JobQueue, log: RequestLog, job: Stalled) -> Settled | None:
     if job.outcome is not None:  # its call ended; its worker stopped before ending the job
-        status = "succeeded" if job.outcome == "completed" else "failed"
+        status = "succeeded" if job.outcome == RequestStatus.COMPLETED else "failed"
         return Settled(job, "ended", None) if await queue.finish(job.job_id, status) else None
     jobs = JobRequests(log.database)
     held = await jobs.load(job.args.request_id, user_id=job.args.user_id)

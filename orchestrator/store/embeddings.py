@@ -13,7 +13,7 @@ import importlib.util
 import logging
 import queue
 import threading
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import aclosing, suppress
 from dataclasses import dataclass, field
 from functools import partial
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from langchain_core.embeddings import Embeddings
-from sqlalchemy import ColumnElement, func, select, text, update
+from sqlalchemy import TextClause, func, select, text, update
 
 from orchestrator.errors import ConfigError
 from orchestrator.install import install_extra, pip_install
@@ -212,7 +212,7 @@ def build_embedder(settings: Settings) -> Embedder | None:
     return Embedder(embeddings, choice, symmetric=True)
 
 
-def embeddable() -> ColumnElement[bool]:
+def embeddable() -> TextClause:
     """Which stored messages get a vector: the rows the worker embeds, and counts count."""
     return text(EMBEDDABLE)
 
@@ -341,12 +341,12 @@ class EmbeddingWorker:
             if not self._wake.is_set():  # else messages came in meanwhile: another pass first
                 self._idle.set()
 
-    async def _handed_batches(self) -> AsyncIterator[list[Unembedded]]:
+    async def _handed_batches(self) -> AsyncGenerator[list[Unembedded], None]:
         while self._handed:
             batch, self._handed = self._handed[: self.batch_size], self._handed[self.batch_size :]
             yield batch
 
-    async def _waiting_batches(self) -> AsyncIterator[list[Unembedded]]:
+    async def _waiting_batches(self) -> AsyncGenerator[list[Unembedded], None]:
         """The table's rows without a vector, a batch at a time, the next looked up meanwhile."""
         batch = await self._waiting_rows(after=0)
         while batch:
@@ -372,7 +372,7 @@ class EmbeddingWorker:
 
     async def _embed_all(
         self,
-        batches: AsyncIterator[list[Unembedded]],
+        batches: AsyncGenerator[list[Unembedded], None],
         *,
         on_batch: Callable[[int], None] | None = None,
     ) -> int:
@@ -500,7 +500,7 @@ async def reembed(
                 text("CREATE INDEX messages_embedding ON messages USING hnsw (embedding vector_cosine_ops)")
             )
         total = await connection.scalar(select(func.count()).select_from(messages).where(embeddable())) or 0
-    report = on_progress or (lambda done, total: None)
+    report: Callable[[int, int], None] = on_progress or (lambda done, total: None)
     report(0, total)
     # Messages a running chat stores meanwhile are embedded too: never report past 100%.
     return await EmbeddingWorker(database, embedder).run_once(

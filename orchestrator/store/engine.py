@@ -22,14 +22,15 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable, Mapping
 from contextlib import asynccontextmanager
 from functools import partial
+from typing import Final, LiteralString, cast
 
 import psycopg
 from psycopg.errors import QueryCanceled
 from psycopg_pool import PoolTimeout
-from sqlalchemy import Executable, event, text
+from sqlalchemy import ClauseElement, event, text
 from sqlalchemy.dialects.postgresql import psycopg as psycopg_dialect
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, DisconnectionError
@@ -47,12 +48,12 @@ TOKEN_SETTING = "app.user_token"  # migration 4's; no longer set
 TRANSACTION_TOKEN_SETTING = "app.transaction_token"
 # One statement per transaction: the role, and the user with its token (for SQLAlchemy, and
 # for psycopg itself in `user_pipeline`).
-_ENTER = "SELECT set_config('role', '{role}', true), orchestrator_auth.enter({user}, {token})"
+_ENTER: Final = "SELECT set_config('role', '{role}', true), orchestrator_auth.enter({user}, {token})"
 ENTER = text(_ENTER.format(role=APP_ROLE, user=":user_id", token=":token"))
-ENTER_SQL = _ENTER.format(role=APP_ROLE, user="%s", token="%s")
+ENTER_SQL: LiteralString = _ENTER.format(role=APP_ROLE, user="%s", token="%s")
 # For a transaction whose commit need not wait for the WAL to reach the disk.
-NOT_DURABLE = "set_config('synchronous_commit', 'off', true)"
-ENTER_NOT_DURABLE_SQL = f"{ENTER_SQL}, {NOT_DURABLE}"
+NOT_DURABLE: Final = "set_config('synchronous_commit', 'off', true)"
+ENTER_NOT_DURABLE_SQL: LiteralString = f"{ENTER_SQL}, {NOT_DURABLE}"
 UNAVAILABLE = "The database{at} is unavailable: {detail}"
 
 
@@ -104,7 +105,7 @@ class Database:
         return f"{host}/{self.url.database}"
 
     @asynccontextmanager
-    async def user_transaction(self, user_id: str) -> AsyncIterator[AsyncConnection]:
+    async def user_transaction(self, user_id: str) -> AsyncGenerator[AsyncConnection, None]:
         """A transaction that sees and writes only `user_id`'s rows."""
         token = await self.user_token(user_id)
         async with self._begin(self.app_engine) as connection:
@@ -114,7 +115,7 @@ class Database:
     @asynccontextmanager
     async def user_pipeline(
         self, user_id: str, *, durable: bool = True
-    ) -> AsyncIterator[psycopg.AsyncConnection]:
+    ) -> AsyncGenerator[psycopg.AsyncConnection, None]:
         """`user_transaction` in one round trip, for statements whose results can wait.
 
         The statements are sent in psycopg's pipeline mode and run, with the
@@ -135,14 +136,14 @@ class Database:
             yield connection
 
     @asynccontextmanager
-    async def admin_pipeline(self, *, durable: bool = True) -> AsyncIterator[psycopg.AsyncConnection]:
+    async def admin_pipeline(self, *, durable: bool = True) -> AsyncGenerator[psycopg.AsyncConnection, None]:
         """`admin_transaction` in one round trip, as `user_pipeline` is `user_transaction`'s."""
         entry = None if durable else (f"SELECT {NOT_DURABLE}", ())
         async with self._pipelined(self.engine, entry=entry) as connection:
             yield connection
 
     @asynccontextmanager
-    async def admin_transaction(self) -> AsyncIterator[AsyncConnection]:
+    async def admin_transaction(self) -> AsyncGenerator[AsyncConnection, None]:
         """A transaction as the owner login: schema and maintenance only."""
         async with self._begin(self.engine) as connection:
             yield connection
@@ -151,7 +152,8 @@ class Database:
         """What lets a transaction act as `user_id`: HMAC-SHA256 of the id, hex."""
         if self._key is None:
             async with self.admin_transaction() as connection:
-                self._key = await connection.scalar(text("SELECT key FROM orchestrator_auth.secret"))
+                key: bytes = await connection.scalar(text("SELECT key FROM orchestrator_auth.secret"))
+            self._key = key
         return hmac.new(self._key, user_id.encode(), hashlib.sha256).hexdigest()
 
     async def recover(self) -> bool:
@@ -174,8 +176,8 @@ class Database:
 
     @asynccontextmanager
     async def _pipelined(
-        self, engine: AsyncEngine, *, entry: tuple[str, tuple[str, ...]] | None = None
-    ) -> AsyncIterator[psycopg.AsyncConnection]:
+        self, engine: AsyncEngine, *, entry: tuple[LiteralString, tuple[str, ...]] | None = None
+    ) -> AsyncGenerator[psycopg.AsyncConnection, None]:
         """A pipeline on a connection of `engine`'s login, opened by `entry` (a statement, its values)."""
         pool = self._pipelines.get(engine) or await self._pipeline_pool(engine)
         try:
@@ -204,7 +206,7 @@ class Database:
         return self._pipelines[engine]
 
     @asynccontextmanager
-    async def _begin(self, engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
+    async def _begin(self, engine: AsyncEngine) -> AsyncGenerator[AsyncConnection, None]:
         connection = engine.connect()
         try:
             await connection.start()
@@ -249,22 +251,24 @@ def _refuse_dropped(dbapi_connection: object, record: object, proxy: object) -> 
     Where `pool_pre_ping` would cost a round trip per transaction, this looks
     at the socket; a server that is gone then fails the new connection at once.
     """
-    driver = getattr(dbapi_connection, "driver_connection", None)
-    if isinstance(driver, psycopg.AsyncConnection) and dropped(driver):
+    driver: object = getattr(dbapi_connection, "driver_connection", None)
+    if isinstance(driver, psycopg.AsyncConnection) and dropped(cast(psycopg.AsyncConnection[object], driver)):
         raise DisconnectionError("the server closed this connection")
 
 
-def driver_sql(statement: Executable) -> str:
+def driver_sql(statement: ClauseElement) -> LiteralString:
     """A SQLAlchemy statement as SQL for psycopg itself (`user_pipeline`), built once by callers.
 
     Every value must be a named `bindparam` (passed as `%(name)s`); a constant
     the compiler would bind needs `literal_column` instead.
     """
     compiled = statement.compile(dialect=psycopg_dialect.dialect())
-    constants = [name for name, value in compiled.params.items() if value is not None]
+    params: Mapping[str, object] = compiled.params or {}
+    constants = [name for name, value in params.items() if value is not None]
     if constants:
         raise TypeError(f"values bound by SQLAlchemy, not named: {', '.join(constants)}")
-    return str(compiled)
+    # Compiled from the caller's own statement, every value a parameter: no outside text in it.
+    return cast(LiteralString, str(compiled))
 
 
 def _psycopg_url(url: str) -> URL:

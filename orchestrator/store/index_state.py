@@ -70,7 +70,7 @@ async def search_indexes(database: Database) -> SearchIndexes:
         }
         building = {row[0]: _progress(*row[1:]) for row in await connection.execute(PROGRESS)}
         pages, visible = (await connection.execute(VISIBLE)).one()
-    indexes = []
+    indexes: list[IndexState] = []
     for name, serves in SEARCH_INDEXES.items():
         valid, size = found.get(name, (False, ""))
         indexes.append(

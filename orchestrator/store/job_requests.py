@@ -8,7 +8,8 @@ queue (schema `job_queue`, see `queue_schema`) with the same request id:
 A call that outlived its inline budget is `held` by the process it runs in
 instead of queued. Its end reaches its session once (`delivered`): the first
 process to claim it runs the follow-up turn. Every statement here runs in the
-user's transaction, under row-level security.
+user's transaction, under row-level security, and moves a request only as
+`request_status.TRANSITIONS` allows (never once it ended).
 """
 
 from __future__ import annotations
@@ -16,33 +17,38 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import LiteralString, cast
 
 from orchestrator.store.engine import Database
 from orchestrator.store.requests import ANONYMOUS, OWNER
 from orchestrator.store.text import storable_text
 from orchestrator.tools.request_log import CallRecord
+from orchestrator.tools.request_status import RequestStatus, preceding
+
+_RUNNING, _QUEUED = RequestStatus.RUNNING.value, RequestStatus.QUEUED.value
 
 # A worker takes a call: it runs there now, unless it ended (cancelled before it started); the
 # call as the log holds it, in the same round trip.
-TAKE_SQL = """
+TAKE_SQL = f"""
     WITH moved AS (
-        UPDATE requests SET status = 'running', owner = %(owner)s, job_id = %(job_id)s,
+        UPDATE requests SET status = '{_RUNNING}', owner = %(owner)s, job_id = %(job_id)s,
             background = true, updated_at = now()
-        WHERE request_id = %(request_id)s AND outcome IS NULL
+        WHERE request_id = %(request_id)s AND status = ANY(%(before)s)
         RETURNING request_id, parent_request_id, session_id, user_id, tool, action, call_name,
             parameters, background, idempotent, outcome
     ), logged AS (
         INSERT INTO request_events (request_id, user_id, status, detail)
-        SELECT request_id, user_id, 'running', %(detail)s FROM moved
+        SELECT request_id, user_id, '{_RUNNING}', %(detail)s FROM moved
     )
     SELECT * FROM moved
 """
-# One statement each: the request's new state and its event, only while it has not ended.
+# One statement each: the request's new state and its event, only while the transition table
+# allows it (`before`: the statuses the new one may follow; never one that ended).
 _MOVE = """
     WITH moved AS (
         UPDATE requests SET status = %(status)s, owner = %(owner)s, job_id = %(job_id)s,
             background = true, updated_at = now()
-        WHERE request_id = %(request_id)s AND outcome IS NULL {condition}
+        WHERE request_id = %(request_id)s AND status = ANY(%(before)s) {condition}
         RETURNING request_id
     ), logged AS (
         INSERT INTO request_events (request_id, user_id, status, detail)
@@ -72,12 +78,12 @@ CLAIM_SQL = """
     UPDATE requests SET delivered_at = now()
     WHERE request_id = %(request_id)s AND delivered_at IS NULL RETURNING request_id
 """
-BACKGROUND_SQL = """
+BACKGROUND_SQL = f"""
     SELECT r.request_id, r.session_id, r.call_name, r.tool, r.status, r.outcome, r.job_id,
         r.owner, r.created_at, r.updated_at, r.delivered_at,
         coalesce(r.result ->> 'message', r.error ->> 'message') AS message,
         (SELECT e.detail FROM request_events e
-            WHERE e.request_id = r.request_id AND e.status = 'running'
+            WHERE e.request_id = r.request_id AND e.status = '{_RUNNING}'
             ORDER BY e.id DESC LIMIT 1) AS ran_on
     FROM requests r
     WHERE r.job_id IS NOT NULL AND (%(session_id)s::text IS NULL OR r.session_id = %(session_id)s)
@@ -92,7 +98,7 @@ class JobCall:
     """A background call as the log holds it: the call, and its outcome once it ended."""
 
     call: CallRecord
-    outcome: str | None
+    outcome: RequestStatus | None
 
 
 @dataclass(frozen=True)
@@ -101,7 +107,7 @@ class UndeliveredJob:
 
     request_id: str
     call_name: str
-    outcome: str | None  # None: it has not ended
+    outcome: RequestStatus | None  # None: it has not ended
     body: dict[str, object]  # its result, or its error
     started_at: datetime
     updated_at: datetime
@@ -114,7 +120,7 @@ class BackgroundCall:
     request_id: str
     session_id: str | None
     call_name: str
-    status: str  # queued, running, or how it ended (completed, failed, cancelled)
+    status: RequestStatus  # queued, running, or how it ended (completed, failed, cancelled)
     job_id: int | None
     owner: str | None  # the process running it, while it runs
     ran_on: str | None  # the worker that took it last, as its `running` event says
@@ -136,13 +142,13 @@ class JobRequests:
         Not waiting for the disk: the job is there already, and the worker that
         takes it records the same.
         """
-        values = _values(call, job_id=job_id, status="queued", owner=None, event="queued")
+        values = _values(call, job_id=job_id, status=RequestStatus.QUEUED, owner=None, event=_QUEUED)
         values |= {"detail": f"job {job_id}", "was": OWNER}
         return await self._move(QUEUED_SQL, call, values, durable=False)
 
     async def held(self, call: CallRecord, *, job_id: int) -> bool:
         """The call outlived its budget and goes on here, as job `job_id` of this process."""
-        values = _values(call, job_id=job_id, status="running", owner=OWNER, event="held")
+        values = _values(call, job_id=job_id, status=RequestStatus.RUNNING, owner=OWNER, event="held")
         return await self._move(ANY_SQL, call, {**values, "detail": f"job {job_id} on {OWNER}"})
 
     async def take(self, request_id: str, *, user_id: str, job_id: int, worker: str) -> CallRecord | None:
@@ -157,6 +163,7 @@ class JobRequests:
             "owner": OWNER,
             "job_id": job_id,
             "detail": worker,
+            "before": preceding(RequestStatus.RUNNING),
         }
         async with self.database.user_pipeline(_text(user_id), durable=False) as connection:
             cursor = await connection.execute(TAKE_SQL, values)
@@ -165,7 +172,7 @@ class JobRequests:
 
     async def requeued(self, call: CallRecord, *, job_id: int, detail: str) -> bool:
         """Its worker stopped and it is safe to run again: it waits in the queue once more."""
-        values = _values(call, job_id=job_id, status="queued", owner=None, event="requeued")
+        values = _values(call, job_id=job_id, status=RequestStatus.QUEUED, owner=None, event="requeued")
         return await self._move(ANY_SQL, call, {**values, "detail": detail})
 
     async def load(self, request_id: str, *, user_id: str) -> JobCall | None:
@@ -175,7 +182,7 @@ class JobRequests:
         row = await cursor.fetchone()
         if row is None:
             return None
-        return JobCall(_call(row), row[10])
+        return JobCall(_call(row), _status(row[10]))
 
     async def undelivered(self, session_id: str, *, user_id: str) -> list[UndeliveredJob]:
         """The session's jobs whose result has not reached it (ended or not), oldest first."""
@@ -185,8 +192,8 @@ class JobRequests:
             UndeliveredJob(
                 request_id=row[0],
                 call_name=row[1] or row[2],
-                outcome=row[3],
-                body=(row[4] if row[3] == "completed" else row[5]) or {},
+                outcome=_status(row[3]),
+                body=(row[4] if row[3] == RequestStatus.COMPLETED else row[5]) or {},
                 started_at=row[6],
                 updated_at=row[7],
             )
@@ -220,7 +227,7 @@ class JobRequests:
                 request_id=row[0],
                 session_id=row[1],
                 call_name=row[2] or row[3],
-                status=row[5] or row[4],
+                status=RequestStatus(row[5] or row[4]),
                 job_id=row[6],
                 owner=row[7],
                 ran_on=row[12],
@@ -233,7 +240,7 @@ class JobRequests:
         ]
 
     async def _move(
-        self, sql: str, call: CallRecord, values: dict[str, object], *, durable: bool = True
+        self, sql: LiteralString, call: CallRecord, values: dict[str, object], *, durable: bool = True
     ) -> bool:
         async with self.database.user_pipeline(_user(call), durable=durable) as connection:
             cursor = await connection.execute(sql, values)
@@ -252,7 +259,8 @@ def _call(row: Sequence[object]) -> CallRecord:
         tool=str(tool),
         action=_maybe(action),
         call_name=str(name or tool),
-        parameters=dict(parameters) if isinstance(parameters, dict) else {},
+        # psycopg reads a jsonb object as a dict whose keys are text
+        parameters=cast(dict[str, object], parameters) if isinstance(parameters, dict) else {},
         background=bool(background),
         idempotent=bool(idempotent),
     )
@@ -262,14 +270,19 @@ def _maybe(value: object) -> str | None:
     return None if value is None else str(value)
 
 
+def _status(value: object) -> RequestStatus | None:
+    return None if value is None else RequestStatus(value)
+
+
 def _values(
-    call: CallRecord, *, job_id: int, status: str, owner: str | None, event: str
+    call: CallRecord, *, job_id: int, status: RequestStatus, owner: str | None, event: str
 ) -> dict[str, object]:
     return {
         "request_id": storable_text(call.request_id),
         "user_id": _user(call),
         "job_id": job_id,
-        "status": status,
+        "status": status.value,
+        "before": preceding(status),
         "owner": owner,
         "event": event,
     }

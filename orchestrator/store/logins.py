@@ -27,6 +27,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import LiteralString, TypeVar
 
 import psycopg
 from psycopg import sql
@@ -39,7 +40,7 @@ SUPERUSER = "postgres"
 OWNER_ROLE = "orchestrator_owner"
 APP_ROLE = "orchestrator_app"
 SECRETS_DIR = "orchestrator-secrets"
-ROLE_OPTIONS = {
+ROLE_OPTIONS: dict[str, LiteralString] = {
     OWNER_ROLE: "LOGIN NOSUPERUSER BYPASSRLS NOCREATEDB NOCREATEROLE NOREPLICATION",
     APP_ROLE: "LOGIN NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE NOREPLICATION",
 }
@@ -148,11 +149,23 @@ def secure_server(superuser_url: str, pgdata: Path) -> None:
             )
         )
         connection.execute(f"ALTER SYSTEM SET unix_socket_permissions = '{SOCKET_PERMISSIONS}'")
-        hba_file = Path(connection.execute("SHOW hba_file").fetchone()[0])
-        loaded = connection.execute("SELECT pg_conf_load_time()").fetchone()[0]
+        hba_file = Path(_first(connection, "SHOW hba_file", str))
+        loaded = _first(connection, "SELECT pg_conf_load_time()", datetime)
         replace_file(hba_file, HBA)
         connection.execute("SELECT pg_reload_conf()")
     _wait_for_reload(superuser_url, after=loaded)
+
+
+_T = TypeVar("_T")
+
+
+def _first(connection: psycopg.Connection, query: LiteralString, kind: type[_T]) -> _T:
+    """The first column of the one row `query` returns, a `kind`."""
+    row = connection.execute(query).fetchone()
+    value: object = None if row is None else row[0]
+    if not isinstance(value, kind):
+        raise RuntimeError(f"{query!r} returned {value!r}, not a {kind.__name__}")
+    return value
 
 
 def _wait_for_reload(superuser_url: str, *, after: datetime) -> None:
@@ -164,7 +177,7 @@ def _wait_for_reload(superuser_url: str, *, after: datetime) -> None:
     deadline = time.monotonic() + RELOAD_SECONDS
     while time.monotonic() < deadline:
         with psycopg.connect(superuser_url) as connection:
-            if connection.execute("SELECT pg_conf_load_time()").fetchone()[0] > after:
+            if _first(connection, "SELECT pg_conf_load_time()", datetime) > after:
                 return
         time.sleep(0.02)
     raise TimeoutError(f"the server did not reload its configuration within {RELOAD_SECONDS:.0f} s")

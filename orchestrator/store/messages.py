@@ -4,14 +4,27 @@ from __future__ import annotations
 
 import json
 import re
+import typing
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
+from typing import LiteralString
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from pgvector.sqlalchemy import Vector
-from sqlalchemy import BindParameter, ColumnElement, bindparam, cast, func, literal_column, select
+from psycopg import sql
+from psycopg.rows import TupleRow
+from sqlalchemy import (
+    BindParameter,
+    ColumnElement,
+    Float,
+    bindparam,
+    cast,
+    func,
+    literal_column,
+    select,
+)
 from sqlalchemy.sql import Select
 
 from orchestrator.notes import is_note
@@ -94,7 +107,7 @@ class MessageStore:
         self.database = database
         self.embedder = embedder
         self.worker = worker
-        self._large: set[tuple[str, int]] = set()  # (user, limit): seen owning more messages
+        self._large: set[tuple[str, int | None]] = set()  # (user, limit): seen owning more messages
 
     async def save(self, batch: Sequence[BaseMessage], *, session_id: str, user_id: str) -> int:
         """Store the messages not stored yet (by message id); how many were new."""
@@ -245,23 +258,25 @@ OWNED = """
 
 # pgvector's iterative scan, to find this user's rows among every user's in the index.
 INDEX_SETTINGS = (
-    "SET LOCAL hnsw.iterative_scan = relaxed_order",
-    f"SET LOCAL hnsw.ef_search = {EF_SEARCH}",
-    f"SET LOCAL hnsw.max_scan_tuples = {MAX_SCAN_TUPLES}",
+    sql.SQL("SET LOCAL hnsw.iterative_scan = relaxed_order"),
+    sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(EF_SEARCH)),
+    sql.SQL("SET LOCAL hnsw.max_scan_tuples = {}").format(sql.Literal(MAX_SCAN_TUPLES)),
 )
+# A search's statement, its columns those of `FoundMessage`.
+Search = Select[str, str, str, str, str | None, datetime, float]
 
 
 @cache
-def _nearest(*, excluding: bool, exact: bool) -> str:
+def _nearest(*, excluding: bool, exact: bool) -> LiteralString:
     """The nearest-neighbour search as SQL for psycopg, built once per shape."""
     distance = messages.c.embedding.cosine_distance(cast(bindparam("vector"), Vector()))
-    exclude = bindparam("exclude") if excluding else None
+    exclude: BindParameter[str] | None = bindparam("exclude") if excluding else None
     statement = (_exact_nearest if exact else _indexed_nearest)(distance, exclude=exclude)
     # The vector goes in binary, as an array of numbers: as text it took 0.15 ms to format.
     return driver_sql(statement).replace("%(vector)s", "%(vector)b")
 
 
-def _exact_nearest(distance: ColumnElement[float], *, exclude: BindParameter[str] | None) -> Select:
+def _exact_nearest(distance: ColumnElement[float], *, exclude: BindParameter[str] | None) -> Search:
     """Every vector of the user compared, from the `messages_vectors` index alone (migration 10).
 
     The inner query reads only what that index holds (an index-only scan, the
@@ -274,33 +289,36 @@ def _exact_nearest(distance: ColumnElement[float], *, exclude: BindParameter[str
     if exclude is not None:
         inner = inner.where(messages.c.session_id != exclude)
     found = inner.order_by(distance + literal_column("0")).limit(bindparam("limit")).subquery("found")
+    similarity = literal_column("1", Float(asdecimal=False)) - found.c.distance
     return (
-        _select(literal_column("1") - found.c.distance, user_id=bindparam("user_id"))
+        _select(similarity, user_id=bindparam("user_id"))
         .join_from(messages, found, messages.c.id == found.c.id)
         .order_by(found.c.distance)
     )
 
 
-def _indexed_nearest(distance: ColumnElement[float], *, exclude: BindParameter[str] | None) -> Select:
+def _indexed_nearest(distance: ColumnElement[float], *, exclude: BindParameter[str] | None) -> Search:
     """The user's nearest through the HNSW index: CANDIDATES times the rows asked, best kept.
 
     The iterative scan returns rows in a relaxed order, each at its exact
     distance; taking the best of several times as many (a materialized CTE, as
     pgvector's documentation shows) keeps recall near 1.0 for large users.
     """
+    limit: BindParameter[int] = bindparam("limit")
+    similarity = literal_column("1", Float(asdecimal=False)) - distance
     candidates = (
-        _select(literal_column("1") - distance, user_id=bindparam("user_id"), exclude=exclude)
+        _select(similarity, user_id=bindparam("user_id"), exclude=exclude)
         .where(messages.c.embedding.is_not(None))
         .order_by(distance)
-        .limit(bindparam("limit") * literal_column(str(CANDIDATES)))
+        .limit(limit * literal_column(str(CANDIDATES)))
         .cte("candidates")
         .prefix_with("MATERIALIZED")
     )
-    return select(candidates).order_by(candidates.c.score.desc()).limit(bindparam("limit"))
+    return select(candidates).order_by(candidates.c.score.desc()).limit(limit)
 
 
 @cache
-def _text_search(*, in_session: bool, excluding: bool) -> str:
+def _text_search(*, in_session: bool, excluding: bool) -> LiteralString:
     """The full-text search as SQL for psycopg, built once per shape."""
     tsquery = func.websearch_to_tsquery(literal_column("'english'::regconfig"), bindparam("query"))
     score = func.ts_rank(messages.c.search, tsquery)
@@ -317,8 +335,9 @@ def _text_search(*, in_session: bool, excluding: bool) -> str:
     )
 
 
-def _found(rows: Sequence[tuple[object, ...]]) -> list[FoundMessage]:
-    return [FoundMessage(*row) for row in rows]  # type: ignore[arg-type]  # _select's columns
+def _found(rows: Sequence[TupleRow]) -> list[FoundMessage]:
+    """The rows of a search (`_select`'s columns) as messages."""
+    return [FoundMessage(*row) for row in rows]
 
 
 def _select(
@@ -327,7 +346,7 @@ def _select(
     user_id: str | BindParameter[str],
     session_id: str | BindParameter[str] | None = None,
     exclude: str | BindParameter[str] | None = None,
-) -> Select:
+) -> Search:
     # Row-level security already limits rows to the user; the WHERE says so too,
     # and lets the planner use the (user_id, ...) index.
     statement = select(
@@ -350,7 +369,8 @@ def _row(message: BaseMessage) -> dict[str, str | None]:
     """The message as SAVE's columns: without NUL, which a user, model or tool may send."""
     request_id = None
     if isinstance(message, ToolMessage) and isinstance(message.artifact, dict):
-        request_id = message.artifact.get("request_id")
+        # A tool message's artifact is any value; a dict here is the envelope's, keyed by text.
+        request_id = typing.cast(dict[str, object], message.artifact).get("request_id")
     tool_name = message.name if isinstance(message, ToolMessage) else None
     return {
         "message_ids": storable_text(str(message.id)),

@@ -50,7 +50,7 @@ class Migration:
 
 
 def _core_migrations() -> tuple[Migration, ...]:
-    found = []
+    found: list[Migration] = []
     for path in sorted(SCHEMA_DIR.glob("*.sql")):
         match = FILE_NAME.match(path.name)
         if match is None:
@@ -88,7 +88,7 @@ async def upgrade(database: Database) -> list[Migration]:
     """Apply every pending migration, each in its own transaction; the ones applied."""
     if not (await schema_status(database)).pending:  # every start: one short transaction
         return []
-    applied = []
+    applied: list[Migration] = []
     for migration in MIGRATIONS:
         async with database.admin_transaction() as connection:
             await lock(connection)

@@ -74,15 +74,14 @@ class ServerPool(AsyncConnectionPool):
         await self._reachable()  # every pooled one was dead: if the server is gone, say so
         return await super().getconn(timeout)
 
-    async def putconn(self, connection: AsyncConnection) -> None:
-        """Return `connection`; one that broke in use means the server may be gone."""
-        if connection.broken:
+    async def putconn(self, conn: AsyncConnection) -> None:
+        """Return `conn`; one that broke in use means the server may be gone."""
+        if conn.broken:
             self._lost = True
-        await super().putconn(connection)
+        await super().putconn(conn)
 
     async def _reachable(self) -> None:
-        kwargs = {"connect_timeout": CONNECT_ARGS["connect_timeout"]}
-        probe = await AsyncConnection.connect(str(self.conninfo), **kwargs)
+        probe = await AsyncConnection.connect(str(self.conninfo), connect_timeout=CONNECT_ARGS["connect_timeout"])
         await probe.close()
         self._lost = False
 
@@ -99,7 +98,7 @@ class ServerPool(AsyncConnectionPool):
         )
 
 
-def dropped(connection: AsyncConnection) -> bool:
+def dropped(connection: AsyncConnection[object]) -> bool:
     """Whether the server dropped the idle `connection`, known without asking it.
 
     An idle connection's server sends nothing unprompted (no LISTEN here) but

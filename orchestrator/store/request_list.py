@@ -59,4 +59,4 @@ async def recent_requests(
         rows = await connection.execute(
             LIST, {"session": session_id, "since": since, "limit": limit}
         )
-        return [ListedRequest(**row._mapping) for row in rows]
+        return [ListedRequest(**row) for row in rows.mappings()]

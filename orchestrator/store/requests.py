@@ -5,11 +5,15 @@
 Background calls are acknowledged before they run. A request closes once it
 has ended and every request it caused has closed; its parent is then told
 and may close in turn. Every change of status is kept in `request_events`.
+Each change is one `request_status.TRANSITIONS` allows: a write that the
+table refuses (a late end, a call resumed after it ended) changes nothing and
+is logged with its reason.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 from collections import defaultdict
@@ -17,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
+from typing import LiteralString
 
 import psutil
 from psycopg.abc import Params
@@ -31,17 +36,18 @@ from orchestrator.store.models import request_events, request_usage, requests
 from orchestrator.store.text import storable_json, storable_text
 from orchestrator.tools.request_log import (
     DECISIONS,
-    ENDED,
     INTERRUPTED,
-    PAUSED,
     Asked,
     CallRecord,
     CallTask,
     PriorCall,
     safely,
 )
+from orchestrator.tools.request_status import ENDED, RequestStatus, preceding
 from orchestrator.tools.results import ToolResult
 from orchestrator.usage.records import UsageRecord
+
+logger = logging.getLogger(__name__)
 
 ANONYMOUS = "anonymous"
 
@@ -98,7 +104,11 @@ class RequestLog:
         resumed or recovered call, for `replay.decide` to judge).
         """
         user_id = _user(call)
-        statuses = ["created", *(["acknowledged"] if call.background else []), "running"]
+        statuses = [
+            RequestStatus.CREATED,
+            *([RequestStatus.ACKNOWLEDGED] if call.background else []),
+            RequestStatus.RUNNING,
+        ]
         row = {
             "request_id": storable_text(call.request_id),
             "parent_request_id": _text(call.parent_request_id),
@@ -111,7 +121,7 @@ class RequestLog:
             "background": call.background,
             "idempotent": call.idempotent,
             "owner": OWNER,
-            "status": "running",
+            "status": RequestStatus.RUNNING,
         }
         # An idempotent call may run again: its start need not reach the disk before it
         # runs (its end, which does, takes the start along: the WAL is written in order).
@@ -122,19 +132,19 @@ class RequestLog:
     async def acknowledged(self, call: CallRecord, *, detail: str) -> None:
         """An inline call outlived its budget and goes on in the background."""
         async with self.database.user_transaction(_user(call)) as connection:
-            await _event(connection, call.request_id, _user(call), "acknowledged", detail)
+            await _event(connection, call.request_id, _user(call), RequestStatus.ACKNOWLEDGED, detail)
 
     async def finished(self, call: CallRecord, result: ToolResult, *, task: CallTask | None = None) -> None:
         """It ended with `result`, which `task`'s checkpoint writes hold (when it ran in one)."""
-        outcome = "failed" if result.status == "failure" else "completed"
+        outcome = RequestStatus.FAILED if result.status == "failure" else RequestStatus.COMPLETED
         await self._end(call, outcome, result.model_dump(mode="json", exclude_none=True), task=task)
 
     async def cancelled(self, call: CallRecord) -> None:
-        await self._end(call, "cancelled", {"message": "cancelled by the user"})
+        await self._end(call, RequestStatus.CANCELLED, {"message": "cancelled by the user"})
 
     async def interrupted(self, call: CallRecord) -> None:
         """A stopped process left it running: it failed."""
-        await self._end(call, "failed", {"message": INTERRUPTED, "error_code": "interrupted"})
+        await self._end(call, RequestStatus.FAILED, {"message": INTERRUPTED, "error_code": "interrupted"})
 
     async def requeued(self, call: CallRecord) -> None:
         """A stopped process left it running, and it is safe to run again: this process does."""
@@ -143,13 +153,9 @@ class RequestLog:
     async def _run_here(self, call: CallRecord, event: str, detail: str | None) -> None:
         user_id = _user(call)
         async with self.database.user_transaction(user_id) as connection:
-            await connection.execute(
-                update(requests)
-                .where(requests.c.request_id == storable_text(call.request_id))
-                .values(owner=OWNER)
-            )
-            await _event(connection, call.request_id, user_id, event, detail)
-            await _set_status(connection, call.request_id, user_id, "running")
+            if await _move(connection, call.request_id, RequestStatus.RUNNING, owner=OWNER):
+                await _event(connection, call.request_id, user_id, event, detail)
+                await _event(connection, call.request_id, user_id, RequestStatus.RUNNING)
 
     async def paused(self, call: CallRecord, *, asked: Sequence[Asked] = ()) -> None:
         """It waits for an answer (a LangGraph interrupt): it runs again when the turn resumes.
@@ -158,7 +164,7 @@ class RequestLog:
         """
         detail = _json({"asked": list(asked)}) if asked else None
         async with self.database.user_transaction(_user(call)) as connection:
-            await _set_status(connection, call.request_id, _user(call), PAUSED, detail=detail)
+            await _set_status(connection, call.request_id, _user(call), RequestStatus.PAUSED, detail=detail)
 
     async def decided(
         self,
@@ -185,7 +191,7 @@ class RequestLog:
                     request_events.c.status.in_(DECISIONS),
                 )
             )
-            if earlier > question:
+            if (earlier or 0) > question:
                 return
             await _event(connection, request_id, user, outcome, _json(detail))
 
@@ -208,9 +214,9 @@ class RequestLog:
         if row is None:
             return None
         return PriorCall(
-            status=row.status,
-            outcome=row.outcome,
-            body=row.result if row.outcome == "completed" else row.error,
+            status=RequestStatus(row.status),
+            outcome=None if row.outcome is None else RequestStatus(row.outcome),
+            body=row.result if row.outcome == RequestStatus.COMPLETED else row.error,
             owner_alive=is_alive(row.owner),
             ours=row.owner == OWNER,
             same_call=_same_call(call, tool=row.tool, name=row.call_name, parameters=row.parameters),
@@ -226,7 +232,8 @@ class RequestLog:
             rows = (
                 await connection.execute(
                     select(requests).where(
-                        requests.c.status.in_(("created", "running")), requests.c.job_id.is_(None)
+                        requests.c.status.in_((RequestStatus.CREATED, RequestStatus.RUNNING)),
+                        requests.c.job_id.is_(None),
                     )
                 )
             ).all()
@@ -275,7 +282,7 @@ class RequestLog:
             async with self.database.user_transaction(user_id) as connection:
                 await connection.exec_driver_sql(USAGE_SQL, values)
 
-    async def _ride(self, task: CallTask | None, user_id: str, sql: str, values: Params) -> bool:
+    async def _ride(self, task: CallTask | None, user_id: str, sql: LiteralString, values: Params) -> bool:
         """Commit `sql` with `task`'s checkpoint writes, when our checkpointer saves them.
 
         False when it cannot ride (no task, or another checkpointer): the caller writes it.
@@ -288,41 +295,55 @@ class RequestLog:
         self.checkpoints.ride_along(task.task_id, rider)
         return True
 
-    async def _alone(self, user_id: str, sql: str, values: Params, *, durable: bool) -> None:
+    async def _alone(self, user_id: str, sql: LiteralString, values: Params, *, durable: bool) -> int:
+        """Run `sql` on its own: the number of rows it returned or changed."""
         async with self.database.user_pipeline(user_id, durable=durable) as connection:
-            await connection.execute(sql, values)
+            cursor = await connection.execute(sql, values)
+        return cursor.rowcount
 
-    async def _left(self, user_id: str, sql: str, values: Params) -> None:
+    async def _left(self, user_id: str, sql: LiteralString, values: Params) -> None:
         """A rider whose task's writes never took it along: on its own, a failure only logged."""
         await safely(self._alone(user_id, sql, values, durable=False))
 
     async def _end(
-        self, call: CallRecord, outcome: str, body: dict[str, object], *, task: CallTask | None = None
+        self,
+        call: CallRecord,
+        outcome: RequestStatus,
+        body: dict[str, object],
+        *,
+        task: CallTask | None = None,
     ) -> None:
         """The call ended: it closes at once unless a request it caused is still open.
 
         One statement records the outcome, closes it and logs the events; only
         a parent it closed is looked at further, in the same transaction. A
         call of the top level that ran in `task` ends with the task's writes.
+        A call that ended already keeps its first end (see `END_SQL`).
         """
         user_id = _user(call)
         request_id = storable_text(call.request_id)
         stored = storable_json(body)
-        ended = {
+        ended: dict[str, object] = {
             "request_id": request_id,
             "user_id": user_id,
-            "outcome": outcome,
-            "result": Jsonb(stored) if outcome == "completed" else None,
-            "error": None if outcome == "completed" else Jsonb(stored),
+            "outcome": outcome.value,
+            "result": Jsonb(stored) if outcome == RequestStatus.COMPLETED else None,
+            "error": None if outcome == RequestStatus.COMPLETED else Jsonb(stored),
+            "before": preceding(outcome),
         }
         if call.parent_request_id is None:  # nothing to close above it: one statement
-            if not await self._ride(task, user_id, END_SQL, ended):
-                # A call that ran in a task is saved by the task's durable writes, which follow.
-                await self._alone(user_id, END_SQL, ended, durable=task is None)
+            # A call that ran in a task is saved by the task's durable writes, which follow.
+            if await self._ride(task, user_id, END_SQL, ended):
+                return
+            if not await self._alone(user_id, END_SQL, ended, durable=task is None):
+                async with self.database.user_transaction(user_id) as connection:
+                    await _refused(connection, request_id, outcome)
             return
         async with self.database.user_transaction(user_id) as connection:
             row = (await connection.exec_driver_sql(END_SQL, ended)).first()
-            if row is not None and row.status == "closed" and row.parent_request_id is not None:
+            if row is None:
+                await _refused(connection, request_id, outcome)
+            elif row.status == RequestStatus.CLOSED and row.parent_request_id is not None:
                 await close_if_done(connection, row.parent_request_id, user_id)
 
 
@@ -356,6 +377,14 @@ def _usage_values(record: UsageRecord, *, user_id: str) -> dict[str, object]:
     }
 
 
+# The rule for closing, written once: a request that ended closes when this is false.
+# `{request_id}`: the placeholder of the request's id in the statement that uses it.
+OPEN_CHILDREN = f"""EXISTS (
+    SELECT 1 FROM requests AS children
+    WHERE children.parent_request_id = {{request_id}} AND children.status <> '{RequestStatus.CLOSED.value}'
+)"""
+_OPEN_CHILDREN_OF = text(f"SELECT {OPEN_CHILDREN.format(request_id=':request_id')}")
+
 # The two statements of every call, each one round trip (see `Database.user_pipeline`).
 # A new call: its row, and its events in their order (ids follow it); nothing when
 # the log holds the request already (a resumed or recovered call).
@@ -381,24 +410,20 @@ START_SQL = """
 """
 # A call ended: its outcome, and closed unless a request it caused is still open;
 # the events of both, and the parent told of the closing. Returns (status, parent).
-# Only a call that has not ended: a call has one end, the first (a late second one, from
-# a process that ran on after its call was settled as stopped, say, writes nothing).
-END_SQL = """
+# Only a call whose status an end may follow (`preceding`, as `before`): a call has one
+# end, the first (a late second one, from a process that ran on after its call was
+# settled as stopped, say, writes nothing).
+END_SQL = f"""
     WITH ended AS (
         UPDATE requests SET
-            status = CASE WHEN waiting.open THEN %(outcome)s ELSE 'closed' END,
+            status = CASE WHEN waiting.open THEN %(outcome)s ELSE '{RequestStatus.CLOSED.value}' END,
             outcome = %(outcome)s,
             result = %(result)s,
             error = %(error)s,
             updated_at = now(),
             closed_at = CASE WHEN waiting.open THEN NULL ELSE now() END
-        FROM (
-            SELECT EXISTS (
-                SELECT 1 FROM requests AS children
-                WHERE children.parent_request_id = %(request_id)s AND children.status <> 'closed'
-            ) AS open
-        ) AS waiting
-        WHERE requests.request_id = %(request_id)s AND requests.outcome IS NULL
+        FROM (SELECT {OPEN_CHILDREN.format(request_id="%(request_id)s")} AS open) AS waiting
+        WHERE requests.request_id = %(request_id)s AND requests.status = ANY(%(before)s)
         RETURNING requests.status, requests.parent_request_id
     ), logged AS (
         INSERT INTO request_events (request_id, user_id, status, detail)
@@ -407,10 +432,11 @@ END_SQL = """
             SELECT %(request_id)s AS request_id, %(outcome)s AS status, NULL AS detail, 1 AS position
             FROM ended
             UNION ALL
-            SELECT %(request_id)s, 'closed', NULL, 2 FROM ended WHERE ended.status = 'closed'
+            SELECT %(request_id)s, '{RequestStatus.CLOSED.value}', NULL, 2
+            FROM ended WHERE ended.status = '{RequestStatus.CLOSED.value}'
             UNION ALL
             SELECT ended.parent_request_id, 'notified', %(request_id)s || ' closed', 3
-            FROM ended WHERE ended.status = 'closed' AND ended.parent_request_id IS NOT NULL
+            FROM ended WHERE ended.status = '{RequestStatus.CLOSED.value}' AND ended.parent_request_id IS NOT NULL
         ) AS event
         ORDER BY event.position
     )
@@ -432,14 +458,9 @@ async def close_if_done(connection: AsyncConnection, request_id: str, user_id: s
         ).first()
         if row is None or row.status not in ENDED:
             return
-        still_open = await connection.scalar(
-            select(func.count())
-            .select_from(requests)
-            .where(requests.c.parent_request_id == current, requests.c.status != "closed")
-        )
-        if still_open:
+        if await connection.scalar(_OPEN_CHILDREN_OF, {"request_id": current}):
             return
-        await _set_status(connection, current, user_id, "closed", closed_at=func.now())
+        await _set_status(connection, current, user_id, RequestStatus.CLOSED, closed_at=func.now())
         if row.parent_request_id is not None:
             await _event(connection, row.parent_request_id, user_id, "notified", f"{current} closed")
         current = row.parent_request_id
@@ -449,17 +470,41 @@ async def _set_status(
     connection: AsyncConnection,
     request_id: str,
     user_id: str,
-    status: str,
+    status: RequestStatus,
     *,
     detail: str | None = None,
     **columns: object,
 ) -> None:
-    await connection.execute(
+    """Move the request to `status`, and log the event, if the transition table allows it."""
+    if await _move(connection, request_id, status, **columns):
+        await _event(connection, request_id, user_id, status, detail)
+
+
+async def _move(
+    connection: AsyncConnection, request_id: str, status: RequestStatus, **columns: object
+) -> bool:
+    """Move the request to `status` (with `columns`) if its status now allows it; False: refused."""
+    moved = await connection.execute(
         update(requests)
-        .where(requests.c.request_id == storable_text(request_id))
-        .values(status=status, updated_at=func.now(), **columns)
+        .where(
+            requests.c.request_id == storable_text(request_id),
+            requests.c.status.in_(preceding(status)),
+        )
+        .values(status=status.value, updated_at=func.now(), **columns)
     )
-    await _event(connection, request_id, user_id, status, detail)
+    if moved.rowcount:
+        return True
+    await _refused(connection, request_id, status)
+    return False
+
+
+async def _refused(connection: AsyncConnection, request_id: str, status: RequestStatus) -> None:
+    """Say why the request did not move to `status`: its status now does not allow it."""
+    now = await connection.scalar(
+        select(requests.c.status).where(requests.c.request_id == storable_text(request_id))
+    )
+    why = "the log has no such request" if now is None else f"it is {now}, which {status} may not follow"
+    logger.info("request %s: %s refused: %s", request_id, status, why)
 
 
 async def _event(
@@ -539,7 +584,7 @@ async def request_tree(database: Database, request_id: str, *, user_id: str) -> 
     """The request and everything it caused, depth first; empty if the user has no such request."""
     async with database.user_transaction(user_id) as connection:
         rows = await connection.execute(TREE, {"root": request_id})
-        return [RequestNode(**row._mapping) for row in rows]
+        return [RequestNode(**row) for row in rows.mappings()]
 
 
 async def requests_starting(

@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncGenerator, Callable, Coroutine
 from contextlib import asynccontextmanager, suppress
+from typing import LiteralString, cast
 
 import psycopg
 from sqlalchemy.exc import DBAPIError
@@ -72,7 +73,7 @@ class SessionLeases:
     @asynccontextmanager
     async def hold(
         self, session_id: str, *, on_wait: Callable[[], None] | None = None
-    ) -> AsyncIterator[None]:
+    ) -> AsyncGenerator[None, None]:
         """Hold the session's lease for the block, waiting while another process holds it.
 
         `on_wait` is called once if the lease is taken elsewhere, before waiting.
@@ -148,11 +149,13 @@ class SessionLeases:
             connection = await self._database.app_engine.connect()
             connection = await connection.execution_options(isolation_level="AUTOCOMMIT")
             # psycopg itself, as the statements are tiny: SQLAlchemy would cost more than they do
-            driver = (await connection.get_raw_connection()).driver_connection
+            # SQLAlchemy's psycopg dialect: the driver's own async connection (typed `Any | None`)
+            driver = cast(psycopg.AsyncConnection, (await connection.get_raw_connection()).driver_connection)
             held = sorted(self._held)  # the running turns take their leases back
             if not all(await _send(driver, [(TRY_LOCK, key) for key in held])):
                 logger.warning("a session's lease was taken by another process during a restart")
             self._connection, self._driver = connection, driver
+            return driver
         return self._driver
 
     async def _disconnect(self) -> None:
@@ -164,7 +167,7 @@ class SessionLeases:
                 await connection.close()
 
 
-Statement = tuple[str, int]  # a lease statement and its key
+Statement = tuple[LiteralString, int]  # a lease statement and its key
 
 
 async def _send(driver: psycopg.AsyncConnection, asked: list[Statement]) -> list[bool]:

@@ -72,7 +72,7 @@ class Storage:
         try:
             await upgrade_all(database)
             await pool.open()
-            checkpointer = PooledPostgresSaver(pool)  # type: ignore[arg-type]
+            checkpointer = PooledPostgresSaver(pool)
             await checkpointer.setup()
         except BaseException:  # cancellation (Ctrl-C) too: nothing may stay open behind it
             await _close_connections(pool, database)

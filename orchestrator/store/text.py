@@ -9,9 +9,7 @@ the model saw is kept in the checkpoint, which stores messages as bytes.
 from __future__ import annotations
 
 import math
-from typing import TypeVar
-
-T = TypeVar("T")
+from typing import cast, overload
 
 NUL = "\x00"
 
@@ -21,14 +19,24 @@ def storable_text(value: str) -> str:
     return value.replace(NUL, "") if NUL in value else value
 
 
-def storable_json(value: T) -> T:
-    """A JSON-like value with NUL removed from every string and key, and inf or nan as text."""
+@overload
+def storable_json(value: dict[str, object]) -> dict[str, object]: ...
+@overload
+def storable_json(value: list[object] | tuple[object, ...]) -> list[object]: ...
+@overload
+def storable_json(value: object) -> object: ...
+def storable_json(value: object) -> object:
+    """A JSON-like value with NUL removed from every string and key, and inf or nan as text.
+
+    A mapping comes back a dict, a list or tuple a list.
+    """
     if isinstance(value, str):
-        return storable_text(value)  # type: ignore[return-value]
+        return storable_text(value)
     if isinstance(value, dict):
-        return {storable_json(k): storable_json(v) for k, v in value.items()}  # type: ignore[return-value]
+        items = cast(dict[object, object], value).items()  # isinstance cannot know its types
+        return {storable_json(k): storable_json(v) for k, v in items}
     if isinstance(value, list | tuple):
-        return [storable_json(v) for v in value]  # type: ignore[return-value]
+        return [storable_json(v) for v in cast(list[object] | tuple[object, ...], value)]
     if isinstance(value, float) and not math.isfinite(value):
-        return str(value)  # type: ignore[return-value]  # JSON has no inf or nan; jsonb refuses them
+        return str(value)  # JSON has no inf or nan; jsonb refuses them
     return value

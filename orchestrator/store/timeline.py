@@ -18,6 +18,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from orchestrator.store.engine import Database
 from orchestrator.store.requests import call_name_of
 
+# A row of these statements: its columns read by name.
+_Row = Row[*tuple[object, ...]]
 # The calls of a session within a time window, and everything below them.
 WINDOW_TOOLS = text(
     """WITH RECURSIVE tree AS (
@@ -101,7 +103,7 @@ async def request_timeline(
 
 
 async def _with_models(
-    connection: AsyncConnection, tools: Sequence[Row], *, session_id: str, turn_id: str
+    connection: AsyncConnection, tools: Sequence[_Row], *, session_id: str, turn_id: str
 ) -> list[TimelineRow]:
     ids = [row.request_id for row in tools]
     billed = {
@@ -113,7 +115,7 @@ async def _with_models(
     return sorted(rows, key=lambda row: (row.start, row.end))
 
 
-def _tool(row: Row, usage: Row | None) -> TimelineRow:
+def _tool(row: _Row, usage: _Row | None) -> TimelineRow:
     return TimelineRow(
         kind="tool",
         name=call_name_of(row.call_name, row.tool, row.action),  # as the model and tasks name it
@@ -128,7 +130,7 @@ def _tool(row: Row, usage: Row | None) -> TimelineRow:
     )
 
 
-def _model(row: Row) -> TimelineRow:
+def _model(row: _Row) -> TimelineRow:
     return TimelineRow(
         kind="model",
         name=row.name,

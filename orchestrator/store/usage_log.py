@@ -9,10 +9,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time
+from decimal import Decimal
 from functools import cache
+from typing import LiteralString
 
-from psycopg.rows import namedtuple_row
-from sqlalchemy import Row, bindparam, func, literal_column, select
+from psycopg.rows import class_row
+from sqlalchemy import bindparam, func, literal_column, select
 from sqlalchemy.sql.elements import ColumnElement
 
 from orchestrator.store.engine import Database, driver_sql
@@ -30,7 +32,26 @@ _TOKEN_COLUMNS = {
 }
 
 
-def _sums() -> list[ColumnElement[object]]:
+@dataclass(frozen=True)
+class UsageGroup:
+    """The usage of one model or billed tool (`kind`, `name`), as `_sums` adds it up."""
+
+    kind: str
+    name: str
+    calls: int
+    # PostgreSQL's sum of a bigint is a numeric
+    input: int | Decimal
+    output: int | Decimal
+    cached_input: int | Decimal
+    cache_write: int | Decimal
+    reasoning: int | Decimal
+    cost_usd: float
+    unpriced_calls: int
+    credits: float
+    seconds: float
+
+
+def _sums() -> list[ColumnElement[int] | ColumnElement[float]]:
     """The aggregates every usage query reads into totals."""
     return [
         func.count().label("calls"),
@@ -48,7 +69,7 @@ def _sums() -> list[ColumnElement[object]]:
 async def session_totals(database: Database, session_id: str, *, user_id: str) -> Totals:
     """What the session has spent so far, by model and by billed tool."""
     async with database.user_pipeline(user_id) as connection:
-        cursor = connection.cursor(row_factory=namedtuple_row)
+        cursor = connection.cursor(row_factory=class_row(UsageGroup))
         await cursor.execute(_session_totals(), {"session_id": session_id})
     totals = Totals()
     _add_rows(totals, await cursor.fetchall())
@@ -56,7 +77,7 @@ async def session_totals(database: Database, session_id: str, *, user_id: str) -
 
 
 @cache
-def _session_totals() -> str:
+def _session_totals() -> LiteralString:
     return driver_sql(
         select(_U.kind, _U.name, *_sums())
         .where(_U.session_id == bindparam("session_id"))
@@ -100,14 +121,15 @@ async def usage_report(
     if since is not None:
         query = query.where(_U.created_at >= datetime.combine(since, time(), tzinfo=UTC))
     async with database.user_transaction(user_id) as connection:
-        rows = (await connection.execute(query)).all()
+        rows = (await connection.execute(query)).mappings().all()
     report = UsageReport(user_id=user_id, since=since)
     for row in rows:
-        _add_rows(report.days.setdefault(row.day, Totals()), [row])
+        group = UsageGroup(**{name: value for name, value in row.items() if name != "day"})
+        _add_rows(report.days.setdefault(row["day"], Totals()), [group])
     return report
 
 
-def _add_rows(totals: Totals, rows: Iterable[Row[tuple[object, ...]] | tuple[object, ...]]) -> None:
+def _add_rows(totals: Totals, rows: Iterable[UsageGroup]) -> None:
     for row in rows:
         if row.kind == "model":
             tokens = TokenCount(**{name: int(getattr(row, name)) for name in _TOKEN_COLUMNS})
@@ -117,7 +139,7 @@ def _add_rows(totals: Totals, rows: Iterable[Row[tuple[object, ...]] | tuple[obj
             totals.merge(Totals(tools={row.name: tool}))
 
 
-def _one_model(name: str, row: Row[tuple[object, ...]], tokens: TokenCount) -> Totals:
+def _one_model(name: str, row: UsageGroup, tokens: TokenCount) -> Totals:
     model = ModelTotals(
         calls=row.calls,
         tokens=tokens,

@@ -8,6 +8,7 @@ from rich.markup import escape
 
 from orchestrator.store.timeline import TimelineRow
 from orchestrator.terminal.text import shown
+from orchestrator.tools.request_status import RequestStatus
 
 BAR_WIDTH = 40
 LABEL_WIDTH = 34
@@ -55,7 +56,7 @@ def _figures(row: TimelineRow) -> str:
         parts.append(f"{row.input_tokens}+{row.output_tokens} tokens")
     if row.cost_usd:
         parts.append(f"${row.cost_usd:.4f}")
-    if row.status and row.status not in ("success", "closed", "completed"):
+    if row.status and row.status not in ("success", RequestStatus.CLOSED, RequestStatus.COMPLETED):
         parts.append(shown(row.status))
     return "  ".join(parts)
 

@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypedDict
 
+from orchestrator.tools.request_status import ENDED, RequestStatus
 from orchestrator.tools.results import ToolResult
 from orchestrator.usage.records import UsageRecord
 
@@ -19,10 +20,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-# What the request log says of a call that ended, or paused (see `dispatch.replay`).
+# What the request log says of a call a stopped process left running (see `dispatch.replay`).
 INTERRUPTED = "interrupted: the process running it stopped"
-ENDED = ("completed", "failed", "cancelled")
-PAUSED = "paused"
 # Where LangGraph keeps a task's id in the task's config (its own constant is private).
 TASK_ID_KEY = "__pregel_task_id"
 
@@ -31,8 +30,8 @@ TASK_ID_KEY = "__pregel_task_id"
 class PriorCall:
     """What the request log holds for a call about to run."""
 
-    status: str
-    outcome: str | None
+    status: RequestStatus
+    outcome: RequestStatus | None  # how it ended (completed, failed, cancelled); None: not yet
     body: dict[str, object] | None  # the result, or the error
     owner_alive: bool
     ours: bool  # owned by this process
@@ -206,7 +205,7 @@ class BackgroundRunner(Protocol):
         ...
 
 
-async def safely(tracking: Awaitable[None]) -> None:
+async def safely(tracking: Awaitable[object]) -> None:
     """Run one request-log write; the log must never cost the user a tool result."""
     try:
         await tracking
