@@ -23,9 +23,9 @@ if TYPE_CHECKING:
     from langchain_core.messages import AnyMessage
     from langchain_core.runnables import RunnableConfig
     from langchain_core.tools import BaseTool
-
-    # langgraph is a namespace package: its py.typed (at the top) is not seen for its modules.
-    from langgraph.graph.state import CompiledStateGraph  # pyright: ignore[reportMissingTypeStubs]
+    from langgraph.graph.state import (  # pyright: ignore[reportMissingTypeStubs]  # langgraph is a namespace package: its py.typed is not seen
+        CompiledStateGraph,
+    )
 
     from orchestrator.levels import LevelConfig
     from orchestrator.plans import Plan
