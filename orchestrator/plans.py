@@ -10,7 +10,7 @@ an agent reporting to the level above it) reads the same thing.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Literal, NotRequired, TypedDict
+from typing import Literal, NotRequired, TypedDict, TypeGuard
 
 PLAN_TOOL = "create_execution_plan"
 
@@ -138,4 +138,9 @@ def nested_plan(result: Mapping[str, object] | None) -> PlanView | None:
     """The plan an agent's result says it made (see `PLAN_METADATA`), if any."""
     metadata = (result or {}).get("metadata")
     found = metadata.get(PLAN_METADATA) if isinstance(metadata, Mapping) else None
-    return found if isinstance(found, dict) and "tasks" in found else None  # type: ignore[return-value]
+    return found if _is_plan_view(found) else None
+
+
+def _is_plan_view(value: object) -> TypeGuard[PlanView]:
+    # The metadata comes back from JSON (a job's result, a checkpoint): a dict with tasks.
+    return isinstance(value, dict) and "tasks" in value

@@ -353,7 +353,9 @@ def env_file() -> Path:
 def load_settings(**overrides: object) -> Settings:
     """Read the settings, turning a bad value into one `ConfigError` line that names it."""
     try:
-        return Settings(_env_file=env_file(), **overrides)  # type: ignore[arg-type]
+        # pydantic's synthesised __init__ (dataclass_transform) knows the fields only, not
+        # BaseSettings' own `_env_file`; the overrides are fields' values, validated as they are.
+        return Settings(_env_file=env_file(), **overrides)  # pyright: ignore[reportCallIssue]  # see above
     except ValidationError as exc:
         error = exc.errors()[0]
         message = str(error["msg"]).removeprefix("Value error, ")

@@ -53,7 +53,7 @@ def test_the_watch_names_a_process_started_while_it_watches_and_only_then():
 
 def test_every_test_module_sits_in_a_subject_folder_or_covers_the_whole_package():
     package_wide = {"test_errors.py", "test_layers.py", "test_testing_support.py", "test_docs.py",
-                    "test_runtime_edges.py", "test_suite_shape.py"}
+                    "test_runtime_edges.py", "test_suite_shape.py", "test_typing.py"}
     at_the_top = {p.name for p in TESTS.glob("test_*.py")}
     by_date = [p.name for p in TESTS.rglob("test_*.py") if p.name.startswith(("test_trials", "test_hardening"))]
 

@@ -221,7 +221,15 @@ class _Builder:
         import onnx
 
         output = self._name(op)
-        self.nodes.append(onnx.helper.make_node(op, inputs, [output], name=output, **attributes))
+        node = onnx.helper.make_node(op, inputs, [output], name=output)
+        # Added as `make_node(**attributes)` would (sorted, None left out), whose own
+        # keywords (`domain`, `doc_string`) an attribute could otherwise be taken for.
+        node.attribute.extend(
+            onnx.helper.make_attribute(key, value)
+            for key, value in sorted(attributes.items())
+            if value is not None
+        )
+        self.nodes.append(node)
         return output
 
     def _name(self, kind: str) -> str:

@@ -23,6 +23,7 @@ from langchain_core.messages import BaseMessage
 from langchain_core.runnables import Runnable, RunnableBinding
 
 from orchestrator.errors import IncompleteReplyError, ModelTimeoutError, ModelUnavailableError
+from orchestrator.llm.openai_client import openai_client
 from orchestrator.redact import redact
 from orchestrator.settings import Settings, env_name
 
@@ -90,10 +91,10 @@ def _served_at(model: Runnable[LanguageModelInput, BaseMessage]) -> str | None:
     """`scheme://host:port` of the OpenAI-compatible server `model` calls (None: not one)."""
     while isinstance(model, RunnableBinding):  # the model with its tools bound
         model = model.bound
-    openai_models = sys.modules.get("langchain_openai.chat_models.base")
-    if openai_models is None or not isinstance(model, openai_models.BaseChatOpenAI):
+    client = openai_client(model)
+    if client is None:
         return None
-    return _origin(model.openai_api_base or f"https://{OPENAI_HOST}/v1")
+    return _origin(client.openai_api_base or f"https://{OPENAI_HOST}/v1")
 
 
 def _connection_error(

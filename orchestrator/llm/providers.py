@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import re
-import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict, Unpack
 
 from langchain_core.language_models import BaseChatModel
 
@@ -12,6 +11,7 @@ from orchestrator.errors import ConfigError
 from orchestrator.install import with_this_pip
 from orchestrator.llm.endpoints import model_endpoint
 from orchestrator.llm.offline import OfflineChatModel
+from orchestrator.llm.openai_client import openai_client
 from orchestrator.settings import Settings, env_name, env_value
 from orchestrator.usage.prices import warm as warm_prices
 
@@ -34,11 +34,20 @@ UNKNOWN_PROVIDER = (
 )
 
 
+class _ModelOptions(TypedDict, total=False):
+    """What this module hands `init_chat_model` beside the model's name and limits."""
+
+    base_url: str | None
+    api_key: str | None
+    temperature: float
+    disable_streaming: bool
+
+
 def build_chat_model(settings: Settings) -> BaseChatModel:
     """The configured model, or the offline model when none is configured."""
     if settings.uses_offline_model:
         return OfflineChatModel()
-    options: dict[str, object] = {}
+    options: _ModelOptions = {}
     if settings.provider == "openai":
         key = settings.openai_api_key
         options["api_key"] = key.get_secret_value() if key else PLACEHOLDER_API_KEY
@@ -67,7 +76,7 @@ def build_agent_model(
     endpoint = model_endpoint(override, settings)
     if endpoint.offline:
         return OfflineChatModel()
-    options: dict[str, object] = {}
+    options: _ModelOptions = {}
     if endpoint.base_url:
         options["base_url"] = endpoint.base_url
         options["api_key"] = PLACEHOLDER_API_KEY
@@ -86,7 +95,7 @@ def build_agent_model(
 
 
 def _init(
-    model: str, *, settings: Settings, setting: str, streaming: bool, **options: object
+    model: str, *, settings: Settings, setting: str, streaming: bool, **options: Unpack[_ModelOptions]
 ) -> BaseChatModel:
     """`model` built by LangChain; `streaming` False: one whole reply per request.
 
@@ -130,11 +139,9 @@ def _streaming_usage(model: BaseChatModel) -> BaseChatModel:
     LangChain asks only the OpenAI API itself; OpenAI-compatible servers (vLLM,
     llama.cpp, Ollama, LiteLLM) report it too when asked, and every call is counted.
     """
-    openai_models = sys.modules.get("langchain_openai.chat_models.base")
-    if openai_models is None or not isinstance(model, openai_models.BaseChatOpenAI):
-        return model
-    if model.stream_usage is None:
-        model.stream_usage = True
+    client = openai_client(model)
+    if client is not None and client.stream_usage is None:
+        client.stream_usage = True
     return model
 
 
@@ -156,8 +163,7 @@ def reports_finish_reason(model: BaseChatModel) -> bool:
 
     For such a model, a reply without a finish reason was cut off.
     """
-    # Not imported unless such a model was built: the offline model needs none of it.
-    openai_models = sys.modules.get("langchain_openai.chat_models.base")
-    if openai_models is None or not isinstance(model, openai_models.BaseChatOpenAI):
-        return False
-    return not model.use_responses_api  # the Responses API reports a status instead
+    client = openai_client(model)
+    # The Responses API reports a status instead.
+    return client is not None and not client.use_responses_api
+

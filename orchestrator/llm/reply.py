@@ -16,9 +16,10 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncGenerator, Callable, Iterable
 from contextlib import aclosing
 from dataclasses import dataclass
+from typing import cast
 
 from langchain_core.language_models import LanguageModelInput
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, ToolCallChunk
@@ -138,7 +139,9 @@ class _Stream:
         expired: Callable[[], bool],
     ) -> Reply:
         # Closed as soon as it is left, so that the server's connection is let go at once.
-        async with aclosing(model.astream(messages, config)) as stream:
+        # `astream` is an async generator, though LangChain types it an AsyncIterator.
+        stream = cast("AsyncGenerator[BaseMessage]", model.astream(messages, config))
+        async with aclosing(stream):
             async for item in stream:
                 # The deadline cancels the read; before Python 3.12 an `asyncio.wait_for`
                 # in a client (langchain-openai's per-chunk timeout) can swallow that

@@ -107,15 +107,21 @@ def _calls_in(text: str) -> list[TextCall] | None:
         values += value if isinstance(value, list) else [value]
         while position < len(text) and text[position] in " \t\r\n,":
             position += 1
-    calls = [_call(value) for value in values]
-    return None if not calls or None in calls else calls  # type: ignore[return-value]
+    calls: list[TextCall] = []
+    for value in values:
+        call = _call(value)
+        if call is None:
+            return None
+        calls.append(call)
+    return calls or None
 
 
 def _call(value: object) -> TextCall | None:
     if not isinstance(value, dict):
         return None
-    if isinstance(value.get("function"), dict):  # {"type": "function", "function": {...}}
-        value = value["function"]
+    function = value.get("function")
+    if isinstance(function, dict):  # {"type": "function", "function": {...}}
+        value = function
     name = value.get("name")
     arguments = next((value[key] for key in ARGUMENTS if value.get(key) is not None), {})
     if isinstance(arguments, str):  # OpenAI writes arguments as JSON text

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
+from typing import overload
 
 JsonObject = dict[str, object]
 FUNCTION_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
@@ -178,8 +179,7 @@ class OpenAICompatibleServer:
         self.requests: list[JsonObject] = []
         self._lock = threading.Lock()
         self.closed = threading.Event()  # ends the replies that would not end
-        self._http = ThreadingHTTPServer(("127.0.0.1", port), _Handler)
-        self._http.owner = self  # type: ignore[attr-defined]
+        self._http = _Server(("127.0.0.1", port), owner=self)
         # shutdown() waits for the serving loop's next poll: a short one ends a test sooner.
         self._thread = threading.Thread(
             target=self._http.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
@@ -250,22 +250,38 @@ def _call_problem(call: JsonObject, *, where: str) -> str | None:
     if not isinstance(function.get("name"), str) or not FUNCTION_NAME.fullmatch(function["name"]):
         pattern = "^[a-zA-Z0-9_-]{1,64}$"
         return f"Invalid '{where}.function.name': string does not match pattern '{pattern}'."
+    text = function.get("arguments")
     try:
-        arguments = json.loads(function.get("arguments"))  # type: ignore[arg-type]
-    except (TypeError, ValueError):
+        arguments = json.loads(text) if isinstance(text, str) else None
+    except ValueError:
         arguments = None
     if not isinstance(arguments, dict):
         return f"Invalid '{where}.function.arguments': expected a JSON object."
     return None
 
 
+class _Server(ThreadingHTTPServer):
+    """The HTTP server, knowing the scripted server whose replies it sends."""
+
+    def __init__(self, address: tuple[str, int], *, owner: OpenAICompatibleServer) -> None:
+        super().__init__(address, _Handler)
+        self.owner = owner
+
+
 class _Handler(BaseHTTPRequestHandler):
+    @property
+    def owner(self) -> OpenAICompatibleServer:
+        server = self.server
+        if not isinstance(server, _Server):
+            raise TypeError(f"{type(self).__name__} serves only an OpenAICompatibleServer")
+        return server.owner
+
     def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
         if not self.path.endswith("/chat/completions"):
             return self._send_json(HTTPStatus.NOT_FOUND, _error(f"no route {self.path}"))
         length = int(self.headers.get("Content-Length", 0))
         request = json.loads(self.rfile.read(length))
-        reply = self.server.owner.next_reply(request)  # type: ignore[attr-defined]
+        reply = self.owner.next_reply(request)
         if reply is None:
             reply = ErrorReply(HTTPStatus.BAD_REQUEST, "no scripted reply left")
         if isinstance(reply, HangUp):
@@ -319,7 +335,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.close_connection = True
 
     def _send_endless(self, reply: Endless, model: str, streamed: bool) -> None:
-        closed: threading.Event = self.server.owner.closed  # type: ignore[attr-defined]
+        closed = self.owner.closed
         self.close_connection = True
         if not streamed:
             closed.wait()  # the answer never comes
@@ -418,6 +434,14 @@ def _text_pieces(text: str, size: int) -> Iterator[str]:
         return
     for position, word in enumerate(text.split(" ") if text else []):
         yield word if position == 0 else f" {word}"
+
+
+@overload
+def _pieces(text: str, size: int) -> Iterator[str]: ...
+
+
+@overload
+def _pieces(text: str | None, size: int) -> Iterator[str | None]: ...
 
 
 def _pieces(text: str | None, size: int) -> Iterator[str | None]:

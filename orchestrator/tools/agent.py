@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, NotRequired, Protocol, TypedDict, cast
 
 from pydantic import BaseModel, Field, PrivateAttr
 
@@ -20,11 +20,19 @@ from orchestrator.tools.context import RunContext, UserDatabase, current_context
 from orchestrator.tools.results import ToolResult
 
 if TYPE_CHECKING:
+    from langchain_core.messages import AnyMessage
     from langchain_core.runnables import RunnableConfig
     from langchain_core.tools import BaseTool
-    from langgraph.graph.state import CompiledStateGraph
+    from langgraph.graph.state import (  # pyright: ignore[reportMissingTypeStubs]  # langgraph is a namespace package: its py.typed is not seen
+        CompiledStateGraph,
+    )
 
     from orchestrator.levels import LevelConfig
+    from orchestrator.plans import Plan
+
+    # The state schema is the graph layer's `AgentState`, a layer above this one: this
+    # layer hands it messages and reads `AgentReply` back, so the state stays open here.
+    AgentGraph = CompiledStateGraph[Any, RunContext, Any, Any]
 
 AGENT_PROMPT = """\
 You are {name}, an agent that {description}. Another assistant hands you requests \
@@ -37,7 +45,14 @@ class GraphFactory(Protocol):
 
     def __call__(
         self, level: LevelConfig, tools: Sequence[BaseTool], *, name: str, system_prompt: str
-    ) -> CompiledStateGraph: ...
+    ) -> AgentGraph: ...
+
+
+class AgentReply(TypedDict):
+    """What this layer reads of an agent graph's final state."""
+
+    messages: list[AnyMessage]
+    plan: NotRequired[Plan | None]
 
 
 class AskParams(BaseModel):
@@ -55,7 +70,7 @@ class AgentTool(Tool):
     """
 
     instructions: ClassVar[str] = AGENT_PROMPT
-    _graph: CompiledStateGraph | None = PrivateAttr(default=None)
+    _graph: AgentGraph | None = PrivateAttr(default=None)
     _tools: list[BaseTool] = PrivateAttr(default_factory=list)
 
     def system_prompt(self, instructions: str | None = None) -> str:
@@ -68,7 +83,7 @@ class AgentTool(Tool):
         description = self.description.rstrip(".").lower()
         return template.replace("{name}", self.name).replace("{description}", description)
 
-    def attach(self, *, graph: CompiledStateGraph, tools: Sequence[BaseTool]) -> None:
+    def attach(self, *, graph: AgentGraph, tools: Sequence[BaseTool]) -> None:
         """Give the agent its graph and the tools of the level below it (which the graph runs)."""
         self._graph = graph
         self._tools = list(tools)
@@ -86,10 +101,14 @@ class AgentTool(Tool):
         if self._graph is None:
             raise OrchestratorError(f"agent {self.name} has no graph: the host never attached it")
         try:
-            state = await self._graph.ainvoke(
-                {"messages": [HumanMessage(params.request)]},
-                _nested_config(request),
-                context=self._nested_context(request),
+            # LangGraph types a graph's result `dict[str, Any]`; an agent graph's is its state.
+            state = cast(
+                "AgentReply",
+                await self._graph.ainvoke(  # pyright: ignore[reportUnknownMemberType]  # langgraph's own signature takes a bare `Command`
+                    {"messages": [HumanMessage(params.request)]},
+                    _nested_config(request),
+                    context=self._nested_context(request),
+                ),
             )
         except Exception as error:  # LangGraph's GraphBubbleUp is no model failure: re-raised
             failure = _model_failure(error)

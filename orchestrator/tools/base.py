@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, ClassVar, TypeVar, get_type_hints, overload
+from typing import TYPE_CHECKING, ClassVar, TypeVar, Unpack, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, PrivateAttr, ValidationError
 
@@ -37,7 +37,7 @@ from orchestrator.errors import (
     ToolError,
     validation_problems,
 )
-from orchestrator.tools.results import ToolResult
+from orchestrator.tools.results import ResultFields, ToolResult
 from orchestrator.tools.threads import in_thread
 
 if TYPE_CHECKING:
@@ -76,14 +76,10 @@ class ToolRequest(BaseModel):
             return self._parsed
         return model.model_validate(self.parameters)
 
-    def result(self, message: str = "", **fields: object) -> ToolResult:
+    def result(self, message: str = "", **fields: Unpack[ResultFields]) -> ToolResult:
         """A success result carrying this request's ids."""
-        return ToolResult(
-            request_id=self.request_id,
-            parent_request_id=self.parent_request_id,
-            message=message,
-            **fields,  # type: ignore[arg-type]
-        )
+        ids = {"request_id": self.request_id, "parent_request_id": self.parent_request_id}
+        return ToolResult.model_validate({**ids, "message": message, **fields})
 
 
 @dataclass(frozen=True)
@@ -132,13 +128,29 @@ def action(
     plain `def` (blocking I/O, CPU work) runs on a thread of its own. Misuse is
     a `ToolContractError` (a `TypeError`) when the class is defined.
     """
-    if target is None:
-        return partial(_mark, params=None, sensitive=sensitive)
-    if isinstance(target, type):
-        if not issubclass(target, BaseModel):
-            raise ToolContractError(f"@action({target.__name__}): not a pydantic BaseModel")
-        return partial(_mark, params=target, sensitive=sensitive)
-    return _mark(target, params=None, sensitive=sensitive)
+    if target is not None and not isinstance(target, type):
+        return _mark(target, params=None, sensitive=sensitive)
+    params = target
+    if params is not None and BaseModel not in params.__mro__:
+        raise ToolContractError(f"@action({params.__name__}): not a pydantic BaseModel")
+
+    def mark(handler: Handler[ToolT, Params]) -> Handler[ToolT, Params]:
+        return _mark(handler, params=params, sensitive=sensitive)
+
+    return mark
+
+
+@dataclass(frozen=True)
+class _ActionMark:
+    """What `@action` leaves on a method, for `Tool.__init_subclass__` to find."""
+
+    params: type[BaseModel]
+    sensitive: bool
+
+
+# An attribute of the function (not a registry beside it), so that a decorator
+# above `@action` that copies `__dict__` (`functools.wraps`) keeps the mark.
+_MARK = "__action_mark__"
 
 
 def _mark(
@@ -152,9 +164,14 @@ def _mark(
         raise ToolContractError(
             f"action {handler.__qualname__} needs a docstring: the model reads it"
         )
-    handler.__action_params__ = params or _annotated_params(handler)  # type: ignore[attr-defined]
-    handler.__action_sensitive__ = sensitive  # type: ignore[attr-defined]
+    mark = _ActionMark(params=params or _annotated_params(handler), sensitive=sensitive)
+    setattr(handler, _MARK, mark)
     return handler
+
+
+def _action_mark(member: object) -> _ActionMark | None:
+    found = getattr(member, _MARK, None)
+    return found if isinstance(found, _ActionMark) else None
 
 
 def _annotated_params(handler: Callable[..., object]) -> type[BaseModel]:
@@ -237,18 +254,18 @@ class Tool(BaseModel):
     settings_model: ClassVar[type[ToolSettings] | None] = None
     _context: ToolContext | None = PrivateAttr(default=None)
 
-    def __init_subclass__(cls, **kwargs: object) -> None:
+    def __init_subclass__(cls, **kwargs: Unpack[ConfigDict]) -> None:
         super().__init_subclass__(**kwargs)
         found = {
             name: ActionSpec(
                 name=name,
                 description=inspect.getdoc(member) or "",
-                params=member.__action_params__,
+                params=mark.params,
                 handler=member,
-                sensitive=getattr(member, "__action_sensitive__", False),
+                sensitive=mark.sensitive,
             )
             for name, member in inspect.getmembers(cls, inspect.isfunction)
-            if hasattr(member, "__action_params__")
+            if (mark := _action_mark(member)) is not None
         }
         cls.actions = found
 
@@ -302,10 +319,12 @@ class Tool(BaseModel):
                 f"Invalid arguments for {self.name}.{spec.name}: {validation_problems(error)}."
             ) from None
         if spec.blocking:
-            return await in_thread(  # type: ignore[return-value]
+            returned = await in_thread(
                 partial(spec.handler, self, params, request), name=f"{self.name}_{spec.name}"
             )
-        return await spec.handler(self, params, request)  # type: ignore[misc]
+        else:
+            returned = spec.handler(self, params, request)
+        return await returned if inspect.isawaitable(returned) else returned
 
 
 def _request_of(given: Mapping[str, object], *, tool: str) -> ToolRequest:

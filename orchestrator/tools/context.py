@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from collections.abc import Iterator
+from collections.abc import Generator
 from contextlib import AbstractAsyncContextManager, contextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Protocol
@@ -97,7 +97,7 @@ def current_context() -> RunContext | None:
 
 
 @contextmanager
-def running_in(context: RunContext) -> Iterator[None]:
+def running_in(context: RunContext) -> Generator[None]:
     """Make `context` the current one for the code of one tool call."""
     token = _CURRENT.set(context)
     try:

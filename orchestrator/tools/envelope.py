@@ -105,6 +105,8 @@ class Envelope(BaseModel):
 def _shown(value: JsonValue) -> str:
     if isinstance(value, str):
         return value
-    if isinstance(value, list) and all(isinstance(item, str) for item in value):
-        return ", ".join(value)  # type: ignore[arg-type]
+    if isinstance(value, list):
+        strings = [item for item in value if isinstance(item, str)]
+        if len(strings) == len(value):
+            return ", ".join(strings)
     return json.dumps(value, ensure_ascii=False, default=str)

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import json
-from typing import Literal
+from collections.abc import Mapping
+from typing import Literal, TypedDict
 
 from pydantic import BaseModel, Field, JsonValue
 
 from orchestrator.errors import ToolError
 from orchestrator.usage.billing import Billing
 
-__all__ = ["TRUNCATION_NOTE", "Billing", "ToolResult", "result_from_output"]
+__all__ = ["TRUNCATION_NOTE", "Billing", "ResultFields", "ToolResult", "result_from_output"]
 
 ResultStatus = Literal["success", "partial", "failure"]
 EnvelopeType = Literal["status", "result", "error"]
@@ -19,6 +20,25 @@ TRUNCATION_NOTE = (
     "\n[truncated: the result was {length} characters, over the limit of {limit}; "
     "ask for less (a narrower query, fewer items) to see the rest]"
 )
+
+
+class ResultFields(TypedDict, total=False):
+    """The fields of a `ToolResult` a tool sets beside its message (its ids come from the request).
+
+    `data` and `metadata` are whatever the tool built (rows of `dict[str, object]`, say):
+    `ToolResult` checks them as JSON when it is made, which a static type cannot say
+    of a value built from a database row.
+    """
+
+    type: EnvelopeType
+    status: ResultStatus
+    data: object
+    metadata: Mapping[str, object]
+    next_actions: list[str]
+    billing: Billing | None
+    error_code: str | None
+    recoverable: bool | None
+    retry_strategy: str | None
 
 
 class ToolResult(BaseModel):

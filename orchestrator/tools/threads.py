@@ -13,6 +13,7 @@ import contextlib
 import contextvars
 import threading
 from collections.abc import Callable
+from functools import partial
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -32,29 +33,21 @@ async def in_thread(function: Callable[[], T], *, name: str) -> T:
         try:
             value = context.run(function)
         except BaseException as error:  # SystemExit, KeyboardInterrupt too: the caller's to judge
-            _settle_soon(loop, outcome, error=error)
+            _settle_soon(loop, outcome, partial(outcome.set_exception, error))
         else:
-            _settle_soon(loop, outcome, value=value)
+            _settle_soon(loop, outcome, partial(outcome.set_result, value))
 
     threading.Thread(target=run, name=f"tool {name}", daemon=True).start()
     return await outcome
 
 
 def _settle_soon(
-    loop: asyncio.AbstractEventLoop,
-    outcome: asyncio.Future[T],
-    *,
-    value: T | None = None,
-    error: BaseException | None = None,
+    loop: asyncio.AbstractEventLoop, outcome: asyncio.Future[T], settle: Callable[[], None]
 ) -> None:
     with contextlib.suppress(RuntimeError):  # the loop has closed: nobody is waiting any more
-        loop.call_soon_threadsafe(_settle, outcome, value, error)
+        loop.call_soon_threadsafe(_settle, outcome, settle)
 
 
-def _settle(outcome: asyncio.Future[T], value: T | None, error: BaseException | None) -> None:
-    if outcome.done():  # the caller gave up (a timeout, a cancelled turn)
-        return
-    if error is not None:
-        outcome.set_exception(error)
-    else:
-        outcome.set_result(value)  # type: ignore[arg-type]
+def _settle(outcome: asyncio.Future[T], settle: Callable[[], None]) -> None:
+    if not outcome.done():  # else the caller gave up (a timeout, a cancelled turn)
+        settle()

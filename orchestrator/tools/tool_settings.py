@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Generator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path, PurePath
@@ -117,7 +117,7 @@ class ToolSettings(BaseSettings):
     def configured_paths(self) -> list[str]:
         """The local paths these settings name: a path, or the file of a URL without a host
         (`sqlite:////data/app.db`)."""
-        found = []
+        found: list[str] = []
         for name in type(self).model_fields:
             value = getattr(self, name)
             text = value.get_secret_value() if isinstance(value, SecretStr) else value
@@ -138,7 +138,7 @@ def _env_files(folder: Path | None) -> tuple[Path, ...]:
 
 
 @contextmanager
-def _reading(folder: Path | None) -> Iterator[None]:
+def _reading(folder: Path | None) -> Generator[None]:
     token = _FOLDER.set(folder)
     try:
         yield

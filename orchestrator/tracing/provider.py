@@ -15,18 +15,17 @@ said in one line.
 from __future__ import annotations
 
 import atexit
-import contextlib
 import logging
 import os
 import threading
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-
-    from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-    from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SpanExporter
     from opentelemetry.trace import Tracer
+
+    from orchestrator.tracing.watched import WatchedExporter
 
 logger = logging.getLogger(__name__)
 
@@ -114,12 +113,14 @@ def _start() -> TracerProvider:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
+    from orchestrator.tracing.watched import WatchedExporter
+
     # The variables' service name wins; the SDK's own default ("unknown_service") does not.
     resource = Resource({"service.name": DEFAULT_SERVICE}).merge(OTELResourceDetector().detect())
     global _watched
     # Not the SDK's own unbounded shutdown at exit: ours (`shutdown`) waits `exit_timeout` at most.
     provider = TracerProvider(resource=resource, shutdown_on_exit=False)  # sampler: the variables
-    _watched = _Watched(_exporter())
+    _watched = WatchedExporter(_exporter())
     provider.add_span_processor(BatchSpanProcessor(_watched))
     for name in SDK_LOGGERS:  # each failed attempt: the exit says it once (`NOT_SENT`)
         logging.getLogger(name).setLevel(logging.CRITICAL)
@@ -134,43 +135,19 @@ def _endpoint() -> str:
     return next((os.environ[name] for name in ENDPOINTS if os.environ.get(name)), "the collector")
 
 
-class _Watched:
-    """The OTLP exporter, remembering whether an export failed (so the exit can say so)."""
-
-    def __init__(self, exporter: SpanExporter) -> None:
-        self.exporter = exporter
-        self.failed = False
-
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        from opentelemetry.sdk.trace.export import SpanExportResult
-
-        result = self.exporter.export(spans)
-        if result is not SpanExportResult.SUCCESS:
-            self.failed = True
-        return result
-
-    def force_flush(self, timeout_millis: int = 30_000) -> bool:
-        return self.exporter.force_flush(timeout_millis)
-
-    def shutdown(self) -> None:
-        self.exporter.shutdown()
-
-    def give_up(self) -> None:
-        """End the exporter's retries now (the exit will not wait for them)."""
-        with contextlib.suppress(Exception):  # the SDK's own warning for a second shutdown
-            self.exporter.shutdown()
+_watched: WatchedExporter | None = None
 
 
-_watched: _Watched | None = None
-
-
-def _exporter():  # noqa: ANN202 (an OpenTelemetry SpanExporter, imported lazily)
+def _exporter() -> SpanExporter:
     protocol = next(
         (os.environ[name] for name in PROTOCOLS if os.environ.get(name)), "http/protobuf"
     )
     if protocol == "grpc":
         try:
-            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+            # Not in the `tracing` extra (grpcio is large): absent where types are checked.
+            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (  # pyright: ignore[reportMissingImports]  # see above
+                OTLPSpanExporter,
+            )
         except ImportError:
             logger.warning(NO_GRPC)
         else:

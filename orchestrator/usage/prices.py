@@ -10,13 +10,14 @@ is known for costs None: "price unknown", never a guess.
 
 from __future__ import annotations
 
+import importlib
 import ipaddress
 import logging
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -24,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from orchestrator.usage.tokens import TokenCount
 
 if TYPE_CHECKING:
-    from langchain_core.language_models import BaseChatModel
+    from langchain_core.language_models import BaseChatModel, LangSmithParams
 
 logger = logging.getLogger(__name__)
 
@@ -86,13 +87,14 @@ class ModelIdentity:
     @classmethod
     def of(cls, model: BaseChatModel) -> ModelIdentity:
         """The identity of a LangChain chat model, from its LangSmith parameters and endpoint."""
+        params: LangSmithParams
         try:
-            params = model._get_ls_params()
+            # LangChain says a model's LangSmith parameters (its name, its provider) only here.
+            params = model._get_ls_params()  # pyright: ignore[reportPrivateUsage]  # see above
         except Exception:  # a model that cannot say: named by its type
             params = {}
-        name = str(
-            params.get("ls_model_name") or getattr(model, "model_name", "") or model._llm_type
-        )
+        llm_type = model._llm_type  # pyright: ignore[reportPrivateUsage]  # LangChain's only type name
+        name = str(params.get("ls_model_name") or getattr(model, "model_name", "") or llm_type)
         base_url = getattr(model, "openai_api_base", None) or getattr(model, "base_url", None)
         provider = params.get("ls_provider")
         return cls(
@@ -146,13 +148,20 @@ class PriceTable:
         bare = name.partition(":")[2] if ":" in name else name
         return self.custom.get(name) or self.custom.get(bare)
 
-    def _where(self, identity: ModelIdentity) -> dict[str, str]:
+    def _where(self, identity: ModelIdentity) -> _Where:
         if self.provider is not None:
             return {"provider_id": self.provider}
         if identity.base_url is not None and not _is_openai(identity.base_url):
             return {"provider_api_url": identity.base_url}
         provider = identity.provider or "openai"
         return {"provider_id": PROVIDER_IDS.get(provider, provider)}
+
+
+class _Where(TypedDict, total=False):
+    """Which genai-prices provider prices a model: by its id, or by its server's URL."""
+
+    provider_id: str
+    provider_api_url: str
 
 
 @cache
@@ -162,27 +171,38 @@ def warm() -> None:
 
 
 @cache
-def _genai_prices() -> object | None:
+def _genai_prices() -> bool:
+    """Whether genai-prices imports (once: its table loads with it)."""
     try:
-        import genai_prices
+        importlib.import_module("genai_prices")  # its table loads with it
     except ImportError:  # pragma: no cover - a dependency; a broken install prices nothing
         logger.warning("genai-prices is not installed: model prices are unknown")
-        return None
-    return genai_prices
+        return False
+    return True
 
 
-def _table_price(tokens: TokenCount, model: str, **where: str) -> float | None:
-    prices = _genai_prices()
-    if prices is None:
+def _table_price(
+    tokens: TokenCount,
+    model: str,
+    *,
+    provider_id: str | None = None,
+    provider_api_url: str | None = None,
+) -> float | None:
+    if not _genai_prices():
         return None
-    usage = prices.Usage(  # type: ignore[attr-defined]
+    import genai_prices
+
+    usage = genai_prices.Usage(
         input_tokens=tokens.input,
         cache_read_tokens=tokens.cached_input,
         cache_write_tokens=tokens.cache_write,
         output_tokens=tokens.output,
     )
     try:
-        found = prices.calc_price(usage, model, **where)  # type: ignore[attr-defined]
+        if provider_api_url is not None:
+            found = genai_prices.calc_price(usage, model, provider_api_url=provider_api_url)
+        else:
+            found = genai_prices.calc_price(usage, model, provider_id=provider_id)
     except LookupError:
         return None
     return float(found.total_price)

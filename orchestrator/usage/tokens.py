@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+from typing import cast
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,8 @@ def tokens_of(usage: Mapping[str, object] | None) -> TokenCount | None:
 
 
 def _mapping(value: object) -> Mapping[str, object]:
-    return value if isinstance(value, Mapping) else {}
+    # `isinstance` cannot say a Mapping's key type; this one is only read by `str` keys.
+    return cast("Mapping[str, object]", value) if isinstance(value, Mapping) else {}
 
 
 def _count(value: object) -> int:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import NotRequired, TypedDict
+
 from pydantic import BaseModel, Field
 from sqlalchemy import Connection, text
 
@@ -143,7 +145,15 @@ def _rows_message(count: int, columns: list[str], *, truncated: bool, limit: int
     )
 
 
-def _write(connection: Connection, params: Write) -> dict[str, object]:
+class Written(TypedDict):
+    """What a write did: the rows it changed (None: the driver cannot say), any it returned."""
+
+    rows_affected: int | None
+    columns: NotRequired[list[str]]
+    rows: NotRequired[list[dict[str, object]]]
+
+
+def _write(connection: Connection, params: Write) -> Written:
     result = connection.execute(text(params.sql), params.parameters)
     if result.returns_rows:
         columns = list(result.keys())

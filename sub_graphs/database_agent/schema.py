@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import NotRequired, TypedDict
+
 from sqlalchemy import Connection, inspect
 from sqlalchemy.engine.reflection import Inspector
 
@@ -11,9 +13,33 @@ from orchestrator.errors import ToolError
 MAX_DESCRIBED = 50
 
 
+class Column(TypedDict):
+    """One column of a described table."""
+
+    name: str
+    type: str
+    nullable: bool
+    primary_key: bool
+
+
+class ForeignKey(TypedDict):
+    """Columns of a table and the table's columns they refer to: `customers(id)`."""
+
+    columns: list[str]
+    references: str
+
+
+class Table(TypedDict):
+    """A table or view: its name, and (unless many were listed) its columns and keys."""
+
+    name: str
+    columns: NotRequired[list[Column]]
+    foreign_keys: NotRequired[list[ForeignKey]]
+
+
 def describe(
     connection: Connection, *, schema: str | None, table: str | None
-) -> list[dict[str, object]]:
+) -> list[Table]:
     """The tables (and views) of `schema`, or only `table`, with their columns and keys."""
     inspector = inspect(connection)
     names = [*inspector.get_table_names(schema=schema), *inspector.get_view_names(schema=schema)]
@@ -35,9 +61,9 @@ def describe(
     return [_table(inspector, name, schema=schema) for name in sorted(names)]
 
 
-def _table(inspector: Inspector, name: str, *, schema: str | None) -> dict[str, object]:
+def _table(inspector: Inspector, name: str, *, schema: str | None) -> Table:
     keys = set(inspector.get_pk_constraint(name, schema=schema).get("constrained_columns") or [])
-    columns = [
+    columns: list[Column] = [
         {
             "name": column["name"],
             "type": str(column["type"]),
@@ -46,7 +72,7 @@ def _table(inspector: Inspector, name: str, *, schema: str | None) -> dict[str, 
         }
         for column in inspector.get_columns(name, schema=schema)
     ]
-    foreign = [
+    foreign: list[ForeignKey] = [
         {
             "columns": key["constrained_columns"],
             "references": f"{key['referred_table']}({', '.join(key['referred_columns'])})",
@@ -56,24 +82,24 @@ def _table(inspector: Inspector, name: str, *, schema: str | None) -> dict[str, 
     return {"name": name, "columns": columns, "foreign_keys": foreign}
 
 
-def summary(tables: list[dict[str, object]]) -> str:
+def summary(tables: list[Table]) -> str:
     """One line a table: `orders(id INTEGER pk, customer_id INTEGER -> customers(id), ...)`."""
     if not tables:
         return "The database has no tables."
     if "columns" not in tables[0]:
-        names = ", ".join(str(table["name"]) for table in tables)
+        names = ", ".join(table["name"] for table in tables)
         return f"{len(tables)} tables (name one to see its columns): {names}"
     return "\n".join(_line(table) for table in tables)
 
 
-def _line(table: dict[str, object]) -> str:
+def _line(table: Table) -> str:
     references = {
         column: key["references"]
-        for key in table["foreign_keys"]  # type: ignore[union-attr]
+        for key in table.get("foreign_keys", [])
         for column in key["columns"]
     }
-    parts = []
-    for column in table["columns"]:  # type: ignore[union-attr]
+    parts: list[str] = []
+    for column in table.get("columns", []):
         text = f"{column['name']} {column['type']}"
         if column["primary_key"]:
             text += " pk"

@@ -26,6 +26,8 @@ from sqlalchemy.engine import URL
 from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.pool import NullPool
 
+from orchestrator.errors import ToolError
+
 # SQLite calls the progress handler every this many virtual machine instructions.
 SQLITE_PROGRESS_STEPS = 10_000
 
@@ -101,7 +103,10 @@ def _hold_transaction(connection: Connection, *, write: bool, timeout_seconds: f
     milliseconds = max(1, int(timeout_seconds * 1000))
     read_only = [] if write else ["SET TRANSACTION READ ONLY"]
     # The driver's own cursor: psycopg opens the transaction with the first of these.
-    cursor = connection.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+    driver = connection.connection.dbapi_connection
+    if driver is None:  # SQLAlchemy invalidated it (the server went away)
+        raise ToolError("The connection to the database was lost; try again.", recoverable=True)
+    cursor = driver.cursor()
     try:
         for statement in [*read_only, f"SET LOCAL statement_timeout = {milliseconds}"]:
             cursor.execute(statement)

@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Literal
 
-import boto3
+import boto3.session
 from botocore.client import BaseClient
 from botocore.config import Config
 from botocore.exceptions import (

@@ -11,6 +11,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import caldav
 import icalendar
 import requests
+from caldav.calendarobjectresource import CalendarObjectResource
+from caldav.collection import Calendar
 from caldav.lib import error as dav_error
 from pydantic import Field, SecretStr
 from pydantic_settings import SettingsConfigDict
@@ -45,7 +47,7 @@ class CalendarSettings(ToolSettings):
             ) from None
 
 
-def open_calendar(settings: CalendarSettings, name: str | None) -> caldav.Calendar:
+def open_calendar(settings: CalendarSettings, name: str | None) -> Calendar:
     """The calendar named `name`, else the configured one, else the account's first."""
     client = caldav.DAVClient(
         url=settings.url,
@@ -101,7 +103,7 @@ def new_event(
     return uid, calendar.to_ical().decode()
 
 
-def event_fields(found: caldav.Event) -> dict[str, object]:
+def event_fields(found: CalendarObjectResource) -> dict[str, object]:
     """An event as the model reads it: uid, summary, start, end (ISO), all_day, where, what."""
     component = found.icalendar_component
     start = component.get("dtstart").dt

@@ -81,9 +81,12 @@ class EmailAgent(Tool):
 
 def _deliver(smtp: SmtpSettings, message: EmailMessage) -> None:
     context = ssl.create_default_context()
-    client_class = smtplib.SMTP_SSL if smtp.security == "ssl" else smtplib.SMTP
-    options = {"context": context} if smtp.security == "ssl" else {}
-    with client_class(smtp.smtp_host, smtp.smtp_port, timeout=smtp.timeout_seconds, **options) as client:
+    where = (smtp.smtp_host, smtp.smtp_port)
+    if smtp.security == "ssl":
+        connected = smtplib.SMTP_SSL(*where, timeout=smtp.timeout_seconds, context=context)
+    else:
+        connected = smtplib.SMTP(*where, timeout=smtp.timeout_seconds)
+    with connected as client:
         if smtp.security == "starttls":
             client.starttls(context=context)
         if smtp.smtp_username and smtp.smtp_password:

@@ -47,7 +47,7 @@ def docx_pages(path: Path) -> Pages:
             if any(b.get(f"{W}type") == "page" for b in breaks):
                 pages.append((page, "\n".join(lines)))
                 page, lines = page + 1, []
-        level = _heading_level(paragraph.style.name if paragraph.style is not None else "")
+        level = _heading_level((paragraph.style.name if paragraph.style is not None else None) or "")
         if paragraph.text.strip():
             lines.append(("#" * level + " " if level else "") + paragraph.text)
     pages.append((page, "\n".join(lines)))

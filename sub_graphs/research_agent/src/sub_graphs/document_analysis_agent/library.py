@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import text
+from sqlalchemy import Executable, text
 
 from orchestrator.tools.context import TextEmbedder, UserTransactions
 
@@ -121,7 +121,7 @@ class Library:
             done = await connection.execute(FORGET, {"user_id": self.user_id, "document": document})
             return len(done.all())
 
-    async def _query(self, query: object, **values: object) -> list[Passage]:
+    async def _query(self, query: Executable, **values: object) -> list[Passage]:
         async with self.database.user_transaction(self.user_id) as connection:
             rows = (await connection.execute(query, {"user_id": self.user_id, **values})).all()
         return [Passage(row.document, row.page, row.content, float(row.score)) for row in rows]

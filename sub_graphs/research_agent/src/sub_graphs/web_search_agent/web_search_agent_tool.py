@@ -57,7 +57,7 @@ class WebSearchAgent(Tool):
     async def search(self, params: Search, request: ToolRequest) -> ToolResult:
         """Search the web; each result has a title, a snippet, its url and its position."""
         settings = self.settings(WebSettings)
-        query = {
+        query: dict[str, str | int] = {
             "q": params.query,
             "format": "json",
             "pageno": 1,
@@ -75,7 +75,7 @@ class WebSearchAgent(Tool):
                 "position": position,
             }
             for position, item in enumerate(
-                (r for r in answer.get("results", []) if isinstance(r, dict) and r.get("url")),
+                (r for r in _listed(answer.get("results")) if isinstance(r, dict) and r.get("url")),
                 start=1,
             )
             if position <= params.max_results
@@ -124,7 +124,7 @@ class WebSearchAgent(Tool):
             metadata={"provider": "web"},
         )
 
-    async def _search(self, settings: WebSettings, query: dict[str, object]) -> dict[str, object]:
+    async def _search(self, settings: WebSettings, query: dict[str, str | int]) -> dict[str, object]:
         if not settings.searxng_url:
             how = settings.how_to_set_these("searxng_url")
             raise ToolError(NO_SERVER.format(tool=self.name, how=how), code="not_configured",
@@ -193,6 +193,11 @@ def _unreachable(where: str, error: httpx.HTTPError) -> ToolError:
     return ToolError(
         f"Could not reach {where}: {error or type(error).__name__}", code="server_unreachable"
     )
+
+
+def _listed(value: object) -> list[object]:
+    """A list the server sent, or none (a missing or odd `results`)."""
+    return value if isinstance(value, list) else []
 
 
 def _listing(query: str, results: list[dict[str, object]]) -> str:
