@@ -63,6 +63,7 @@ class SentenceModel(Protocol):
     # Its torch modules, in order: torch is an optional install, absent where types are checked.
     def __iter__(self) -> Iterator[Any]: ...
 
+
 PROBES = [
     "a",
     "a sentence of a few more words, and punctuation!",

@@ -166,4 +166,3 @@ def reports_finish_reason(model: BaseChatModel) -> bool:
     client = openai_client(model)
     # The Responses API reports a status instead.
     return client is not None and not client.use_responses_api
-

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LangSmithParams, LanguageModelInput
@@ -49,10 +48,10 @@ class ScriptedChatModel(BaseChatModel):
 
     def bind_tools(
         self,
-        tools: Sequence[BaseTool | type[BaseModel] | Callable[..., object] | dict[str, Any]],
+        tools: Sequence[BaseTool | type[BaseModel] | Callable[..., object] | dict[str, object]],
         *,
         tool_choice: str | None = None,
-        **kwargs: Any,
+        **kwargs: object,
     ) -> Runnable[LanguageModelInput, AIMessage]:
         """Bind the tools' schemas as a real model does, and keep their names in `bound_tools`.
 
@@ -65,7 +64,7 @@ class ScriptedChatModel(BaseChatModel):
             kwargs["tool_choice"] = tool_choice
         return self.bind(tools=schemas, **kwargs)
 
-    def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> LangSmithParams:
+    def _get_ls_params(self, stop: list[str] | None = None, **kwargs: object) -> LangSmithParams:
         # The base class reads the model name (a per-call `model` first) and limits;
         # its provider, from the class name, would read "scriptedchatmodel".
         params = super()._get_ls_params(stop=stop, **kwargs)

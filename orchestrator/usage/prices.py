@@ -93,8 +93,11 @@ class ModelIdentity:
             params = model._get_ls_params()  # pyright: ignore[reportPrivateUsage]  # see above
         except Exception:  # a model that cannot say: named by its type
             params = {}
-        llm_type = model._llm_type  # pyright: ignore[reportPrivateUsage]  # LangChain's only type name
-        name = str(params.get("ls_model_name") or getattr(model, "model_name", "") or llm_type)
+        name = str(
+            params.get("ls_model_name")
+            or getattr(model, "model_name", "")
+            or model._llm_type  # pyright: ignore[reportPrivateUsage]  # LangChain's only type name
+        )
         base_url = getattr(model, "openai_api_base", None) or getattr(model, "base_url", None)
         provider = params.get("ls_provider")
         return cls(
