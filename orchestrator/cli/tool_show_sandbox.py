@@ -42,10 +42,10 @@ def sandbox_report(settings: Settings, folder: ToolFolder) -> Json:
     except ConfigError as error:
         return {"held": True, "note": None, "problem": str(error)}
     if config.mcp is None:  # a Python folder's process: the worker's needs too
-        from orchestrator.sources.isolated.process import worker_policy
+        from orchestrator.sources.isolated.process import child_policy
         from orchestrator.sources.level_loading import tool_data_dir
 
-        rules = worker_policy(rules, tool_data=tool_data_dir(settings.data_dir, folder.key))
+        rules = child_policy(rules, tool_data=tool_data_dir(settings.data_dir, folder.key))
     return {
         "held": True,
         "note": None,
