@@ -55,7 +55,7 @@ async def recover(runtime: Orchestrator, *, user_id: str) -> list[Recovered]:
             session_id=call.session_id,
             request_id=call.parent_request_id,
             observer=storage.requests,
-            background=runtime.tasks,
+            background=runtime.jobs,
         )
         # In the background: it goes on after startup, and is reported into its session.
         record = replace(call, background=True)

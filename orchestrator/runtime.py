@@ -35,7 +35,7 @@ from orchestrator.sources.search_messages import search_messages_tool
 from orchestrator.sources.source import LoadsNow, ToolSource, unique_tools
 from orchestrator.sources.static import StaticSource
 from orchestrator.store.storage import Storage
-from orchestrator.tasks import TaskBoard, TaskManager
+from orchestrator.tasks import JobBoard, LocalJobs
 from orchestrator.tracing.provider import set_exit_timeout
 from orchestrator.tracing.spans import record_content
 
@@ -73,7 +73,7 @@ class Orchestrator:
     graph: CompiledStateGraph
     middleware: list[ToolMiddleware]
     storage: Storage | None = None
-    tasks: TaskBoard = field(default_factory=TaskManager)  # who runs background calls
+    jobs: JobBoard = field(default_factory=LocalJobs)  # who runs background calls
 
     @classmethod
     def create(cls, settings: Settings, **options: Unpack[OrchestratorOptions]) -> Orchestrator:
@@ -146,7 +146,7 @@ class Orchestrator:
             user_id=user_id,
             session_id=session_id,
             storage=self.storage,
-            tasks=self.tasks,
+            jobs=self.jobs,
         )
 
     async def close(self) -> None:

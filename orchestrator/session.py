@@ -43,7 +43,7 @@ from orchestrator.store.sessions import claim_session
 from orchestrator.store.storage import Storage
 from orchestrator.store.text import storable_text
 from orchestrator.store.usage_log import session_totals
-from orchestrator.tasks import BackgroundTask, TaskBoard
+from orchestrator.tasks import BackgroundJob, JobBoard
 from orchestrator.tools.context import RunContext, UserDatabase
 from orchestrator.tools.hitl import Decision
 from orchestrator.tools.results import ToolResult
@@ -90,11 +90,11 @@ class Outcome:
 
 
 FOLLOW_UP = (
-    "Background task {task_id} ({tool}) has {status}. Its result: {result}\n"
+    "Background job {job_id} ({tool}) has {status}. Its result: {result}\n"
     "Tell the user what came of it."
 )
 BACKGROUND_NOTE = "background_task"
-FollowUpHandler = Callable[["BackgroundTask", "TurnResult | None"], None]
+FollowUpHandler = Callable[["BackgroundJob", "TurnResult | None"], None]
 
 
 class Session:
@@ -113,14 +113,14 @@ class Session:
         user_id: str,
         session_id: str | None = None,
         storage: Storage | None = None,
-        tasks: TaskBoard | None = None,
+        jobs: JobBoard | None = None,
     ) -> None:
         self.graph = graph
         self.settings = settings
         self.user_id = user_id
         self.session_id = session_id or uuid.uuid4().hex[:12]
         self.storage = storage
-        self.tasks = tasks
+        self.jobs = jobs
         # Called with each background task's follow-up turn once it has run, or with
         # None when the follow-up limit kept the result for the next turn instead.
         self.on_follow_up: FollowUpHandler | None = None
@@ -135,8 +135,8 @@ class Session:
         self._kept: list[BaseMessage] = []  # follow-up notices kept while a question waited
         # Called once when another process runs a turn of this session and this one waits.
         self.on_busy: Callable[[], None] | None = None
-        if tasks is not None:
-            tasks.deliver_to(self.session_id, self.deliver, user_id=user_id)
+        if jobs is not None:
+            jobs.deliver_to(self.session_id, self.deliver, user_id=user_id)
 
     @property
     def config(self) -> RunnableConfig:
@@ -156,7 +156,7 @@ class Session:
             user_id=self.user_id,
             session_id=self.session_id,
             observer=self.storage.requests if self.storage is not None else None,
-            background=self.tasks,
+            background=self.jobs,
             usage=self.usage,
             database=(
                 UserDatabase(self.storage.database, self.user_id) if self.storage is not None else None
@@ -173,7 +173,7 @@ class Session:
         return await self._turn_with(HumanMessage(content=text, id=uuid.uuid4().hex), on_event)
 
     async def follow_up(
-        self, task: BackgroundTask, *, on_event: EventHandler | None = None
+        self, task: BackgroundJob, *, on_event: EventHandler | None = None
     ) -> TurnResult | None:
         """Tell the model how a background task ended, and let it report to the user.
 
@@ -184,7 +184,7 @@ class Session:
         sent with the user's next message (None is returned too).
         """
         body = task.result.to_model_text(max_chars=self.settings.max_tool_result_chars) if task.result else "{}"
-        notice = FOLLOW_UP.format(task_id=task.task_id, tool=task.tool, status=task.status, result=body)
+        notice = FOLLOW_UP.format(job_id=task.job_id, tool=task.tool, status=task.status, result=body)
         if self._follow_ups >= self.settings.max_follow_ups:
             await self._end_turn_with([note(f"{notice}\n{FOLLOW_UP_LIMIT}", kind=BACKGROUND_NOTE)])
             return None
@@ -315,7 +315,7 @@ class Session:
             await end_plan_request(finished, cancelled, context=self.context)
         await self.graph.aupdate_state(self.config, update, as_node=MODEL_NODE)
 
-    async def deliver(self, task: BackgroundTask) -> None:
+    async def deliver(self, task: BackgroundJob) -> None:
         """Report how a background task ended: its follow-up turn, then `on_follow_up`."""
         result = await self.follow_up(task)
         if self.on_follow_up is not None:

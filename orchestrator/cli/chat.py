@@ -21,7 +21,7 @@ from orchestrator.terminal.signals import Interrupts
 if TYPE_CHECKING:
     from orchestrator.runtime import Orchestrator
     from orchestrator.session import PendingQuestion, Session, TurnResult
-    from orchestrator.tasks import BackgroundTask
+    from orchestrator.tasks import BackgroundJob
     from orchestrator.terminal.lines import LineSource
     from orchestrator.terminal.questions import QuestionAsker
     from orchestrator.tools.hitl import Decision
@@ -219,8 +219,8 @@ async def _json_turn(
 
     follow_ups: list[dict[str, object]] = []
 
-    def collect(task: BackgroundTask, result: TurnResult | None) -> None:
-        entry = {"task_id": task.task_id, "tool": task.tool, "status": task.status}
+    def collect(task: BackgroundJob, result: TurnResult | None) -> None:
+        entry = {"task_id": task.job_id, "tool": task.tool, "status": task.status}
         follow_ups.append({**entry, **(result.to_json() if result else {"answer": None})})
 
     session.on_follow_up = collect
@@ -334,20 +334,20 @@ async def _recover(runtime: Orchestrator, user_id: str) -> None:
 
 async def _wait_for_tasks(runtime: Orchestrator, session: Session) -> None:
     """`ask` is one exchange: it waits for the background tasks it started, and their reports."""
-    waiting = runtime.tasks.waiting(session.session_id)
+    waiting = runtime.jobs.waiting(session.session_id)
     if waiting:
         err.print(f"[dim]waiting for {waiting} background task(s); Ctrl-C stops[/dim]")
-        await runtime.tasks.drain(session.session_id)
+        await runtime.jobs.drain(session.session_id)
 
 
 async def _while_away(runtime: Orchestrator, session: Session) -> None:
     """Report what background tasks of the session ended while no one had it open."""
-    ended = await runtime.tasks.catch_up(session.session_id)
+    ended = await runtime.jobs.catch_up(session.session_id)
     if not ended:
         return
     err.print("[dim]while you were away:[/dim]")
     for task in ended:
-        err.print(f"  [dim]task {task.task_id} ({escape(task.tool)}): {task.status}[/dim]", highlight=False)
+        err.print(f"  [dim]task {task.job_id} ({escape(task.tool)}): {task.status}[/dim]", highlight=False)
     for task in ended:
         await session.deliver(task)  # its follow-up turn, printed as any follow-up is
 

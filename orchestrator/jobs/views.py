@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from orchestrator.store.job_requests import BackgroundCall
-from orchestrator.tasks import BackgroundTask
+from orchestrator.tasks import BackgroundJob
 from orchestrator.tools.request_log import CallRecord
 
 if TYPE_CHECKING:
@@ -32,7 +32,7 @@ def settled_line(settled: Settled) -> str:
     return LEFT_BY_WORKER.format(name=name, request_id=settled.job.args.request_id, what=what)
 
 
-def task_of(call: BackgroundCall, *, user_id: str) -> BackgroundTask:
+def task_of(call: BackgroundCall, *, user_id: str) -> BackgroundJob:
     """A background call of the log as `/tasks` shows it."""
     record = CallRecord(
         request_id=call.request_id,
@@ -47,7 +47,7 @@ def task_of(call: BackgroundCall, *, user_id: str) -> BackgroundTask:
     )
     status = call.status if call.status in ("queued", "completed", "failed", "cancelled") else "running"
     ended = status in ("completed", "failed", "cancelled")
-    return BackgroundTask(
+    return BackgroundJob(
         call=record,
         work=None,
         status=status,  # type: ignore[arg-type]

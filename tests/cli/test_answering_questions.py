@@ -285,7 +285,7 @@ async def test_a_background_result_that_ends_while_a_question_waits_comes_with_t
     gate = asyncio.Event()
 
     def told(messages: list[object]) -> str:
-        notices = [m.text for m in messages if "Background task" in getattr(m, "text", "")]
+        notices = [m.text for m in messages if "Background job" in getattr(m, "text", "")]
         return "The slow work is done." if notices and "slow work done" in notices[-1] else "?"
 
     model = scripted(call_tools(("slow_work", {}), ("tidy", {"path": "a"})), "Tidied.", told)
@@ -296,7 +296,7 @@ async def test_a_background_result_that_ends_while_a_question_waits_comes_with_t
 
     [question] = (await session.run("work and tidy")).questions
     gate.set()
-    await app.tasks.drain()
+    await app.jobs.drain()
 
     assert reports == [None], "no follow-up turn while the question waits"
     assert await session.pending() == [question], "the paused turn was left as it was"

@@ -242,7 +242,7 @@ async def test_recovery_runs_through_the_same_pipeline(
             middleware=[spy, *default_middleware()],
         )
         outcomes = {r.call.request_id: r.outcome for r in await recover(runtime, user_id="u1")}
-        await runtime.tasks.drain()
+        await runtime.jobs.drain()
 
     assert outcomes == {again.request_id: "requeued", failed.request_id: "failed"}
     assert sorted(spy.seen) == [("quick", "failure"), ("quick", "partial")]
