@@ -15,6 +15,8 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph.state import CompiledStateGraph
 
+from orchestrator.conversation.job_board import JobBoard, LocalJobs
+from orchestrator.conversation.session import Session
 from orchestrator.dispatch.dispatcher import default_middleware
 from orchestrator.dispatch.middleware import ToolMiddleware
 from orchestrator.folders.approvals import Ask, Reviewed
@@ -26,7 +28,6 @@ from orchestrator.levels import LevelConfig, Limits, Planning
 from orchestrator.llm.providers import build_chat_model
 from orchestrator.llm.reply import ReplyLimits
 from orchestrator.redact import remember_settings
-from orchestrator.session import Session
 from orchestrator.settings import Settings
 from orchestrator.sources.builtin import builtin_tools, human_tools
 from orchestrator.sources.folder_tools import FolderSource, LoadedTool
@@ -35,7 +36,6 @@ from orchestrator.sources.search_messages import search_messages_tool
 from orchestrator.sources.source import LoadsNow, ToolSource, unique_tools
 from orchestrator.sources.static import StaticSource
 from orchestrator.store.storage import Storage
-from orchestrator.tasks import JobBoard, LocalJobs
 from orchestrator.tracing.provider import set_exit_timeout
 from orchestrator.tracing.spans import record_content
 

@@ -329,7 +329,7 @@ def _cpu(running: list[subprocess.Popen[bytes]]) -> dict[str, float]:
 
 async def pickups(bench: Bench, home: Path, options: argparse.Namespace) -> dict[str, float]:
     """From handing a call over to its tool starting: on an idle worker, and in this process."""
-    from orchestrator.tasks import LocalJobs
+    from orchestrator.conversation.job_board import LocalJobs
 
     job_ms, task_ms = [], []
     here = LocalJobs()

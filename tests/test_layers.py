@@ -1,4 +1,4 @@
-"""Layers point one way: cli -> serve -> runtime/session -> graph -> dispatch -> sources -> folders
+"""Layers point one way: cli -> serve -> runtime/conversation -> graph -> dispatch -> sources -> folders
 -> store -> tools -> llm -> levels -> settings -> usage -> the foundations.
 
 Checked on the source: every module-level import (not those under
@@ -16,10 +16,10 @@ import pytest
 
 PACKAGE = Path(__file__).parent.parent / "orchestrator"
 
-ASSEMBLY = ("cli", "serve", "session", "runtime", "recovery")
+ASSEMBLY = ("cli", "serve", "runtime", "conversation")
 # What the modules of each package may not import at module level.
 FORBIDDEN = {
-    "tools": (*ASSEMBLY, "store", "graph", "llm", "tasks", "dispatch", "sources", "folders"),
+    "tools": (*ASSEMBLY, "store", "graph", "llm", "dispatch", "sources", "folders"),
     "folders": (*ASSEMBLY, "store", "graph", "llm", "dispatch", "sources"),
     "sources": (*ASSEMBLY, "graph", "dispatch"),
     "dispatch": (*ASSEMBLY, "graph"),

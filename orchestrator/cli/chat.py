@@ -19,9 +19,9 @@ from orchestrator.cli.startup import JobOptions, Startup, run_command
 from orchestrator.terminal.signals import Interrupts
 
 if TYPE_CHECKING:
+    from orchestrator.conversation.job_board import BackgroundJob
+    from orchestrator.conversation.session import PendingQuestion, Session, TurnResult
     from orchestrator.runtime import Orchestrator
-    from orchestrator.session import PendingQuestion, Session, TurnResult
-    from orchestrator.tasks import BackgroundJob
     from orchestrator.terminal.lines import LineSource
     from orchestrator.terminal.questions import QuestionAsker
     from orchestrator.tools.hitl import Decision
@@ -321,7 +321,7 @@ def _open_session(runtime: Orchestrator, user_id: str, session_id: str | None) -
 
 async def _recover(runtime: Orchestrator, user_id: str) -> None:
     """Tell the user what became of the calls a stopped process left running."""
-    from orchestrator.recovery import recover
+    from orchestrator.conversation.recovery import recover
 
     for item in await recover(runtime, user_id=user_id):
         what = "running it again" if item.outcome == "requeued" else "marked failed"

@@ -21,13 +21,13 @@ from orchestrator.cli.terminal_turn import (
     rendered_answer,
     rendered_turn,
 )
+from orchestrator.conversation.job_board import BackgroundJob
+from orchestrator.conversation.session import PendingQuestion, Session, TurnResult
 from orchestrator.graph.planning.plan_tool import PLAN_DESCRIPTION
 from orchestrator.notes import FROM_ORCHESTRATOR, is_note
 from orchestrator.plans import PLAN_TOOL
 from orchestrator.runtime import Orchestrator
-from orchestrator.session import PendingQuestion, Session, TurnResult
 from orchestrator.sources.folder_tools import LoadedTool
-from orchestrator.tasks import BackgroundJob
 from orchestrator.terminal.answers import show_questions
 from orchestrator.terminal.checklist import checklist
 from orchestrator.terminal.invocation import command_name

@@ -1,5 +1,5 @@
 """Background handover: a call that is long-running by nature, or outlives its inline budget,
-goes on after its turn and is reported into the session when it ends (see `conversation.background`, `jobs`)."""
+goes on after its turn and is reported into the session when it ends (see `conversation.job_board`, `jobs`)."""
 
 from __future__ import annotations
 

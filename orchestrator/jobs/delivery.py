@@ -20,11 +20,11 @@ from dataclasses import dataclass
 
 import psycopg
 
+from orchestrator.conversation.job_board import BackgroundJob, Delivery, Listener
 from orchestrator.dispatch.replay import recorded_outcome
 from orchestrator.store.engine import Database
 from orchestrator.store.job_requests import JobRequests, UndeliveredJob
 from orchestrator.store.pool import CONNECT_ARGS
-from orchestrator.tasks import BackgroundJob, Delivery, Listener
 from orchestrator.tools.request_log import CallRecord, PriorCall
 
 logger = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
 """What `chat` and `ask` hand background calls to: the job queue, a worker of their own, results.
 
-A `JobRunner` is the runtime's `JobBoard` (see `tasks`) when the runtime has
+A `JobRunner` is the runtime's `JobBoard` (see `conversation.job_board`) when the runtime has
 storage. A call of a folder's tool that says `background: true` is queued as a
 job (`defer`), for whichever worker holds its folder's content, this process's
 own included (unless ORCHESTRATOR_EMBEDDED_WORKER=0); any other background call
@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import text
 
+from orchestrator.conversation.job_board import BackgroundJob, Delivery, Listener
 from orchestrator.folders.discovery import ToolFolder
 from orchestrator.jobs.delivery import Deliveries
 from orchestrator.jobs.handover import bare_args, job_args, record_when_done
@@ -32,7 +33,6 @@ from orchestrator.runtime import Orchestrator
 from orchestrator.store.job_requests import JobRequests
 from orchestrator.store.queue_schema import SCHEMA
 from orchestrator.store.requests import ANONYMOUS, OWNER, has_stopped
-from orchestrator.tasks import BackgroundJob, Delivery, Listener
 from orchestrator.tools.request_log import CallRecord, Handover, RequestObserver
 from orchestrator.tools.results import ToolResult
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from orchestrator.conversation.job_board import BackgroundJob
 from orchestrator.store.job_requests import BackgroundCall
-from orchestrator.tasks import BackgroundJob
 from orchestrator.tools.request_log import CallRecord
 
 if TYPE_CHECKING:

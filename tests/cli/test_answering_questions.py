@@ -20,7 +20,7 @@ from langchain_core.messages import ToolMessage
 from langchain_core.tools import tool
 from rich.console import Console
 
-from orchestrator.session import PendingQuestion, QuestionsWaitingError
+from orchestrator.conversation.session import PendingQuestion, QuestionsWaitingError
 from orchestrator.store import Database
 from orchestrator.store.requests import request_history
 from orchestrator.terminal.answers import EditWanted, Unclear, read_arguments, read_choice
@@ -612,7 +612,7 @@ async def test_after_exit_no_later_question_is_asked():
 
 
 async def test_answers_given_before_exit_in_chat_are_kept_and_the_rest_left_open():
-    from orchestrator.session import TurnResult
+    from orchestrator.conversation.session import TurnResult
     from orchestrator.terminal.questions import answer_until_done
 
     asker, console = asker_over(Keys("y", "/exit"))

@@ -11,9 +11,9 @@ from pathlib import Path
 from rich.console import Console
 
 from orchestrator.cli.cost import cost_table, turn_cost_line
+from orchestrator.conversation.turns import TurnResult
 from orchestrator.testing import OpenAICompatibleServer
 from orchestrator.testing.openai_server import RawReply, Usage
-from orchestrator.turns import TurnResult
 from orchestrator.usage.meter import UsageMeter
 from orchestrator.usage.money import usd
 from orchestrator.usage.tokens import TokenCount

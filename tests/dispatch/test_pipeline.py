@@ -22,13 +22,13 @@ from langgraph.types import Command, interrupt
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from orchestrator.conversation.recovery import recover
+from orchestrator.conversation.session import Session
 from orchestrator.dispatch.dispatcher import default_middleware
 from orchestrator.dispatch.middleware import Handler
 from orchestrator.graph import AgentSpec, build_agent_graph
 from orchestrator.levels import Limits
-from orchestrator.recovery import recover
 from orchestrator.runtime import Orchestrator
-from orchestrator.session import Session
 from orchestrator.settings import load_settings
 from orchestrator.store import Database
 from orchestrator.store.checkpoints import PooledPostgresSaver

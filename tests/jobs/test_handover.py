@@ -16,6 +16,7 @@ from pathlib import Path
 
 from langchain_core.language_models import BaseChatModel
 
+from orchestrator.conversation.job_board import BackgroundJob
 from orchestrator.jobs.delivery import Deliveries
 from orchestrator.jobs.queue import HELD, JobQueue, JobRow, content_queue
 from orchestrator.jobs.runner import JobRunner
@@ -26,7 +27,6 @@ from orchestrator.sources.deferred import DeferredTool
 from orchestrator.store import Database, Storage
 from orchestrator.store.job_requests import JobRequests
 from orchestrator.store.requests import RequestLog, request_history
-from orchestrator.tasks import BackgroundJob
 from orchestrator.testing import call_tools
 from tests.jobs.processes import JOB_TOOL, brewer_config, runs
 from tests.tool_folders import write_folder

@@ -9,10 +9,10 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 from langchain_core.tools import BaseTool
 
 from orchestrator.cli.scaffold import create_agent_folder
+from orchestrator.conversation.session import BACKGROUND_NOTE, FOLLOW_UP
 from orchestrator.dispatch.background import ACKNOWLEDGED
 from orchestrator.llm import OfflineChatModel
 from orchestrator.notes import note
-from orchestrator.session import BACKGROUND_NOTE, FOLLOW_UP
 from orchestrator.sources.adapter import langchain_tools
 from orchestrator.testing import load_tool_folder
 from orchestrator.tools import ToolResult, builtin_tools

@@ -1,6 +1,6 @@
 """One conversation: runs the agent graph turn by turn and streams what happens.
 
-What a turn led to (`TurnResult` and its parts) is in `orchestrator.turns`.
+What a turn led to (`TurnResult` and its parts) is in `orchestrator.conversation.turns`.
 """
 
 from __future__ import annotations
@@ -25,30 +25,9 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, StateSnapshot, StreamPart
 
-from orchestrator.errors import QuestionsWaitingError, ToolError, UserError
-from orchestrator.events import PlanEvent, Stage, StatusEvent, ToolEvent
-from orchestrator.graph.builder import MODEL_NODE
-from orchestrator.graph.model_pipeline.compaction import summarised
-from orchestrator.graph.planning.executor import end_plan_request
-from orchestrator.graph.planning.lifecycle import ended
-from orchestrator.graph.prompts import CANCELLED_CALL, CANCELLED_TURN, FOLLOW_UP_LIMIT
-from orchestrator.graph.state import Summary
-from orchestrator.held_text import HeldText
-from orchestrator.notes import is_persons, note
-from orchestrator.plans import Plan, PlanView, plan_view
-from orchestrator.settings import Settings
-from orchestrator.store.archived import archived_messages
-from orchestrator.store.checkpoints import PooledPostgresSaver
-from orchestrator.store.sessions import claim_session
-from orchestrator.store.storage import Storage
-from orchestrator.store.text import storable_text
-from orchestrator.store.usage_log import session_totals
-from orchestrator.tasks import BackgroundJob, JobBoard
-from orchestrator.tools.context import RunContext, UserDatabase
-from orchestrator.tools.hitl import Decision
-from orchestrator.tools.results import ToolResult
-from orchestrator.tracing.spans import span
-from orchestrator.turns import (
+from orchestrator.conversation.held_text import HeldText
+from orchestrator.conversation.job_board import BackgroundJob, JobBoard
+from orchestrator.conversation.turns import (
     AnsweredQuestion,
     EventHandler,
     PendingQuestion,
@@ -60,8 +39,28 @@ from orchestrator.turns import (
     messages_of,
     questions_of,
     turn_plan,
-    turn_start,
 )
+from orchestrator.errors import QuestionsWaitingError, ToolError, UserError
+from orchestrator.events import PlanEvent, Stage, StatusEvent, ToolEvent
+from orchestrator.graph.builder import MODEL_NODE
+from orchestrator.graph.model_pipeline.compaction import summarised
+from orchestrator.graph.planning.executor import end_plan_request
+from orchestrator.graph.planning.lifecycle import ended
+from orchestrator.graph.prompts import CANCELLED_CALL, CANCELLED_TURN, FOLLOW_UP_LIMIT
+from orchestrator.graph.state import Summary
+from orchestrator.notes import is_persons, note, turn_start
+from orchestrator.plans import Plan, PlanView, plan_view
+from orchestrator.settings import Settings
+from orchestrator.store.archived import archived_messages
+from orchestrator.store.checkpoints import PooledPostgresSaver
+from orchestrator.store.sessions import claim_session
+from orchestrator.store.storage import Storage
+from orchestrator.store.text import storable_text
+from orchestrator.store.usage_log import session_totals
+from orchestrator.tools.context import RunContext, UserDatabase
+from orchestrator.tools.hitl import Decision
+from orchestrator.tools.results import ToolResult
+from orchestrator.tracing.spans import span
 from orchestrator.usage.meter import UsageMeter
 
 

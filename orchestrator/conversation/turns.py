@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal, TypedDict
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langgraph.types import StateSnapshot
 
 from orchestrator.events import PlanEvent, StatusEvent, ToolEvent
@@ -156,12 +156,6 @@ def _as_question(value: object) -> Question:
         action={"name": "interrupt", "args": {}, "description": str(value)},
         allowed=list(ALLOWED["question"]),
     )
-
-
-def turn_start(messages: list[BaseMessage]) -> str | None:
-    """The id of the message the last turn began with: the user's, or a follow-up notice."""
-    starts = (m.id for m in reversed(messages) if isinstance(m, HumanMessage | SystemMessage))
-    return next(starts, None)
 
 
 def collect_turn(
