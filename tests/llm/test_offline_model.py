@@ -9,7 +9,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 from langchain_core.tools import BaseTool
 
 from orchestrator.cli.scaffold import create_agent_folder
-from orchestrator.conversation.session import BACKGROUND_NOTE, FOLLOW_UP
+from orchestrator.conversation.follow_ups import BACKGROUND_NOTE, FOLLOW_UP
 from orchestrator.dispatch.background import ACKNOWLEDGED
 from orchestrator.llm import OfflineChatModel
 from orchestrator.notes import note
