@@ -77,7 +77,7 @@ class JobBoard(BackgroundRunner, Protocol):
         ...
 
     async def jobs_of(self, session_id: str) -> list[BackgroundJob]:
-        """The session's jobs, oldest first, running and ended (for `/jobs`)."""
+        """The session's jobs, oldest first, running and ended (for the chat's `/tasks`)."""
         ...
 
     async def cancel_job(self, job_id: str) -> bool:

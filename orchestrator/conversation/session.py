@@ -110,7 +110,7 @@ class Session:
         return await self._turn_with(HumanMessage(content=text, id=uuid.uuid4().hex), on_event)
 
     async def follow_up(
-        self, task: BackgroundJob, *, on_event: EventHandler | None = None
+        self, job: BackgroundJob, *, on_event: EventHandler | None = None
     ) -> TurnResult | None:
         """Tell the model how a background job ended, and let it report to the user.
 
@@ -118,13 +118,13 @@ class Session:
         last message the result is only added to the conversation; while a
         question waits it is sent with the user's next message (see `follow_ups`).
         """
-        return await self._follow_ups.follow_up(task, on_event=on_event)
+        return await self._follow_ups.follow_up(job, on_event=on_event)
 
-    async def deliver(self, task: BackgroundJob) -> None:
+    async def deliver(self, job: BackgroundJob) -> None:
         """Report how a background job ended: its follow-up turn, then `on_follow_up`."""
-        result = await self.follow_up(task)
+        result = await self.follow_up(job)
         if self.on_follow_up is not None:
-            self.on_follow_up(task, result)
+            self.on_follow_up(job, result)
 
     async def plan(self) -> PlanView | None:
         """The session's last plan, as shown (None: its model never made one)."""
