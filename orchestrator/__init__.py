@@ -48,22 +48,22 @@ from orchestrator.version import __version__
 
 if TYPE_CHECKING:
     from orchestrator.actions.node import as_node
+    from orchestrator.conversation.session import Session
+    from orchestrator.conversation.turns import ToolCallRecord, TurnResult
     from orchestrator.graph import OrchestratorState, build_agent_graph
     from orchestrator.runtime import Orchestrator
-    from orchestrator.session import Session
     from orchestrator.settings import Settings, load_settings
     from orchestrator.tools.envelope import Envelope
     from orchestrator.tools.results import Billing, ToolResult
-    from orchestrator.turns import ToolCallRecord, TurnResult
 
 
 _LAZY = {
     "OrchestratorState": "orchestrator.graph",
     "build_agent_graph": "orchestrator.graph",
     "Orchestrator": "orchestrator.runtime",
-    "Session": "orchestrator.session",
-    "ToolCallRecord": "orchestrator.turns",
-    "TurnResult": "orchestrator.turns",
+    "Session": "orchestrator.conversation.session",
+    "ToolCallRecord": "orchestrator.conversation.turns",
+    "TurnResult": "orchestrator.conversation.turns",
     "Settings": "orchestrator.settings",
     "load_settings": "orchestrator.settings",
     "Billing": "orchestrator.tools.results",

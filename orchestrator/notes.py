@@ -1,4 +1,8 @@
-"""Notes the orchestrator adds to a conversation for the model (a background task's result).
+"""Notes the orchestrator adds to a conversation for the model (a background job's result),
+told apart from what the person wrote; and where a turn begins (with either).
+
+Below the graph and the store, which read them too; the conversation's own
+modules are in `orchestrator.conversation`.
 
 A note goes to the model in the user's role, marked as the orchestrator's own:
 many local chat templates refuse a system message anywhere but first, so a
@@ -35,3 +39,9 @@ def is_note(message: BaseMessage) -> bool:
 def is_persons(message: BaseMessage) -> bool:
     """Whether `message` is what the person wrote."""
     return isinstance(message, HumanMessage) and not is_note(message)
+
+
+def turn_start(messages: list[BaseMessage]) -> str | None:
+    """The id of the message the last turn began with: the user's, or a follow-up notice."""
+    starts = (m.id for m in reversed(messages) if isinstance(m, HumanMessage | SystemMessage))
+    return next(starts, None)

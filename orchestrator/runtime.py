@@ -14,6 +14,8 @@ from langchain_core.tools import BaseTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 
+from orchestrator.conversation.job_board import JobBoard, LocalJobs
+from orchestrator.conversation.session import Session
 from orchestrator.dispatch.middleware import ToolMiddleware
 from orchestrator.errors import DeveloperError
 from orchestrator.folders.approvals import Ask, Reviewed
@@ -25,7 +27,6 @@ from orchestrator.levels import LevelConfig, Limits, Planning
 from orchestrator.llm.providers import build_chat_model
 from orchestrator.llm.reply import ReplyLimits
 from orchestrator.redact import remember_settings
-from orchestrator.session import Session
 from orchestrator.settings import Settings
 from orchestrator.sources.builtin import builtin_tools, human_tools
 from orchestrator.sources.folder_tools import FolderSource
@@ -36,7 +37,6 @@ from orchestrator.sources.search_messages import search_messages_tool
 from orchestrator.sources.source import LoadsNow, ToolSource, unique_tools
 from orchestrator.sources.static import StaticSource
 from orchestrator.store.storage import Storage
-from orchestrator.tasks import TaskBoard, TaskManager
 from orchestrator.tracing.provider import set_exit_timeout
 from orchestrator.tracing.spans import record_content
 
@@ -76,7 +76,7 @@ class Orchestrator:
     graph: AgentGraph
     middleware: list[ToolMiddleware]
     storage: Storage | None = None
-    tasks: TaskBoard = field(default_factory=TaskManager)  # who runs background calls
+    jobs: JobBoard = field(default_factory=LocalJobs)  # who runs background calls
 
     @classmethod
     def create(cls, settings: Settings, **options: Unpack[OrchestratorOptions]) -> Orchestrator:
@@ -154,7 +154,7 @@ class Orchestrator:
             user_id=user_id,
             session_id=session_id,
             storage=self.storage,
-            tasks=self.tasks,
+            jobs=self.jobs,
         )
 
     async def close(self) -> None:

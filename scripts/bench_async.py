@@ -120,8 +120,8 @@ async def next_turn(settings: Settings, storage: Storage, repeats: int) -> dict[
         await session.run("warm up")
         started.append(await timed(session.run("start the job")))
         busy.append(await timed(session.run("what is new?")))  # the job is still running
-        assert any(t.status == "running" for t in runtime.tasks.of_session(session.session_id))
-        await runtime.tasks.drain()  # so that no job runs during the next idle turn
+        assert any(t.status == "running" for t in runtime.jobs.of_session(session.session_id))
+        await runtime.jobs.drain()  # so that no job runs during the next idle turn
 
     for round_number in range(repeats):
         pair = (idle_turn, busy_turn) if round_number % 2 == 0 else (busy_turn, idle_turn)

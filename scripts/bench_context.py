@@ -45,11 +45,11 @@ from pathlib import Path
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
+from orchestrator.conversation.session import Session
 from orchestrator.graph.builder import MODEL_NODE
 from orchestrator.llm.summary import is_summary_request
 from orchestrator.llm.tokens import estimate_tokens, prompt_tokens
 from orchestrator.runtime import Orchestrator
-from orchestrator.session import Session
 from orchestrator.settings import load_settings
 from orchestrator.store.embedded import embedded_logins, leave_embedded_server
 from orchestrator.store.storage import Storage

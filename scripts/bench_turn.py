@@ -111,8 +111,8 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 from sqlalchemy import text
 
+from orchestrator.conversation.session import Session
 from orchestrator.runtime import Orchestrator, use_tool_threads
-from orchestrator.session import Session
 from orchestrator.settings import Settings, load_settings
 from orchestrator.store.embedded import (
     embedded_admin_url,

@@ -18,7 +18,7 @@ request logged, handed over to the queue by a `JobRunner` (which, like
 - pickup_p50_ms: from handing a call over to its tool starting, on an idle
   worker (the tool notes when it starts); median of `--pickups`. Beside it
   in_process_pickup_p50_ms, the same for a call run as an in-process task
-  (the `TaskManager` that a runtime without the queue uses), and pickup_ratio,
+  (the `LocalJobs` that a runtime without the queue uses), and pickup_ratio,
   the one ÷ the other.
 - lost: jobs that did not complete when one of two workers is killed (SIGKILL)
   halfway through a run: its jobs must run again on the other. Target 0.
@@ -168,7 +168,7 @@ class Bench:
             self.settings, storage=self.storage, ask=lambda folder, status: True
         )
         self.runner = JobRunner(self.runtime, takes_jobs=False)
-        self.jobs_runtime = replace(self.runtime, tasks=self.runner)
+        self.jobs_runtime = replace(self.runtime, jobs=self.runner)
 
     async def close(self) -> None:
         await self.runner.close()
@@ -329,10 +329,10 @@ def _cpu(running: list[subprocess.Popen[bytes]]) -> dict[str, float]:
 
 async def pickups(bench: Bench, home: Path, options: argparse.Namespace) -> dict[str, float]:
     """From handing a call over to its tool starting: on an idle worker, and in this process."""
-    from orchestrator.tasks import TaskManager
+    from orchestrator.conversation.job_board import LocalJobs
 
     job_ms, task_ms = [], []
-    here = TaskManager()
+    here = LocalJobs()
     async with workers(home, 1, concurrency=options.concurrency):
         for _ in range(options.pickups):
             for background, samples in ((bench.runner, job_ms), (here, task_ms)):

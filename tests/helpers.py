@@ -21,10 +21,10 @@ from langgraph.checkpoint.memory import InMemorySaver
 from sqlalchemy import text
 from typer.testing import CliRunner
 
+from orchestrator.conversation.session import Session, TurnEvent
 from orchestrator.dispatch.dispatcher import Dispatcher
 from orchestrator.levels import Limits
 from orchestrator.runtime import Orchestrator
-from orchestrator.session import Session, TurnEvent
 from orchestrator.settings import load_settings
 from orchestrator.store import Database
 from orchestrator.store.requests import RequestLog

@@ -18,10 +18,10 @@ from langgraph.types import Command
 
 from orchestrator.actions.action_runner import RUN_PREFIX, ActionRunner
 from orchestrator.actions.address import Address
+from orchestrator.conversation.turns import PendingQuestion, questions_of
 from orchestrator.tools.context import RunContext
 from orchestrator.tools.envelope import Envelope
 from orchestrator.tools.hitl import Decision
-from orchestrator.turns import PendingQuestion, questions_of
 
 Answer = Callable[[list[PendingQuestion]], Awaitable[dict[str, Decision]]]
 

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, TextIO
 from orchestrator.errors import UserError
 
 if TYPE_CHECKING:
-    from orchestrator.session import Session
-    from orchestrator.turns import TurnResult
+    from orchestrator.conversation.session import Session
+    from orchestrator.conversation.turns import TurnResult
 
 STDIN_ONLY = "-"
 BUDGET_STOPPED = 3  # `ask`'s exit status when a budget ended the turn
@@ -66,7 +66,7 @@ def turn_json(
 
     Without a result: no answer, and what the turn had spent when it stopped.
     """
-    from orchestrator.turns import TurnResult
+    from orchestrator.conversation.turns import TurnResult
 
     if result is not None:
         return {**result.to_json(), "error": error}

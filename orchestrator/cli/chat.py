@@ -19,9 +19,9 @@ from orchestrator.cli.startup import JobOptions, Startup, run_command
 from orchestrator.terminal.signals import Interrupts
 
 if TYPE_CHECKING:
+    from orchestrator.conversation.job_board import BackgroundJob
+    from orchestrator.conversation.session import PendingQuestion, Session, TurnResult
     from orchestrator.runtime import Orchestrator
-    from orchestrator.session import PendingQuestion, Session, TurnResult
-    from orchestrator.tasks import BackgroundTask
     from orchestrator.terminal.lines import LineSource
     from orchestrator.terminal.questions import QuestionAsker
     from orchestrator.tools.hitl import Decision
@@ -219,8 +219,8 @@ async def _json_turn(
 
     follow_ups: list[dict[str, object]] = []
 
-    def collect(task: BackgroundTask, result: TurnResult | None) -> None:
-        entry = {"job_id": task.task_id, "tool": task.tool, "status": task.status}
+    def collect(task: BackgroundJob, result: TurnResult | None) -> None:
+        entry = {"job_id": task.job_id, "tool": task.tool, "status": task.status}
         follow_ups.append({**entry, **(result.to_json() if result else {"answer": None})})
 
     session.on_follow_up = collect
@@ -321,7 +321,7 @@ def _open_session(runtime: Orchestrator, user_id: str, session_id: str | None) -
 
 async def _recover(runtime: Orchestrator, user_id: str) -> None:
     """Tell the user what became of the calls a stopped process left running."""
-    from orchestrator.recovery import recover
+    from orchestrator.conversation.recovery import recover
 
     for item in await recover(runtime, user_id=user_id):
         what = "running it again" if item.outcome == "requeued" else "marked failed"
@@ -334,20 +334,20 @@ async def _recover(runtime: Orchestrator, user_id: str) -> None:
 
 async def _wait_for_jobs(runtime: Orchestrator, session: Session) -> None:
     """`ask` is one exchange: it waits for the background jobs it started, and their reports."""
-    waiting = runtime.tasks.waiting(session.session_id)
+    waiting = runtime.jobs.waiting(session.session_id)
     if waiting:
         err.print(f"[dim]waiting for {waiting} background job(s); Ctrl-C stops[/dim]")
-        await runtime.tasks.drain(session.session_id)
+        await runtime.jobs.drain(session.session_id)
 
 
 async def _while_away(runtime: Orchestrator, session: Session) -> None:
     """Report what background jobs of the session ended while no one had it open."""
-    ended = await runtime.tasks.catch_up(session.session_id)
+    ended = await runtime.jobs.catch_up(session.session_id)
     if not ended:
         return
     err.print("[dim]while you were away:[/dim]")
     for task in ended:
-        err.print(f"  [dim]job {task.task_id} ({escape(task.tool)}): {task.status}[/dim]", highlight=False)
+        err.print(f"  [dim]job {task.job_id} ({escape(task.tool)}): {task.status}[/dim]", highlight=False)
     for task in ended:
         await session.deliver(task)  # its follow-up turn, printed as any follow-up is
 

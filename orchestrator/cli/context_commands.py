@@ -6,6 +6,7 @@ from langchain_core.messages import BaseMessage, SystemMessage
 from rich.console import Console
 from rich.markup import escape
 
+from orchestrator.conversation.session import Session
 from orchestrator.graph.model_pipeline.compaction import (
     CompactionMiddleware,
     ContextUse,
@@ -16,7 +17,6 @@ from orchestrator.graph.prompts import ORCHESTRATOR_PROMPT
 from orchestrator.graph.state import Summary
 from orchestrator.llm.tokens import PROFILE, context_window
 from orchestrator.runtime import Orchestrator
-from orchestrator.session import Session
 
 BAR_WIDTH = 40
 PARTS = (("system", "blue"), ("tools", "magenta"), ("summary", "yellow"), ("messages", "green"))

@@ -18,7 +18,7 @@ from orchestrator.usage.meter import ModelTotals, ToolTotals, Totals, UsageMeter
 from orchestrator.usage.money import usd
 
 if TYPE_CHECKING:
-    from orchestrator.session import TurnResult
+    from orchestrator.conversation.session import TurnResult
 
 PRICE_UNKNOWN = "price unknown"
 USAGE_UNREPORTED = "unknown: usage not reported"

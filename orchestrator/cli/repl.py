@@ -21,13 +21,13 @@ from orchestrator.cli.terminal_turn import (
     rendered_answer,
     rendered_turn,
 )
+from orchestrator.conversation.job_board import BackgroundJob
+from orchestrator.conversation.session import PendingQuestion, Session, TurnResult
 from orchestrator.graph.planning.plan_tool import PLAN_DESCRIPTION
 from orchestrator.notes import FROM_ORCHESTRATOR, is_note
 from orchestrator.plans import PLAN_TOOL
 from orchestrator.runtime import Orchestrator
-from orchestrator.session import PendingQuestion, Session, TurnResult
 from orchestrator.sources.loaded import LoadedTool
-from orchestrator.tasks import BackgroundTask
 from orchestrator.terminal.answers import show_questions
 from orchestrator.terminal.checklist import checklist
 from orchestrator.terminal.invocation import command_name
@@ -116,7 +116,7 @@ class ChatRepl:
         show_background_results(runtime, session, out=out, err=err, costs=self.costs)
         reported = session.on_follow_up
 
-        def follow_up(task: BackgroundTask, result: TurnResult | None) -> None:
+        def follow_up(task: BackgroundJob, result: TurnResult | None) -> None:
             if reported is not None:
                 reported(task, result)
             self._questions_left = self._questions_left or bool(result and result.questions)
@@ -301,7 +301,7 @@ class ChatRepl:
     async def show_jobs(self) -> None:
         """The session's background jobs, running and ended, wherever they run."""
         try:
-            tasks = await self.runtime.tasks.tasks_of(self.session.session_id)
+            tasks = await self.runtime.jobs.jobs_of(self.session.session_id)
         except Exception as error:  # the chat goes on (a database that is gone, say)
             self.err.print(f"[red]error:[/red] {escape(failure_line(error))}", highlight=False)
             return
@@ -317,14 +317,14 @@ class ChatRepl:
             return
         given = arguments[0]
         try:
-            tasks = await self.runtime.tasks.tasks_of(self.session.session_id)
-            running = [t.task_id for t in tasks if t.status in LIVE and t.task_id.startswith(given)]
+            tasks = await self.runtime.jobs.jobs_of(self.session.session_id)
+            running = [t.job_id for t in tasks if t.status in LIVE and t.job_id.startswith(given)]
             if len(running) > 1 and given not in running:
                 listed = ", ".join(running)
                 self.err.print(f"{escape(given)} starts several running jobs' ids: {listed}")
                 return
             task_id = given if given in running or not running else running[0]
-            cancelled = await self.runtime.tasks.cancel_task(task_id)
+            cancelled = await self.runtime.jobs.cancel_job(task_id)
         except Exception as error:  # the chat goes on
             self.err.print(f"[red]error:[/red] {escape(failure_line(error))}", highlight=False)
             return
@@ -423,17 +423,17 @@ def show_background_results(
     `costs` is where the follow-up turn's cost line goes (None: not shown).
     """
 
-    def ended(task: BackgroundTask) -> None:
+    def ended(task: BackgroundJob) -> None:
         if task.call.session_id == session.session_id:
-            err.print(f"  [dim]job {task.task_id} ({escape(task.tool)}): {task.status}[/dim]")
+            err.print(f"  [dim]job {task.job_id} ({escape(task.tool)}): {task.status}[/dim]")
 
-    def answered(task: BackgroundTask, result: TurnResult | None) -> None:
+    def answered(task: BackgroundJob, result: TurnResult | None) -> None:
         if result is None:
-            err.print(f"  [dim]{FOLLOW_UP_KEPT.format(job_id=task.task_id)}[/dim]")
+            err.print(f"  [dim]{FOLLOW_UP_KEPT.format(job_id=task.job_id)}[/dim]")
         elif result.questions:
             count = len(result.questions)
             err.print(
-                f"  [dim]job {task.task_id}'s follow-up waits for your answer to {count} "
+                f"  [dim]job {task.job_id}'s follow-up waits for your answer to {count} "
                 "question(s): they are asked before your next message (/pending lists them)[/dim]"
             )
         else:
@@ -441,19 +441,19 @@ def show_background_results(
             if costs is not None:
                 show_turn_cost(result, costs)
 
-    runtime.tasks.listeners.append(ended)
+    runtime.jobs.listeners.append(ended)
     session.on_follow_up = answered
 
 
 LIVE = ("queued", "running")  # the states of a job that has not ended
 
 
-def job_line(task: BackgroundTask) -> str:
+def job_line(task: BackgroundJob) -> str:
     """One line of `/jobs`: id, tool, status, when, and where it runs (a worker's name)."""
     ended = f", ended {task.finished_at:%H:%M:%S}" if task.finished_at else ""
     where = f" on {shown(task.where)}" if task.where and task.status == "running" else ""
     return (
-        f"{task.task_id}  {shown(task.tool)}  {task.status}{where}  "
+        f"{task.job_id}  {shown(task.tool)}  {task.status}{where}  "
         f"(started {task.started_at:%H:%M:%S}{ended})"
     )
 

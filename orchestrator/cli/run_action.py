@@ -15,12 +15,12 @@ from orchestrator.settings import Settings
 
 if TYPE_CHECKING:
     from orchestrator.actions.address import Address
+    from orchestrator.conversation.turns import PendingQuestion
     from orchestrator.runtime import Orchestrator
     from orchestrator.sources.loaded import LoadedTool
     from orchestrator.tools.context import RunContext
     from orchestrator.tools.envelope import Envelope
     from orchestrator.tools.hitl import Decision
-    from orchestrator.turns import PendingQuestion
 
 NOT_AN_OBJECT = '--json takes the action\'s parameters as one JSON object, e.g. \'{{"to": "a@b.c"}}\': {problem}'
 NOTHING_TO_RUN = "Give the request in words, or its parameters with --json"

@@ -371,7 +371,7 @@ def _with_jobs(runtime: Orchestrator, options: JobOptions) -> Orchestrator:
     runner = JobRunner(
         runtime, takes_jobs=takes, spawn_for_left=spawn, hand_over=options.hand_over, on_note=_job_note
     )
-    return replace(runtime, tasks=runner)
+    return replace(runtime, jobs=runner)
 
 
 def _job_note(line: str) -> None:
@@ -388,13 +388,13 @@ async def _close(
     interrupts: Interrupts,
 ) -> None:
     if runtime is not None:
-        note = runtime.tasks.closing_note()
+        note = runtime.jobs.closing_note()
         if note:
             with suppress(OSError):  # the terminal may be gone (SIGHUP): the jobs go on
                 err.print(f"[dim]{note}[/dim]")
         # Ctrl-C (or SIGTERM) now cancels them; a closed terminal (SIGHUP) does not.
-        with interrupts.while_closing(stop=runtime.tasks.cancel_running):
-            await runtime.tasks.close()
+        with interrupts.while_closing(stop=runtime.jobs.cancel_running):
+            await runtime.jobs.close()
         await runtime.close()
     await servers.close()  # done already by the runtime's close, unless it never started
     if storage is not None:

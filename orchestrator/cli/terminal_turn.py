@@ -13,8 +13,8 @@ from contextlib import suppress
 from rich.console import Console
 from rich.markup import escape
 
+from orchestrator.conversation.session import EventHandler, PendingQuestion, Session, TurnResult
 from orchestrator.errors import UserError
-from orchestrator.session import EventHandler, PendingQuestion, Session, TurnResult
 from orchestrator.terminal.render import TurnRenderer
 from orchestrator.tools.hitl import Decision
 

@@ -1,5 +1,5 @@
 """Background handover: a call that is long-running by nature, or outlives its inline budget,
-goes on after its turn and is reported into the session when it ends (see `tasks`, `jobs`)."""
+goes on after its turn and is reported into the session when it ends (see `conversation.job_board`, `jobs`)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from orchestrator.tools.request_log import Handover, safely
 from orchestrator.tools.results import ToolResult
 
 ACKNOWLEDGED = (
-    "{name} goes on in the background as task {task_id}; its result will come in a later "
+    "{name} goes on in the background as job {job_id}; its result will come in a later "
     "message. Tell the user it has started."
 )
 OUTLIVED = "outlived the inline budget"
@@ -84,13 +84,13 @@ def _interactive(request: CallRequest) -> bool:
 
 def acknowledgement(request: CallRequest) -> ToolResult:
     """What the model hears of a call that goes on in the background."""
-    task_id = request.record.request_id
+    job_id = request.record.request_id
     return ToolResult(
         type="status",
         status="partial",
-        message=ACKNOWLEDGED.format(name=request.name, task_id=task_id),
-        data={"task_id": task_id, "status": "acknowledged"},
-        request_id=task_id,
+        message=ACKNOWLEDGED.format(name=request.name, job_id=job_id),
+        data={"job_id": job_id, "status": "acknowledged"},
+        request_id=job_id,
         parent_request_id=request.record.parent_request_id,
     )
 

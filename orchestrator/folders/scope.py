@@ -148,7 +148,7 @@ def visible_model(params: type[BaseModel], hidden: frozenset[str]) -> type[BaseM
         __config__=params.model_config,
         __doc__=params.__doc__,
         __module__=params.__module__,
-        **kept,  # pyright: ignore[reportArgumentType]
+        **kept,  # pyright: ignore[reportArgumentType]  # as above: field names only
     )
 
 

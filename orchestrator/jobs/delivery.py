@@ -21,11 +21,11 @@ from dataclasses import dataclass
 
 import psycopg
 
+from orchestrator.conversation.job_board import BackgroundJob, Delivery, Listener
 from orchestrator.dispatch.replay import recorded_outcome
 from orchestrator.store.engine import Database
 from orchestrator.store.job_requests import JobRequests, UndeliveredJob
 from orchestrator.store.pool import CONNECT_ARGS
-from orchestrator.tasks import BackgroundTask, Delivery, Listener
 from orchestrator.tools.request_log import CallRecord, PriorCall
 from orchestrator.tools.request_status import RequestStatus
 
@@ -109,7 +109,7 @@ class Deliveries:
         if events:
             await asyncio.gather(*events)
 
-    async def catch_up(self, session_id: str, *, user_id: str) -> list[BackgroundTask]:
+    async def catch_up(self, session_id: str, *, user_id: str) -> list[BackgroundJob]:
         """Claim what ended while the session was not open; start listening if jobs still run."""
         self.watch(session_id, user_id=user_id)
         waiting = await self.jobs.undelivered(session_id, user_id=user_id)
@@ -117,7 +117,7 @@ class Deliveries:
             await self.listen()
         claimed = [task for task in [await self._claim(job, session_id, user_id) for job in waiting] if task]
         for task in claimed:  # the caller reports them now
-            self._delivered(task.task_id)
+            self._delivered(task.job_id)
         return claimed
 
     async def deliver(self, session_id: str) -> None:
@@ -137,8 +137,8 @@ class Deliveries:
                     try:
                         await watched.delivery(task)
                     except Exception as error:  # a report that fails must not stop the others
-                        logger.warning("delivering job %s failed: %s", task.task_id, error)
-                self._delivered(task.task_id)  # reported: whoever waits for it may go on
+                        logger.warning("delivering job %s failed: %s", task.job_id, error)
+                self._delivered(task.job_id)  # reported: whoever waits for it may go on
             await self._settle_expected(session_id, watched.user_id, waiting)
 
     async def close(self) -> None:
@@ -152,7 +152,7 @@ class Deliveries:
         if self._rounds:
             await asyncio.gather(*self._rounds, return_exceptions=True)
 
-    async def _claim(self, job: UndeliveredJob, session_id: str, user_id: str) -> BackgroundTask | None:
+    async def _claim(self, job: UndeliveredJob, session_id: str, user_id: str) -> BackgroundJob | None:
         if job.outcome is None or not await self.jobs.claim_delivery(job.request_id, user_id=user_id):
             return None
         return ended_task(job, session_id=session_id, user_id=user_id)
@@ -204,7 +204,7 @@ class Deliveries:
             logger.warning("delivering job results failed: %s: %s", type(error).__name__, error)
 
 
-def ended_task(job: UndeliveredJob, *, session_id: str, user_id: str) -> BackgroundTask:
+def ended_task(job: UndeliveredJob, *, session_id: str, user_id: str) -> BackgroundJob:
     """The ended job as the session's follow-up turn and the chat's lines take it."""
     assert job.outcome is not None
     call = CallRecord(
@@ -220,7 +220,7 @@ def ended_task(job: UndeliveredJob, *, session_id: str, user_id: str) -> Backgro
     )
     prior = PriorCall(status=job.outcome, outcome=job.outcome, body=job.body, owner_alive=False, ours=False)
     status = "completed" if job.outcome == RequestStatus.COMPLETED else "failed"
-    return BackgroundTask(
+    return BackgroundJob(
         call=call,
         work=None,
         status=status,

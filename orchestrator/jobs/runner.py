@@ -1,6 +1,6 @@
 """What `chat` and `ask` hand background calls to: the job queue, a worker of their own, results.
 
-A `JobRunner` is the runtime's `TaskBoard` (see `tasks`) when the runtime has
+A `JobRunner` is the runtime's `JobBoard` (see `conversation.job_board`) when the runtime has
 storage. A call of a folder's tool that says `background: true` is queued as a
 job (`defer`), for whichever worker holds its folder's content, this process's
 own included (unless ORCHESTRATOR_EMBEDDED_WORKER=0); any other background call
@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import text
 
+from orchestrator.conversation.job_board import BackgroundJob, Delivery, Listener
 from orchestrator.folders.discovery import ToolFolder
 from orchestrator.jobs.delivery import Deliveries
 from orchestrator.jobs.handover import bare_args, job_args, record_when_done
@@ -32,7 +33,6 @@ from orchestrator.runtime import Orchestrator
 from orchestrator.store.job_requests import JobRequests
 from orchestrator.store.queue_schema import SCHEMA
 from orchestrator.store.requests import ANONYMOUS, OWNER, has_stopped
-from orchestrator.tasks import BackgroundTask, Delivery, Listener
 from orchestrator.tools.request_log import CallRecord, Handover, RequestObserver
 from orchestrator.tools.results import ToolResult
 
@@ -74,7 +74,7 @@ STILL_QUEUED = f"""
     WHERE status = 'todo' AND args ->> 'request_id' = ANY(%(ids)s::text[])
 """
 class JobRunner:
-    """The job queue as one process's runtime sees it (a `TaskBoard`; see the module)."""
+    """The job queue as one process's runtime sees it (a `JobBoard`; see the module)."""
 
     def __init__(
         self,
@@ -216,7 +216,7 @@ class JobRunner:
             return True
         return self._worker is not None and self._worker.holds(request_id)
 
-    # -- what sessions and the chat ask of it (TaskBoard)
+    # -- what sessions and the chat ask of it (JobBoard)
 
     def deliver_to(self, session_id: str, delivery: Delivery, *, user_id: str | None = None) -> None:
         """Hand the session's results to `delivery` (its follow-up turn) while it is open here."""
@@ -224,13 +224,13 @@ class JobRunner:
         self._users[session_id] = user
         self.deliveries.watch(session_id, user_id=user, delivery=delivery)
 
-    async def tasks_of(self, session_id: str) -> list[BackgroundTask]:
+    async def jobs_of(self, session_id: str) -> list[BackgroundJob]:
         """The session's background calls, as the request log holds them (any process's)."""
         user = self._users.get(session_id, ANONYMOUS)
         calls = await self.jobs.background_calls(user_id=user, session_id=session_id)
         return [task_of(call, user_id=user) for call in calls]
 
-    async def cancel_task(self, task_id: str) -> bool:
+    async def cancel_job(self, task_id: str) -> bool:
         """Cancel the job `task_id` wherever it is: queued, at once; running, by its worker.
 
         Only a task of a user whose session is open here (row-level security says whose).
@@ -255,7 +255,7 @@ class JobRunner:
                 return True
         return False
 
-    async def catch_up(self, session_id: str) -> list[BackgroundTask]:
+    async def catch_up(self, session_id: str) -> list[BackgroundJob]:
         """What ended while no one had the session open, now claimed here to deliver.
 
         First, a worker of this process starts if there is work for it: jobs

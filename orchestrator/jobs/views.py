@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal
 
+from orchestrator.conversation.job_board import BackgroundJob
 from orchestrator.store.job_requests import BackgroundCall
-from orchestrator.tasks import BackgroundTask
 from orchestrator.tools.request_log import CallRecord
 
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ def settled_line(settled: Settled) -> str:
     return LEFT_BY_WORKER.format(name=name, request_id=settled.job.args.request_id, what=what)
 
 
-def task_of(call: BackgroundCall, *, user_id: str) -> BackgroundTask:
+def task_of(call: BackgroundCall, *, user_id: str) -> BackgroundJob:
     """A background call of the log as `/jobs` shows it."""
     record = CallRecord(
         request_id=call.request_id,
@@ -52,7 +52,7 @@ def task_of(call: BackgroundCall, *, user_id: str) -> BackgroundTask:
     )
     status: Shown = SHOWN_STATUS.get(call.status, "running")
     ended = status in ("completed", "failed", "cancelled")
-    return BackgroundTask(
+    return BackgroundJob(
         call=record,
         work=None,
         status=status,

@@ -65,8 +65,8 @@ _ARITHMETIC_REQUEST = re.compile(  # what a request for arithmetic wraps the exp
     r"|the\s+(?:value|result)\s+of)\b)*(?P<body>.*?)(?:\s+(?:calculated|computed|please))*[\s?=]*",
     re.IGNORECASE | re.DOTALL,
 )
-# The session's notice when a background task ends (session.FOLLOW_UP).
-_BACKGROUND_NOTICE = re.compile(r"Background task (\S+) \((.+?)\) has \w+\. Its result: (.*)")
+# The session's notice when a background job ends (FOLLOW_UP; "task" in older conversations).
+_BACKGROUND_NOTICE = re.compile(r"Background (?:job|task) (\S+) \((.+?)\) has \w+\. Its result: (.*)")
 _TIMEZONE = re.compile(r"\b(?:UTC|[A-Z][A-Za-z]+/[A-Za-z_]+(?:/[A-Za-z_]+)?)\b")
 _LEAD_TOKEN = re.compile(r"\s*(?:([A-Za-z_'][\w'-]*)|([:,\-]+))")  # "to-do" is one word
 
@@ -277,15 +277,15 @@ def _summarise(results: list[ToolMessage]) -> str:
 
 
 def _report(notice: str) -> str:
-    """A background task's result, from the notice the session writes when the task ends.
+    """A background job's result, from the notice the session writes when the job ends.
 
     Never the notice itself: its instructions are for a model, not for the person.
     """
     found = _BACKGROUND_NOTICE.search(notice)  # past the note's own lead-in
     if found is None:
-        return "(offline model) A background task has ended."
-    task, tool, result = found.groups()
-    return f"(offline model) Background task {task} has ended:\n{_describe(tool, result)}"
+        return "(offline model) A background job has ended."
+    job, tool, result = found.groups()
+    return f"(offline model) Background job {job} has ended:\n{_describe(tool, result)}"
 
 
 def _summarise_one(message: ToolMessage) -> str:
@@ -303,7 +303,7 @@ def _describe(name: str, text: str) -> str:
     data = body.get("data")
     if isinstance(data, dict) and data.get("status") == "acknowledged":
         # The acknowledgement's message tells the model what to do: the person reads what it means.
-        return f"- {name} goes on in the background as task {data.get('task_id')}"
+        return f"- {name} goes on in the background as job {data.get('job_id')}"
     if body.get("message"):
         detail = body["message"]  # the tool's own summary
     elif isinstance(data, dict):

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 from rich.console import Console
 
+from orchestrator.conversation.session import PendingQuestion
 from orchestrator.plans import PLAN_TOOL
-from orchestrator.session import PendingQuestion
 from orchestrator.terminal.text import one_line, shown
 from orchestrator.tools.hitl import (
     ApproveDecision,

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from orchestrator.session import PendingQuestion, TurnResult
+from orchestrator.conversation.session import PendingQuestion, TurnResult
 from orchestrator.terminal.answers import (
     EditWanted,
     Unclear,

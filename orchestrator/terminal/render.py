@@ -9,9 +9,9 @@ from rich.markup import escape
 from rich.status import Status
 from rich.text import Text
 
+from orchestrator.conversation.session import TurnEvent, TurnResult
 from orchestrator.events import BACKGROUND, PlanEvent, Stage, ToolEvent, ToolPhase
 from orchestrator.folders.untrusted import shown_name
-from orchestrator.session import TurnEvent, TurnResult
 from orchestrator.terminal.checklist import PlanBoard
 from orchestrator.terminal.markdown_out import MarkdownBlocks, print_markdown
 

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from orchestrator.levels import LevelConfig
     from orchestrator.plans import Plan
 
-    # The state schema is the graph layer's `AgentState`, a layer above this one: this
+    # The state schema is the graph layer's `OrchestratorState`, a layer above this one: this
     # layer hands it messages and reads `AgentReply` back, so the state stays open here.
     AgentGraph = CompiledStateGraph[Any, RunContext, Any, Any]
 

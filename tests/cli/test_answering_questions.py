@@ -20,7 +20,7 @@ from langchain_core.messages import ToolMessage
 from langchain_core.tools import tool
 from rich.console import Console
 
-from orchestrator.session import PendingQuestion, QuestionsWaitingError
+from orchestrator.conversation.session import PendingQuestion, QuestionsWaitingError
 from orchestrator.store import Database
 from orchestrator.store.requests import request_history
 from orchestrator.terminal.answers import EditWanted, Unclear, read_arguments, read_choice
@@ -285,7 +285,7 @@ async def test_a_background_result_that_ends_while_a_question_waits_comes_with_t
     gate = asyncio.Event()
 
     def told(messages: list[object]) -> str:
-        notices = [m.text for m in messages if "Background task" in getattr(m, "text", "")]
+        notices = [m.text for m in messages if "Background job" in getattr(m, "text", "")]
         return "The slow work is done." if notices and "slow work done" in notices[-1] else "?"
 
     model = scripted(call_tools(("slow_work", {}), ("tidy", {"path": "a"})), "Tidied.", told)
@@ -296,7 +296,7 @@ async def test_a_background_result_that_ends_while_a_question_waits_comes_with_t
 
     [question] = (await session.run("work and tidy")).questions
     gate.set()
-    await app.tasks.drain()
+    await app.jobs.drain()
 
     assert reports == [None], "no follow-up turn while the question waits"
     assert await session.pending() == [question], "the paused turn was left as it was"
@@ -612,7 +612,7 @@ async def test_after_exit_no_later_question_is_asked():
 
 
 async def test_answers_given_before_exit_in_chat_are_kept_and_the_rest_left_open():
-    from orchestrator.session import TurnResult
+    from orchestrator.conversation.session import TurnResult
     from orchestrator.terminal.questions import answer_until_done
 
     asker, console = asker_over(Keys("y", "/exit"))

@@ -6,8 +6,8 @@ import io
 
 from rich.console import Console
 
+from orchestrator.conversation.session import TurnResult
 from orchestrator.events import Stage, ToolPhase
-from orchestrator.session import TurnResult
 from orchestrator.terminal.render import TurnRenderer
 
 

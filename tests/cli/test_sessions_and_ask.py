@@ -11,9 +11,9 @@ from pathlib import Path
 from rich.console import Console
 
 from orchestrator.cli.cost import cost_table, turn_cost_line
+from orchestrator.conversation.turns import TurnResult
 from orchestrator.testing import OpenAICompatibleServer
 from orchestrator.testing.openai_server import RawReply, Usage
-from orchestrator.turns import TurnResult
 from orchestrator.usage.meter import UsageMeter
 from orchestrator.usage.money import usd
 from orchestrator.usage.tokens import TokenCount
@@ -338,19 +338,19 @@ async def test_cancel_takes_a_unique_start_of_a_task_id():
     cancelled: list[str] = []
 
     def task(task_id: str, status: str = "running") -> SimpleNamespace:
-        return SimpleNamespace(task_id=task_id, status=status, call=SimpleNamespace(session_id=session_id))
+        return SimpleNamespace(job_id=task_id, status=status, call=SimpleNamespace(session_id=session_id))
 
     # a queued task can be cancelled as a running one; an ended one cannot
     tasks = [task("3bb5a1", "queued"), task("3bc0ff"), task("9e0011"), task("9e0012", "completed")]
 
-    async def tasks_of(_: str) -> list[SimpleNamespace]:
+    async def jobs_of(_: str) -> list[SimpleNamespace]:
         return tasks
 
-    async def cancel_task(task_id: str) -> bool:
+    async def cancel_job(task_id: str) -> bool:
         cancelled.append(task_id)
         return True
 
-    repl.runtime = SimpleNamespace(tasks=SimpleNamespace(tasks_of=tasks_of, cancel_task=cancel_task))  # type: ignore[assignment]
+    repl.runtime = SimpleNamespace(jobs=SimpleNamespace(jobs_of=jobs_of, cancel_job=cancel_job))  # type: ignore[assignment]
     await repl.cancel(["9e"])
     await repl.cancel(["3b"])
     await repl.cancel(["3bb"])

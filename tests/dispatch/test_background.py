@@ -68,22 +68,22 @@ async def test_a_background_task_is_reported_later_in_the_same_session(scripted)
     app = runtime(model, slow_tools(gate, background=True))
     session = app.session(user_id="u")
     follow_ups = []
-    session.on_follow_up = lambda task, result: follow_ups.append((task.task_id, result.answer))
+    session.on_follow_up = lambda task, result: follow_ups.append((task.job_id, result.answer))
 
     first = await session.run("please do the slow work")
-    [task] = app.tasks.of_session(session.session_id)
+    [task] = app.jobs.of_session(session.session_id)
     assert task.status == "running"
     acknowledgement = json.loads(model.received[1][-1].text)
-    assert acknowledgement["type"] == "status" and acknowledgement["data"]["task_id"] == task.task_id
+    assert acknowledgement["type"] == "status" and acknowledgement["data"]["job_id"] == task.job_id
     assert first.tool_calls[0].status == "partial"
 
     second = await session.run("hi")  # another turn while the task runs
     assert second.answer == "Hello! The slow work is still running."
 
     gate.set()
-    await app.tasks.drain()
+    await app.jobs.drain()
 
-    assert follow_ups == [(task.task_id, "Done: slow work done.")]
+    assert follow_ups == [(task.job_id, "Done: slow work done.")]
     assert task.status == "completed"
     history = await session.history()
     kinds = [type(m).__name__ for m in history]
@@ -101,14 +101,14 @@ async def test_cancel_stops_a_running_task_without_a_follow_up(scripted):
     app = runtime(model, slow_tools(gate, background=True))
     session = app.session(user_id="u")
     await session.run("go")
-    [task] = app.tasks.of_session(session.session_id)
+    [task] = app.jobs.of_session(session.session_id)
 
-    assert app.tasks.cancel(task.task_id)
-    await app.tasks.drain()
+    assert app.jobs.cancel(task.job_id)
+    await app.jobs.drain()
 
     assert task.status == "cancelled"
-    assert not app.tasks.cancel(task.task_id), "nothing left to cancel"
-    assert not app.tasks.cancel("no-such-task")
+    assert not app.jobs.cancel(task.job_id), "nothing left to cancel"
+    assert not app.jobs.cancel("no-such-task")
 
 
 async def test_an_inline_call_past_its_budget_moves_to_the_background(scripted):
@@ -120,9 +120,9 @@ async def test_an_inline_call_past_its_budget_moves_to_the_background(scripted):
     result = await session.run("go")
 
     assert result.answer == "It is taking a while; I'll report back."
-    [task] = app.tasks.of_session(session.session_id)
+    [task] = app.jobs.of_session(session.session_id)
     gate.set()
-    await app.tasks.drain()
+    await app.jobs.drain()
     assert task.status == "completed"
     report = (await session.history())[-2]
     assert isinstance(report, HumanMessage) and is_note(report)
@@ -180,7 +180,7 @@ async def test_a_tree_with_a_background_leaf_closes_when_the_leaf_does(
         top_id = result.tool_calls[0].request_id
         before = await request_tree(database, top_id, user_id=user)
         gate.write_text("open")
-        await app.tasks.drain()
+        await app.jobs.drain()
         history = await session.history()
     finally:
         await storage.close()
@@ -302,17 +302,17 @@ async def test_chat_lists_and_cancels_background_tasks(scripted):
         out=Console(file=out, **plain), err=Console(file=err, **plain),
     )
     await session.run("go")
-    [task] = app.tasks.of_session(session.session_id)
+    [task] = app.jobs.of_session(session.session_id)
 
     await repl.command("/jobs")
-    await repl.command(f"/cancel {task.task_id}")
-    await app.tasks.drain()
+    await repl.command(f"/cancel {task.job_id}")
+    await app.jobs.drain()
     await repl.command("/tasks")  # the old name of /jobs
     await repl.command("/cancel nope")
 
     listed = out.getvalue().splitlines()
-    assert listed[0].startswith(f"{task.task_id}  slow_work  running")
-    assert listed[1] == f"cancelling job {task.task_id}"
-    assert listed[2].startswith(f"{task.task_id}  slow_work  cancelled")
-    assert f"job {task.task_id} (slow_work): cancelled" in err.getvalue()
+    assert listed[0].startswith(f"{task.job_id}  slow_work  running")
+    assert listed[1] == f"cancelling job {task.job_id}"
+    assert listed[2].startswith(f"{task.job_id}  slow_work  cancelled")
+    assert f"job {task.job_id} (slow_work): cancelled" in err.getvalue()
     assert "No running job nope" in err.getvalue()

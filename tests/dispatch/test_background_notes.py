@@ -43,7 +43,7 @@ async def test_a_background_result_reaches_the_model_as_a_user_role_note(scripte
 
     await session.run("do the slow work")
     gate.set()
-    await app.tasks.drain()
+    await app.jobs.drain()
 
     follow_up = model.received[2]
     assert isinstance(follow_up[0], SystemMessage), "the system prompt comes first"
@@ -52,7 +52,7 @@ async def test_a_background_result_reaches_the_model_as_a_user_role_note(scripte
     )
     report = follow_up[-1]
     assert isinstance(report, HumanMessage) and is_note(report)
-    assert "Background task" in report.text and "slow work done" in report.text
+    assert "Background job" in report.text and "slow work done" in report.text
 
 
 async def test_a_handed_over_calls_task_started_when_the_call_did_and_its_line_says_so(scripted):
@@ -67,12 +67,12 @@ async def test_a_handed_over_calls_task_started_when_the_call_did_and_its_line_s
     renderer = TurnRenderer(out=Console(file=io.StringIO(), **plain), err=Console(file=err, **plain))
 
     await session.run("go", on_event=renderer)
-    [task] = app.tasks.of_session(session.session_id)
+    [task] = app.jobs.of_session(session.session_id)
     gate.set()
-    await app.tasks.drain()
+    await app.jobs.drain()
 
     assert task.started_at <= tool.began[0], "its start is the call's, not the handover's"
-    assert f"tool slow_work (1/1): moved to the background as job {task.task_id}" in err.getvalue()
+    assert f"tool slow_work (1/1): moved to the background as job {task.job_id}" in err.getvalue()
 
 
 async def test_a_background_note_is_stored_as_no_words_of_the_person(database):

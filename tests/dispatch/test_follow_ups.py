@@ -33,7 +33,7 @@ async def test_past_the_limit_a_result_waits_for_the_next_message(scripted):
     session.on_follow_up = lambda task, result: reports.append(result and result.answer)
 
     await session.run("keep working")
-    await app.tasks.drain()
+    await app.jobs.drain()
 
     assert reports == ["Started again.", "And again.", None], "the third result got no turn"
     history = await session.history()
@@ -76,4 +76,4 @@ async def test_a_follow_up_turn_in_progress_is_not_an_unfinished_turn(scripted):
     assert await opening is False, "a running follow-up is not a turn a stopped process left"
     resumed = await session.resume()
     assert resumed.answer == "" and resumed.iterations == 0, "nothing to finish, nothing reported again"
-    await app.tasks.drain()
+    await app.jobs.drain()

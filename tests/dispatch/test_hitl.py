@@ -18,13 +18,13 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command, Interrupt
 from pydantic import BaseModel, Field
 
+from orchestrator.conversation.session import Session
 from orchestrator.dispatch.dispatcher import Dispatcher
 from orchestrator.errors import ToolLoadError
 from orchestrator.folders.sensitivity import WHY_AUTHOR, WHY_CONFIG, WHY_FOLDER, SensitivityRules
 from orchestrator.folders.tool_config import ToolConfig
 from orchestrator.levels import Limits
 from orchestrator.runtime import Orchestrator
-from orchestrator.session import Session
 from orchestrator.settings import load_settings
 from orchestrator.sources.adapter import langchain_tools
 from orchestrator.sources.builtin import ask_human, builtin_tools, request_authorization

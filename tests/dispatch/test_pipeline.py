@@ -22,6 +22,8 @@ from langgraph.types import Command, interrupt
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from orchestrator.conversation.recovery import recover
+from orchestrator.conversation.session import Session
 from orchestrator.dispatch.dispatcher import default_middleware
 from orchestrator.dispatch.middleware import CallRequest, Handler
 from orchestrator.graph import AgentSpec, build_agent_graph
@@ -29,9 +31,7 @@ from orchestrator.graph.model_pipeline import ModelAnswer, ModelCall, ModelHandl
 from orchestrator.graph.model_pipeline.model_call import STOPPED
 from orchestrator.graph.prompts import ITERATION_LIMIT
 from orchestrator.levels import Limits
-from orchestrator.recovery import recover
 from orchestrator.runtime import Orchestrator
-from orchestrator.session import Session
 from orchestrator.settings import Settings, load_settings
 from orchestrator.store import Database
 from orchestrator.store.checkpoints import PooledPostgresSaver
@@ -347,7 +347,7 @@ async def test_recovery_runs_through_the_same_pipeline(
             middleware=[spy],
         )
         outcomes = {r.call.request_id: r.outcome for r in await recover(runtime, user_id="u1")}
-        await runtime.tasks.drain()
+        await runtime.jobs.drain()
 
     assert outcomes == {again.request_id: "requeued", failed.request_id: "failed"}
     assert sorted(spy.seen) == [("quick", "failure"), ("quick", "partial")]

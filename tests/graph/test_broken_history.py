@@ -20,11 +20,11 @@ from langgraph.checkpoint.memory import InMemorySaver
 from rich.console import Console
 from sqlalchemy import text
 
+from orchestrator.conversation.session import Session
 from orchestrator.errors import IncompleteReplyError
 from orchestrator.events import ToolPhase
 from orchestrator.graph.builder import MODEL_NODE
 from orchestrator.runtime import Orchestrator
-from orchestrator.session import Session
 from orchestrator.settings import Settings, load_settings
 from orchestrator.store.storage import Storage
 from orchestrator.terminal.render import TurnRenderer

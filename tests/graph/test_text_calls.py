@@ -13,11 +13,12 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from rich.console import Console
 
+from orchestrator.conversation.held_text import HeldText
+from orchestrator.conversation.turns import TurnEvent, TurnResult
 from orchestrator.events import Stage
 from orchestrator.graph.builder import STOPPED
 from orchestrator.graph.calls import SAFE_ID
 from orchestrator.graph.prompts import ITERATION_LIMIT
-from orchestrator.held_text import HeldText
 from orchestrator.llm.reply import RawCall
 from orchestrator.llm.reply import Reply as ModelReply
 from orchestrator.llm.text_calls import may_begin_call, read_text_calls, with_text_calls
@@ -27,7 +28,6 @@ from orchestrator.terminal.render import TurnRenderer
 from orchestrator.testing import OpenAICompatibleServer, RawReply
 from orchestrator.testing.openai_server import RawToolCall, Reply
 from orchestrator.tools import ToolResult
-from orchestrator.turns import TurnEvent, TurnResult
 from tests.tool_folders import parrot_agent
 
 CALL = {"name": "echo_say", "arguments": {"text": "hi"}}

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from langchain_core.language_models import BaseChatModel
 
+from orchestrator.conversation.job_board import BackgroundJob
 from orchestrator.jobs.delivery import Deliveries
 from orchestrator.jobs.queue import HELD, JobQueue, JobRow, content_queue
 from orchestrator.jobs.runner import JobRunner
@@ -26,7 +27,6 @@ from orchestrator.sources.deferred import DeferredTool
 from orchestrator.store import Database, Storage
 from orchestrator.store.job_requests import JobRequests
 from orchestrator.store.requests import RequestLog, request_history
-from orchestrator.tasks import BackgroundTask
 from orchestrator.testing import call_tools
 from tests.jobs.processes import JOB_TOOL, brewer_config, runs
 from tests.tool_folders import write_folder
@@ -57,18 +57,18 @@ async def test_a_background_call_becomes_a_job_keyed_by_its_request_id(
     runner = JobRunner(runtime, takes_jobs=False)  # no worker here: the job waits in the queue
     user = f"u-{uuid.uuid4().hex[:6]}"
     try:
-        session = replace(runtime, tasks=runner).session(user_id=user)
+        session = replace(runtime, jobs=runner).session(user_id=user)
         result = await session.run("make coffee")
         request_id = result.tool_calls[0].request_id
         queue = JobQueue(database)
         await queue.open()
         job = await queue.job_of(request_id)
-        [listed] = await runner.tasks_of(session.session_id)
+        [listed] = await runner.jobs_of(session.session_id)
         stranger = JobRunner(runtime, takes_jobs=False)  # another user's chat
-        replace(runtime, tasks=stranger).session(user_id=f"m-{uuid.uuid4().hex[:6]}")
-        not_theirs = await stranger.cancel_task(request_id)
+        replace(runtime, jobs=stranger).session(user_id=f"m-{uuid.uuid4().hex[:6]}")
+        not_theirs = await stranger.cancel_job(request_id)
         await stranger.close()
-        cancelled = await runner.cancel_task(request_id)
+        cancelled = await runner.cancel_job(request_id)
         await queue.close()
         history = await request_history(database, request_id, user_id=user)
     finally:
@@ -79,7 +79,7 @@ async def test_a_background_call_becomes_a_job_keyed_by_its_request_id(
     assert job is not None and job.args.request_id == request_id
     assert (job.queue, job.status) == (content_queue(brewer.digest), "todo")
     assert (job.args.user_id, job.args.folder, job.args.digest) == (user, "brewer", brewer.digest)
-    assert (listed.task_id, listed.status) == (request_id, "queued")
+    assert (listed.job_id, listed.status) == (request_id, "queued")
     assert not not_theirs, "a task is cancelled only by its own user"
     assert cancelled
     assert [s for s, _ in history] == [
@@ -101,7 +101,7 @@ async def test_a_call_past_its_inline_budget_goes_on_here_as_a_held_job(
     runner = JobRunner(runtime, takes_jobs=False)
     user = f"u-{uuid.uuid4().hex[:6]}"
     try:
-        session = replace(runtime, tasks=runner).session(user_id=user)
+        session = replace(runtime, jobs=runner).session(user_id=user)
         result = await session.run("make coffee")
         request_id = result.tool_calls[0].request_id
         queue = JobQueue(database)
@@ -145,9 +145,9 @@ async def test_a_result_is_delivered_once_however_many_processes_have_the_sessio
     await _ended_job(log, database, request_id, user=user, session=session)
     got: list[tuple[str, str]] = []
 
-    def deliver_to(name: str) -> Callable[[BackgroundTask], Awaitable[None]]:
-        async def delivery(task: BackgroundTask) -> None:
-            got.append((name, task.task_id))
+    def deliver_to(name: str) -> Callable[[BackgroundJob], Awaitable[None]]:
+        async def delivery(task: BackgroundJob) -> None:
+            got.append((name, task.job_id))
 
         return delivery
 
@@ -207,7 +207,7 @@ async def test_a_deferred_folders_background_call_is_queued_and_run_by_a_worker(
     runner = JobRunner(runtime, takes_jobs=True)  # the worker in this process takes the job
     user = f"u-{uuid.uuid4().hex[:6]}"
     try:
-        session = replace(runtime, tasks=runner).session(user_id=user)
+        session = replace(runtime, jobs=runner).session(user_id=user)
         result = await session.run("make coffee")
         request_id = result.tool_calls[0].request_id
         await runner.drain(session.session_id)  # its end, and its follow-up turn

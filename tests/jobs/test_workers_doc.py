@@ -26,7 +26,7 @@ async def test_the_handover_events_are_those_the_docs_name(
     runner = JobRunner(runtime, takes_jobs=False)  # the job waits in the queue
     user = f"u-{uuid.uuid4().hex[:6]}"
     try:
-        result = await replace(runtime, tasks=runner).session(user_id=user).run("make coffee")
+        result = await replace(runtime, jobs=runner).session(user_id=user).run("make coffee")
         request_id = result.tool_calls[0].request_id
         history = await request_history(database, request_id, user_id=user)
     finally:

@@ -16,10 +16,10 @@ import openai
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
+from orchestrator.conversation.session import Session
 from orchestrator.errors import IncompleteReplyError, ModelUnavailableError
 from orchestrator.llm.model_errors import explain_model_error
 from orchestrator.runtime import Orchestrator
-from orchestrator.session import Session
 from orchestrator.settings import load_settings
 from orchestrator.testing import EmptyReply, ErrorReply, HangUp, OpenAICompatibleServer, RawReply
 from orchestrator.testing.openai_server import Reply

@@ -9,10 +9,10 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 from langchain_core.tools import BaseTool
 
 from orchestrator.cli.scaffold import create_agent_folder
+from orchestrator.conversation.follow_ups import BACKGROUND_NOTE, FOLLOW_UP
 from orchestrator.dispatch.background import ACKNOWLEDGED
 from orchestrator.llm import OfflineChatModel
 from orchestrator.notes import note
-from orchestrator.session import BACKGROUND_NOTE, FOLLOW_UP
 from orchestrator.sources.adapter import langchain_tools
 from orchestrator.sources.builtin import builtin_tools
 from orchestrator.testing import load_tool_folder
@@ -159,34 +159,34 @@ def test_a_possessive_is_not_a_shared_word(model, task_tools):
 
 def test_a_background_report_is_passed_on_not_matched_again():
     result = '{"status": "success", "message": "Woke up after 3 seconds."}'
-    notice = FOLLOW_UP.format(task_id="t1", tool="nap_sleep", status="completed", result=result)
+    notice = FOLLOW_UP.format(job_id="t1", tool="nap_sleep", status="completed", result=result)
     bound = OfflineChatModel().bind_tools(builtin_tools())
 
     reply = bound.invoke([HumanMessage("what is 2*3"), SystemMessage(notice)])
 
     assert not reply.tool_calls, "the request that started the task is not run again"
     assert reply.text == (
-        "(offline model) Background task t1 has ended:\n- nap_sleep returned: Woke up after 3 seconds."
+        "(offline model) Background job t1 has ended:\n- nap_sleep returned: Woke up after 3 seconds."
     )
 
 
 def test_a_background_report_in_a_note_says_the_result_not_the_notice():
     # The session writes the notice as a note, in the user's role, behind a lead-in of its own.
     result = ToolResult(message="", data={"slept": 3}).to_model_text(max_chars=10_000)
-    notice = FOLLOW_UP.format(task_id="t1", tool="sleeper_nap", status="completed", result=result)
+    notice = FOLLOW_UP.format(job_id="t1", tool="sleeper_nap", status="completed", result=result)
     bound = OfflineChatModel().bind_tools(builtin_tools())
 
     reply = bound.invoke([HumanMessage("nap"), note(notice, kind=BACKGROUND_NOTE)])
 
-    assert reply.text == "(offline model) Background task t1 has ended:\n- sleeper_nap returned: slept: 3"
+    assert reply.text == "(offline model) Background job t1 has ended:\n- sleeper_nap returned: slept: 3"
 
 
 def test_a_call_handed_to_the_background_is_said_without_the_models_instructions():
     handed = ToolResult(
         type="status",
         status="partial",
-        message=ACKNOWLEDGED.format(name="sleeper_nap", task_id="t1"),
-        data={"task_id": "t1", "status": "acknowledged"},
+        message=ACKNOWLEDGED.format(name="sleeper_nap", job_id="t1"),
+        data={"job_id": "t1", "status": "acknowledged"},
     )
     call = {"name": "sleeper_nap", "args": {}, "id": "call_1"}
     bound = OfflineChatModel().bind_tools(builtin_tools())
@@ -199,5 +199,5 @@ def test_a_call_handed_to_the_background_is_said_without_the_models_instructions
 
     assert reply.text == (
         "(offline model) Here is what the tools returned:\n"
-        "- sleeper_nap goes on in the background as task t1"
+        "- sleeper_nap goes on in the background as job t1"
     )

@@ -19,11 +19,11 @@ import pytest
 from langchain_core.messages import AIMessageChunk, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
+from orchestrator.conversation.session import Session
 from orchestrator.errors import ModelTimeoutError
 from orchestrator.graph.prompts import CUT_AT_CAP, CUT_BY_SERVER
 from orchestrator.llm.reply import ReplyLimits, read_reply
 from orchestrator.runtime import Orchestrator
-from orchestrator.session import Session
 from orchestrator.settings import load_settings
 from orchestrator.testing import Endless, OpenAICompatibleServer, RawReply
 from orchestrator.testing.openai_server import Reply

@@ -14,9 +14,9 @@ from langchain_core.tools import tool
 from rich.console import Console, Group
 from rich.text import Text
 
+from orchestrator.conversation.session import TurnResult
 from orchestrator.events import PlanEvent
 from orchestrator.plans import PLAN_TOOL, PlanView
-from orchestrator.session import TurnResult
 from orchestrator.terminal.checklist import PlanBoard, checklist
 from orchestrator.terminal.render import TurnRenderer
 from orchestrator.testing import OpenAICompatibleServer

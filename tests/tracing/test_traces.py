@@ -226,7 +226,7 @@ async def test_a_background_job_carries_the_span_of_the_call_that_handed_it_over
     runtime, storage, _, _ = await open_runtime(tmp_path, database_url, model)
     runner = JobRunner(runtime, takes_jobs=False)  # the job waits in the queue
     try:
-        session = replace(runtime, tasks=runner).session(user_id="traced-jobs")
+        session = replace(runtime, jobs=runner).session(user_id="traced-jobs")
         result = await session.run("make coffee")
         queue = JobQueue(database)
         await queue.open()

@@ -15,13 +15,13 @@ from rich.console import Console
 
 from orchestrator.cli.cost import cost_table, turn_cost_line
 from orchestrator.cli.repl import HELP, ChatRepl
+from orchestrator.conversation.turns import TurnResult
 from orchestrator.runtime import Orchestrator
 from orchestrator.settings import load_settings
 from orchestrator.terminal.signals import Interrupts
 from orchestrator.testing import OpenAICompatibleServer, ScriptedChatModel, call_tools
 from orchestrator.testing.openai_server import RawReply, Usage
 from orchestrator.tools.results import Billing, ToolResult
-from orchestrator.turns import TurnResult
 from orchestrator.usage.meter import UsageMeter
 from orchestrator.usage.prices import ModelPrice
 from orchestrator.usage.tokens import TokenCount

@@ -49,10 +49,10 @@ from orchestrator.graph.model_pipeline.window_notice import Told, WindowUse
 from orchestrator.graph.state import Summary
 from orchestrator.llm.summary import SUMMARY_PROMPT
 from orchestrator.llm.tokens import CHARS_PER_TOKEN, estimate_tokens, message_tokens, prompt_tokens
+from orchestrator.notes import turn_start
 from orchestrator.tools.context import RunContext
 from orchestrator.tools.request_log import CallTask
 from orchestrator.tracing.spans import span
-from orchestrator.turns import turn_start
 from orchestrator.usage.prices import ModelIdentity
 
 logger = logging.getLogger(__name__)

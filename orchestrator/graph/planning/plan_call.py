@@ -16,9 +16,9 @@ from orchestrator.events import emit_plan
 from orchestrator.graph.calls import Rejection
 from orchestrator.graph.planning.lifecycle import made_plan, revisable
 from orchestrator.graph.planning.plan_tool import PlanTool
+from orchestrator.notes import turn_start
 from orchestrator.plans import PLAN_TOOL, Plan, plan_view
 from orchestrator.tools.results import ToolResult
-from orchestrator.turns import turn_start
 
 ONE_AT_A_TIME = (
     "Only one create_execution_plan call runs at a time: this one was not run. Put every "

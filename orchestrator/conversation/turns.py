@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal, TypedDict
+from typing import Literal, TypedDict, TypeGuard
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langgraph.types import StateSnapshot
 
 from orchestrator.events import PlanEvent, StatusEvent, ToolEvent
@@ -145,10 +145,15 @@ def questions_of(state: StateSnapshot) -> list[PendingQuestion]:
     return [PendingQuestion(found.id, _as_question(found.value)) for found in state.interrupts]
 
 
+def _is_question(value: object) -> TypeGuard[Question]:
+    """Whether an interrupt's value is `ask_person`'s question (of a kind it asks, with its action)."""
+    return isinstance(value, dict) and value.get("kind") in ALLOWED and "action" in value
+
+
 def _as_question(value: object) -> Question:
     """The interrupt's value as a question; a bare `interrupt(value)` becomes a free question."""
-    if isinstance(value, dict) and value.get("kind") in ALLOWED and "action" in value:
-        return value  # type: ignore[return-value]  # ask_person's Question
+    if _is_question(value):
+        return value
     return Question(
         kind="question",
         request_id="",
@@ -156,12 +161,6 @@ def _as_question(value: object) -> Question:
         action={"name": "interrupt", "args": {}, "description": str(value)},
         allowed=list(ALLOWED["question"]),
     )
-
-
-def turn_start(messages: list[BaseMessage]) -> str | None:
-    """The id of the message the last turn began with: the user's, or a follow-up notice."""
-    starts = (m.id for m in reversed(messages) if isinstance(m, HumanMessage | SystemMessage))
-    return next(starts, None)
 
 
 def collect_turn(

@@ -9,16 +9,42 @@ the plan needs its result, which a run in the background would not give it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 from langchain_core.messages import ToolCall
+from langchain_core.tools import BaseTool
 
+from orchestrator.conversation.job_board import JobBoard
 from orchestrator.dispatch.background import is_acknowledgement
 from orchestrator.dispatch.dispatcher import Dispatcher
+from orchestrator.dispatch.middleware import ToolMiddleware
 from orchestrator.levels import Limits
-from orchestrator.runtime import Orchestrator
+from orchestrator.settings import Settings
+from orchestrator.store.storage import Storage
 from orchestrator.tools.context import RunContext
 from orchestrator.tools.request_log import CallRecord
+
+
+class Recovering(Protocol):
+    """What recovery reads of the runtime (an `Orchestrator`, which sits above this package)."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def storage(self) -> Storage | None: ...
+
+    @property
+    def middleware(self) -> Sequence[ToolMiddleware]: ...
+
+    @property
+    def jobs(self) -> JobBoard: ...
+
+    def all_tools(self) -> list[BaseTool]:
+        """The tools of every level."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -29,7 +55,7 @@ class Recovered:
     outcome: str
 
 
-async def recover(runtime: Orchestrator, *, user_id: str) -> list[Recovered]:
+async def recover(runtime: Recovering, *, user_id: str) -> list[Recovered]:
     """Deal with the user's calls left open by dead processes; what was done with each."""
     storage = runtime.storage
     if storage is None:
@@ -55,7 +81,7 @@ async def recover(runtime: Orchestrator, *, user_id: str) -> list[Recovered]:
             session_id=call.session_id,
             request_id=call.parent_request_id,
             observer=storage.requests,
-            background=runtime.tasks,
+            background=runtime.jobs,
         )
         # In the background: it goes on after startup, and is reported into its session.
         record = replace(call, background=True)

@@ -11,10 +11,10 @@ and `ERROR` drop it.
 
 from __future__ import annotations
 
+from orchestrator.conversation.turns import TokenEvent, TurnEvent
 from orchestrator.events import Stage, StatusEvent
 from orchestrator.graph.builder import STOPPED
 from orchestrator.llm.text_calls import may_begin_call
-from orchestrator.turns import TokenEvent, TurnEvent
 
 # Past this many characters, whether held text may begin a call is decided.
 DECIDED_CHARS = 32
