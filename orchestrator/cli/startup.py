@@ -41,6 +41,7 @@ from orchestrator.terminal.tty_questions import ApprovalPrompt, person_terminal
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
 
+    from orchestrator.conversation.job_board import JobBoard
     from orchestrator.dispatch.middleware import ToolMiddleware
     from orchestrator.runtime import Orchestrator
     from orchestrator.sources.mcp.clients import AskServer, McpClients
@@ -368,7 +369,7 @@ def _with_jobs(runtime: Orchestrator, options: JobOptions) -> Orchestrator:
 
     takes = runtime.settings.embedded_worker if options.takes_jobs is None else options.takes_jobs
     spawn = options.spawn_for_left and runtime.settings.embedded_worker
-    runner = JobRunner(
+    runner: JobBoard = JobRunner(  # the checker holds the queue to what a session needs
         runtime, takes_jobs=takes, spawn_for_left=spawn, hand_over=options.hand_over, on_note=_job_note
     )
     return replace(runtime, jobs=runner)
