@@ -230,19 +230,19 @@ class JobRunner:
         calls = await self.jobs.background_calls(user_id=user, session_id=session_id)
         return [task_of(call, user_id=user) for call in calls]
 
-    async def cancel_job(self, task_id: str) -> bool:
-        """Cancel the job `task_id` wherever it is: queued, at once; running, by its worker.
+    async def cancel_job(self, job_id: str) -> bool:
+        """Cancel the job `job_id` wherever it is: queued, at once; running, by its worker.
 
-        Only a task of a user whose session is open here (row-level security says whose).
+        Only a job of a user whose session is open here (row-level security says whose).
         """
-        if not await self._theirs(task_id):
+        if not await self._theirs(job_id):
             return False
         queue = await self._open_queue()
-        outcome = await queue.cancel(task_id)
+        outcome = await queue.cancel(job_id)
         if outcome == "cancelled":  # no worker had it: the log says so here
-            job = await queue.job_of(task_id)
+            job = await queue.job_of(job_id)
             user = job.args.user_id if job is not None else ANONYMOUS
-            held = await self.jobs.load(task_id, user_id=user)
+            held = await self.jobs.load(job_id, user_id=user)
             if held is not None:
                 await self.storage.requests.cancelled(held.call)
         return outcome is not None
