@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 import subprocess
 import sys
 import uuid
@@ -30,7 +31,8 @@ from orchestrator.testing import OpenAICompatibleServer, ScriptedChatModel, call
 from tests.helpers import cli_env, run_cli
 from tests.tool_folders import AGENT_TOOL, SHIPPED, write_folder
 
-TASKS_CODE = (SHIPPED / "personal_assistant_agent/src/sub_graphs/task_agent/task_agent_tool.py").read_text()
+TASK_AGENT = SHIPPED / "personal_assistant_agent/src/sub_graphs/task_agent"
+TASKS_CODE = (TASK_AGENT / "task_agent_tool.py").read_text()
 BASE = {"version": "1.0"}
 
 
@@ -48,10 +50,12 @@ def tool(root: Path, directory: str, **fields: object) -> Path:
 
 
 def tasks(root: Path, directory: str, **fields: object) -> Path:
-    """A copy of the shipped task list (its table is the product's `tasks`)."""
+    """A copy of the shipped task list, with the migration that makes its `tasks` table."""
     name = directory.rsplit("/", 1)[-1]
     fields = {"entry_point": "task_agent_tool.py", **fields}
-    return write_folder(root, directory, config=config(name, **fields), code=TASKS_CODE, entry="task_agent_tool.py")
+    folder = write_folder(root, directory, config=config(name, **fields), code=TASKS_CODE, entry="task_agent_tool.py")
+    shutil.copytree(TASK_AGENT / "migrations", folder / "migrations")
+    return folder
 
 
 def by_name(runtime: Orchestrator) -> dict[str, LoadedTool]:
