@@ -1,0 +1,264 @@
+"""Whole commands against simonw/llm, on one local scripted OpenAI-compatible server.
+
+    .venv/bin/python scripts/bench_cli.py [--pairs 15] [--mcp-runs 5] [--profile]
+
+One server (orchestrator.testing's OpenAICompatibleServer, on 127.0.0.1 in this
+process) answers both sides with the same text. Each side is a whole process,
+timed from its start to its end, and stores what it was asked: `llm` in its
+SQLite log (a temporary LLM_USER_PATH whose `extra-openai-models.yaml` names the
+model `fake` at the server's URL, as llm's docs configure an OpenAI-compatible
+model), ours in its embedded PostgreSQL under a temporary home, with the
+product's default settings (the developer's ORCHESTRATOR_*, OPENAI_*, DATABASE_*
+variables and .env are ignored) but the model, which is the same server.
+
+- ask_vs_llm: `orchestrator ask TEXT` ÷ `llm -m fake TEXT`, alternated (which goes
+  first alternates too), median of `--pairs` paired ratios. Target ≤ 1.5.
+- run_vs_llm: `orchestrator run noop nothing --json '{}'` (a no-op action of a
+  folder the bench writes and approves) ÷ the same `llm` prompt. Target ≤ 1.0.
+- cold_ask_vs_llm: as ask_vs_llm, with the embedded database stopped before each
+  `ask` (`orchestrator db stop`, untimed, where the command has it; before it
+  existed every `ask` was cold). No target.
+- mcp_serve_ready_s: `orchestrator mcp serve` (stdio) from its start to the first
+  `tools/list` answered, through the `mcp` SDK's client; median of `--mcp-runs`.
+  Target ≤ 1.5 s.
+
+`--profile` prints, before the figures, where one `ask`'s time goes: its 15
+costliest imports (`python -X importtime`, cumulative) and the embedded server's
+start and stop, timed around an empty command that only joins and leaves it.
+
+A line per figure, then the last line one JSON object with the figures and the
+medians in seconds. Nothing is asserted: the machine's speed cancels out of the ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import yaml
+
+from orchestrator.testing import OpenAICompatibleServer
+
+BIN = Path(sys.executable).parent
+PROMPT = "hello there"
+MODEL = "fake"
+ANSWER = "Hello! How can I help?"
+# Settings of the caller's environment that must not reach either side.
+FOREIGN = ("ORCHESTRATOR_", "OPENAI_", "DATABASE_", "OTEL_", "LANGSMITH_", "LANGCHAIN_", "LLM_")
+NOOP_TOOL = '''
+from pydantic import BaseModel
+
+from orchestrator.tools import Tool, ToolRequest, ToolResult, action
+
+
+class Nothing(BaseModel):
+    pass
+
+
+class Noop(Tool):
+    @action(Nothing)
+    async def nothing(self, params: Nothing, request: ToolRequest) -> ToolResult:
+        """Do nothing."""
+        return request.result("ok")
+'''
+OURS_ASK = [str(BIN / "orchestrator"), "ask", PROMPT]
+OURS_RUN = [str(BIN / "orchestrator"), "run", "noop", "nothing", "--json", "{}"]
+LLM = [str(BIN / "llm"), "-m", MODEL, PROMPT]
+
+
+class ProcessFailed(Exception):
+    """A measured process did not do its work."""
+
+
+def environments(home: Path, base_url: str) -> tuple[dict[str, str], dict[str, str]]:
+    """Ours and llm's environments: the caller's without its settings, and each side's own."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(FOREIGN)}
+    ours = clean | {
+        "ORCHESTRATOR_HOME": str(home / "ours"),
+        "XDG_DATA_HOME": str(home / "user-data"),  # the approvals' signing key
+        "ORCHESTRATOR_MODEL": f"openai:{MODEL}",
+        "OPENAI_BASE_URL": base_url,
+        "OPENAI_API_KEY": "bench-key",
+    }
+    llm_home = home / "llm"
+    llm_home.mkdir(parents=True)
+    models = [{"model_id": MODEL, "model_name": MODEL, "api_base": base_url, "api_key_name": "bench"}]
+    (llm_home / "extra-openai-models.yaml").write_text(yaml.safe_dump(models))
+    (llm_home / "keys.json").write_text(json.dumps({"bench": "bench-key"}))
+    return ours, clean | {"LLM_USER_PATH": str(llm_home)}
+
+
+def prepare(ours: dict[str, str]) -> None:
+    """Our home with the no-op folder in it, approved as a person would from a script."""
+    folder = Path(ours["ORCHESTRATOR_HOME"]) / "sub_graphs" / "noop"
+    folder.mkdir(parents=True)
+    config = {"name": "noop", "description": "Does nothing.", "version": "1"}
+    (folder / "tool_config.yaml").write_text(yaml.safe_dump(config))
+    (folder / "noop_tool.py").write_text(NOOP_TOOL)
+    run([str(BIN / "orchestrator"), "tools", "approve", "noop"], ours)
+
+
+def run(args: list[str], env: dict[str, str], *, expect: str = "") -> float:
+    """Wall seconds of the whole process `args`; it must succeed and print `expect`."""
+    started = time.perf_counter()
+    done = subprocess.run(
+        args, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300
+    )
+    elapsed = time.perf_counter() - started
+    if done.returncode != 0 or expect not in done.stdout:
+        last = (done.stderr.strip().splitlines() or [done.stdout.strip() or "no output"])[-1]
+        raise ProcessFailed(f"{' '.join(args)} failed ({done.returncode}): {last}")
+    return elapsed
+
+
+def stopper(ours: dict[str, str]) -> Callable[[], None]:
+    """Stops the embedded database between commands, where `orchestrator db stop` exists."""
+    commands = subprocess.run(
+        [str(BIN / "orchestrator"), "db", "--help"], env=ours, capture_output=True, text=True
+    ).stdout
+    available = " stop " in commands  # before it, every command stopped it at its exit
+
+    def stop() -> None:
+        if available:
+            run([str(BIN / "orchestrator"), "db", "stop"], ours)
+
+    return stop
+
+
+def paired(
+    name: str,
+    ours: Callable[[], float],
+    llm: Callable[[], float],
+    pairs: int,
+    *,
+    before: Callable[[], None] = lambda: None,
+) -> dict[str, float]:
+    """Ours ÷ llm, alternated (the order too), median of `pairs` paired ratios."""
+    ratios, our_times, llm_times = [], [], []
+    for number in range(pairs):
+        if number % 2 == 0:
+            before()
+            our_times.append(ours())
+            llm_times.append(llm())
+        else:
+            llm_times.append(llm())
+            before()
+            our_times.append(ours())
+        ratios.append(our_times[-1] / llm_times[-1])
+    median_ours, median_llm = statistics.median(our_times), statistics.median(llm_times)
+    figures = {
+        f"{name}_vs_llm": round(statistics.median(ratios), 2),
+        f"{name}_s": round(median_ours, 3),
+        f"{name}_llm_s": round(median_llm, 3),
+    }
+    print(
+        f"{name}: {median_ours:.3f} s, llm {median_llm:.3f} s; "
+        f"median of {pairs} paired ratios {figures[f'{name}_vs_llm']}",
+        flush=True,
+    )
+    return figures
+
+
+async def mcp_ready(ours: dict[str, str]) -> float:
+    """Seconds from starting `orchestrator mcp serve` to its first `tools/list` answered."""
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    server = StdioServerParameters(command=str(BIN / "orchestrator"), args=["mcp", "serve"], env=ours)
+    with open(os.devnull, "w") as quiet:
+        started = time.perf_counter()
+        async with (
+            stdio_client(server, errlog=quiet) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            tools = await session.list_tools()
+            elapsed = time.perf_counter() - started
+    if not any(tool.name.startswith("noop") for tool in tools.tools):
+        raise ProcessFailed(f"mcp serve did not offer the no-op action: {[t.name for t in tools.tools]}")
+    return elapsed
+
+
+def mcp_serve(ours: dict[str, str], runs: int) -> dict[str, float]:
+    times = [asyncio.run(mcp_ready(ours)) for _ in range(runs)]
+    ready = round(statistics.median(times), 3)
+    print(f"mcp serve: first tools/list answered after {ready} s, median of {runs}", flush=True)
+    return {"mcp_serve_ready_s": ready}
+
+
+def profile(ours: dict[str, str]) -> None:
+    """Where one `ask`'s time goes: the costliest imports, and the embedded server's start and stop."""
+    args = [sys.executable, "-X", "importtime", "-m", "orchestrator", "ask", PROMPT]
+    done = subprocess.run(args, env=ours, capture_output=True, text=True, timeout=300)
+    costs: list[tuple[int, str]] = []
+    for line in done.stderr.splitlines():
+        if line.startswith("import time:") and "|" in line and "cumulative" not in line:
+            _, cumulative, module = (part.strip() for part in line.split(":", 1)[1].split("|"))
+            costs.append((int(cumulative), module))
+    print("ask: the 15 costliest imports (cumulative, ms):")
+    for microseconds, module in sorted(costs, reverse=True)[:15]:
+        print(f"  {microseconds / 1000:8.1f}  {module}")
+    joined = (
+        "import sys, time; from pathlib import Path\n"
+        "from orchestrator.store.embedded import embedded_logins, leave_embedded_server\n"
+        "t = time.perf_counter(); embedded_logins(Path(sys.argv[1]))\n"
+        "s = time.perf_counter(); leave_embedded_server(Path(sys.argv[1]))\n"
+        "print(f'{s - t:.3f} {time.perf_counter() - s:.3f}')\n"
+    )
+    data = str(Path(ours["ORCHESTRATOR_HOME"]) / "data")
+    done = subprocess.run([sys.executable, "-c", joined, data], env=ours, capture_output=True, text=True)
+    start, _, stop = done.stdout.strip().partition(" ")
+    print(f"embedded PostgreSQL: joined (started if not running) {start} s, left {stop} s", flush=True)
+
+
+def measure(options: argparse.Namespace, home: Path) -> dict[str, float | None]:
+    with OpenAICompatibleServer([ANSWER] * 100_000) as server:
+        ours, llm = environments(home, server.base_url)
+        prepare(ours)
+        stop = stopper(ours)
+        run(OURS_ASK, ours, expect=ANSWER)  # bytecode caches, migrations: not measured
+        run(LLM, llm, expect=ANSWER)
+        if options.profile:
+            profile(ours)
+
+        def ask() -> float:
+            return run(OURS_ASK, ours, expect=ANSWER)
+
+        def ask_llm() -> float:
+            return run(LLM, llm, expect=ANSWER)
+
+        def noop() -> float:
+            return run(OURS_RUN, ours, expect='"success": true')
+
+        figures: dict[str, float | None] = {}
+        figures |= paired("ask", ask, ask_llm, options.pairs)
+        figures |= paired("run", noop, ask_llm, options.pairs)
+        figures |= paired("cold_ask", ask, ask_llm, options.pairs, before=stop)
+        figures |= mcp_serve(ours, options.mcp_runs)
+        stop()
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Whole commands against simonw/llm.")
+    parser.add_argument("--pairs", type=int, default=15, help="paired runs per ratio (at least 15)")
+    parser.add_argument("--mcp-runs", type=int, default=5, help="starts of mcp serve timed")
+    parser.add_argument("--profile", action="store_true", help="where an ask's time goes")
+    options = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-cli-") as directory:
+        figures = measure(options, Path(directory))
+    names = ("ask_vs_llm", "run_vs_llm", "cold_ask_vs_llm", "mcp_serve_ready_s")
+    print(json.dumps({**{name: figures[name] for name in names}, **figures}))
+
+
+if __name__ == "__main__":
+    main()
