@@ -122,10 +122,9 @@ def run(args: list[str], env: dict[str, str], *, expect: str = "") -> float:
 
 def stopper(ours: dict[str, str]) -> Callable[[], None]:
     """Stops the embedded database between commands, where `orchestrator db stop` exists."""
-    commands = subprocess.run(
-        [str(BIN / "orchestrator"), "db", "--help"], env=ours, capture_output=True, text=True
-    ).stdout
-    available = " stop " in commands  # before it, every command stopped it at its exit
+    asked = [str(BIN / "orchestrator"), "db", "stop", "--help"]
+    # Before the command existed, every command stopped the database at its exit.
+    available = subprocess.run(asked, env=ours, capture_output=True).returncode == 0
 
     def stop() -> None:
         if available:
@@ -220,15 +219,12 @@ def profile(ours: dict[str, str]) -> None:
     print(f"embedded PostgreSQL: joined (started if not running) {start} s, left {stop} s", flush=True)
 
 
-def measure(options: argparse.Namespace, home: Path) -> dict[str, float | None]:
+def measure(options: argparse.Namespace, home: Path) -> dict[str, float]:
+    """Every figure, with the scripted server running and the database left stopped."""
     with OpenAICompatibleServer([ANSWER] * 100_000) as server:
         ours, llm = environments(home, server.base_url)
         prepare(ours)
         stop = stopper(ours)
-        run(OURS_ASK, ours, expect=ANSWER)  # bytecode caches, migrations: not measured
-        run(LLM, llm, expect=ANSWER)
-        if options.profile:
-            profile(ours)
 
         def ask() -> float:
             return run(OURS_ASK, ours, expect=ANSWER)
@@ -239,13 +235,17 @@ def measure(options: argparse.Namespace, home: Path) -> dict[str, float | None]:
         def noop() -> float:
             return run(OURS_RUN, ours, expect='"success": true')
 
-        figures: dict[str, float | None] = {}
-        figures |= paired("ask", ask, ask_llm, options.pairs)
-        figures |= paired("run", noop, ask_llm, options.pairs)
-        figures |= paired("cold_ask", ask, ask_llm, options.pairs, before=stop)
-        figures |= mcp_serve(ours, options.mcp_runs)
-        stop()
-    return figures
+        try:
+            ask()  # bytecode caches, migrations: not measured
+            ask_llm()
+            if options.profile:
+                profile(ours)
+            figures = paired("ask", ask, ask_llm, options.pairs)
+            figures |= paired("run", noop, ask_llm, options.pairs)
+            figures |= paired("cold_ask", ask, ask_llm, options.pairs, before=stop)
+            return figures | mcp_serve(ours, options.mcp_runs)
+        finally:
+            stop()  # before its data directory goes
 
 
 def main() -> None:
@@ -255,7 +255,10 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true", help="where an ask's time goes")
     options = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-cli-") as directory:
-        figures = measure(options, Path(directory))
+        try:
+            figures = measure(options, Path(directory))
+        except ProcessFailed as error:
+            raise SystemExit(f"bench_cli: {error}") from None
     names = ("ask_vs_llm", "run_vs_llm", "cold_ask_vs_llm", "mcp_serve_ready_s")
     print(json.dumps({**{name: figures[name] for name in names}, **figures}))
 
