@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import TypedDict
 
@@ -141,12 +141,17 @@ def cleaned_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]+", "_", name[:64]).strip("_") or INVALID_NAME
 
 
-def unique_id(given: str | None, used: set[str], *, fallback: str | None = None) -> str:
-    """The provider's id when it is usable and not taken yet, else `fallback` or a new one."""
+def unique_id(
+    given: str | None, used: set[str], *, fallback: Callable[[], str] | None = None
+) -> str:
+    """The provider's id when it is usable and not taken yet, else `fallback()` or a new one.
+
+    `fallback` is called only when it is needed (it may hash: every model call mends the history).
+    """
     if given is not None and SAFE_ID.fullmatch(given) and given not in used:
         call_id = given
     else:
-        call_id = fallback or f"call_{uuid.uuid4().hex[:24]}"
+        call_id = (fallback() if fallback else "") or f"call_{uuid.uuid4().hex[:24]}"
     used.add(call_id)
     return call_id
 

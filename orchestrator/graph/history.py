@@ -48,9 +48,7 @@ def _with_valid_calls(
     ids: dict[str, str] = {}
     used: set[str] = set()
     for position, call in enumerate(message.tool_calls):
-        # The same id for the same call every time: the requests stay alike.
-        fallback = f"call_{uuid.uuid5(uuid.NAMESPACE_OID, f'{message.id}:{position}').hex[:24]}"
-        call_id = unique_id(call.get("id"), used, fallback=fallback)
+        call_id = unique_id(call.get("id"), used, fallback=lambda at=position: _stable_id(message, at))
         ids.setdefault(call.get("id") or "", call_id)
         name = call["name"] or ""
         name = name if valid_name(name, tool_names) else cleaned_name(name)
@@ -61,6 +59,11 @@ def _with_valid_calls(
     if calls == message.tool_calls and not message.invalid_tool_calls:
         return message, ids
     return message.model_copy(update={"tool_calls": calls, "invalid_tool_calls": []}), ids
+
+
+def _stable_id(message: AIMessage, position: int) -> str:
+    """The same id for the same call every time: the requests stay alike."""
+    return f"call_{uuid.uuid5(uuid.NAMESPACE_OID, f'{message.id}:{position}').hex[:24]}"
 
 
 def _answering(message: ToolMessage, call_id: str) -> ToolMessage:

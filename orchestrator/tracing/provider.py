@@ -113,10 +113,12 @@ def _start() -> TracerProvider:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
+    from orchestrator.tracing.resource import FixedResource
     from orchestrator.tracing.watched import WatchedExporter
 
     # The variables' service name wins; the SDK's own default ("unknown_service") does not.
-    resource = Resource({"service.name": DEFAULT_SERVICE}).merge(OTELResourceDetector().detect())
+    defaults = Resource({"service.name": DEFAULT_SERVICE})
+    resource = FixedResource(defaults.merge(OTELResourceDetector().detect()))
     global _watched
     # Not the SDK's own unbounded shutdown at exit: ours (`shutdown`) waits `exit_timeout` at most.
     provider = TracerProvider(resource=resource, shutdown_on_exit=False)  # sampler: the variables

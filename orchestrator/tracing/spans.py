@@ -53,25 +53,32 @@ def span(
     if current is None:
         yield None
         return
-    from opentelemetry.trace import Link, SpanKind
+    from opentelemetry import context
+    from opentelemetry.trace import Link, SpanKind, set_span_in_context
 
-    with current.start_as_current_span(
+    # `start_span` and the context set by hand: `start_as_current_span` wraps the
+    # same in two context managers more, a cost every model and tool call paid.
+    opened = current.start_span(
         name,
         kind=SpanKind[kind],
-        attributes=_present(attributes or {}),
-        links=[Link(context) for context in links],
+        attributes=_present(attributes) if attributes else None,
+        links=[Link(linked) for linked in links] if links else None,
         record_exception=False,
         set_status_on_exception=False,
-    ) as opened:
-        try:
-            yield opened
-        except BaseException as error:
-            error_type, said = type(error).__qualname__, str(error)
-            opened.set_attribute("error.type", error_type)
-            mark_failed(opened, code=error_type, message=lambda: said)
-            if content_recorded():
-                opened.record_exception(error, attributes={"exception.message": redact(said)})
-            raise
+    )
+    token = context.attach(set_span_in_context(opened))
+    try:
+        yield opened
+    except BaseException as error:
+        error_type, said = type(error).__qualname__, str(error)
+        opened.set_attribute("error.type", error_type)
+        mark_failed(opened, code=error_type, message=lambda: said)
+        if content_recorded():
+            opened.record_exception(error, attributes={"exception.message": redact(said)})
+        raise
+    finally:
+        context.detach(token)
+        opened.end()
 
 
 def annotate(attributes: Mapping[str, Attribute | None]) -> None:
