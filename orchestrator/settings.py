@@ -141,6 +141,14 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("DATABASE_APP_URL"),
         description="The application role's own login on the external server (recommended).",
     )
+    db_idle_minutes: float = Field(
+        default=10.0,
+        ge=0,
+        le=MAX_SECONDS / 60,
+        allow_inf_nan=False,
+        description="How long the embedded PostgreSQL stays up for the next command once none "
+        "uses it (fractions allowed); 0 stops it when the last command exits.",
+    )
     embeddings: str = Field(
         default="auto",
         description="`auto` (local if installed), `local`, `none`, or `openai:<model>`.",

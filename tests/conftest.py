@@ -3,21 +3,24 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import os
 import platform
 import shutil
+import signal
 import sys
 import tempfile
 import uuid
 from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 
+import psutil
 import psycopg
 import pytest
 
 from orchestrator import redact
-from orchestrator.store.embedded import embedded_admin_url, embedded_logins
+from orchestrator.store.embedded import embedded_admin_url, embedded_logins, leave_embedded_server
 from orchestrator.store.engine import Database
 from orchestrator.store.logins import Logins
 from orchestrator.store.queue_schema import upgrade_all
@@ -143,6 +146,8 @@ def no_real_models(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[
         if name.startswith(("OPENAI_", "ORCHESTRATOR_", "ANTHROPIC_", "EMAIL_AGENT_", "DATABASE_")):
             monkeypatch.delenv(name)
     monkeypatch.setenv("ORCHESTRATOR_HOME", str(tmp_path))  # .env, data/, sub_graphs/ of this test
+    # The last user stops the embedded server (a test about the warm server sets its own).
+    monkeypatch.setenv("ORCHESTRATOR_DB_IDLE_MINUTES", "0")
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "user-data"))  # the user's data directory
     # Loading a tool folder points Python's bytecode cache at the user's data directory.
     monkeypatch.setattr(sys, "pycache_prefix", sys.pycache_prefix)
@@ -168,6 +173,41 @@ def scripted() -> Iterator[Callable[..., ScriptedChatModel]]:
     yield make
     for model in made:
         model.assert_complete()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_server_left_running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """At the end of the run, no embedded server or keeper the tests started runs: else it fails.
+
+    What this process joined (the run's shared server) is left first, which stops it. What
+    is still running then is stopped cleanly too, so the machine is left as it was found.
+    """
+    yield
+    leave_embedded_server()
+    left = left_running(tmp_path_factory.getbasetemp())
+    for process in left:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process.send_signal(signal.SIGINT)  # a postmaster's fast shutdown; the keeper's end
+    psutil.wait_procs(left, timeout=60)
+    if left:
+        pytest.fail(
+            "the tests left embedded PostgreSQL servers or their keepers running: "
+            + "; ".join(" ".join(process.info["cmdline"] or ()) for process in left),
+            pytrace=False,
+        )
+
+
+def left_running(base: Path) -> list[psutil.Process]:
+    """The postmasters and keepers (`orchestrator db keep`) of data directories under `base`."""
+    found = []
+    for process in psutil.process_iter(["name", "cmdline", "ppid"]):
+        command: list[str] = process.info["cmdline"] or []
+        under = any(part.startswith(str(base)) for part in command)
+        postmaster = process.info["name"] == "postgres" and "-D" in command
+        keeper = command[1:5] == ["-m", "orchestrator", "db", "keep"]
+        if under and (postmaster or keeper):
+            found.append(process)
+    return found
 
 
 @pytest.fixture(scope="session")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import sys
 from contextlib import nullcontext
 from datetime import datetime
@@ -168,11 +169,21 @@ def db_upgrade() -> None:
 
 @db_app.command("status")
 def db_status() -> None:
-    """Where the database is, its schema version, and how many messages are embedded."""
+    """Whether the embedded server runs (since and until when), where the database is, its schema
+    version, and how many messages are embedded."""
     from orchestrator.store.index_state import search_indexes
     from orchestrator.store.messages import message_counts
     from orchestrator.store.migrations import applied_migrations, schema_status
     from orchestrator.store.queue_schema import COMPONENT, queue_migrations
+
+    settings = settings_or_exit()
+    if not settings.database_url:
+        from orchestrator.store.warm_server import server_state
+
+        state = server_state(settings.data_dir.resolve())
+        out.print(f"embedded PostgreSQL: {state.describe()}", highlight=False)
+        if state.postmaster is None:
+            return  # a status does not start it
 
     async def run(database: Database) -> None:
         status = await schema_status(database)
@@ -217,6 +228,41 @@ def _by_model(by_model: dict[str, int]) -> str:
 
 
 EMBED_NOW = "orchestrator db embed"
+
+
+@db_app.command("stop")
+def db_stop() -> None:
+    """Stop the embedded PostgreSQL now (a clean, fast shutdown); the next command starts it again."""
+    from orchestrator.store.warm_server import stop_server
+
+    settings = settings_or_exit()
+    if settings.database_url:
+        err.print("DATABASE_URL names an external server: orchestrator does not stop it", highlight=False)
+        raise typer.Exit(1)
+    stopped = stop_server(settings.data_dir.resolve())
+    if stopped is None:
+        out.print("the embedded PostgreSQL is not running", highlight=False)
+        return
+    postmaster, users = stopped
+    using = f"; {users} running command{'s' if users > 1 else ''} lost it" if users else ""
+    out.print(f"stopped the embedded PostgreSQL (pid {postmaster.process.pid}){using}", highlight=False)
+
+
+@db_app.command("keep", hidden=True)
+def db_keep(
+    data_dir: Annotated[Path, typer.Argument(help="The data directory whose server to keep.")],
+    idle_minutes: Annotated[float, typer.Option(min=0.0, help="Stop it after this long unused.")],
+    lock_fd: Annotated[int, typer.Option(help="The descriptor holding the keeper's lock.")],
+    postmaster: Annotated[int, typer.Option(help="The server's pid, as its starter saw it.")],
+) -> None:
+    """Keep the embedded PostgreSQL of DATA_DIR until it has been unused IDLE_MINUTES, then stop it.
+
+    Started, detached, by the commands that use the server; not for people.
+    """
+    from orchestrator.store.warm_server import keep
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    print(f"{datetime.now():%Y-%m-%d %H:%M:%S} {keep(data_dir, idle_minutes=idle_minutes, lock_fd=lock_fd, postmaster=postmaster)}", flush=True)
 
 
 @db_app.command("embed")

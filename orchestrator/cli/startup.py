@@ -64,8 +64,9 @@ class DatabaseStart:
     waits for it, on the way out.
     """
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, *, idle_minutes: float) -> None:
         self.data_dir = data_dir
+        self.idle_minutes = idle_minutes
         self.url: Future[str] = Future()
         # Running from the start: cancelling whatever awaits the URL must not cancel the start.
         self.url.set_running_or_notify_cancel()
@@ -99,7 +100,7 @@ class DatabaseStart:
                     raise RuntimeError("the command ended before the database started")
                 self._begun = True
                 self._leave = leave_embedded_server
-            self.url.set_result(embedded_database_url(self.data_dir))
+            self.url.set_result(embedded_database_url(self.data_dir, idle_minutes=self.idle_minutes))
         except BaseException as error:  # handed to whoever awaits the URL
             self.url.set_exception(error)
 
@@ -203,7 +204,11 @@ def run_command(
     exit_on_signals()
     _startup_notes(settings, reads_words=reads_words)
     # The server boots on its thread while LangChain loads and the questions wait.
-    database = None if settings.database_url else DatabaseStart(settings.data_dir)
+    database = (
+        None
+        if settings.database_url
+        else DatabaseStart(settings.data_dir, idle_minutes=settings.db_idle_minutes)
+    )
     try:
         try:
             if prepare is not None:

@@ -83,7 +83,7 @@ class Database:
         """`DATABASE_URL` if set, else the embedded server under the data directory."""
         if settings.database_url:
             return cls(settings.database_url, app_url=settings.database_app_url)
-        logins = embedded_logins(settings.data_dir)
+        logins = embedded_logins(settings.data_dir, idle_minutes=settings.db_idle_minutes)
         revive = partial(revive_embedded_server, settings.data_dir)
         return cls(logins.owner_url, app_url=logins.app_url, revive=revive)
 
