@@ -302,8 +302,7 @@ def test_a_socket_lock_another_server_holds_is_one_line(home: Home) -> None:
     server_user = pwd.getpwuid(home.pgdata.stat().st_uid).pw_name
     # A live process the server's user may signal, as another postmaster would be.
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE,
-        user=server_user if os.geteuid() == 0 else None,
+        ["sleep", str(WAIT_SECONDS)], user=server_user if os.geteuid() == 0 else None
     )
     try:
         (home.pgdata / ".s.PGSQL.5432.lock").write_text(f"{holder.pid}\n{home.pgdata}\n0\n5432\n")
@@ -312,7 +311,8 @@ def test_a_socket_lock_another_server_holds_is_one_line(home: Home) -> None:
             cwd=home.path, env=home.env(0), timeout=WAIT_SECONDS,
         )
     finally:
-        holder.communicate(b"")
+        holder.kill()
+        holder.wait()
     assert done.returncode == 2
     lines = done.stderr.splitlines()
     assert len(lines) == 1, lines
