@@ -262,7 +262,8 @@ def db_keep(
     from orchestrator.store.warm_server import keep
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    print(f"{datetime.now():%Y-%m-%d %H:%M:%S} {keep(data_dir, idle_minutes=idle_minutes, lock_fd=lock_fd, postmaster=postmaster)}", flush=True)
+    ended = keep(data_dir, idle_minutes=idle_minutes, lock_fd=lock_fd, postmaster=postmaster)
+    print(f"{datetime.now():%Y-%m-%d %H:%M:%S} {ended}", flush=True)  # to its log
 
 
 @db_app.command("embed")

@@ -141,11 +141,14 @@ class ServerState:
     stops_at: datetime | None  # when the keeper stops it, if no command joins before
 
     def describe(self) -> str:
+        """One line: running since when (its pid), and until when; or not running."""
         if self.postmaster is None:
             return "not running (the next command starts it)"
         since = f"running since {self.postmaster.started:%Y-%m-%d %H:%M:%S} (pid {self.postmaster.process.pid})"
+        if self.users == 1:
+            return f"{since}, while 1 command uses it"
         if self.users:
-            return f"{since}, while {self.users} command{'s' if self.users > 1 else ''} use{'' if self.users > 1 else 's'} it"
+            return f"{since}, while {self.users} commands use it"
         if self.stops_at is not None:
             return f"{since}, until {self.stops_at:%Y-%m-%d %H:%M:%S} unless a command uses it"
         return f"{since}, used by no command and kept by none: `orchestrator db stop` stops it"
@@ -184,6 +187,6 @@ def stop_server(data_dir: Path) -> tuple[Postmaster, int] | None:
         postmaster = running_postmaster(pgdata)
         if postmaster is None:
             return None
-        users = len(drop_departed(pgdata / PID_LIST)) if (pgdata / PID_LIST).exists() else 0
+        users = len(drop_departed(pgdata / PID_LIST))
         fast_shutdown(postmaster.process, pgdata)
     return postmaster, users

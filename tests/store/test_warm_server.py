@@ -322,6 +322,7 @@ def test_a_socket_lock_another_server_holds_is_one_line(home: Home) -> None:
 @pytest.fixture
 def other_user() -> Iterator[Home]:
     """A home of another OS user's (made with useradd if need be), or this user's if not root."""
+    made = False
     if os.geteuid() != 0:
         user = None  # this user is already not root
     else:
@@ -330,6 +331,7 @@ def other_user() -> Iterator[Home]:
             pwd.getpwnam(user)
         except KeyError:
             subprocess.run(["useradd", "--no-create-home", user], check=True, capture_output=True)
+            made = True
     path = Path(tempfile.mkdtemp(prefix="orchestrator-user-"))  # outside root's private temp
     python = sys.executable
     if user is not None:
@@ -341,6 +343,8 @@ def other_user() -> Iterator[Home]:
     finally:
         home.tear_down()
         shutil.rmtree(path, ignore_errors=True)
+        if made:
+            subprocess.run(["userdel", OTHER_USER], check=False, capture_output=True)
 
 
 def _python_for(user: str) -> str:
