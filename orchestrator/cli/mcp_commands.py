@@ -147,7 +147,7 @@ async def _serve(
 ) -> int:
     from orchestrator.serve.mcp_server import ServedTools
     from orchestrator.serve.selection import awaiting_decision, served_tools
-    from orchestrator.serve.server_thread import Runtime
+    from orchestrator.serve.server_thread import RuntimeTools
 
     tools = served_tools(runtime, agent)
     left_out = awaiting_decision(startup.settings, startup.reviewed, runtime)
@@ -156,13 +156,13 @@ async def _serve(
     if not tools:
         _note(NO_TOOLS)
     served = ServedTools.of(runtime, tools, user=user)
-    server.ready(Runtime(served.listing(), served.call, asyncio.get_running_loop()))
+    server.ready(RuntimeTools(served.listing(), served.call, asyncio.get_running_loop()))
     if server.endpoint.protocol is not None:
         _note(SERVING.format(count=len(tools), where="on standard input and output", user=user))
     else:
         if host not in ("127.0.0.1", "localhost", "::1"):
             _note(OPEN_HOST.format(host=host))
-        url = await asyncio.wrap_future(server.url)
+        url = await server.address()
         _note(SERVING.format(count=len(tools), where=f"at {url}", user=user))
     try:
         await server.finished()

@@ -29,7 +29,7 @@ Call = Callable[[str, dict[str, object]], Coroutine[object, object, types.CallTo
 
 
 @dataclass(frozen=True)
-class Runtime:
+class RuntimeTools:
     """What the command hands the server once its runtime is ready."""
 
     listing: list[types.Tool]
@@ -56,8 +56,12 @@ class ServerThread:
         self.endpoint = endpoint
         self.offered = offered
         self.url: Future[str] = Future()  # HTTP: the URL it serves at, once it listens
-        self._runtime: Future[Runtime] = Future()
+        self._runtime: Future[RuntimeTools] = Future()
         self._done: Future[None] = Future()
+        for future in (self.url, self._runtime, self._done):
+            # Running from the start: a call or a command cancelled while it awaits one of
+            # them must not cancel it for everyone else.
+            future.set_running_or_notify_cancel()
         self._serving = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[None] | None = None
@@ -69,13 +73,22 @@ class ServerThread:
         self._thread.start()
         self._serving.wait()
 
-    def ready(self, runtime: Runtime) -> None:
+    def ready(self, runtime: RuntimeTools) -> None:
         """The runtime is ready: calls (and listings) go to it from now on."""
         self._runtime.set_result(runtime)
 
     async def finished(self) -> None:
         """Return once the server has stopped (its client left); raise what stopped it."""
         await asyncio.wrap_future(self._done)
+
+    async def address(self) -> str:
+        """HTTP: the URL it serves at, once it listens; raise what stopped it if it stopped first."""
+        listening = asyncio.wrap_future(self.url)
+        await asyncio.wait([listening, asyncio.wrap_future(self._done)], return_when=asyncio.FIRST_COMPLETED)
+        if not listening.done():
+            await self.finished()
+            raise RuntimeError("the MCP server stopped before it listened")
+        return listening.result()
 
     def stop(self) -> None:
         """Stop serving (calls still waiting are cancelled); wait GRACE_SECONDS at most."""
