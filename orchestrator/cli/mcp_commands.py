@@ -157,16 +157,16 @@ async def _serve(
         _note(NO_TOOLS)
     served = ServedTools.of(runtime, tools, user=user)
     server.ready(RuntimeTools(served.listing(), served.call, asyncio.get_running_loop()))
-    if server.endpoint.protocol is not None:
-        _note(SERVING.format(count=len(tools), where="on standard input and output", user=user))
-    else:
-        if host not in ("127.0.0.1", "localhost", "::1"):
-            _note(OPEN_HOST.format(host=host))
-        url = await server.address()
-        _note(SERVING.format(count=len(tools), where=f"at {url}", user=user))
     try:
+        if server.endpoint.protocol is not None:
+            where = "on standard input and output"
+        else:
+            if host not in ("127.0.0.1", "localhost", "::1"):
+                _note(OPEN_HOST.format(host=host))
+            where = f"at {await server.address()}"
+        _note(SERVING.format(count=len(tools), where=where, user=user))
         await server.finished()
-    except asyncio.CancelledError:  # a signal ends the command: the server stops first
+    except asyncio.CancelledError:  # a signal ends the command: no call runs on as the runtime closes
         await asyncio.to_thread(server.stop)
         raise
     return 0

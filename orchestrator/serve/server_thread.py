@@ -15,6 +15,7 @@ import socket
 import threading
 from collections.abc import Callable, Coroutine
 from concurrent.futures import Future
+from contextlib import suppress
 from dataclasses import dataclass
 
 from mcp import types
@@ -94,7 +95,8 @@ class ServerThread:
         """Stop serving (calls still waiting are cancelled); wait GRACE_SECONDS at most."""
         loop, task = self._loop, self._task
         if loop is not None and task is not None and not self._done.done():
-            loop.call_soon_threadsafe(task.cancel)
+            with suppress(RuntimeError):  # its loop closed meanwhile: it has stopped already
+                loop.call_soon_threadsafe(task.cancel)
         if self._thread.is_alive():
             self._thread.join(GRACE_SECONDS)
 
