@@ -8,6 +8,7 @@ on standard error, and calls that need a decision are refused unless
 
 from __future__ import annotations
 
+import asyncio
 import re
 from enum import StrEnum
 from pathlib import Path
@@ -23,6 +24,7 @@ from orchestrator.terminal.text import display_path, shown
 
 if TYPE_CHECKING:
     from orchestrator.runtime import Orchestrator
+    from orchestrator.serve.server_thread import ServerThread
     from orchestrator.serve.transports import StdioProtocol
 
 mcp_app = typer.Typer(
@@ -87,8 +89,11 @@ def serve(
 
     # Before anything can write to standard output: it is the protocol's alone.
     protocol = claim_stdio() if transport is Transport.stdio else None
+    started: list[ServerThread] = []
 
     def prepare(settings: Settings, database: DatabaseStart | None) -> Startup:
+        # Serving first, from the manifests; the model and the middleware load meanwhile.
+        started.append(_start_server(settings, agent=agent, protocol=protocol, host=host, port=port))
         from orchestrator.serve.mcp_server import unattended_middleware
 
         middleware = unattended_middleware(
@@ -97,26 +102,52 @@ def serve(
         return prepare_unattended(settings, database, middleware=middleware)
 
     async def command(startup: Startup, runtime: Orchestrator) -> int:
-        return await _serve(
-            startup, runtime, agent=agent, user=user, protocol=protocol, host=host, port=port
-        )
+        return await _serve(startup, runtime, started[0], agent=agent, user=user, host=host)
 
-    raise typer.Exit(run_command(command, prepare=prepare))
+    try:
+        code = run_command(command, prepare=prepare)
+    finally:
+        for server in started:
+            server.stop()
+    raise typer.Exit(code)
+
+
+def _start_server(
+    settings: Settings, *, agent: str | None, protocol: StdioProtocol | None, host: str, port: int
+) -> ServerThread:
+    """The MCP server, serving on its thread: the first listing from the folders' manifests.
+
+    Raises (as one line) UserError for an unknown `agent` or an address that cannot be listened on.
+    """
+    from orchestrator.folders.approvals import review_folders
+    from orchestrator.serve.listing import offered_tools
+    from orchestrator.serve.server_thread import Endpoint, ServerThread
+    from orchestrator.serve.transports import listen
+
+    with user_errors():
+        offered = offered_tools(settings, review_folders(settings, _decide_nothing), agent=agent)
+        listening = listen(host, port) if protocol is None else None
+    server = ServerThread(Endpoint(protocol, listening, host), offered=offered)
+    server.start()
+    return server
+
+
+def _decide_nothing(*_: object) -> None:
+    return None  # as at the end of input: what awaits a decision stays undecided
 
 
 async def _serve(
     startup: Startup,
     runtime: Orchestrator,
+    server: ServerThread,
     *,
     agent: str | None,
     user: str,
-    protocol: StdioProtocol | None,
     host: str,
-    port: int,
 ) -> int:
-    from orchestrator.serve.mcp_server import ServedTools, build_server
+    from orchestrator.serve.mcp_server import ServedTools
     from orchestrator.serve.selection import awaiting_decision, served_tools
-    from orchestrator.serve.transports import serve_http, serve_stdio
+    from orchestrator.serve.server_thread import RuntimeTools
 
     tools = served_tools(runtime, agent)
     left_out = awaiting_decision(startup.settings, startup.reviewed, runtime)
@@ -124,18 +155,20 @@ async def _serve(
         _note(LEFT_OUT.format(keys=", ".join(left_out)))
     if not tools:
         _note(NO_TOOLS)
-    server = build_server(ServedTools.of(runtime, tools, user=user))
-    if protocol is not None:
-        _note(SERVING.format(count=len(tools), where="on standard input and output", user=user))
-        await serve_stdio(server, protocol)
-        return 0
-    if host not in ("127.0.0.1", "localhost", "::1"):
-        _note(OPEN_HOST.format(host=host))
-
-    def ready(url: str) -> None:
-        _note(SERVING.format(count=len(tools), where=f"at {url}", user=user))
-
-    await serve_http(server, host=host, port=port, on_ready=ready)
+    served = ServedTools.of(runtime, tools, user=user)
+    server.ready(RuntimeTools(served.listing(), served.call, asyncio.get_running_loop()))
+    try:
+        if server.endpoint.protocol is not None:
+            where = "on standard input and output"
+        else:
+            if host not in ("127.0.0.1", "localhost", "::1"):
+                _note(OPEN_HOST.format(host=host))
+            where = f"at {await server.address()}"
+        _note(SERVING.format(count=len(tools), where=where, user=user))
+        await server.finished()
+    except asyncio.CancelledError:  # a signal ends the command: no call runs on as the runtime closes
+        await asyncio.to_thread(server.stop)
+        raise
     return 0
 
 

@@ -37,6 +37,16 @@ CONFIG_FILE = "tool_config.yaml"
 NAME_PATTERN = r"^[a-z][a-z0-9_]{0,39}$"
 MAX_CONFIG_BYTES = 1024 * 1024
 
+# What the dispatch pipeline reads of a folder's config at each call (each tool's metadata).
+POLICY_FIELDS = {
+    "timeout_seconds",
+    "max_retries",
+    "background",
+    "idempotent",
+    "requires_approval",
+    "max_cost_usd",
+}
+
 
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 

@@ -1,6 +1,6 @@
-"""A runtime's tools as an MCP server: listed with their schemas, each call through the pipeline.
+"""A runtime's tools as MCP serves them: listed with their schemas, each call through the pipeline.
 
-Built on the `mcp` SDK's low-level `Server`. A call is a tool call as a
+Served by the `mcp` SDK's low-level `Server` (see `server_thread`). A call is a tool call as a
 model's would be: it gets a request id, lands in the request log under the
 served user, and passes the same middleware (scope, validation, approval,
 timeouts). No one is there to ask: the pipeline given decides without asking
@@ -16,7 +16,6 @@ from dataclasses import dataclass, replace
 from langchain_core.messages import ToolCall
 from langchain_core.tools import BaseTool
 from mcp import types
-from mcp.server.lowlevel import Server
 
 from orchestrator.dispatch.ask_approval import UnattendedGate, edit_schema
 from orchestrator.dispatch.dispatcher import Dispatcher, default_middleware
@@ -24,13 +23,12 @@ from orchestrator.dispatch.middleware import ToolMiddleware
 from orchestrator.folders.sensitivity import SensitivityRules
 from orchestrator.levels import Limits
 from orchestrator.runtime import Orchestrator
+from orchestrator.serve.listing import listed_tool
 from orchestrator.settings import Settings
 from orchestrator.tools.context import RunContext, UserDatabase
 from orchestrator.tools.results import ToolResult
 from orchestrator.usage.meter import UsageMeter
-from orchestrator.version import __version__
 
-SERVER_NAME = "orchestrator"
 SESSION_PREFIX = "mcp-"  # the request log's session of one served process: mcp-<hex>
 
 
@@ -69,10 +67,7 @@ class ServedTools:
 
     def listing(self) -> list[types.Tool]:
         """Every served tool as MCP describes one."""
-        return [
-            mcp_tool(tool, sensitive=self.rules.why(tool.name, tool.metadata) is not None)
-            for tool in self.dispatcher.tools.values()
-        ]
+        return [mcp_tool(tool, rules=self.rules) for tool in self.dispatcher.tools.values()]
 
     async def call(self, name: str, arguments: Mapping[str, object]) -> types.CallToolResult:
         """Run one call through the pipeline; its result as MCP answers a call."""
@@ -85,19 +80,9 @@ class ServedTools:
         return call_result(result, max_chars=self.dispatcher.limits.max_result_chars)
 
 
-def mcp_tool(tool: BaseTool, *, sensitive: bool) -> types.Tool:
+def mcp_tool(tool: BaseTool, *, rules: SensitivityRules) -> types.Tool:
     """`tool` as an MCP tool: its name, description, the schema of what a caller sets, hints."""
-    hints: dict[str, bool] = {}
-    if sensitive:  # it would need the person's decision in a chat
-        hints.update(readOnlyHint=False, destructiveHint=True)
-    if (tool.metadata or {}).get("idempotent"):
-        hints["idempotentHint"] = True
-    return types.Tool(
-        name=tool.name,
-        description=tool.description,
-        inputSchema=edit_schema(tool),
-        annotations=types.ToolAnnotations.model_validate(hints) if hints else None,
-    )
+    return listed_tool(tool.name, tool.description, edit_schema(tool), tool.metadata, rules=rules)
 
 
 def call_result(result: ToolResult, *, max_chars: int) -> types.CallToolResult:
@@ -107,19 +92,3 @@ def call_result(result: ToolResult, *, max_chars: int) -> types.CallToolResult:
         structuredContent=result.model_dump(mode="json"),
         isError=result.status == "failure",
     )
-
-
-def build_server(served: ServedTools, *, instructions: str | None = None) -> Server:
-    """An MCP server offering `served`'s tools."""
-    server: Server = Server(SERVER_NAME, version=__version__, instructions=instructions)
-
-    @server.list_tools()
-    async def list_tools() -> list[types.Tool]:
-        return served.listing()
-
-    # The pipeline validates the arguments: a bad call is answered, and logged, like any other.
-    @server.call_tool(validate_input=False)
-    async def call_tool(name: str, arguments: dict[str, object]) -> types.CallToolResult:
-        return await served.call(name, arguments)
-
-    return server

@@ -6,14 +6,12 @@ from collections.abc import Iterator
 
 from langchain_core.tools import BaseTool
 
-from orchestrator.errors import UserError
 from orchestrator.folders.approvals import ApprovalStore, Reviewed, Status
 from orchestrator.folders.discovery import FolderNode
 from orchestrator.runtime import Orchestrator
+from orchestrator.serve.listing import no_such_folder
 from orchestrator.settings import Settings
 from orchestrator.sources.folder_tools import FolderSource
-
-NO_SUCH_FOLDER = "No approved top-level tool folder {name!r} to serve ({served})"
 
 
 def served_tools(runtime: Orchestrator, agent: str | None = None) -> list[BaseTool]:
@@ -28,9 +26,7 @@ def served_tools(runtime: Orchestrator, agent: str | None = None) -> list[BaseTo
     for folder in loaded:
         if agent in (folder.folder.name, folder.folder.key):
             return list(folder.langchain)
-    names = ", ".join(sorted(folder.folder.name for folder in loaded))
-    served = f"approved: {names}" if names else "none is approved"
-    raise UserError(NO_SUCH_FOLDER.format(name=agent, served=served))
+    raise no_such_folder(agent, [folder.folder.name for folder in loaded])
 
 
 def awaiting_decision(settings: Settings, reviewed: Reviewed, runtime: Orchestrator) -> list[str]:

@@ -99,12 +99,11 @@ async def _input_lines(fd: int) -> AsyncIterable[str]:
 
 
 async def serve_http(
-    server: Server, *, host: str, port: int, on_ready: Callable[[str], None]
+    server: Server, listening: socket.socket, *, host: str, on_ready: Callable[[str], None]
 ) -> None:
     """Serve clients over streamable HTTP at http://HOST:PORT/mcp until the process is stopped.
 
-    `on_ready` is told the URL once the port listens (port 0: a free one).
-    Raises UserError when the address cannot be listened on.
+    `listening` is the socket `listen` bound; `on_ready` is told the URL once it serves.
     """
     logging.getLogger("mcp.server.streamable_http").addFilter(_SessionEnded())
     manager = StreamableHTTPSessionManager(app=server, security_settings=_security(host))
@@ -112,7 +111,6 @@ async def serve_http(
         routes=[Route(HTTP_PATH, endpoint=_Endpoint(manager))],
         lifespan=lambda _: manager.run(),
     )
-    listening = _listen(host, port)
     bound = listening.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
     # Logging through the process's own handlers (standard error), not uvicorn's.
@@ -161,7 +159,8 @@ class _SessionEnded(logging.Filter):
         return not (record.msg == SSE_WRITER_ERROR and isinstance(error, anyio.ClosedResourceError))
 
 
-def _listen(host: str, port: int) -> socket.socket:
+def listen(host: str, port: int) -> socket.socket:
+    """A socket listening on HOST:PORT (port 0: a free one); UserError when it cannot be."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     try:
         return socket.create_server((host, port), family=family)

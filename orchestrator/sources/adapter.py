@@ -17,21 +17,12 @@ from pydantic_core import to_jsonable_python
 
 from orchestrator.folders.scope import ActionScope
 from orchestrator.folders.sensitivity import sensitive_actions
-from orchestrator.folders.tool_config import ToolConfig
+from orchestrator.folders.tool_config import POLICY_FIELDS, ToolConfig
 from orchestrator.folders.tool_names import qualified_name
 from orchestrator.tools.base import ActionSpec, Tool, ToolRequest
 from orchestrator.tools.context import current_context
 from orchestrator.tools.results import ToolResult
 from orchestrator.tools.threads import in_thread
-
-POLICY_FIELDS = {
-    "timeout_seconds",
-    "max_retries",
-    "background",
-    "idempotent",
-    "requires_approval",
-    "max_cost_usd",
-}
 
 
 def langchain_tools(

@@ -34,13 +34,13 @@ from orchestrator.folders.skipped import report_skipped
 from orchestrator.folders.untrusted import printable
 from orchestrator.levels import LevelConfig
 from orchestrator.redact import redact
-from orchestrator.sources.adapter import POLICY_FIELDS, langchain_tools
+from orchestrator.sources.adapter import langchain_tools
 from orchestrator.sources.deferred import LoadOnce, deferred_tools
 from orchestrator.sources.folder_migrations import migrate_folder
 from orchestrator.sources.isolated.process import FolderProcesses
 from orchestrator.sources.level_resolver import LevelResolver
 from orchestrator.sources.loaded import LoadedTool
-from orchestrator.sources.manifest import Manifests, ToolEntry, entry_of
+from orchestrator.sources.manifest import Manifests, ToolEntry, entry_of, offered
 from orchestrator.sources.mcp.clients import McpClients
 from orchestrator.tools.agent import AgentTool, GraphFactory
 from orchestrator.tools.base import ToolContext
@@ -174,13 +174,9 @@ class LevelLoader:
             return None
         level = self._levels.child(parent, folder.config, agent=False)
         later = LoadOnce(partial(self._first_call, node, approved, parent=parent, entries=entries))
-        config = call_config(folder.config, level)
         # What the level sets now, not what it set when the manifest was written.
-        current = {**config.model_dump(include=POLICY_FIELDS), "folder": str(folder.path.resolve())}
-        offered = [replace(e, metadata={**e.metadata, **current}) for e in entries]
-        tools = deferred_tools(
-            offered, folder_name=folder.name, real_tools=lambda: later.get().langchain
-        )
+        now = offered(entries, folder, timeout_seconds=level.limits.timeout_seconds)
+        tools = deferred_tools(now, folder_name=folder.name, real_tools=lambda: later.get().langchain)
         return LoadedTool(folder, None, langchain=tools, level=level, later=later)
 
     def _first_call(

@@ -26,28 +26,30 @@ import sys
 import threading
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from langchain_core.tools import BaseTool
 from pydantic import BaseModel, JsonValue
 
-from orchestrator.folders import scope, sensitivity
 from orchestrator.folders.discovery import ToolFolder
 from orchestrator.folders.signed_entries import SignedEntries
+from orchestrator.folders.tool_config import POLICY_FIELDS
 from orchestrator.paths import user_data_dir
-from orchestrator.sources import adapter
-from orchestrator.tools import base
 from orchestrator.version import __version__
+
+if TYPE_CHECKING:
+    from langchain_core.tools import BaseTool
 
 MANIFEST_DIR = "tool-manifests"
 FORMAT = "orchestrator-tool-manifest/1"
 # Whose versions change the schemas and descriptions written from the same folder.
 LIBRARIES = ("pydantic", "pydantic-core", "langchain-core")
-# The product's modules that make a folder's tools what the model sees.
-SHAPING_MODULES = (adapter, scope, sensitivity, base)
+# The product's modules that make a folder's tools what the model sees. By their files:
+# reading a manifest (`mcp serve`'s first listing) imports none of them, nor LangChain.
+SHAPING_MODULES = ("sources/adapter.py", "folders/scope.py", "folders/sensitivity.py", "tools/base.py")
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,19 @@ class Manifests:
         except (TypeError, ValueError):  # a metadata value JSON cannot hold: imported every start
             return
         _WRITER.put(self._entries, _name(folder), body.encode())
+
+
+def offered(entries: Sequence[ToolEntry], folder: ToolFolder, *, timeout_seconds: float) -> list[ToolEntry]:
+    """`entries` with the policy `folder`'s config sets now, not the one they were written with.
+
+    `timeout_seconds` is its level's limit, for a folder that sets no timeout of its own.
+    """
+    config = folder.config
+    policy: dict[str, JsonValue] = config.model_dump(include=POLICY_FIELDS)
+    if "timeout_seconds" not in config.model_fields_set:
+        policy["timeout_seconds"] = timeout_seconds
+    current = {**policy, "folder": str(folder.path.resolve())}
+    return [replace(entry, metadata={**entry.metadata, **current}) for entry in entries]
 
 
 def wait_for_manifests() -> None:
@@ -166,8 +181,9 @@ def _product() -> str:
     """This product, its libraries and Python: a change of any is a change of every manifest."""
     libraries = [f"{name}={_version(name)}" for name in LIBRARIES]
     code = hashlib.sha256()
+    package = Path(__file__).resolve().parents[1]  # orchestrator/
     for module in SHAPING_MODULES:  # a checkout edited without a new version counts too
-        code.update(Path(module.__file__ or "").read_bytes())
+        code.update((package / module).read_bytes())
     return " ".join([__version__, *libraries, sys.version, code.hexdigest()])
 
 

@@ -18,17 +18,25 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.session import RequestResponder
 from mcp.types import CallToolResult, ClientResult, ServerNotification, ServerRequest
-from sqlalchemy import text
+from sqlalchemy import make_url, text
 
 from orchestrator.folders.approvals import ApprovalStore
 from orchestrator.folders.discovery import discover_tree, walk
 from orchestrator.settings import load_settings
+from orchestrator.sources.manifest import wait_for_manifests
 from orchestrator.store import Database
 from orchestrator.store.logins import Logins
 from orchestrator.store.requests import request_history, request_tree
 from orchestrator.testing import OpenAICompatibleServer
 from tests.helpers import cli_env, server_env
-from tests.tool_folders import AGENT_TOOL, NOISY_TOOL, write_folder
+from tests.tool_folders import (
+    AGENT_TOOL,
+    ECHO_TOOL,
+    NOISY_TOOL,
+    marker_code,
+    start_approved,
+    write_folder,
+)
 
 START_SECONDS = 120  # the database, the tools, the server: far past any real start
 # Every call of it needs the person's decision.
@@ -280,3 +288,80 @@ def test_an_unknown_agent_is_one_line_and_nothing_is_served(cli, tmp_path: Path)
         "error: No approved top-level tool folder 'nope' to serve (approved: echo)"
     )
     assert "serving" not in done.stderr
+
+
+# Imports as long as FLAG does not exist; with it, its import fails.
+FLAGGED_TOOL = "from pathlib import Path\nif Path({flag!r}).exists():\n    raise RuntimeError('broken on purpose')\n" + ECHO_TOOL
+
+
+@asynccontextmanager
+async def held_database(logins: Logins) -> AsyncIterator[tuple[dict[str, str], asyncio.Event]]:
+    """The database's URLs through a relay on 127.0.0.1 that lets no connection through until
+    the event is set."""
+    gate = asyncio.Event()
+    url = make_url(logins.owner_url)
+    socket_path = f"{url.query['host']}/.s.PGSQL.{url.query.get('port', '5432')}"
+
+    async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while data := await reader.read(65536):
+            writer.write(data)
+            await writer.drain()
+        writer.close()
+
+    async def relay(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await gate.wait()
+        upstream_reader, upstream_writer = await asyncio.open_unix_connection(socket_path)
+        await asyncio.gather(pipe(reader, upstream_writer), pipe(upstream_reader, writer))
+
+    server = await asyncio.start_server(relay, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+
+    def relayed(login: str) -> str:
+        given = make_url(login)
+        return given.set(host="127.0.0.1", port=port, query={}).render_as_string(hide_password=False)
+
+    urls = {"DATABASE_URL": relayed(logins.owner_url), "DATABASE_APP_URL": relayed(logins.app_url)}
+    async with server:
+        yield urls, gate
+
+
+async def test_tools_are_listed_from_their_manifests_before_the_database_answers_and_imported_at_their_first_call(
+    tmp_path: Path, database_logins: Logins
+):
+    root = tmp_path / "sub_graphs"
+    marker, flag = tmp_path / "spy-imported", tmp_path / "break-flaky"
+    write_folder(root, "spy", code=marker_code(marker))
+    write_folder(root, "flaky", code=FLAGGED_TOOL.format(flag=str(flag)))
+    approve(tmp_path)
+    # An earlier start imported both and recorded their tools (their manifests).
+    start_approved(load_settings(sub_graphs_dir=root, data_dir=tmp_path / "data"))
+    wait_for_manifests()
+    marker.unlink()
+    flag.write_text("")  # from now on flaky's import fails
+
+    async with held_database(database_logins) as (urls, gate):
+        env = serve_env(tmp_path, database_logins, **urls)
+        async with stdio_session(tmp_path, env) as session:
+            listed = {tool.name: tool for tool in (await session.list_tools()).tools}
+            imported_when_listed = marker.exists()
+            ready_when_listed = "serving" in (tmp_path / "err.txt").read_text()
+            gate.set()
+            broken = await asyncio.wait_for(
+                session.call_tool("flaky_say", {"text": "hi"}), START_SECONDS
+            )
+            said = await session.call_tool("spy_say", {"text": "hi", "times": 2})
+            again = await session.call_tool("flaky_say", {"text": "hi"})
+
+    assert sorted(listed) == ["flaky_say", "spy_say"]
+    assert listed["spy_say"].inputSchema["required"] == ["text"]
+    assert not imported_when_listed, "listed from the manifest: no folder imported"
+    assert not ready_when_listed, "listed while the database let no one in"
+
+    assert broken.isError and answer(broken)["error_code"] == "folder_unavailable"
+    message = str(answer(broken)["message"])
+    assert "flaky could not be imported at its first call" in message
+    assert "broken on purpose" in message
+    assert not said.isError and answer(said) == {"status": "success", "message": "hi hi"}
+    assert marker.exists(), "imported at its first call"
+    assert again.isError  # the server kept running; the folder stays unavailable
+    assert "Traceback" not in (tmp_path / "err.txt").read_text()

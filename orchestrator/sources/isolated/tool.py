@@ -16,9 +16,8 @@ from pydantic import JsonValue, SkipValidation
 
 from orchestrator.errors import ToolError
 from orchestrator.folders.sensitivity import BY_AUTHOR, marked_actions
-from orchestrator.folders.tool_config import ToolConfig
+from orchestrator.folders.tool_config import POLICY_FIELDS, ToolConfig
 from orchestrator.folders.tool_names import qualified_name
-from orchestrator.sources.adapter import POLICY_FIELDS
 from orchestrator.sources.isolated.process import Action, FolderProcess
 from orchestrator.sources.mcp.definitions import ToolDefinition
 from orchestrator.sources.mcp.sandboxed import denial_note

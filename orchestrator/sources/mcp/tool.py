@@ -16,9 +16,8 @@ from langchain_core.tools import BaseTool, StructuredTool
 from langchain_core.tools.base import ArgsSchema
 from pydantic import JsonValue, SkipValidation
 
-from orchestrator.folders.tool_config import ToolConfig
+from orchestrator.folders.tool_config import POLICY_FIELDS, ToolConfig
 from orchestrator.folders.tool_names import qualified_name
-from orchestrator.sources.adapter import POLICY_FIELDS
 from orchestrator.sources.mcp.client import McpClient
 from orchestrator.sources.mcp.definitions import ServerDefinition, ToolDefinition
 from orchestrator.sources.mcp.marks import check_config, hint
