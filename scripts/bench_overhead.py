@@ -44,6 +44,7 @@ import sys
 import time
 import warnings
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
@@ -57,6 +58,9 @@ from orchestrator.graph import AgentSpec, build_agent_graph
 from orchestrator.levels import Limits, Planning
 from orchestrator.runtime import use_tool_threads
 from orchestrator.tools.context import RunContext
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from noop_folder import write_noop_folder  # noqa: E402
 
 SLEEP_SECONDS = 0.2
 PARALLEL_CALLS = 10
@@ -245,30 +249,11 @@ async def tracing_ratio(round_trip_count: int, repeats: int) -> float:
     return traced_s / plain_s
 
 
-NOOP_TOOL = '''
-from pydantic import BaseModel
-
-from orchestrator.tools import Tool, ToolRequest, ToolResult, action
-
-
-class Nothing(BaseModel):
-    pass
-
-
-class Noop(Tool):
-    @action(Nothing)
-    async def noop(self, params: Nothing, request: ToolRequest) -> ToolResult:
-        """Do nothing."""
-        return request.result("done")
-'''
 
 
 async def process_isolation_ratio(calls: int) -> float:
     """A no-op action in a folder's held process / inline, through the pipeline and request log."""
     import tempfile
-    from pathlib import Path
-
-    import yaml
 
     from orchestrator.llm.offline import OfflineChatModel
     from orchestrator.runtime import Orchestrator
@@ -279,11 +264,7 @@ async def process_isolation_ratio(calls: int) -> float:
     with tempfile.TemporaryDirectory(prefix="bench-isolation-") as directory:
         sub_graphs = Path(directory) / "sub_graphs"
         for name, sandbox in (("inline", {}), ("held", {"isolation": "process"})):
-            folder = sub_graphs / name
-            folder.mkdir(parents=True)
-            config = {"name": name, "description": "no-op", "version": "1", "sandbox": sandbox}
-            (folder / "tool_config.yaml").write_text(yaml.safe_dump(config))
-            (folder / f"{name}_tool.py").write_text(NOOP_TOOL)
+            write_noop_folder(sub_graphs, name, action="noop", reply="done", sandbox=sandbox)
         settings = load_settings(
             data_dir=Path(directory) / "data", sub_graphs_dir=sub_graphs, embeddings="none"
         )
