@@ -10,7 +10,8 @@ the machine's speed cancels out. Our graph is the product's default: it plans
 JSON object:
 - ratio_vs_prebuilt: time for N tool round trips (model -> no-op tool -> model)
   through our graph / the same through `create_react_agent`, both with the
-  same zero-latency model, measured alternately; median of the repeats.
+  same zero-latency model, measured alternately (which goes first alternates
+  too); median of the repeats.
 - pipeline_ratio: a no-op tool call through the whole dispatch pipeline
   (request log, scope, validation, approval, background, usage, timeout)
   / the same tool invoked bare by LangChain, alternated; median.
@@ -144,9 +145,10 @@ async def overhead_ratio(round_trip_count: int, repeats: int) -> float:
     await round_trips(graphs["ours"], 20)  # warm both up
     await round_trips(graphs["prebuilt"], 20)
     seconds: dict[str, list[float]] = {"ours": [], "prebuilt": []}
-    for _ in range(repeats):
-        for name, graph in graphs.items():
-            seconds[name].append(await timed(lambda g=graph: round_trips(g, round_trip_count)))
+    for repeat in range(repeats):  # which goes first alternates too, as in `tracing_ratio`
+        order = list(graphs) if repeat % 2 == 0 else list(reversed(graphs))
+        for name in order:
+            seconds[name].append(await timed(lambda g=graphs[name]: round_trips(g, round_trip_count)))
     for name, values in seconds.items():
         print(f"{name}: {round_trip_count} round trips, median {statistics.median(values):.3f}s")
     return statistics.median(seconds["ours"]) / statistics.median(seconds["prebuilt"])
