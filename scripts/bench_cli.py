@@ -48,28 +48,15 @@ import yaml
 
 from orchestrator.testing import OpenAICompatibleServer
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from noop_folder import write_noop_folder  # noqa: E402
+
 BIN = Path(sys.executable).parent
 PROMPT = "hello there"
 MODEL = "fake"
 ANSWER = "Hello! How can I help?"
 # Settings of the caller's environment that must not reach either side.
 FOREIGN = ("ORCHESTRATOR_", "OPENAI_", "DATABASE_", "OTEL_", "LANGSMITH_", "LANGCHAIN_", "LLM_")
-NOOP_TOOL = '''
-from pydantic import BaseModel
-
-from orchestrator.tools import Tool, ToolRequest, ToolResult, action
-
-
-class Nothing(BaseModel):
-    pass
-
-
-class Noop(Tool):
-    @action(Nothing)
-    async def nothing(self, params: Nothing, request: ToolRequest) -> ToolResult:
-        """Do nothing."""
-        return request.result("ok")
-'''
 OURS_ASK = [str(BIN / "orchestrator"), "ask", PROMPT]
 OURS_RUN = [str(BIN / "orchestrator"), "run", "noop", "nothing", "--json", "{}"]
 LLM = [str(BIN / "llm"), "-m", MODEL, PROMPT]
@@ -99,11 +86,8 @@ def environments(home: Path, base_url: str) -> tuple[dict[str, str], dict[str, s
 
 def prepare(ours: dict[str, str]) -> None:
     """Our home with the no-op folder in it, approved as a person would from a script."""
-    folder = Path(ours["ORCHESTRATOR_HOME"]) / "sub_graphs" / "noop"
-    folder.mkdir(parents=True)
-    config = {"name": "noop", "description": "Does nothing.", "version": "1"}
-    (folder / "tool_config.yaml").write_text(yaml.safe_dump(config))
-    (folder / "noop_tool.py").write_text(NOOP_TOOL)
+    sub_graphs = Path(ours["ORCHESTRATOR_HOME"]) / "sub_graphs"
+    write_noop_folder(sub_graphs, "noop", action="nothing", reply="ok")
     run([str(BIN / "orchestrator"), "tools", "approve", "noop"], ours)
 
 

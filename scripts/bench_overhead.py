@@ -10,7 +10,8 @@ the machine's speed cancels out. Our graph is the product's default: it plans
 JSON object:
 - ratio_vs_prebuilt: time for N tool round trips (model -> no-op tool -> model)
   through our graph / the same through `create_react_agent`, both with the
-  same zero-latency model, measured alternately; median of the repeats.
+  same zero-latency model, measured alternately (which goes first alternates
+  too); median of the repeats.
 - pipeline_ratio: a no-op tool call through the whole dispatch pipeline
   (request log, scope, validation, approval, background, usage, timeout)
   / the same tool invoked bare by LangChain, alternated; median.
@@ -30,6 +31,10 @@ JSON object:
   the same folder inline, both through the whole dispatch pipeline with the
   request log on the embedded PostgreSQL; alternating, median of paired
   ratios (target <= 3).
+- ratio_vs_prebuilt_cpu, tracing_ratio_cpu: the same two ratios in CPU seconds
+  of this process (all its threads; the receiver's not): on a shared machine
+  they move less than wall time, which the other processes' work enters. The
+  targets are the wall-time figures'.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ import sys
 import time
 import warnings
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
@@ -57,6 +63,9 @@ from orchestrator.graph import AgentSpec, build_agent_graph
 from orchestrator.levels import Limits, Planning
 from orchestrator.runtime import use_tool_threads
 from orchestrator.tools.context import RunContext
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from noop_folder import write_noop_folder  # noqa: E402
 
 SLEEP_SECONDS = 0.2
 PARALLEL_CALLS = 10
@@ -134,18 +143,43 @@ async def round_trips(graph: Runnable, count: int) -> None:
         await graph.ainvoke({"messages": [HumanMessage("go")]})
 
 
-async def overhead_ratio(round_trip_count: int, repeats: int) -> float:
+async def alternated(
+    graphs: dict[str, Runnable], round_trip_count: int, repeats: int
+) -> dict[str, tuple[float, float]]:
+    """Each graph's median wall and CPU seconds for `round_trip_count` round trips.
+
+    The graphs take turns, and which goes first alternates too. CPU seconds are
+    this process's, all its threads (the exporter's too): the machine's other
+    work does not count in them, as it does in wall time.
+    """
+    for graph in graphs.values():
+        await round_trips(graph, 20)  # warm up
+    wall: dict[str, list[float]] = {name: [] for name in graphs}
+    cpu: dict[str, list[float]] = {name: [] for name in graphs}
+    for repeat in range(repeats):
+        order = list(graphs) if repeat % 2 == 0 else list(reversed(graphs))
+        for name in order:
+            started, used = time.perf_counter(), time.process_time()
+            await round_trips(graphs[name], round_trip_count)
+            wall[name].append(time.perf_counter() - started)
+            cpu[name].append(time.process_time() - used)
+    return {name: (statistics.median(wall[name]), statistics.median(cpu[name])) for name in graphs}
+
+
+def ratios(
+    medians: dict[str, tuple[float, float]], over: str, under: str
+) -> tuple[float, float]:
+    """`over` ÷ `under`, in wall time and in CPU time."""
+    return (medians[over][0] / medians[under][0], medians[over][1] / medians[under][1])
+
+
+async def overhead_ratio(round_trip_count: int, repeats: int) -> tuple[float, float]:
     model = LoopModel()
     graphs = {"ours": ours(model, [noop]), "prebuilt": prebuilt(model, [noop])}
-    await round_trips(graphs["ours"], 20)  # warm both up
-    await round_trips(graphs["prebuilt"], 20)
-    seconds: dict[str, list[float]] = {"ours": [], "prebuilt": []}
-    for _ in range(repeats):
-        for name, graph in graphs.items():
-            seconds[name].append(await timed(lambda g=graph: round_trips(g, round_trip_count)))
-    for name, values in seconds.items():
-        print(f"{name}: {round_trip_count} round trips, median {statistics.median(values):.3f}s")
-    return statistics.median(seconds["ours"]) / statistics.median(seconds["prebuilt"])
+    medians = await alternated(graphs, round_trip_count, repeats)
+    for name, (wall, cpu) in medians.items():
+        print(f"{name}: {round_trip_count} round trips, median {wall:.3f}s ({cpu:.3f}s CPU)")
+    return ratios(medians, "ours", "prebuilt")
 
 
 async def pipeline_ratio(calls: int, repeats: int) -> float:
@@ -213,7 +247,7 @@ server.serve_forever()
 """
 
 
-async def tracing_ratio(round_trip_count: int, repeats: int) -> float:
+async def tracing_ratio(round_trip_count: int, repeats: int) -> tuple[float, float]:
     """Round trips with tracing exporting to a local receiver / the same graph without tracing."""
     from orchestrator.tracing import provider
 
@@ -226,49 +260,24 @@ async def tracing_ratio(round_trip_count: int, repeats: int) -> float:
     os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = f"http://127.0.0.1:{port}"
     try:
         traced = ours(LoopModel(), [noop])
-        graphs = {"traced": traced, "plain": plain}
-        for graph in graphs.values():
-            await round_trips(graph, 20)
-        seconds: dict[str, list[float]] = {name: [] for name in graphs}
-        for repeat in range(repeats):
-            order = list(graphs) if repeat % 2 == 0 else list(reversed(graphs))
-            for name in order:
-                seconds[name].append(await timed(lambda g=graphs[name]: round_trips(g, round_trip_count)))
+        medians = await alternated({"traced": traced, "plain": plain}, round_trip_count, repeats)
         provider.flush()
     finally:
         provider.shutdown()
         del os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"]
         receiver.kill()
         receiver.wait()
-    traced_s, plain_s = (statistics.median(seconds[k]) for k in ("traced", "plain"))
-    print(f"tracing: {round_trip_count} round trips, median {traced_s:.3f}s traced, {plain_s:.3f}s not")
-    return traced_s / plain_s
-
-
-NOOP_TOOL = '''
-from pydantic import BaseModel
-
-from orchestrator.tools import Tool, ToolRequest, ToolResult, action
-
-
-class Nothing(BaseModel):
-    pass
-
-
-class Noop(Tool):
-    @action(Nothing)
-    async def noop(self, params: Nothing, request: ToolRequest) -> ToolResult:
-        """Do nothing."""
-        return request.result("done")
-'''
+    (traced_s, traced_cpu), (plain_s, plain_cpu) = medians["traced"], medians["plain"]
+    print(
+        f"tracing: {round_trip_count} round trips, median {traced_s:.3f}s traced "
+        f"({traced_cpu:.3f}s CPU), {plain_s:.3f}s not ({plain_cpu:.3f}s CPU)"
+    )
+    return ratios(medians, "traced", "plain")
 
 
 async def process_isolation_ratio(calls: int) -> float:
     """A no-op action in a folder's held process / inline, through the pipeline and request log."""
     import tempfile
-    from pathlib import Path
-
-    import yaml
 
     from orchestrator.llm.offline import OfflineChatModel
     from orchestrator.runtime import Orchestrator
@@ -279,11 +288,7 @@ async def process_isolation_ratio(calls: int) -> float:
     with tempfile.TemporaryDirectory(prefix="bench-isolation-") as directory:
         sub_graphs = Path(directory) / "sub_graphs"
         for name, sandbox in (("inline", {}), ("held", {"isolation": "process"})):
-            folder = sub_graphs / name
-            folder.mkdir(parents=True)
-            config = {"name": name, "description": "no-op", "version": "1", "sandbox": sandbox}
-            (folder / "tool_config.yaml").write_text(yaml.safe_dump(config))
-            (folder / f"{name}_tool.py").write_text(NOOP_TOOL)
+            write_noop_folder(sub_graphs, name, action="noop", reply="done", sandbox=sandbox)
         settings = load_settings(
             data_dir=Path(directory) / "data", sub_graphs_dir=sub_graphs, embeddings="none"
         )
@@ -331,14 +336,16 @@ async def main() -> None:
     global PLANNING
     PLANNING = None if options.no_planning else PLANNING
     use_tool_threads()
+    vs_prebuilt, vs_prebuilt_cpu = await overhead_ratio(options.round_trips, options.repeats)
     figures = {
-        "ratio_vs_prebuilt": await overhead_ratio(options.round_trips, options.repeats),
+        "ratio_vs_prebuilt": vs_prebuilt,
         "pipeline_ratio": await pipeline_ratio(2000, options.repeats),
         "parallel_ratio": await parallel_ratio(nap, options.parallel_pairs),
         "parallel_ratio_sync_tools": await parallel_ratio(blocking_nap, options.parallel_pairs),
-        "tracing_ratio": await tracing_ratio(options.round_trips, options.repeats),
-        "process_isolation_ratio": await process_isolation_ratio(options.round_trips),
     }
+    figures["tracing_ratio"], tracing_cpu = await tracing_ratio(options.round_trips, options.repeats)
+    figures["process_isolation_ratio"] = await process_isolation_ratio(options.round_trips)
+    figures |= {"ratio_vs_prebuilt_cpu": vs_prebuilt_cpu, "tracing_ratio_cpu": tracing_cpu}
     print(json.dumps({key: round(value, 3) for key, value in figures.items()}))
 
 

@@ -11,13 +11,17 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, TypeAlias
+from functools import cache
+from typing import TYPE_CHECKING, NamedTuple, TypeAlias
 
 from orchestrator.redact import redact
 from orchestrator.tracing.provider import tracer
 
 if TYPE_CHECKING:
-    from opentelemetry.trace import Span, SpanContext
+    from contextvars import Token
+
+    from opentelemetry.context import Context
+    from opentelemetry.trace import Link, Span, SpanContext, SpanKind
 
 Attribute: TypeAlias = str | bool | int | float
 CONTENT_CHARS = 8_000  # of one attribute's content: a span is no archive
@@ -53,20 +57,18 @@ def span(
     if current is None:
         yield None
         return
-    from opentelemetry import context
-    from opentelemetry.trace import Link, SpanKind, set_span_in_context
-
+    otel = _otel()
     # `start_span` and the context set by hand: `start_as_current_span` wraps the
     # same in two context managers more, a cost every model and tool call paid.
     opened = current.start_span(
         name,
-        kind=SpanKind[kind],
+        kind=otel.kinds[kind],
         attributes=_present(attributes) if attributes else None,
-        links=[Link(linked) for linked in links] if links else None,
+        links=[otel.link(linked) for linked in links] if links else None,
         record_exception=False,
         set_status_on_exception=False,
     )
-    token = context.attach(set_span_in_context(opened))
+    token = otel.attach(otel.in_context(opened))
     try:
         yield opened
     except BaseException as error:
@@ -77,7 +79,7 @@ def span(
             opened.record_exception(error, attributes={"exception.message": redact(said)})
         raise
     finally:
-        context.detach(token)
+        otel.detach(token)
         opened.end()
 
 
@@ -149,6 +151,24 @@ def mark_failed(target: Span | None, *, code: str, message: Callable[[], str]) -
 
     description = redact(message())[:STATUS_CHARS] if content_recorded() else code
     target.set_status(Status(StatusCode.ERROR, description))
+
+
+class _OpenTelemetry(NamedTuple):
+    """What `span` uses of OpenTelemetry's API, imported once (not at each span)."""
+
+    attach: Callable[[Context], Token[Context]]
+    detach: Callable[[Token[Context]], None]
+    in_context: Callable[[Span], Context]
+    link: type[Link]
+    kinds: type[SpanKind]
+
+
+@cache
+def _otel() -> _OpenTelemetry:
+    from opentelemetry import context
+    from opentelemetry.trace import Link, SpanKind, set_span_in_context
+
+    return _OpenTelemetry(context.attach, context.detach, set_span_in_context, Link, SpanKind)
 
 
 def _present(attributes: Mapping[str, Attribute | None]) -> dict[str, Attribute]:
