@@ -24,7 +24,7 @@ from orchestrator.graph.model_pipeline.model_call import ModelMiddleware
 from orchestrator.graph.prompts import ORCHESTRATOR_PROMPT
 from orchestrator.graph.spec import AgentSpec
 from orchestrator.levels import LevelConfig, Limits, Planning
-from orchestrator.llm.providers import build_chat_model
+from orchestrator.llm.providers import build_chat_model, deferred_chat_model
 from orchestrator.llm.reply import ReplyLimits
 from orchestrator.redact import remember_settings
 from orchestrator.settings import Settings
@@ -273,7 +273,7 @@ def _summary_model(settings: Settings) -> BaseChatModel | None:
     """ORCHESTRATOR_SUMMARY_MODEL's model, on the orchestrator's server; None when unset."""
     if settings.summary_model is None:
         return None
-    return build_chat_model(settings.model_copy(update={"model": settings.summary_model}))
+    return deferred_chat_model(settings.model_copy(update={"model": settings.summary_model}))
 
 
 def _default_sources(

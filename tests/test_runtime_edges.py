@@ -31,7 +31,7 @@ from orchestrator.store.embeddings import EMBEDDABLE, Embedder
 from orchestrator.store.engine import Database
 from orchestrator.store.logins import APP_ROLE, SECRETS_DIR, SUPERUSER, Logins
 from orchestrator.store.storage import Storage
-from orchestrator.testing import OpenAICompatibleServer, call_tools
+from orchestrator.testing import KeywordEmbeddings, OpenAICompatibleServer, call_tools
 from orchestrator.testing.openai_server import RawReply, RawToolCall
 from orchestrator.usage.prices import ModelPrice
 from tests.helpers import make_session
@@ -375,6 +375,41 @@ def test_ask_ending_before_the_model_loads_has_the_rest_embedded_in_the_backgrou
     assert waiting and int(waiting.group(1)) >= 2, before.stdout
     assert f"embedded {waiting.group(1)} waiting messages with keywords" in embedded.stdout
     assert "waiting for their vectors: 0\n" in after.stdout
+
+
+def test_ask_waits_for_no_embedding_even_with_its_model_ready(
+    cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """What `ask` stored is embedded after it by a process of its own, never in its exit's time."""
+    from tests.helpers import server_env
+    from tests.store.test_storage import KEYWORDS
+
+    embedded_here: list[str] = []
+
+    class Recording(KeywordEmbeddings):
+        def embed_documents(self, texts: list[str]) -> list[list[float]]:
+            embedded_here.extend(texts)
+            return super().embed_documents(texts)
+
+    ready = Embedder(Recording(), "keywords", symmetric=True)
+    monkeypatch.setattr(storage_module, "build_embedder", lambda settings: ready)
+    started: list[list[str]] = []
+    monkeypatch.setattr(
+        embed_later_module, "start_detached", lambda command, log: started.append(command)
+    )
+    with OpenAICompatibleServer(["Hello."]) as server:
+        done = cli("ask", "hi there", cwd=tmp_path, env_extra=server_env(server))
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "Hello.\n"
+    assert "db embed" not in done.stderr, "nothing for the person to read or wait for"
+    assert embedded_here == [], "the ask embedded nothing itself"
+    assert started == [[sys.executable, "-m", "orchestrator", "db", "embed", "--quiet"]]
+
+    monkeypatch.setattr(embeddings_module, "build_embedder", lambda settings: KEYWORDS)
+    embedded = cli("db", "embed", "--quiet", cwd=tmp_path)
+    assert re.search(r"embedded [1-9]\d* waiting messages with keywords", embedded.stdout)
+    assert "waiting for their vectors: 0\n" in cli("db", "status", cwd=tmp_path).stdout
 
 
 @pytest.mark.parametrize(

@@ -141,15 +141,16 @@ def ask(
 
     # --no-wait: this process takes no job, and hands what outlives its budget to a worker.
     jobs = JobOptions(takes_jobs=False, hand_over=True) if no_wait else JobOptions()
-    raise typer.Exit(run_command(run, jobs=jobs))
+    # What it stores is embedded after it, by a process of its own: its exit waits for no model.
+    raise typer.Exit(run_command(run, jobs=jobs, embeds_here=False))
 
 
 async def _ask(
     runtime: Orchestrator, session: Session, text: str, asker: QuestionAsker, *, wait: bool = True
 ) -> int:
     from orchestrator.cli.ask_input import exit_status
+    from orchestrator.cli.background_results import show_background_results
     from orchestrator.cli.cost import show_turn_cost
-    from orchestrator.cli.repl import show_background_results
     from orchestrator.cli.terminal_turn import rendered_turn, resume_turn
 
     # Each turn's cost line goes to stderr: standard output is the answers alone.

@@ -13,6 +13,7 @@ from langchain_core.tools import BaseTool
 from rich.console import Console
 from rich.markup import escape
 
+from orchestrator.cli.background_results import show_background_results
 from orchestrator.cli.cost import cost_table, show_turn_cost
 from orchestrator.cli.terminal_turn import (
     data_dir_gone,
@@ -33,7 +34,7 @@ from orchestrator.terminal.checklist import checklist
 from orchestrator.terminal.invocation import command_name
 from orchestrator.terminal.lines import LineSource, quiet_keyboard
 from orchestrator.terminal.questions import AnswerChannel, QuestionAsker, answer_until_done
-from orchestrator.terminal.render import answer_text, shown_name
+from orchestrator.terminal.render import shown_name
 from orchestrator.terminal.signals import Interrupts
 from orchestrator.terminal.text import display_path, shown
 from orchestrator.tools.hitl import Decision
@@ -68,10 +69,6 @@ REPEATED_CTRL_C_SECONDS = 1.0
 EXIT_HINT = "[dim](Ctrl-C again to exit, or Ctrl-D)[/dim]"
 UNKNOWN_COMMAND = "Unknown command {command}; /help lists the commands."
 PREVIEW_CHARS = 200
-FOLLOW_UP_KEPT = (
-    "the result of job {job_id} is kept for your next message "
-    "(follow-up limit ORCHESTRATOR_MAX_FOLLOW_UPS reached, or a question waits for your answer)"
-)
 
 
 class ChatRepl:
@@ -413,36 +410,6 @@ class ChatRepl:
     def _print_tool(self, tool: BaseTool, *, depth: int) -> None:
         summary = tool.description.splitlines()[0] if tool.description else ""
         self.out.print(f"{'  ' * depth}[bold]{escape(tool.name)}[/bold]  {escape(summary)}")
-
-
-def show_background_results(
-    runtime: Orchestrator, session: Session, *, out: Console, err: Console, costs: Console | None = None
-) -> None:
-    """Print each background job as it ends, and the follow-up answer it leads to.
-
-    `costs` is where the follow-up turn's cost line goes (None: not shown).
-    """
-
-    def ended(task: BackgroundJob) -> None:
-        if task.call.session_id == session.session_id:
-            err.print(f"  [dim]job {task.job_id} ({escape(task.tool)}): {task.status}[/dim]")
-
-    def answered(task: BackgroundJob, result: TurnResult | None) -> None:
-        if result is None:
-            err.print(f"  [dim]{FOLLOW_UP_KEPT.format(job_id=task.job_id)}[/dim]")
-        elif result.questions:
-            count = len(result.questions)
-            err.print(
-                f"  [dim]job {task.job_id}'s follow-up waits for your answer to {count} "
-                "question(s): they are asked before your next message (/pending lists them)[/dim]"
-            )
-        else:
-            out.print(answer_text(result.answer), markup=False, highlight=False)
-            if costs is not None:
-                show_turn_cost(result, costs)
-
-    runtime.jobs.listeners.append(ended)
-    session.on_follow_up = answered
 
 
 LIVE = ("queued", "running")  # the states of a job that has not ended

@@ -72,7 +72,10 @@ def run_action(
             from orchestrator.serve.mcp_server import unattended_middleware
 
             middleware = unattended_middleware(settings, allow_sensitive=True)
-        return prepare_unattended(settings, database, middleware=middleware)
+        # Parameters given as JSON: only an agent's action calls the model.
+        return prepare_unattended(
+            settings, database, middleware=middleware, model_at_first_use=arguments is not None
+        )
 
     async def command(startup: Startup, runtime: Orchestrator) -> int:
         envelope = await _run(startup, runtime, folder, words, arguments, user=user)
@@ -82,7 +85,9 @@ def run_action(
             out.print(envelope.text(), markup=False, highlight=False)
         return 0 if envelope.success else 1
 
-    raise typer.Exit(run_command(command, prepare=prepare, reads_words=arguments is None))
+    raise typer.Exit(
+        run_command(command, prepare=prepare, reads_words=arguments is None, embeds_here=False)
+    )
 
 
 async def _run(

@@ -164,6 +164,9 @@ class Startup:
     # Background calls as jobs of the queue (`chat`, `ask`), this process taking jobs too or
     # not; None: they run in this process only (`mcp serve`).
     jobs: JobOptions | None = None
+    # Whether this process embeds what it stores (`chat`, `mcp serve`); else a process of
+    # its own does, after it (`ask`, `run`: see `_embed_later`).
+    embeds_here: bool = True
 
 
 @dataclass(frozen=True)
@@ -191,6 +194,7 @@ def run_command(
     prepare: Prepare | None = None,
     jobs: JobOptions | None = None,
     reads_words: bool = True,
+    embeds_here: bool = True,
 ) -> int:
     """Prepare (settings, model, database, approvals), then run `command` on its event loop.
 
@@ -199,6 +203,8 @@ def run_command(
     `jobs`: background calls go to the job queue, so (see `JobOptions`).
     `reads_words`: a model reads what the person wrote (not `run --json`), so the
     offline model is worth a note.
+    `embeds_here` False: a short command (`ask`, `run`) neither loads an embedding
+    model nor waits for one at its exit; what it stored is embedded after it.
     """
     settings = settings_or_exit()
     exit_on_signals()
@@ -216,6 +222,7 @@ def run_command(
             else:
                 startup = _prepare(settings, database, keep_messages=messages_on_stdin)
             startup.jobs = jobs
+            startup.embeds_here = embeds_here
         except KeyboardInterrupt:
             err.print("\ninterrupted")
             return 130
@@ -262,13 +269,17 @@ def prepare_unattended(
     database: DatabaseStart | None,
     *,
     middleware: list[ToolMiddleware] | None = None,
+    model_at_first_use: bool = False,
 ) -> Startup:
     """What `chat` prepares, with no one asked about folders: what awaits a decision stays undecided.
 
     `middleware` replaces the dispatch pipeline's (`mcp serve`'s asks no one).
+    `model_at_first_use`: the command may call no model (`run --json`): the
+    configured one is built when first called, if ever (see `llm.deferred`),
+    not now while the database starts.
     """
     with user_errors():
-        model = _build_model(settings)
+        model = _deferred_model(settings) if model_at_first_use else _build_model(settings)
         reviewed = review_folders(settings, _no_answer)
     url = database.url if database is not None else None
     return Startup(settings, model, reviewed, url, middleware=middleware)
@@ -289,6 +300,12 @@ def _build_model(settings: Settings) -> BaseChatModel:
     from orchestrator.llm.providers import build_chat_model
 
     return build_chat_model(settings)
+
+
+def _deferred_model(settings: Settings) -> BaseChatModel:
+    from orchestrator.llm.providers import deferred_chat_model
+
+    return deferred_chat_model(settings)
 
 
 def _startup_notes(settings: Settings, *, reads_words: bool) -> None:
@@ -345,7 +362,7 @@ async def _with_runtime(startup: Startup, command: Command) -> int:
             if startup.database is not None:
                 with suppress(Exception):  # Storage.open reports a failure in one line
                     await asyncio.wrap_future(startup.database)
-            storage = await Storage.open(settings)
+            storage = await Storage.open(settings, embed_in_background=startup.embeds_here)
         if storage.embedder is None and settings.embeddings != "none":  # none: the person's choice
             err.print(f"[yellow]note:[/yellow] {NO_EMBEDDER}", highlight=False)
         runtime = await Orchestrator.start(

@@ -29,7 +29,12 @@ from orchestrator.events import BACKGROUND, Stage, ToolPhase, emit_status, emit_
 from orchestrator.graph.calls import Rejection, refusal
 from orchestrator.graph.history import valid_history
 from orchestrator.graph.model_pipeline.defaults import model_chain
-from orchestrator.graph.model_pipeline.model_call import STOPPED, ModelCall, StateUpdate
+from orchestrator.graph.model_pipeline.model_call import (
+    STOPPED,
+    ModelCall,
+    ModelHandler,
+    StateUpdate,
+)
 from orchestrator.graph.node_support import MODEL_NODE, TOOLS_NODE, identified, run_context
 from orchestrator.graph.planning.executor import (
     PLAN_NODE,
@@ -48,6 +53,7 @@ from orchestrator.graph.planning.plan_call import (
 from orchestrator.graph.planning.plan_tool import plan_tool
 from orchestrator.graph.spec import AgentSpec
 from orchestrator.graph.state import OrchestratorState, model_calls_this_turn
+from orchestrator.llm.deferred import DeferredChatModel, resolved
 from orchestrator.llm.providers import with_output_cap
 from orchestrator.plans import PLAN_TOOL, Plan
 from orchestrator.tools.context import RunContext
@@ -69,13 +75,24 @@ class ModelNode:
     """
 
     def __init__(self, spec: AgentSpec) -> None:
-        model = with_output_cap(spec.model, spec.reply_limits.max_output_tokens)
-        bound = model.bind_tools(spec.tools) if spec.tools else model
-        self.model: Runnable[LanguageModelInput, BaseMessage] = bound
+        self.spec = spec
         self.tool_names = frozenset(tool.name for tool in spec.tools)
         self.system_prompt = SystemMessage(spec.system_prompt)
-        self.chain = model_chain(spec)
         self.plans = spec.planning is not None
+        self._ready: tuple[Runnable[LanguageModelInput, BaseMessage], ModelHandler] | None = None
+        if not isinstance(spec.model, DeferredChatModel):
+            self._model_and_chain()  # what is wrong with them is said when the graph is built
+
+    def _model_and_chain(self) -> tuple[Runnable[LanguageModelInput, BaseMessage], ModelHandler]:
+        """The model bound to the tools, and the chain around it; a deferred model built first."""
+        if self._ready is None:
+            spec = self.spec
+            summary = None if spec.summary_model is None else resolved(spec.summary_model)
+            spec = replace(spec, model=resolved(spec.model), summary_model=summary)
+            model = with_output_cap(spec.model, spec.reply_limits.max_output_tokens)
+            bound = model.bind_tools(spec.tools) if spec.tools else model
+            self._ready = (bound, model_chain(spec))
+        return self._ready
 
     async def __call__(
         self, state: OrchestratorState, config: RunnableConfig, runtime: Runtime[RunContext]
@@ -85,10 +102,11 @@ class ModelNode:
             # and the model speaks again when it ended. A step of no writes, at a plan's start
             # only: deciding after the tools node instead would cost every tool round one.
             return {}
+        model, chain = self._model_and_chain()
         iterations = model_calls_this_turn(state["messages"])
         emit_status(Stage.SUBMITTED if iterations == 0 else Stage.PROCESSING)
         request = ModelCall(
-            model=self.model,
+            model=model,
             system_message=self.system_prompt,
             messages=valid_history(state["messages"], tool_names=self.tool_names),
             state=state,
@@ -97,7 +115,7 @@ class ModelNode:
             iterations=iterations,
         )
         try:
-            answer = await self.chain(request)
+            answer = await chain(request)
         except GraphBubbleUp:  # a middleware's interrupt: the turn pauses, it did not fail
             raise
         except Exception as error:

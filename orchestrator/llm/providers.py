@@ -61,6 +61,15 @@ def build_chat_model(settings: Settings) -> BaseChatModel:
     )
 
 
+def deferred_chat_model(settings: Settings) -> BaseChatModel:
+    """The configured model, built at its first use (see `llm.deferred`); the offline model now."""
+    if settings.uses_offline_model:
+        return OfflineChatModel()
+    from orchestrator.llm.deferred import DeferredChatModel
+
+    return DeferredChatModel(build=lambda: build_chat_model(settings))
+
+
 def build_agent_model(
     override: ModelOverride, *, parent: BaseChatModel, settings: Settings
 ) -> BaseChatModel:

@@ -28,9 +28,9 @@ from orchestrator.store.sessions import SessionLeases
 
 logger = logging.getLogger(__name__)
 
-# How long closing lets the embedding worker embed what this process stored, so
-# that a short `ask` leaves nothing behind; what is not done by then waits for
-# the next run.
+# How long closing lets the embedding worker embed what this process stored
+# (`chat`: a short command runs none); what is not done by then is embedded
+# after it (see `embed_later`).
 FLUSH_SECONDS = 3.0
 # How long closing waits for each connection pool. Closing runs on the way out,
 # often after an error: a database that is gone or a network that no longer
@@ -107,17 +107,17 @@ class Storage:
         """Give the worker up to `flush_timeout` seconds to embed what is waiting, then close.
 
         Returns how many stored messages still wait for a vector when the
-        worker did not catch up (0 when it did, or never ran): the caller says
-        so and has them embedded later (see `embed_later`). Bounded even when
-        the database is gone: what does not close in time is left to the
-        process's exit.
+        worker did not catch up, or was not started (`embed_in_background`
+        False); 0 when it caught up, or with no embedder: the caller has them
+        embedded later (see `embed_later`). Bounded even when the database is
+        gone: what does not close in time is left to the process's exit.
         """
         waiting = 0
         if self.worker is not None:
             caught_up = await self.worker.flush(timeout=flush_timeout)
             # a batch cut short may wait on the database to cancel its query
             await _within(self.worker.stop(), what="the embedding worker")
-            if not caught_up and self.worker.started:
+            if not caught_up:
                 waiting = await _counted(self.worker)
         if self.embedder is not None and isinstance(self.embedder.embeddings, LocalMiniLMEmbeddings):
             # its process ends with this one anyway; here it ends in order

@@ -35,9 +35,8 @@ from orchestrator.terminal.tty_questions import person_terminal
 from orchestrator.tools.hitl import Decision, EditDecision, Question, RejectDecision
 
 if TYPE_CHECKING:
-    from langchain.agents.middleware.human_in_the_loop import Action
-
     from orchestrator.terminal.lines import LineSource
+    from orchestrator.tools.decisions import Action
 
 PENDING = "/pending"
 EXIT = ("/exit", "/quit")

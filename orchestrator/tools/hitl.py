@@ -16,7 +16,12 @@ from __future__ import annotations
 
 from typing import Literal, NotRequired, TypedDict
 
-from langchain.agents.middleware.human_in_the_loop import (
+from langgraph.config import get_config
+from langgraph.types import interrupt
+from pydantic import TypeAdapter, ValidationError
+
+from orchestrator.tools.context import current_context
+from orchestrator.tools.decisions import (
     ActionRequest,
     ApproveDecision,
     Decision,
@@ -24,11 +29,6 @@ from langchain.agents.middleware.human_in_the_loop import (
     RejectDecision,
     RespondDecision,
 )
-from langgraph.config import get_config
-from langgraph.types import interrupt
-from pydantic import TypeAdapter, ValidationError
-
-from orchestrator.tools.context import current_context
 
 QuestionKind = Literal["approval", "question", "authorization"]
 

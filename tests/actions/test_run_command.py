@@ -13,7 +13,7 @@ from orchestrator.store import Database
 from orchestrator.testing import OpenAICompatibleServer
 from orchestrator.testing.openai_server import RawReply, RawToolCall, Usage
 from tests.helpers import server_env
-from tests.tool_folders import ECHO_TOOL, copy_shipped, write_folder
+from tests.tool_folders import ECHO_TOOL, copy_shipped, parrot_agent, write_folder
 
 ASKS = {"name": "echo", "description": "Repeats.", "version": "1.0", "requires_approval": True}
 
@@ -166,3 +166,22 @@ def test_a_folder_offered_from_its_manifest_runs_its_action_imported_once(cli, t
     assert imports.read_text().splitlines() == ["imported", "imported"]  # once a run
     wait_for_manifests()
     assert any((user_data_dir() / MANIFEST_DIR).iterdir())
+
+
+def test_run_json_builds_the_model_only_for_an_agent_that_calls_it(cli, tmp_path: Path):
+    """A model LangChain cannot make stops no tool's action; the agent that calls it says why, in its envelope."""
+    approved_echo(cli, tmp_path)
+    parrot_agent(tmp_path / "sub_graphs")
+    for folder in ("parrot", "parrot/echo"):
+        assert cli("tools", "approve", folder, cwd=tmp_path).returncode == 0
+    unusable = {"ORCHESTRATOR_MODEL": "nosuch:model", "OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}
+
+    tool = cli("run", "echo", "say", "--json", '{"text": "hi"}', cwd=tmp_path, env_extra=unusable)
+    agent = cli("run", "parrot", "--json", '{"request": "say hi"}', cwd=tmp_path, env_extra=unusable)
+
+    assert tool.returncode == 0, tool.stderr
+    assert json.loads(tool.stdout)["message"] == "hi"
+    assert agent.returncode == 1
+    envelope = json.loads(agent.stdout)
+    assert envelope["success"] is False
+    assert "ORCHESTRATOR_MODEL='nosuch:model': `nosuch` is no provider LangChain knows" in envelope["message"]

@@ -19,7 +19,8 @@ from orchestrator.store.migrations import MIGRATIONS
 from orchestrator.store.queue_schema import queue_migrations
 from orchestrator.store.sessions import claim_session
 from orchestrator.testing import ErrorReply, KeywordEmbeddings, OpenAICompatibleServer
-from tests.helpers import cli_env, run_cli, server_env
+from tests.helpers import cli_env, run_cli, run_cli_process, server_env
+from tests.tool_folders import write_folder
 
 
 def test_piped_chat_remembers_the_first_turn(cli, tmp_path: Path):
@@ -224,6 +225,56 @@ def test_help_version_and_tools_list_load_no_langchain(tmp_path: Path):
         assert done.returncode == 0, done.stderr
         assert done.stdout.splitlines()[-1] == "heavy: []", args
     assert run_cli("--version", cwd=tmp_path).stdout == "orchestrator 0.1.0\n"
+
+
+# What a configured model's client brings (LangChain's provider packages and their SDKs), and
+# `langchain` itself, whose agents package loads `init_chat_model` and its providers' registry.
+MODEL_CLIENT_PACKAGES = (
+    "langchain", "langchain_openai", "openai", "tiktoken", "langchain_anthropic", "anthropic",
+    "langchain_ollama", "ollama",
+)
+LOADED_PACKAGES = (
+    "import sys\n"
+    "from orchestrator.cli import main\n"
+    "sys.argv = ['orchestrator', *sys.argv[1:]]\n"
+    "try:\n    main()\nexcept SystemExit as end:\n    assert not end.code, end.code\n"
+    "print('loaded:', sorted({m.split('.')[0] for m in sys.modules}))\n"
+)
+
+
+def loaded_packages(*args: str, home: Path, env: dict[str, str]) -> set[str]:
+    """The top-level packages in `sys.modules` once the command `args` has run, in a process of its own."""
+    done = subprocess.run(
+        [sys.executable, "-c", LOADED_PACKAGES, *args], input="", capture_output=True, text=True,
+        cwd=home, env={**cli_env(home), **env}, timeout=120, start_new_session=True,
+    )
+    assert done.returncode == 0, done.stderr
+    last = done.stdout.splitlines()[-1]
+    assert last.startswith("loaded: "), done.stdout
+    return set(json.loads(last.removeprefix("loaded: ").replace("'", '"')))
+
+
+@pytest.mark.process
+def test_run_json_and_offline_ask_load_no_model_client(database_logins, tmp_path: Path):
+    """`run --json` of a tool builds no model (an agent's would, at its first call); the offline model needs no provider."""
+    database = {
+        "DATABASE_URL": database_logins.owner_url, "DATABASE_APP_URL": database_logins.app_url,
+        "ORCHESTRATOR_EMBEDDINGS": "none",
+    }
+    write_folder(tmp_path / "sub_graphs", "echo")
+    assert run_cli_process("tools", "approve", "echo", cwd=tmp_path, env=database).returncode == 0
+
+    with OpenAICompatibleServer([]) as server:
+        run = loaded_packages(
+            "run", "echo", "--json", '{"text": "hi"}', home=tmp_path, env=database | server_env(server)
+        )
+    ask = loaded_packages("ask", "what time is it", home=tmp_path, env=database)
+
+    assert server.requests == []
+    assert run & set(MODEL_CLIENT_PACKAGES) == set(), "run --json built the configured model"
+    assert ask & set(MODEL_CLIENT_PACKAGES) == set(), "the offline model loaded a provider's package"
+    assert "prompt_toolkit" not in run | ask, "the line editor is chat's"
+    assert {"langgraph", "psycopg"} <= run & ask, "the probe sees what the commands load"
 
 
 @pytest.mark.process

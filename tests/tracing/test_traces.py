@@ -372,3 +372,29 @@ def test_a_collector_that_is_down_is_one_line_at_exit(tmp_path: Path):
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["4"]
     assert done.stderr.splitlines() == [f"note: traces could not be sent to {endpoint}"]
+
+
+@pytest.mark.process  # the whole exit of a real process: the SDK's threads, the interpreter's end
+def test_a_collector_that_never_answers_holds_the_exit_no_longer_than_its_setting(tmp_path: Path):
+    import os
+
+    with socket.socket() as silent:  # takes connections (the kernel's backlog) and never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        endpoint = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        env = {
+            **os.environ,
+            "HOME": str(tmp_path),
+            "ORCHESTRATOR_HOME": str(tmp_path),
+            "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint,
+            "OTEL_EXPORTER_OTLP_TIMEOUT": "3600",  # the SDK alone would wait an hour
+            "ORCHESTRATOR_TRACE_EXIT_TIMEOUT_SECONDS": "0.5",
+        }
+        done = subprocess.run(  # the timeout fails the test rather than hang it
+            [sys.executable, "-c", EXIT_WITH_A_COLLECTOR_DOWN],
+            capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path,
+        )
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["4"]
+    assert done.stderr.splitlines() == [f"note: traces could not be sent to {endpoint}"]
