@@ -252,6 +252,20 @@ def _clear_what_was_left(pgdata: Path) -> None:
             pgdata,
         )
         fast_shutdown(running.process, pgdata)
+        running = None
+    if running is None:
+        _remove_stale_sockets(pgdata)
+
+
+def _remove_stale_sockets(pgdata: Path) -> None:
+    """Remove the socket files a server that no longer runs left in `pgdata`.
+
+    A server stopped after its data directory moved removes its socket at the old
+    path, so the moved one keeps a stale copy; the package takes a socket file that
+    exists as proof its path is short enough, and the start then fails when it is not.
+    """
+    for socket_file in pgdata.glob(".s.PGSQL.*"):
+        socket_file.unlink(missing_ok=True)
 
 
 def _start(server: PostgresServer) -> None:
