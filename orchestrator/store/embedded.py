@@ -43,6 +43,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import psutil
+
 from orchestrator.errors import ConfigError
 from orchestrator.private import private_data_dir
 from orchestrator.store.logins import (
@@ -263,9 +265,19 @@ def _remove_stale_sockets(pgdata: Path) -> None:
     A server stopped after its data directory moved removes its socket at the old
     path, so the moved one keeps a stale copy; the package takes a socket file that
     exists as proof its path is short enough, and the start then fails when it is not.
+    Its lock file stays: a live process it names is PostgreSQL's to report.
     """
-    for socket_file in pgdata.glob(".s.PGSQL.*"):
-        socket_file.unlink(missing_ok=True)
+    for socket_file in pgdata.glob(".s.PGSQL.*[0-9]"):
+        if not _held(socket_file.with_name(socket_file.name + ".lock")):
+            socket_file.unlink(missing_ok=True)
+
+
+def _held(lock_file: Path) -> bool:
+    """Whether a socket's lock file names a live process (PostgreSQL writes its pid first)."""
+    try:
+        return psutil.pid_exists(int(lock_file.read_text().split()[0]))
+    except (OSError, ValueError, IndexError):
+        return False
 
 
 def _start(server: PostgresServer) -> None:
