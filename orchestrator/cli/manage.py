@@ -259,10 +259,18 @@ def db_keep(
 
     Started, detached, by the commands that use the server; not for people.
     """
+    from orchestrator.settings import load_settings
+    from orchestrator.store.keeper_embedding import WaitingEmbedder
     from orchestrator.store.warm_server import keep
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    ended = keep(data_dir, idle_minutes=idle_minutes, lock_fd=lock_fd, postmaster=postmaster)
+    try:
+        # The command that started it gave its environment and working directory.
+        embed: WaitingEmbedder | None = WaitingEmbedder(load_settings())
+    except UserError as error:  # the commands say it; the server is kept regardless
+        logging.getLogger(__name__).warning("no embedding here: %s", error)
+        embed = None
+    ended = keep(data_dir, idle_minutes=idle_minutes, lock_fd=lock_fd, postmaster=postmaster, after_left=embed)
     print(f"{datetime.now():%Y-%m-%d %H:%M:%S} {ended}", flush=True)  # to its log
 
 

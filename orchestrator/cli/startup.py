@@ -426,15 +426,27 @@ async def _close(
             _embed_later(settings, waiting)
 
 
+def _kept_warm(settings: Settings) -> bool:
+    """Whether a keeper holds the embedded server of this run (it embeds what waits)."""
+    if settings.database_url or settings.db_idle_minutes <= 0:
+        return False
+    from orchestrator.store.warm_server import keeper_holds  # loaded already: the server was joined
+
+    return keeper_holds(settings.data_dir)
+
+
 def _embed_later(settings: Settings, waiting: int) -> None:
     """Start embedding what waits for a vector after this run; say so only when the person must.
 
     Started, or being embedded by a process started earlier, there is nothing to do:
-    a line after every `ask` would only be noise.
+    a line after every `ask` would only be noise. With the server kept warm, its
+    keeper embeds them (see `store.keeper_embedding`): no process is started.
     """
     from orchestrator.store.embed_later import embed_later
 
     try:
+        if _kept_warm(settings):
+            return
         embed_later(settings)
     except OSError as error:
         what = (

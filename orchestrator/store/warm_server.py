@@ -8,6 +8,10 @@ long, and exits; it exits too when the server is gone (`orchestrator db stop`, a
 crash), and stops it first when its data directory was deleted or moved. The
 time the last command left is the package's pid list's last write (a command
 killed is dropped, and so counted, when the keeper first sees it gone).
+
+The keeper also embeds what the commands stored (`after_left`, given by `db keep`):
+at its first look after commands left, it embeds the waiting messages with the
+model it keeps loaded, so no command starts a `db embed` of its own.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -81,12 +86,33 @@ def ensure_keeper(data_dir: Path, *, idle_minutes: float, postmaster: int) -> bo
         os.close(descriptor)  # the keeper's copy holds the lock from here on
 
 
-def keep(data_dir: Path, *, idle_minutes: float, lock_fd: int, postmaster: int) -> str:
+def keeper_holds(data_dir: Path) -> bool:
+    """Whether a keeper runs for `data_dir` (or is being started): its lock is held."""
+    descriptor = os.open(private_data_dir(data_dir) / KEEPER_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, PRIVATE_FILE)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(descriptor)  # and with it the lock, if this took it
+    return False
+
+
+def keep(
+    data_dir: Path,
+    *,
+    idle_minutes: float,
+    lock_fd: int,
+    postmaster: int,
+    after_left: Callable[[], None] | None = None,
+) -> str:
     """Keep the server of `data_dir` until it has been idle `idle_minutes`, then stop it; why it ended.
 
     `lock_fd` holds the keeper's lock (see `ensure_keeper`): it is kept open to the end.
     `postmaster` is the server's pid as the command that started the keeper saw it:
-    the data directory may be gone before the keeper first looks.
+    the data directory may be gone before the keeper first looks. `after_left` runs
+    at the first look after commands left, none using the server: it may use the
+    server itself (its own leaving then starts the idle time); a failure is logged.
     """
     pgdata = data_dir / PGDATA
     idle_seconds = idle_minutes * 60
@@ -95,6 +121,7 @@ def keep(data_dir: Path, *, idle_minutes: float, lock_fd: int, postmaster: int) 
     _write_keeper_file(data_dir, idle_minutes)
     seen = postgres_process(postmaster)
     idle_since: float | None = None
+    handled: float | None = None  # when the commands `after_left` ran for had left
     while True:
         with package_lock():
             current = running_postmaster(pgdata)
@@ -114,7 +141,18 @@ def keep(data_dir: Path, *, idle_minutes: float, lock_fd: int, postmaster: int) 
             if idle_since is not None and time.time() - idle_since >= idle_seconds:
                 fast_shutdown(seen, pgdata)
                 return f"stopped the server after {idle_minutes:g} idle minutes"
+        if after_left is not None and idle_since is not None and idle_since != handled:
+            _run_after_left(after_left)
+            handled = idle_since = _last_left(pgdata, otherwise=idle_since)
+            continue  # look again at once: the server may have changed meanwhile
         time.sleep(poll)  # the keeper's pace, not a wait for another process
+
+
+def _run_after_left(after_left: Callable[[], None]) -> None:
+    try:
+        after_left()
+    except Exception as error:  # the keeper keeps the server regardless; the next leaving retries
+        logger.warning("after the commands left: %s: %s", type(error).__name__, error)
 
 
 def _last_left(pgdata: Path, *, otherwise: float) -> float:

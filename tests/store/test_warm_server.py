@@ -53,6 +53,7 @@ class Home:
     path: Path
     user: str | None = None  # another OS user to run the commands as
     python: str = sys.executable
+    embeddings: str = "none"
     started: list[subprocess.Popen[str]] = field(default_factory=list)
 
     @property
@@ -66,7 +67,7 @@ class Home:
     def env(self, minutes: float) -> dict[str, str]:
         return {
             **cli_env(self.path),
-            "ORCHESTRATOR_EMBEDDINGS": "none",
+            "ORCHESTRATOR_EMBEDDINGS": self.embeddings,
             "ORCHESTRATOR_DB_IDLE_MINUTES": f"{minutes:g}",
             "PYTHONDONTWRITEBYTECODE": "1",
             **({} if self.python == sys.executable else {"PYTHONPATH": os.pathsep.join(IMPORTABLE)}),
@@ -192,6 +193,26 @@ def test_zero_idle_minutes_stops_it_as_the_last_command_exits(home: Home) -> Non
     home.run("db", "upgrade", minutes=0)
     assert home.postmaster() is None
     assert not (home.data_dir / "logs" / "db-keeper.log").exists(), "no keeper"
+
+
+def test_the_keeper_embeds_what_the_commands_stored_and_no_db_embed_starts(home: Home) -> None:
+    home.embeddings = "local"
+    home.run("ask", "hello there")
+    home.run("ask", "what did I say?")
+    keeper_log = home.data_dir / "logs" / "db-keeper.log"
+
+    def all_embedded(stored: int) -> bool:
+        status = home.run("db", "status").stdout
+        return f"messages to embed (yours and the assistant's): {stored} " in status and (
+            "waiting for their vectors: 0\n" in status
+        )
+
+    wait_until(lambda: all_embedded(4), "the keeper to embed both asks' messages")
+    assert "embedded " in keeper_log.read_text(), "the keeper embedded them"
+    home.run("ask", "and now?")  # the model it keeps loaded embeds the next ones too
+    wait_until(lambda: all_embedded(6), "the keeper to embed the third ask's messages")
+    assert not (home.data_dir / "logs" / "embedding.log").exists(), "no `db embed` was started"
+    assert home.keeper().is_running(), "embedding left the keeper keeping the server"
 
 
 def test_two_at_once_share_it_and_it_outlives_both(home: Home) -> None:
