@@ -8,41 +8,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from orchestrator.errors import (
-    BudgetExceededError,
-    ComponentMigrationError,
-    ConfigError,
-    DatabaseUnavailableError,
-    DeveloperError,
-    EmbeddingModelError,
-    FileTooLargeError,
-    FolderRefusedError,
-    FolderUnavailableError,
-    IncompleteReplyError,
-    InvalidToolArgumentsError,
-    McpServerError,
-    MissingPackageError,
-    ModelTimeoutError,
-    ModelUnavailableError,
-    OrchestratorError,
-    QuestionsWaitingError,
-    RefusedFileError,
-    RemoteConnectionBlocked,
-    SandboxUnavailableError,
-    ScriptExhaustedError,
-    SessionOwnedError,
-    ToolConfigError,
-    ToolContractError,
-    ToolError,
-    ToolFolderError,
-    ToolLoadError,
-    TransientToolError,
-    UnknownModelError,
-    UnknownToolError,
-    UnresolvedReferenceError,
-    UserError,
-    YamlTooLargeError,
-)
 from orchestrator.lazy import lazy_exports
 from orchestrator.version import __version__
 
@@ -50,6 +15,41 @@ if TYPE_CHECKING:
     from orchestrator.actions.node import as_node
     from orchestrator.conversation.session import Session
     from orchestrator.conversation.turns import ToolCallRecord, TurnResult
+    from orchestrator.errors import (
+        BudgetExceededError,
+        ComponentMigrationError,
+        ConfigError,
+        DatabaseUnavailableError,
+        DeveloperError,
+        EmbeddingModelError,
+        FileTooLargeError,
+        FolderRefusedError,
+        FolderUnavailableError,
+        IncompleteReplyError,
+        InvalidToolArgumentsError,
+        McpServerError,
+        MissingPackageError,
+        ModelTimeoutError,
+        ModelUnavailableError,
+        OrchestratorError,
+        QuestionsWaitingError,
+        RefusedFileError,
+        RemoteConnectionBlocked,
+        SandboxUnavailableError,
+        ScriptExhaustedError,
+        SessionOwnedError,
+        ToolConfigError,
+        ToolContractError,
+        ToolError,
+        ToolFolderError,
+        ToolLoadError,
+        TransientToolError,
+        UnknownModelError,
+        UnknownToolError,
+        UnresolvedReferenceError,
+        UserError,
+        YamlTooLargeError,
+    )
     from orchestrator.graph import OrchestratorState, build_agent_graph
     from orchestrator.runtime import Orchestrator
     from orchestrator.settings import Settings, load_settings
@@ -57,7 +57,42 @@ if TYPE_CHECKING:
     from orchestrator.tools.results import Billing, ToolResult
 
 
+# The errors too: `orchestrator.errors` loads pydantic and yaml, which the warm
+# process's client (`orchestrator.warm.client`, loaded first by every command) must not.
 _LAZY = {
+    "BudgetExceededError": "orchestrator.errors",
+    "ComponentMigrationError": "orchestrator.errors",
+    "ConfigError": "orchestrator.errors",
+    "DatabaseUnavailableError": "orchestrator.errors",
+    "DeveloperError": "orchestrator.errors",
+    "EmbeddingModelError": "orchestrator.errors",
+    "FileTooLargeError": "orchestrator.errors",
+    "FolderRefusedError": "orchestrator.errors",
+    "FolderUnavailableError": "orchestrator.errors",
+    "IncompleteReplyError": "orchestrator.errors",
+    "InvalidToolArgumentsError": "orchestrator.errors",
+    "McpServerError": "orchestrator.errors",
+    "MissingPackageError": "orchestrator.errors",
+    "ModelTimeoutError": "orchestrator.errors",
+    "ModelUnavailableError": "orchestrator.errors",
+    "OrchestratorError": "orchestrator.errors",
+    "QuestionsWaitingError": "orchestrator.errors",
+    "RefusedFileError": "orchestrator.errors",
+    "RemoteConnectionBlocked": "orchestrator.errors",
+    "SandboxUnavailableError": "orchestrator.errors",
+    "ScriptExhaustedError": "orchestrator.errors",
+    "SessionOwnedError": "orchestrator.errors",
+    "ToolConfigError": "orchestrator.errors",
+    "ToolContractError": "orchestrator.errors",
+    "ToolError": "orchestrator.errors",
+    "ToolFolderError": "orchestrator.errors",
+    "ToolLoadError": "orchestrator.errors",
+    "TransientToolError": "orchestrator.errors",
+    "UnknownModelError": "orchestrator.errors",
+    "UnknownToolError": "orchestrator.errors",
+    "UnresolvedReferenceError": "orchestrator.errors",
+    "UserError": "orchestrator.errors",
+    "YamlTooLargeError": "orchestrator.errors",
     "OrchestratorState": "orchestrator.graph",
     "build_agent_graph": "orchestrator.graph",
     "Orchestrator": "orchestrator.runtime",

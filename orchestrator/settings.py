@@ -149,6 +149,14 @@ class Settings(BaseSettings):
         description="How long the embedded PostgreSQL stays up for the next command once none "
         "uses it (fractions allowed); 0 stops it when the last command exits.",
     )
+    warm_minutes: float = Field(
+        default=10.0,
+        ge=0,
+        le=MAX_SECONDS / 60,
+        allow_inf_nan=False,
+        description="How long the warm process (the product loaded once, `ask` and `run` "
+        "forked from it) waits for the next command; 0: none, each command loads everything.",
+    )
     embeddings: str = Field(
         default="auto",
         description="`auto` (local if installed), `local`, `none`, or `openai:<model>`.",

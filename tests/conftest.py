@@ -148,6 +148,7 @@ def no_real_models(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[
     monkeypatch.setenv("ORCHESTRATOR_HOME", str(tmp_path))  # .env, data/, sub_graphs/ of this test
     # The last user stops the embedded server (a test about the warm server sets its own).
     monkeypatch.setenv("ORCHESTRATOR_DB_IDLE_MINUTES", "0")
+    monkeypatch.setenv("ORCHESTRATOR_WARM_MINUTES", "0")  # commands run the long way (tests/warm: not)
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "user-data"))  # the user's data directory
     # Loading a tool folder points Python's bytecode cache at the user's data directory.
     monkeypatch.setattr(sys, "pycache_prefix", sys.pycache_prefix)
@@ -198,16 +199,25 @@ def no_server_left_running(tmp_path_factory: pytest.TempPathFactory) -> Iterator
 
 
 def left_running(base: Path) -> list[psutil.Process]:
-    """The postmasters and keepers (`orchestrator db keep`) of data directories under `base`."""
+    """The postmasters and keepers (`orchestrator db keep`) of data directories under `base`,
+    and the warm processes (`orchestrator.warm`) of runtime folders under it."""
     found = []
     for process in psutil.process_iter(["name", "cmdline", "ppid"]):
         command: list[str] = process.info["cmdline"] or []
         under = any(part.startswith(str(base)) for part in command)
         postmaster = process.info["name"] == "postgres" and "-D" in command
         keeper = command[1:5] == ["-m", "orchestrator", "db", "keep"]
-        if under and (postmaster or keeper):
+        if (under and (postmaster or keeper)) or _warm_under(process, base):
             found.append(process)
     return found
+
+
+def _warm_under(process: psutil.Process, base: Path) -> bool:
+    if "--serve-warm" not in (process.info["cmdline"] or []):
+        return False
+    with contextlib.suppress(psutil.Error):
+        return process.environ().get("XDG_RUNTIME_DIR", "").startswith(str(base))
+    return False
 
 
 @pytest.fixture(scope="session")

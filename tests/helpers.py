@@ -127,6 +127,8 @@ def cli_env(home: Path) -> dict[str, str]:
         # Each command stops the embedded server it was the last to use, as before the warm
         # server: a test about the warm server sets its own idle time.
         "ORCHESTRATOR_DB_IDLE_MINUTES": "0",
+        # Each command runs the long way: tests/warm sets its own warm process up.
+        "ORCHESTRATOR_WARM_MINUTES": "0",
     }
     if "PYTHONPATH" in os.environ:  # the child runs the code under test, as this process does
         env["PYTHONPATH"] = os.environ["PYTHONPATH"]

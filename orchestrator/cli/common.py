@@ -28,6 +28,17 @@ if TYPE_CHECKING:
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
 
+
+def reopen_consoles() -> None:
+    """Fit `out` and `err` to this process's streams and environment again.
+
+    A fork of the warm process (`orchestrator.warm`) runs a command with that
+    command's terminal and variables (NO_COLOR, COLUMNS...), which these consoles,
+    made at import, did not see.
+    """
+    out.__init__(soft_wrap=True)
+    err.__init__(stderr=True, soft_wrap=True)
+
 MAX_ID_CHARS = 200
 
 

@@ -21,6 +21,7 @@ questions, leaving the folders undecided.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -36,7 +37,9 @@ from orchestrator.terminal.folder_reach import describe_folder
 from orchestrator.terminal.prompt_history import FolderHistory
 from orchestrator.terminal.text import shown
 
-TERMINAL = "/dev/tty"
+# Or a descriptor of the terminal: a fork of the warm process has the command's
+# (`orchestrator.warm.child`), /dev/tty being no terminal for a process outside its session.
+TERMINAL: str | int = "/dev/tty"
 YES = ("y", "yes")
 NO = ("n", "no")
 QUESTION = "Approve and load it? \\[y/N] "
@@ -196,9 +199,13 @@ class Terminal:
 def person_terminal() -> Iterator[Terminal | None]:
     """The controlling terminal, open for questions; None when the process has none."""
     try:
-        reader = open(TERMINAL, encoding="utf-8", errors="replace")  # noqa: SIM115
+        reader = open(_terminal(), encoding="utf-8", errors="replace")  # noqa: SIM115
     except OSError:  # no controlling terminal (ENXIO), or not allowed
         yield None
         return
-    with reader, open(TERMINAL, "w", encoding="utf-8") as writer:
+    with reader, open(_terminal(), "w", encoding="utf-8") as writer:
         yield Terminal(reader, writer)
+
+
+def _terminal() -> str | int:
+    return os.dup(TERMINAL) if isinstance(TERMINAL, int) else TERMINAL
