@@ -1,6 +1,6 @@
 """The `orchestrator` command's entry point: a warm process when one runs, else the command here.
 
-`ask` and `run` are handed to the warm process when one runs for this
+`ask`, `run` and `mcp serve` are handed to the warm process when one runs for this
 installation (`orchestrator.warm`): a fork of a process that imported the product
 once runs them, with this process's streams, directory and environment. Run the
 long way, they start one for the next command, unless `ORCHESTRATOR_WARM_MINUTES`

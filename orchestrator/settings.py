@@ -154,8 +154,8 @@ class Settings(BaseSettings):
         ge=0,
         le=MAX_SECONDS / 60,
         allow_inf_nan=False,
-        description="How long the warm process (the product loaded once, `ask` and `run` "
-        "forked from it) waits for the next command; 0: none, each command loads everything.",
+        description="How long the warm process (the product loaded once, `ask`, `run` "
+        "and `mcp serve` forked from it) waits for the next command; 0: none, each command loads everything.",
     )
     embeddings: str = Field(
         default="auto",

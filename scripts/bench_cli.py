@@ -23,8 +23,10 @@ variables and .env are ignored) but the model, which is the same server.
   each `ask` too (`orchestrator db stop`, untimed, where the command has it;
   before it existed every `ask` was cold). No target.
 - mcp_serve_ready_s: `orchestrator mcp serve` (stdio) from its start to the first
-  `tools/list` answered, through the `mcp` SDK's client; median of `--mcp-runs`.
-  Target ≤ 1.5 s.
+  `tools/list` answered, through the `mcp` SDK's client; median of `--mcp-runs`,
+  with the defaults (the warm process runs it). Target ≤ 1.5 s.
+- mcp_serve_long_ready_s: the same with `ORCHESTRATOR_WARM_MINUTES=0`, the server
+  loading the product itself. No target.
 
 `--profile` prints, before the figures, where one `ask`'s time goes: its 15
 costliest imports (`python -X importtime`, cumulative) and the embedded server's
@@ -189,11 +191,11 @@ async def mcp_ready(ours: dict[str, str]) -> float:
     return elapsed
 
 
-def mcp_serve(ours: dict[str, str], runs: int) -> dict[str, float]:
+def mcp_serve(ours: dict[str, str], runs: int, *, key: str = "mcp_serve_ready_s") -> dict[str, float]:
     times = [asyncio.run(mcp_ready(ours)) for _ in range(runs)]
     ready = round(statistics.median(times), 3)
-    print(f"mcp serve: first tools/list answered after {ready} s, median of {runs}", flush=True)
-    return {"mcp_serve_ready_s": ready}
+    print(f"{key}: first tools/list answered after {ready} s, median of {runs}", flush=True)
+    return {key: ready}
 
 
 def profile(ours: dict[str, str]) -> None:
@@ -251,7 +253,8 @@ def measure(options: argparse.Namespace, home: Path) -> dict[str, float]:
             figures |= paired("run", noop, ask_llm, options.pairs)
             figures |= paired("long_ask", ask_long_way, ask_llm, options.pairs)
             figures |= paired("cold_ask", ask_long_way, ask_llm, options.pairs, before=stop)
-            return figures | mcp_serve(ours, options.mcp_runs)
+            figures |= mcp_serve(ours, options.mcp_runs)
+            return figures | mcp_serve(long_way, options.mcp_runs, key="mcp_serve_long_ready_s")
         finally:
             stop_warm()
             stop()  # before its data directory goes
@@ -268,7 +271,7 @@ def main() -> None:
             figures = measure(options, Path(directory))
         except ProcessFailed as error:
             raise SystemExit(f"bench_cli: {error}") from None
-    names = ("ask_vs_llm", "run_vs_llm", "long_ask_vs_llm", "cold_ask_vs_llm", "mcp_serve_ready_s")
+    names = ("ask_vs_llm", "run_vs_llm", "long_ask_vs_llm", "cold_ask_vs_llm", "mcp_serve_ready_s", "mcp_serve_long_ready_s")
     print(json.dumps({**{name: figures[name] for name in names}, **figures}))
 
 

@@ -1,4 +1,4 @@
-"""`orchestrator warm status` and `warm stop`: the warm process that runs `ask` and `run` forked."""
+"""`orchestrator warm status` and `warm stop`: the warm process that forks `ask`, `run`, `mcp serve`."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from orchestrator.warm.control import state, stop
 
 warm_app = typer.Typer(
     no_args_is_help=True,
-    help="The warm process: the product loaded once, each `ask` and `run` a fork of it.",
+    help="The warm process: the product loaded once, each `ask`, `run` and `mcp serve` a fork of it.",
 )
 
-NOT_RUNNING = "not running (the next `ask` or `run` starts it, unless ORCHESTRATOR_WARM_MINUTES=0)"
+NOT_RUNNING = "not running (the next `ask`, `run` or `mcp serve` starts it, unless ORCHESTRATOR_WARM_MINUTES=0)"
 
 
 @warm_app.command("status")

@@ -1,4 +1,5 @@
-"""A warm process for short commands: the product loaded once, each `ask` or `run` a fork of it.
+"""A warm process for short commands: the product loaded once, each `ask`, `run` and
+`mcp serve` a fork of it.
 
 The embedded database stays up between commands (`store.warm_server`); what is
 left of a short command's time is importing LangChain, LangGraph, SQLAlchemy and

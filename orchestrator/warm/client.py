@@ -33,7 +33,8 @@ LOST = "error: the warm process stopped before the command ended (`orchestrator 
 
 def wants_warm(argv: list[str]) -> bool:
     """Whether `argv` (without the program) is a command the warm process may run."""
-    return bool(argv) and argv[0] in COMMANDS and minutes_from_environment() != 0
+    named = any(tuple(argv[: len(command)]) == command for command in COMMANDS)
+    return named and minutes_from_environment() != 0
 
 
 def run_warm(argv: list[str]) -> int | None:

@@ -22,8 +22,9 @@ import sys
 from pathlib import Path
 
 # The commands worth handing over: short ones, run many times a day from shells and
-# scripts. `chat` loads once per session, so a fork would save it nothing.
-COMMANDS = frozenset({"ask", "run"})
+# scripts, and the MCP server, which a client starts and waits for. `chat` loads once
+# per session, so a fork would save it little.
+COMMANDS = (("ask",), ("run",), ("mcp", "serve"))
 SERVE_FLAG = "--serve-warm"  # the entry point's hidden start of a warm process (see `launch`)
 MINUTES_VARIABLE = "ORCHESTRATOR_WARM_MINUTES"
 TAKEN = b"+"

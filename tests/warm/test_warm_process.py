@@ -27,6 +27,7 @@ from orchestrator.warm.client import run_warm
 from orchestrator.warm.fingerprint import PACKAGE
 from orchestrator.warm.protocol import path_in, runtime_dir
 from tests.helpers import cli_env, server_env
+from tests.mcp.test_serve import answer, stdio_session
 from tests.store.test_embedded_server import alive, wait_until
 from tests.tool_folders import write_folder
 
@@ -178,6 +179,21 @@ def _read_until(terminal: int, text: str) -> str:
             except OSError:  # EIO: the command closed it
                 break
     return seen
+
+
+async def test_mcp_serve_is_forked_too_and_serves_over_the_clients_pipes(warm: Warm) -> None:
+    assert warm.command("ask", "hello").returncode == 0
+    warm.running()
+    write_folder(warm.home / "sub_graphs", "echo")
+    assert warm.command("tools", "approve", "echo").returncode == 0
+
+    async with stdio_session(warm.home, warm.env) as session:
+        listed = [tool.name for tool in (await session.list_tools()).tools]
+        said = await session.call_tool("echo_say", {"text": "hi", "times": 2})
+
+    assert listed == ["echo_say"]
+    assert not said.isError and answer(said) == {"status": "success", "message": "hi hi"}
+    assert "runs `mcp`" in warm.log()
 
 
 def test_code_changed_under_the_warm_process_is_declined_and_a_new_one_started(warm: Warm) -> None:
