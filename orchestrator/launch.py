@@ -64,7 +64,8 @@ def _serve_warm(arguments: list[str]) -> int:
 
     from orchestrator.warm.server import serve
 
-    logging.basicConfig(level=logging.DEBUG if os.environ.get("ORCHESTRATOR_LOG_LEVEL") == "DEBUG" else logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    level = logging.DEBUG if os.environ.get("ORCHESTRATOR_LOG_LEVEL") == "DEBUG" else logging.INFO
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(message)s")
     pause_collection()
     import orchestrator.cli  # noqa: F401 (the commands' own modules, whatever the list holds)
 
@@ -81,6 +82,8 @@ def _run_forked() -> int:
     try:
         run()
     except SystemExit as done:
+        if isinstance(done.code, str):  # as Python itself says it
+            print(done.code, file=sys.stderr)
         return done.code if isinstance(done.code, int) else 0 if done.code is None else 1
     finally:
         resume_collection()

@@ -192,7 +192,7 @@ def no_server_left_running(tmp_path_factory: pytest.TempPathFactory) -> Iterator
     psutil.wait_procs(left, timeout=60)
     if left:
         pytest.fail(
-            "the tests left embedded PostgreSQL servers or their keepers running: "
+            "the tests left embedded PostgreSQL servers, their keepers or warm processes running: "
             + "; ".join(" ".join(process.info["cmdline"] or ()) for process in left),
             pytrace=False,
         )

@@ -28,6 +28,7 @@ class Request:
     descriptors: list[int]  # stdin, stdout, stderr, the working directory[, the terminal]
     path: list[str]  # sys.path but the script's own folder
     options: list[object]  # protocol.interpreter_options
+    streams: list[tuple[str, str]]  # the encoding and errors of its stdin, stdout and stderr
 
 
 def become(request: Request, connection: socket.socket) -> None:
@@ -47,7 +48,7 @@ def become(request: Request, connection: socket.socket) -> None:
     time.tzset()  # local times follow the command's TZ, not the warm process's
     os.umask(request.umask)
     sys.argv = list(request.argv)
-    _reopen_standard_streams()
+    _reopen_standard_streams(request.streams)
     _forget_logging()
     threading.Thread(target=_relay_signals, args=(connection,), name="warm-signals", daemon=True).start()
 
@@ -61,12 +62,12 @@ def end(code: int) -> None:
     os._exit(code)
 
 
-def _reopen_standard_streams() -> None:
-    """New `sys.std*` over descriptors 0-2, buffered as Python buffers them for these files."""
-    encoding = os.environ.get("PYTHONIOENCODING", "").partition(":")[0] or sys.stdout.encoding
-    sys.stdin = sys.__stdin__ = _text(0, "r", encoding=encoding, errors=sys.stdin.errors)
-    sys.stdout = sys.__stdout__ = _text(1, "w", encoding=encoding, errors=sys.stdout.errors)
-    sys.stderr = sys.__stderr__ = _text(2, "w", encoding=encoding, errors="backslashreplace")
+def _reopen_standard_streams(streams: list[tuple[str, str]]) -> None:
+    """New `sys.std*` over descriptors 0-2, encoded and buffered as the command's own were."""
+    (in_encoding, in_errors), (out_encoding, out_errors), (err_encoding, err_errors) = streams
+    sys.stdin = sys.__stdin__ = _text(0, "r", encoding=in_encoding, errors=in_errors)
+    sys.stdout = sys.__stdout__ = _text(1, "w", encoding=out_encoding, errors=out_errors)
+    sys.stderr = sys.__stderr__ = _text(2, "w", encoding=err_encoding, errors=err_errors)
 
 
 def _use_terminal(descriptor: int | None) -> None:
@@ -84,7 +85,7 @@ def _forget_logging() -> None:
     logging.root.setLevel(logging.WARNING)
 
 
-def _text(descriptor: int, mode: str, *, encoding: str, errors: str | None) -> io.TextIOWrapper:
+def _text(descriptor: int, mode: str, *, encoding: str, errors: str) -> io.TextIOWrapper:
     # Python's own rule: stderr and a terminal are line-buffered, other output is not.
     line_buffered = mode == "w" and (descriptor == 2 or os.isatty(descriptor))
     stream = open(  # noqa: SIM115 (the process's own stream, open to its end)

@@ -91,21 +91,27 @@ def _request() -> bytes:
             # The script's own folder comes first and differs by how the command was started.
             "path": sys.path[1:],
             "options": interpreter_options(),
+            # As Python chose them for this process's streams (locale, PYTHONIOENCODING).
+            "streams": [[stream.encoding, stream.errors] for stream in (sys.stdin, sys.stdout, sys.stderr)],
         }
     ).encode()
 
 
 def _handed_over(connection: socket.socket, descriptors: list[int]) -> int | None:
-    try:
-        send_request(connection, _request(), descriptors)
-        answer = receive_exactly(connection, 1)
-    except OSError:
-        return None
-    if answer != TAKEN:  # declined (its code changed under it, or another interpreter) or ending
-        return None
+    # Forwarded from before the request: a Ctrl-C as it is taken reaches the fork, not a traceback.
     previous = {number: signal.signal(number, _forward_to(connection)) for number in FORWARDED_SIGNALS}
     try:
-        status = receive_exactly(connection, STATUS.size)
+        try:
+            send_request(connection, _request(), descriptors)
+            taken = receive_exactly(connection, 1) == TAKEN
+        except OSError:
+            taken = False
+        if not taken:  # declined (its code changed, other options) or ending: run it here
+            return None
+        try:  # taken: never run here as well, whatever happens now
+            status = receive_exactly(connection, STATUS.size)
+        except OSError:
+            status = b""
     finally:
         for number, handler in previous.items():
             signal.signal(number, handler)

@@ -44,7 +44,8 @@ def runtime_dir(*, create: bool) -> Path | None:
     used: the request carries the command's environment, keys included.
     """
     base = os.environ.get("XDG_RUNTIME_DIR") or os.environ.get("TMPDIR") or "/tmp"  # noqa: S108 (checked below)
-    folder = Path(base) / f"orchestrator-{os.getuid()}"
+    # Not the embedded server's `orchestrator-UID`: as root, its server user must pass through that one.
+    folder = Path(base) / f"orchestrator-warm-{os.getuid()}"
     if create:
         try:
             folder.mkdir(mode=0o700, parents=True, exist_ok=True)

@@ -101,20 +101,21 @@ class WarmProcess:
 
     def _accept(self) -> None:
         assert self.listener is not None
-        connection, _ = self.listener.accept()
+        try:
+            connection, _ = self.listener.accept()
+        except OSError as error:  # out of descriptors, or the command gave up: the next one may do
+            logger.warning("could not take a command: %s", error)
+            return
         self.last_used = time.monotonic()
         try:
             request = self._read_request(connection)
         except (OSError, ValueError, KeyError, TypeError) as error:  # not a request of this version
             logger.warning("a request was refused: %s", error)
-            connection.close()
-            return
+            request = None
         if request is None:
             connection.close()
-            return
-        if self._declines(request, connection):
-            return
-        self._fork(request, connection)
+        elif not self._declines(request, connection):
+            self._fork(request, connection)
 
     def _read_request(self, connection: socket.socket) -> Request | None:
         credentials = connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
@@ -122,9 +123,15 @@ class WarmProcess:
             raise ValueError("a command of another user")
         connection.settimeout(REQUEST_SECONDS)
         message, descriptors, _, _ = socket.recv_fds(connection, LENGTH.size + 65536, DESCRIPTORS)
+        try:
+            return self._parsed(connection, message, descriptors)
+        except BaseException:
+            _close(descriptors)
+            raise
+
+    def _parsed(self, connection: socket.socket, message: bytes, descriptors: list[int]) -> Request | None:
         if len(descriptors) not in (DESCRIPTORS - 1, DESCRIPTORS) or len(message) < LENGTH.size:
-            for descriptor in descriptors:
-                os.close(descriptor)
+            _close(descriptors)
             return None
         (size,) = LENGTH.unpack_from(message)
         if size > MAX_REQUEST:
@@ -135,6 +142,7 @@ class WarmProcess:
         return Request(
             argv=list(fields["argv"]), env=dict(fields["env"]), umask=int(fields["umask"]),
             descriptors=descriptors, path=list(fields["path"]), options=list(fields["options"]),
+            streams=[(str(encoding), str(errors)) for encoding, errors in fields["streams"]],
         )  # fmt: skip
 
     def _declines(self, request: Request, connection: socket.socket) -> bool:
@@ -152,17 +160,16 @@ class WarmProcess:
         with contextlib.suppress(OSError):
             connection.sendall(DECLINED)
         connection.close()
-        for descriptor in request.descriptors:
-            os.close(descriptor)
+        _close(request.descriptors)
         return True
 
     def _fork(self, request: Request, connection: socket.socket) -> None:
         pid = os.fork()
         if pid == 0:
             self._as_child(request, connection)
-        for descriptor in request.descriptors:
-            os.close(descriptor)
-        connection.sendall(TAKEN)
+        _close(request.descriptors)
+        with contextlib.suppress(OSError):  # the command is gone already: its fork sees so at once
+            connection.sendall(TAKEN)
         logger.info("pid %d runs `%s`", pid, " ".join(request.argv[1:2]))
         pidfd = os.pidfd_open(pid)
         self.running[pidfd] = (pid, connection)
@@ -174,6 +181,9 @@ class WarmProcess:
             self.selector.close()
             if self.listener is not None:
                 self.listener.close()
+            for pidfd, (_, other) in self.running.items():  # the other commands' are not this one's
+                os.close(pidfd)
+                other.close()
             signal.set_wakeup_fd(-1)
             become(request, connection)
             code = self.run()
@@ -240,6 +250,11 @@ def _the_only_one(folder: Path) -> Iterator[bool]:
     finally:
         os.close(descriptor)
 
+
+
+def _close(descriptors: list[int]) -> None:
+    for descriptor in descriptors:
+        os.close(descriptor)
 
 
 def _locked(descriptor: int) -> bool:

@@ -235,17 +235,17 @@ def test_none_is_started_at_zero_minutes_nor_in_a_folder_others_may_write(
     warm: Warm, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert warm.command("ask", "hello", ORCHESTRATOR_WARM_MINUTES="0").returncode == 0
-    assert not path_in(warm.folder, "log").exists()  # nothing was started
+    assert not (Path(warm.env["XDG_RUNTIME_DIR"]) / f"orchestrator-warm-{os.getuid()}").exists()  # none started
 
     shared = tmp_path_factory.mktemp("shared")
-    (shared / f"orchestrator-{os.getuid()}").mkdir(mode=0o777)
-    os.chmod(shared / f"orchestrator-{os.getuid()}", 0o777)
+    (shared / f"orchestrator-warm-{os.getuid()}").mkdir(mode=0o777)
+    os.chmod(shared / f"orchestrator-warm-{os.getuid()}", 0o777)
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(shared))
     assert runtime_dir(create=True) is None
     assert run_warm(["ask", "hello"]) is None
     assert control.start(minutes=5, environment=dict(os.environ)) is False
     assert warm.command("ask", "hello", XDG_RUNTIME_DIR=str(shared)).returncode == 0
-    assert not list((shared / f"orchestrator-{os.getuid()}").glob("warm-*"))
+    assert not list((shared / f"orchestrator-warm-{os.getuid()}").glob("warm-*"))
 
 
 def test_the_client_loads_only_the_standard_library() -> None:
