@@ -14,13 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from mcp import types
-
 from orchestrator.errors import UserError
 from orchestrator.folders.approvals import Reviewed
 from orchestrator.folders.discovery import FolderNode
 from orchestrator.folders.sensitivity import SensitivityRules
 from orchestrator.levels import Limits
+from orchestrator.serve.sdk import types
 from orchestrator.settings import Settings
 from orchestrator.sources.manifest import Manifests, ToolEntry, offered
 

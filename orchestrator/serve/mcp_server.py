@@ -15,7 +15,6 @@ from dataclasses import dataclass, replace
 
 from langchain_core.messages import ToolCall
 from langchain_core.tools import BaseTool
-from mcp import types
 
 from orchestrator.dispatch.ask_approval import UnattendedGate, edit_schema
 from orchestrator.dispatch.dispatcher import Dispatcher, default_middleware
@@ -24,6 +23,7 @@ from orchestrator.folders.sensitivity import SensitivityRules
 from orchestrator.levels import Limits
 from orchestrator.runtime import Orchestrator
 from orchestrator.serve.listing import listed_tool
+from orchestrator.serve.sdk import types
 from orchestrator.settings import Settings
 from orchestrator.tools.context import RunContext, UserDatabase
 from orchestrator.tools.results import ToolResult
