@@ -1,4 +1,4 @@
-"""How `mcp serve` reaches its clients over standard input and output (over HTTP: `http`).
+"""How `mcp serve` reaches its clients over standard input and output (HTTP: `http_transport`).
 
 Over stdio the process's standard input and output are the protocol's alone:
 `claim_stdio` moves them to descriptors of their own before anything runs,
