@@ -2,9 +2,10 @@
 
 The `mcp` package's `__init__` imports the SDK's client (and its HTTP streams), and
 `mcp.server`'s imports FastMCP (Starlette, uvicorn): about a fifth of the CPU time
-`mcp serve` spent before its first answer, for nothing serving over stdio uses. Unless imported already, both packages are entered bare (their modules are
-found as usual) and run their own `__init__` at the first use of a name only it
-defines: `from mcp import ClientSession` works as ever, later, in this process.
+`mcp serve` spent before its first answer, for nothing serving over stdio uses.
+Unless imported already, both packages are entered bare (their modules are found
+as usual) and run their own `__init__` at the first use of a name only it defines:
+`from mcp import ClientSession` works as ever, later, in this process.
 """
 
 from __future__ import annotations
