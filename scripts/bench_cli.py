@@ -1,6 +1,6 @@
 """Whole commands against simonw/llm, on one local scripted OpenAI-compatible server.
 
-    .venv/bin/python scripts/bench_cli.py [--pairs 15] [--mcp-runs 5] [--profile]
+    .venv/bin/python scripts/bench_cli.py [--pairs 15] [--mcp-runs 5] [--profile] [--mcp-only]
 
 One server (orchestrator.testing's OpenAICompatibleServer, on 127.0.0.1 in this
 process) answers both sides with the same text. Each side is a whole process,
@@ -27,6 +27,8 @@ variables and .env are ignored) but the model, which is the same server.
   with the defaults (the warm process runs it). Target ≤ 1.5 s.
 - mcp_serve_long_ready_s: the same with `ORCHESTRATOR_WARM_MINUTES=0`, the server
   loading the product itself. No target.
+  `--mcp-only` measures these two alone (after one untimed `run` of the no-op
+  action, which records its folder's manifest as the other figures do).
 
 `--profile` prints, before the figures, where one `ask`'s time goes: its 15
 costliest imports (`python -X importtime`, cumulative) and the embedded server's
@@ -244,6 +246,12 @@ def measure(options: argparse.Namespace, home: Path) -> dict[str, float]:
             return run(OURS_RUN, ours, expect='"success": true')
 
         try:
+            if options.mcp_only:
+                noop()  # bytecode caches, migrations, the manifest, the warm process: not measured
+                wait_warm(ours)
+                return mcp_serve(ours, options.mcp_runs) | mcp_serve(
+                    long_way, options.mcp_runs, key="mcp_serve_long_ready_s"
+                )
             ask()  # bytecode caches, migrations, the warm process: not measured
             wait_warm(ours)
             ask_llm()
@@ -265,6 +273,7 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=15, help="paired runs per ratio (at least 15)")
     parser.add_argument("--mcp-runs", type=int, default=5, help="starts of mcp serve timed")
     parser.add_argument("--profile", action="store_true", help="where an ask's time goes")
+    parser.add_argument("--mcp-only", action="store_true", help="mcp_serve_ready_s alone")
     options = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-cli-") as directory:
         try:
@@ -272,7 +281,7 @@ def main() -> None:
         except ProcessFailed as error:
             raise SystemExit(f"bench_cli: {error}") from None
     names = ("ask_vs_llm", "run_vs_llm", "long_ask_vs_llm", "cold_ask_vs_llm", "mcp_serve_ready_s", "mcp_serve_long_ready_s")
-    print(json.dumps({**{name: figures[name] for name in names}, **figures}))
+    print(json.dumps({**{name: figures[name] for name in names if name in figures}, **figures}))
 
 
 if __name__ == "__main__":

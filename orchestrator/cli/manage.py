@@ -270,7 +270,11 @@ def db_keep(
     except UserError as error:  # the commands say it; the server is kept regardless
         logging.getLogger(__name__).warning("no embedding here: %s", error)
         embed = None
-    ended = keep(data_dir, idle_minutes=idle_minutes, lock_fd=lock_fd, postmaster=postmaster, after_left=embed)
+    try:
+        ended = keep(data_dir, idle_minutes=idle_minutes, lock_fd=lock_fd, postmaster=postmaster, after_left=embed)
+    finally:
+        if embed is not None:
+            embed.close()
     print(f"{datetime.now():%Y-%m-%d %H:%M:%S} {ended}", flush=True)  # to its log
 
 

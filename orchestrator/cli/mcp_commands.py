@@ -45,6 +45,9 @@ BAD_NAME = (
     "{name!r} is not a valid tool name: lowercase letters, digits and _, "
     "starting with a letter, at most 40 characters"
 )
+# How long `mcp serve` over stdio waits for its client's first request before it loads the
+# rest (the database, the model, the folders): a client asks at once, or is idle at first.
+FIRST_REQUEST_SECONDS = 1.0
 ONE_TRANSPORT = (
     "give the server's command after `--` (stdio) or --url URL (streamable HTTP), not both"
 )
@@ -91,9 +94,14 @@ def serve(
     protocol = claim_stdio() if transport is Transport.stdio else None
     started: list[ServerThread] = []
 
-    def prepare(settings: Settings, database: DatabaseStart | None) -> Startup:
-        # Serving first, from the manifests; the model and the middleware load meanwhile.
+    def serve_first(settings: Settings) -> None:
+        # Serving first, from the manifests; the database, the model and the middleware load
+        # once the client has its first answer (over HTTP clients come later: at once).
         started.append(_start_server(settings, agent=agent, protocol=protocol, host=host, port=port))
+        if protocol is not None:
+            started[0].asked(timeout=FIRST_REQUEST_SECONDS)
+
+    def prepare(settings: Settings, database: DatabaseStart | None) -> Startup:
         from orchestrator.serve.mcp_server import unattended_middleware
 
         middleware = unattended_middleware(
@@ -105,7 +113,7 @@ def serve(
         return await _serve(startup, runtime, started[0], agent=agent, user=user, host=host)
 
     try:
-        code = run_command(command, prepare=prepare)
+        code = run_command(command, prepare=prepare, first=serve_first)
     finally:
         for server in started:
             server.stop()

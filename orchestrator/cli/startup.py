@@ -195,9 +195,12 @@ def run_command(
     jobs: JobOptions | None = None,
     reads_words: bool = True,
     embeds_here: bool = True,
+    first: Callable[[Settings], None] | None = None,
 ) -> int:
     """Prepare (settings, model, database, approvals), then run `command` on its event loop.
 
+    `first`: what the command does before the database starts (`mcp serve` answers
+    its client's first request from the manifests before anything else loads).
     `messages_on_stdin`: the command reads messages from standard input (`chat`).
     `prepare` replaces the preparation that asks the person (`mcp serve` asks no one).
     `jobs`: background calls go to the job queue, so (see `JobOptions`).
@@ -209,6 +212,8 @@ def run_command(
     settings = settings_or_exit()
     exit_on_signals()
     _startup_notes(settings, reads_words=reads_words)
+    if first is not None:
+        first(settings)
     # The server boots on its thread while LangChain loads and the questions wait.
     database = (
         None

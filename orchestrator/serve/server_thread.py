@@ -6,6 +6,9 @@ manifests give the list (see `listing`). What needs the runtime waits for it:
 a `tools/call` (and a listing the manifests could not give) waits until the
 command hands it over (`ready`), then runs on the command's event loop, where
 the runtime, its database connections and its tools live.
+
+Nothing else competes with the first answer: `mcp serve` starts the database
+and builds the runtime once the client has asked for the tools (see `asked`).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from dataclasses import dataclass
 from mcp import types
 from mcp.server.lowlevel import Server
 
-from orchestrator.serve.transports import GRACE_SECONDS, StdioProtocol, serve_http, serve_stdio
+from orchestrator.serve.transports import GRACE_SECONDS, StdioProtocol, serve_stdio
 from orchestrator.version import __version__
 
 SERVER_NAME = "orchestrator"
@@ -64,6 +67,7 @@ class ServerThread:
             # them must not cancel it for everyone else.
             future.set_running_or_notify_cancel()
         self._serving = threading.Event()
+        self._asked = threading.Event()  # a first listing or call came, or the server stopped
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[None] | None = None
         # A daemon: a command that fails to start exits without waiting for a client to leave.
@@ -73,6 +77,11 @@ class ServerThread:
         """Start serving; returns once the server's event loop runs."""
         self._thread.start()
         self._serving.wait()
+
+    def asked(self, *, timeout: float) -> bool:
+        """Whether a client has asked for the tools or called one (or the server stopped),
+        waiting for it `timeout` s at most: a client may ask for nothing at first."""
+        return self._asked.wait(timeout)
 
     def ready(self, runtime: RuntimeTools) -> None:
         """The runtime is ready: calls (and listings) go to it from now on."""
@@ -102,12 +111,14 @@ class ServerThread:
 
     async def listing(self) -> list[types.Tool]:
         """The served tools: the runtime's once it is ready, before then the manifests'."""
+        self._asked.set()
         if self.offered is not None and not self._runtime.done():
             return self.offered
         return (await asyncio.wrap_future(self._runtime)).listing
 
     async def call(self, name: str, arguments: dict[str, object]) -> types.CallToolResult:
         """Run one call on the runtime's event loop, once it is ready."""
+        self._asked.set()
         runtime = await asyncio.wrap_future(self._runtime)
         running = asyncio.run_coroutine_threadsafe(runtime.call(name, arguments), runtime.loop)
         return await asyncio.wrap_future(running)  # cancelled here: cancelled there too
@@ -121,8 +132,9 @@ class ServerThread:
             self._done.set_exception(error)
         else:
             self._done.set_result(None)
-        finally:
-            self._serving.set()  # never leave `start` waiting
+        finally:  # never leave `start` or `asked` waiting
+            self._serving.set()
+            self._asked.set()
 
     async def _serve(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -133,6 +145,8 @@ class ServerThread:
         if endpoint.protocol is not None:
             await serve_stdio(server, endpoint.protocol)
         elif endpoint.listening is not None:
+            from orchestrator.serve.http_transport import serve_http
+
             await serve_http(
                 server, endpoint.listening, host=endpoint.host, on_ready=self.url.set_result
             )

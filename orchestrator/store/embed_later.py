@@ -72,12 +72,16 @@ def start_once(
     return True
 
 
-def start_detached(command: list[str], *, log: TextIO) -> None:
-    """Start `command` in a session of its own, its output appended to `log`; not waited for."""
+def start_detached(command: list[str], *, log: TextIO, pass_fds: Sequence[int] = ()) -> None:
+    """Start `command` in a session of its own, its output appended to `log`; not waited for.
+
+    `pass_fds`: descriptors it inherits (as `subprocess.Popen` passes them).
+    """
     subprocess.Popen(  # noqa: S603 (our own command, no shell)
         command,
         stdin=subprocess.DEVNULL,
         stdout=log,
         stderr=log,
+        pass_fds=pass_fds,
         start_new_session=True,  # a Ctrl-C at the terminal is not meant for it
     )

@@ -21,7 +21,6 @@ import fcntl
 import json
 import logging
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -32,6 +31,7 @@ from pathlib import Path
 import psutil
 
 from orchestrator.private import PRIVATE_FILE, open_private_log, private_data_dir
+from orchestrator.store.embed_later import one_at_a_time, start_detached
 from orchestrator.store.logins import replace_file
 from orchestrator.store.postmaster import (
     PGDATA,
@@ -73,14 +73,7 @@ def ensure_keeper(data_dir: Path, *, idle_minutes: float, postmaster: int) -> bo
             "--postmaster", str(postmaster),
         ]  # fmt: skip
         with open_private_log(data_dir / KEEPER_LOG) as log:
-            subprocess.Popen(  # noqa: S603 (our own command, no shell)
-                command,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=log,
-                pass_fds=(descriptor,),
-                start_new_session=True,  # a Ctrl-C at the terminal is not meant for it
-            )
+            start_detached(command, log=log, pass_fds=(descriptor,))
         return True
     finally:
         os.close(descriptor)  # the keeper's copy holds the lock from here on
@@ -88,14 +81,8 @@ def ensure_keeper(data_dir: Path, *, idle_minutes: float, postmaster: int) -> bo
 
 def keeper_holds(data_dir: Path) -> bool:
     """Whether a keeper runs for `data_dir` (or is being started): its lock is held."""
-    descriptor = os.open(private_data_dir(data_dir) / KEEPER_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, PRIVATE_FILE)
-    try:
-        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(descriptor)  # and with it the lock, if this took it
-    return False
+    with one_at_a_time(data_dir, KEEPER_LOCK) as free:
+        return not free
 
 
 def keep(

@@ -97,12 +97,19 @@ class Unreadable:
 
 @asynccontextmanager
 async def stdio_session(
-    home: Path, env: dict[str, str], *args: str, unreadable: Unreadable | None = None
+    home: Path,
+    env: dict[str, str],
+    *args: str,
+    unreadable: Unreadable | None = None,
+    launch: tuple[str, ...] = ("-m", "orchestrator"),
 ) -> AsyncIterator[ClientSession]:
-    """`orchestrator mcp serve ARGS` over stdio, initialized; its stderr goes to home/err.txt."""
+    """`orchestrator mcp serve ARGS` over stdio, initialized; its stderr goes to home/err.txt.
+
+    `launch`: how Python runs the command (`-c PROBE ...`: a probe that runs it).
+    """
     server = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "orchestrator", "mcp", "serve", *args],
+        args=[*launch, "mcp", "serve", *args],
         env=env,
         cwd=home,
     )
@@ -323,6 +330,58 @@ async def held_database(logins: Logins) -> AsyncIterator[tuple[dict[str, str], a
     urls = {"DATABASE_URL": relayed(logins.owner_url), "DATABASE_APP_URL": relayed(logins.app_url)}
     async with server:
         yield urls, gate
+
+
+# Runs `orchestrator ARGS` (after the path of a file), writing to that file the modules
+# loaded when the first `tools/list` comes, before the answer.
+FIRST_LISTING_PROBE = """
+import sys
+from pathlib import Path
+
+from orchestrator.serve.server_thread import ServerThread
+
+written, listing = Path(sys.argv[1]), ServerThread.listing
+
+
+async def first_listing(self):
+    if not written.exists():
+        written.write_text("\\n".join(sorted(sys.modules)))
+    return await listing(self)
+
+
+ServerThread.listing = first_listing
+sys.argv = ["orchestrator", *sys.argv[2:]]
+from orchestrator.launch import main
+
+main()
+"""
+# What the runtime loads, and the database's drivers.
+NOT_BEFORE_THE_FIRST_ANSWER = ("langchain", "langchain_core", "langgraph", "sqlalchemy", "psycopg", "openai")
+
+
+async def test_the_first_listing_is_answered_before_the_runtime_or_the_database_loads(
+    tmp_path: Path, database_logins: Logins
+):
+    root = tmp_path / "sub_graphs"
+    write_folder(root, "echo")
+    approve(tmp_path)
+    start_approved(load_settings(sub_graphs_dir=root, data_dir=tmp_path / "data"))
+    wait_for_manifests()  # the folder's tools, recorded: the listing needs no import
+    loaded_file = tmp_path / "loaded.txt"
+
+    probe = ("-c", FIRST_LISTING_PROBE, str(loaded_file))
+    async with stdio_session(tmp_path, serve_env(tmp_path, database_logins), launch=probe) as session:
+        listed = [tool.name for tool in (await session.list_tools()).tools]
+        said = await asyncio.wait_for(session.call_tool("echo_say", {"text": "hi"}), START_SECONDS)
+
+    loaded = loaded_file.read_text().split()
+    early = [
+        m for m in loaded if any(m == n or m.startswith(f"{n}.") for n in NOT_BEFORE_THE_FIRST_ANSWER)
+    ]
+    assert listed == ["echo_say"]
+    assert "orchestrator.serve.server_thread" in loaded, "the probe saw the server"
+    assert early == [], "loaded before the first answer"
+    assert not said.isError, "then the runtime loads, and calls run"
 
 
 async def test_tools_are_listed_from_their_manifests_before_the_database_answers_and_imported_at_their_first_call(

@@ -34,3 +34,18 @@ async def test_a_call_cancelled_while_it_waits_for_the_runtime_leaves_the_next_c
     assert listed_before == OFFERED  # from the manifests, without waiting
     assert result == ran("echo_say")
     assert await server.listing() == runtime_listing  # the runtime's once it is ready
+
+
+async def test_the_command_learns_when_a_client_first_lists_or_calls_and_waits_no_longer_than_told():
+    listed, called, silent = (ServerThread(Endpoint(), offered=OFFERED) for _ in range(3))
+    before = listed.asked(timeout=0)
+    await listed.listing()
+    calling = asyncio.create_task(called.call("echo_say", {}))
+    await asyncio.sleep(0)  # one turn of the loop: the call runs up to its wait for the runtime
+
+    assert before is False
+    assert listed.asked(timeout=0) is True, "a listing"
+    assert called.asked(timeout=0) is True, "a call, before the runtime is ready"
+    assert silent.asked(timeout=0.01) is False, "nothing asked: the wait ends all the same"
+    calling.cancel()
+    await asyncio.gather(calling, return_exceptions=True)
