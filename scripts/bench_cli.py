@@ -76,7 +76,8 @@ class ProcessFailed(Exception):
 
 def environments(home: Path, base_url: str) -> tuple[dict[str, str], dict[str, str]]:
     """Ours and llm's environments: the caller's without its settings, and each side's own."""
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(FOREIGN)}
+    # Nor a developer's PYTHONDONTWRITEBYTECODE: a person's installation has its bytecode.
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(FOREIGN) and k != "PYTHONDONTWRITEBYTECODE"}
     ours = clean | {
         "ORCHESTRATOR_HOME": str(home / "ours"),
         "XDG_DATA_HOME": str(home / "user-data"),  # the approvals' signing key
