@@ -25,7 +25,9 @@ JSON object:
 - tracing_ratio: N tool round trips through our graph with tracing on (a span per
   model call and per tool call, exported over OTLP/HTTP in batches to a receiver on
   127.0.0.1, a process of its own as a collector is) / the same graph without,
-  alternated; median (target <= 1.10).
+  alternated; each traced run ends with the exporter's flush, timed with it (its
+  spans encoded and sent in its time, not in the next run's); median (target
+  <= 1.10).
 - process_isolation_ratio: a no-op action of a tool folder with `sandbox:
   {isolation: process}` (its warm child, held by Landlock) / the same action of
   the same folder inline, both through the whole dispatch pipeline with the
@@ -144,13 +146,18 @@ async def round_trips(graph: Runnable, count: int) -> None:
 
 
 async def alternated(
-    graphs: dict[str, Runnable], round_trip_count: int, repeats: int
+    graphs: dict[str, Runnable],
+    round_trip_count: int,
+    repeats: int,
+    *,
+    settle: dict[str, Callable[[], object]] | None = None,
 ) -> dict[str, tuple[float, float]]:
     """Each graph's median wall and CPU seconds for `round_trip_count` round trips.
 
     The graphs take turns, and which goes first alternates too. CPU seconds are
     this process's, all its threads (the exporter's too): the machine's other
-    work does not count in them, as it does in wall time.
+    work does not count in them, as it does in wall time. `settle[name]()` ends
+    each run of that graph, timed with it (the exporter's flush).
     """
     for graph in graphs.values():
         await round_trips(graph, 20)  # warm up
@@ -161,6 +168,8 @@ async def alternated(
         for name in order:
             started, used = time.perf_counter(), time.process_time()
             await round_trips(graphs[name], round_trip_count)
+            if settle and name in settle:
+                settle[name]()
             wall[name].append(time.perf_counter() - started)
             cpu[name].append(time.process_time() - used)
     return {name: (statistics.median(wall[name]), statistics.median(cpu[name])) for name in graphs}
@@ -260,8 +269,12 @@ async def tracing_ratio(round_trip_count: int, repeats: int) -> tuple[float, flo
     os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = f"http://127.0.0.1:{port}"
     try:
         traced = ours(LoopModel(), [noop])
-        medians = await alternated({"traced": traced, "plain": plain}, round_trip_count, repeats)
-        provider.flush()
+        medians = await alternated(
+            {"traced": traced, "plain": plain},
+            round_trip_count,
+            repeats,
+            settle={"traced": provider.flush},  # a run's spans are sent in its time
+        )
     finally:
         provider.shutdown()
         del os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"]

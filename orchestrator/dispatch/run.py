@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from functools import cache
 from typing import Protocol, runtime_checkable
 
 from langchain_core.runnables import RunnableConfig
@@ -62,13 +63,26 @@ def _work(request: CallRequest) -> Callable[[], Awaitable[object]]:
         if request.parsed is not None:
             call.with_parsed(request.parsed)
         return lambda: tool.run_action(call)
-    if isinstance(tool, RunsRequests):
+    assert tool is not None
+    runs_requests, calls_itself = _may_implement(type(tool))
+    if runs_requests and isinstance(tool, RunsRequests):
         request_of = tool_request(tool.action, request.arguments, ids=request.ids)
         return lambda: tool.run_request(request_of)
-    if isinstance(tool, CallsItself):
+    if calls_itself and isinstance(tool, CallsItself):
         return lambda: tool.call_tool(request.arguments)
-    assert tool is not None
     return langchain_work(tool, request.arguments, _with_ids(request), name=request.name)
+
+
+@cache
+def _may_implement(kind: type[object]) -> tuple[bool, bool]:
+    """Whether tools of class `kind` have `RunsRequests`'s and `CallsItself`'s method; once a class.
+
+    `isinstance` against a runtime protocol walks the protocol's members and the
+    class's bases at each check: some 100 us for a LangChain tool (a pydantic model),
+    each call of every plain tool paid two. The exact check runs only for a class
+    that has the method (a tool's methods are its class's: pydantic sets no others).
+    """
+    return callable(getattr(kind, "run_request", None)), callable(getattr(kind, "call_tool", None))
 
 
 def _with_ids(request: CallRequest) -> RunnableConfig | None:

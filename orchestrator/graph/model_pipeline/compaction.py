@@ -159,8 +159,10 @@ class CompactionMiddleware:
             update["window_noted"] = True
         shares = self.shares(fixed + shown)
         if not shares:
-            view = [*head, *_summary_messages(summary), *messages]
-            answer = self._corrected(await handler(request.override(messages=view)), fixed + shown)
+            # Without a summary the model sees the call's messages as they are: no copy of them.
+            if summary:
+                request = request.override(messages=[*head, *_summary_messages(summary), *messages])
+            answer = self._corrected(await handler(request), fixed + shown)
             return _with(answer, update)
         with span("compaction", {"orchestrator.window_tokens": self.window}) as opened:
             summary, kept, done = await compact(
