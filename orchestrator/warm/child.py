@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import io
 import logging
 import os
@@ -45,6 +46,7 @@ def become(request: Request, connection: socket.socket) -> None:
     _use_terminal(terminal[0] if terminal else None)
     os.environ.clear()
     os.environ.update(request.env)
+    forget_environment_caches()
     time.tzset()  # local times follow the command's TZ, not the warm process's
     os.umask(request.umask)
     sys.argv = list(request.argv)
@@ -68,6 +70,19 @@ def _reopen_standard_streams(streams: list[tuple[str, str]]) -> None:
     sys.stdin = sys.__stdin__ = _text(0, "r", encoding=in_encoding, errors=in_errors)
     sys.stdout = sys.__stdout__ = _text(1, "w", encoding=out_encoding, errors=out_errors)
     sys.stderr = sys.__stderr__ = _text(2, "w", encoding=err_encoding, errors=err_errors)
+
+
+def forget_environment_caches() -> None:
+    """What libraries read of the environment once per process, read again from the command's.
+
+    langsmith caches its variables (`utils.get_env_var` and a few settings of its
+    own, "call .cache_clear() to re-read"), some of them read while it is imported.
+    """
+    for name, module in list(sys.modules.items()):
+        if name == "langsmith" or name.startswith("langsmith."):
+            for value in list(vars(module).values()):
+                if isinstance(value, functools._lru_cache_wrapper):  # pyright: ignore[reportPrivateUsage]  # no public type
+                    value.cache_clear()
 
 
 def _use_terminal(descriptor: int | None) -> None:

@@ -23,6 +23,7 @@ import pytest
 
 from orchestrator.testing import Endless, OpenAICompatibleServer
 from orchestrator.warm import control
+from orchestrator.warm.child import forget_environment_caches
 from orchestrator.warm.client import run_warm
 from orchestrator.warm.fingerprint import PACKAGE
 from orchestrator.warm.protocol import path_in, runtime_dir
@@ -247,6 +248,18 @@ def test_none_is_started_at_zero_minutes_nor_in_a_folder_others_may_write(
     assert control.start(minutes=5, environment=dict(os.environ)) is False
     assert warm.command("ask", "hello", XDG_RUNTIME_DIR=str(shared)).returncode == 0
     assert not list((shared / f"orchestrator-warm-{os.getuid()}").glob("warm-*"))
+
+
+def test_a_fork_reads_again_what_langsmith_cached_of_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from langsmith import utils
+
+    monkeypatch.setenv("LANGSMITH_RUNS_ENDPOINTS", "before")
+    assert utils.get_env_var("RUNS_ENDPOINTS") == "before"  # as the warm process read it
+    monkeypatch.setenv("LANGSMITH_RUNS_ENDPOINTS", "the command's")
+
+    forget_environment_caches()
+
+    assert utils.get_env_var("RUNS_ENDPOINTS") == "the command's"
 
 
 def test_the_client_loads_only_the_standard_library() -> None:
