@@ -76,6 +76,7 @@ def _run_forked() -> int:
     """The command in a fork of the warm process: its exit status."""
     from orchestrator.cli import main as run
     from orchestrator.cli.common import reopen_consoles
+    from orchestrator.process_exit import exit_status
 
     reopen_consoles()
     pause_collection()
@@ -84,7 +85,7 @@ def _run_forked() -> int:
     except SystemExit as done:
         if isinstance(done.code, str):  # as Python itself says it
             print(done.code, file=sys.stderr)
-        return done.code if isinstance(done.code, int) else 0 if done.code is None else 1
+        return exit_status(done.code)
     finally:
         resume_collection()
     return 0

@@ -3,10 +3,7 @@ usage, worker, jobs and warm (`tasks`, its old name, is a hidden alias)."""
 
 from __future__ import annotations
 
-import atexit
-import contextlib
 import logging
-import os
 import sys
 import threading
 from typing import Annotated
@@ -23,6 +20,7 @@ from orchestrator.cli.session_commands import sessions_app
 from orchestrator.cli.usage_report import usage
 from orchestrator.cli.warm_commands import warm_app
 from orchestrator.cli.worker import worker
+from orchestrator.process_exit import exit_now, exit_status
 
 INTERNAL_ERROR = (
     "error: internal error ({error}); set ORCHESTRATOR_LOG_LEVEL=DEBUG to see the traceback"
@@ -126,8 +124,4 @@ def _exit_past_leftover_threads(code: object) -> None:
     names = ", ".join(thread.name for thread in leftover)
     note = LEFTOVER_THREADS.format(count=len(leftover), names=names)
     err.print(note, markup=False, highlight=False)
-    atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError):
-            stream.flush()
-    os._exit(code if isinstance(code, int) else 0 if code is None else 1)
+    exit_now(exit_status(code))

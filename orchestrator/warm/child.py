@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import atexit
-import contextlib
 import functools
 import io
 import logging
@@ -53,15 +51,6 @@ def become(request: Request, connection: socket.socket) -> None:
     _reopen_standard_streams(request.streams)
     _forget_logging()
     threading.Thread(target=_relay_signals, args=(connection,), name="warm-signals", daemon=True).start()
-
-
-def end(code: int) -> None:
-    """End the command as its own process would: exit hooks, streams flushed, then gone."""
-    atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError):
-            stream.flush()
-    os._exit(code)
 
 
 def _reopen_standard_streams(streams: list[tuple[str, str]]) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import signal
 import socket
 import stat
 import struct
@@ -33,7 +34,7 @@ STATUS = struct.Struct("!i")
 LENGTH = struct.Struct("!I")
 MAX_REQUEST = 4 * 1024 * 1024
 DESCRIPTORS = 5  # stdin, stdout, stderr, the working directory and, if any, the terminal
-FORWARDED_SIGNALS = (2, 1, 3, 15)  # SIGINT, SIGHUP, SIGQUIT, SIGTERM
+FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGTERM)
 
 
 def runtime_dir(*, create: bool) -> Path | None:

@@ -25,7 +25,8 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from orchestrator.warm.child import Request, become, end
+from orchestrator.process_exit import exit_now
+from orchestrator.warm.child import Request, become
 from orchestrator.warm.fingerprint import fingerprint
 from orchestrator.warm.preload import preload
 from orchestrator.warm.protocol import (
@@ -188,7 +189,7 @@ class WarmProcess:
             become(request, connection)
             code = self.run()
         finally:
-            end(code)
+            exit_now(code)  # the command ends as its own process would
 
     def _ended(self, pidfd: int) -> None:
         pid, connection = self.running.pop(pidfd)
