@@ -1,7 +1,7 @@
 """Overhead of the orchestrator graph, side by side with LangGraph's prebuilt agent.
 
-    .venv/bin/python scripts/bench_overhead.py [--round-trips 200] [--repeats 7]
-        [--parallel-pairs 5]
+    .venv/bin/python scripts/bench_overhead.py [--round-trips 100] [--pairs 21]
+        [--parallel-pairs 5] [--no-planning]
 
 Every figure is a ratio of two runs measured alternately in this process, so
 the machine's speed cancels out. Our graph is the product's default: it plans
@@ -9,9 +9,16 @@ the machine's speed cancels out. Our graph is the product's default: it plans
 `--no-planning` leaves planning out. Prints one line per measurement, then one
 JSON object:
 - ratio_vs_prebuilt: time for N tool round trips (model -> no-op tool -> model)
-  through our graph / the same through `create_react_agent`, both with the
-  same zero-latency model, measured alternately (which goes first alternates
-  too); median of the repeats.
+  through our graph / the same through LangChain's agent given the same feature
+  the way LangChain documents it: ours plans, so the peer is `create_agent` with
+  its `TodoListMiddleware` (its planning tool and prompt); both with the same
+  zero-latency model. `--no-planning`: ours without planning / `create_agent`
+  without middleware. Pairs of runs alternate (which goes first alternates too);
+  the median of the pairs' ratios, each pair measured within a second, so the
+  machine's load, which drifts, enters both sides of a ratio alike.
+- ratio_vs_react_agent: ours without planning / LangGraph's older prebuilt
+  `create_react_agent` (deprecated in favour of `create_agent`), the same way;
+  no target, beside the figures of earlier runs.
 - pipeline_ratio: a no-op tool call through the whole dispatch pipeline
   (request log, scope, validation, approval, background, usage, timeout)
   / the same tool invoked bare by LangChain, alternated; median.
@@ -25,9 +32,9 @@ JSON object:
 - tracing_ratio: N tool round trips through our graph with tracing on (a span per
   model call and per tool call, exported over OTLP/HTTP in batches to a receiver on
   127.0.0.1, a process of its own as a collector is) / the same graph without,
-  alternated; each traced run ends with the exporter's flush, timed with it (its
-  spans encoded and sent in its time, not in the next run's); median (target
-  <= 1.10).
+  in alternating pairs as above; each traced run ends with the exporter's flush,
+  timed with it (its spans encoded and sent in its time, not in the next run's);
+  median of the pairs' ratios (target <= 1.10).
 - process_isolation_ratio: a no-op action of a tool folder with `sandbox:
   {isolation: process}` (its warm child, held by Landlock) / the same action of
   the same folder inline, both through the whole dispatch pipeline with the
@@ -127,6 +134,14 @@ def ours(model: BaseChatModel, tools: list[BaseTool]) -> Runnable:
 
 
 def prebuilt(model: BaseChatModel, tools: list[BaseTool]) -> Runnable:
+    """LangChain's agent, planning as its docs show when ours plans (its to-do list tool)."""
+    from langchain.agents import create_agent
+    from langchain.agents.middleware import TodoListMiddleware
+
+    return create_agent(model, tools, middleware=[TodoListMiddleware()] if PLANNING else [])
+
+
+def react_agent(model: BaseChatModel, tools: list[BaseTool]) -> Runnable:
     from langgraph.prebuilt import create_react_agent
 
     with warnings.catch_warnings():
@@ -145,14 +160,17 @@ async def round_trips(graph: Runnable, count: int) -> None:
         await graph.ainvoke({"messages": [HumanMessage("go")]})
 
 
+Runs = dict[str, list[tuple[float, float]]]
+
+
 async def alternated(
     graphs: dict[str, Runnable],
     round_trip_count: int,
-    repeats: int,
+    pairs: int,
     *,
     settle: dict[str, Callable[[], object]] | None = None,
-) -> dict[str, tuple[float, float]]:
-    """Each graph's median wall and CPU seconds for `round_trip_count` round trips.
+) -> Runs:
+    """Each graph's wall and CPU seconds for `round_trip_count` round trips, `pairs` times.
 
     The graphs take turns, and which goes first alternates too. CPU seconds are
     this process's, all its threads (the exporter's too): the machine's other
@@ -161,34 +179,51 @@ async def alternated(
     """
     for graph in graphs.values():
         await round_trips(graph, 20)  # warm up
-    wall: dict[str, list[float]] = {name: [] for name in graphs}
-    cpu: dict[str, list[float]] = {name: [] for name in graphs}
-    for repeat in range(repeats):
-        order = list(graphs) if repeat % 2 == 0 else list(reversed(graphs))
+    runs: Runs = {name: [] for name in graphs}
+    for pair in range(pairs):
+        order = list(graphs) if pair % 2 == 0 else list(reversed(graphs))
         for name in order:
             started, used = time.perf_counter(), time.process_time()
             await round_trips(graphs[name], round_trip_count)
             if settle and name in settle:
                 settle[name]()
-            wall[name].append(time.perf_counter() - started)
-            cpu[name].append(time.process_time() - used)
-    return {name: (statistics.median(wall[name]), statistics.median(cpu[name])) for name in graphs}
+            runs[name].append((time.perf_counter() - started, time.process_time() - used))
+    return runs
 
 
-def ratios(
-    medians: dict[str, tuple[float, float]], over: str, under: str
-) -> tuple[float, float]:
-    """`over` ÷ `under`, in wall time and in CPU time."""
-    return (medians[over][0] / medians[under][0], medians[over][1] / medians[under][1])
+def paired(runs: Runs, over: str, under: str) -> tuple[float, float]:
+    """The median of `over` ÷ `under` over the pairs, in wall time and in CPU time."""
+    pairs = list(zip(runs[over], runs[under], strict=True))
+    return (
+        statistics.median(a[0] / b[0] for a, b in pairs),
+        statistics.median(a[1] / b[1] for a, b in pairs),
+    )
 
 
-async def overhead_ratio(round_trip_count: int, repeats: int) -> tuple[float, float]:
-    model = LoopModel()
-    graphs = {"ours": ours(model, [noop]), "prebuilt": prebuilt(model, [noop])}
-    medians = await alternated(graphs, round_trip_count, repeats)
-    for name, (wall, cpu) in medians.items():
+def report(runs: Runs, round_trip_count: int) -> None:
+    for name, times in runs.items():
+        wall, cpu = (statistics.median(t[i] for t in times) for i in (0, 1))
         print(f"{name}: {round_trip_count} round trips, median {wall:.3f}s ({cpu:.3f}s CPU)")
-    return ratios(medians, "ours", "prebuilt")
+
+
+async def overhead_ratios(round_trip_count: int, pairs: int) -> dict[str, float]:
+    """Ours ÷ LangChain's agent (planning alike), and ours unplanned ÷ the older prebuilt."""
+    model = LoopModel()
+    graphs = {"ours": ours(model, [noop]), "create_agent": prebuilt(model, [noop])}
+    runs = await alternated(graphs, round_trip_count, pairs)
+    report(runs, round_trip_count)
+    vs_prebuilt, vs_prebuilt_cpu = paired(runs, "ours", "create_agent")
+    unplanned = {
+        "ours_unplanned": build_agent_graph(AgentSpec(model=model, tools=[noop], limits=LIMITS)),
+        "create_react_agent": react_agent(model, [noop]),
+    }
+    runs = await alternated(unplanned, round_trip_count, pairs)
+    report(runs, round_trip_count)
+    return {
+        "ratio_vs_prebuilt": vs_prebuilt,
+        "ratio_vs_prebuilt_cpu": vs_prebuilt_cpu,
+        "ratio_vs_react_agent": paired(runs, "ours_unplanned", "create_react_agent")[0],
+    }
 
 
 async def pipeline_ratio(calls: int, repeats: int) -> float:
@@ -256,7 +291,7 @@ server.serve_forever()
 """
 
 
-async def tracing_ratio(round_trip_count: int, repeats: int) -> tuple[float, float]:
+async def tracing_ratio(round_trip_count: int, pairs: int) -> tuple[float, float]:
     """Round trips with tracing exporting to a local receiver / the same graph without tracing."""
     from orchestrator.tracing import provider
 
@@ -269,10 +304,10 @@ async def tracing_ratio(round_trip_count: int, repeats: int) -> tuple[float, flo
     os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = f"http://127.0.0.1:{port}"
     try:
         traced = ours(LoopModel(), [noop])
-        medians = await alternated(
+        runs = await alternated(
             {"traced": traced, "plain": plain},
             round_trip_count,
-            repeats,
+            pairs,
             settle={"traced": provider.flush},  # a run's spans are sent in its time
         )
     finally:
@@ -280,12 +315,8 @@ async def tracing_ratio(round_trip_count: int, repeats: int) -> tuple[float, flo
         del os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"]
         receiver.kill()
         receiver.wait()
-    (traced_s, traced_cpu), (plain_s, plain_cpu) = medians["traced"], medians["plain"]
-    print(
-        f"tracing: {round_trip_count} round trips, median {traced_s:.3f}s traced "
-        f"({traced_cpu:.3f}s CPU), {plain_s:.3f}s not ({plain_cpu:.3f}s CPU)"
-    )
-    return ratios(medians, "traced", "plain")
+    report(runs, round_trip_count)
+    return paired(runs, "traced", "plain")
 
 
 async def process_isolation_ratio(calls: int) -> float:
@@ -341,24 +372,24 @@ async def process_isolation_ratio(calls: int) -> float:
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--round-trips", type=int, default=200)
-    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--round-trips", type=int, default=100)
+    parser.add_argument("--pairs", type=int, default=21)
     parser.add_argument("--parallel-pairs", type=int, default=5)
     parser.add_argument("--no-planning", action="store_true", help="our graph without planning")
     options = parser.parse_args()
     global PLANNING
     PLANNING = None if options.no_planning else PLANNING
     use_tool_threads()
-    vs_prebuilt, vs_prebuilt_cpu = await overhead_ratio(options.round_trips, options.repeats)
-    figures = {
-        "ratio_vs_prebuilt": vs_prebuilt,
-        "pipeline_ratio": await pipeline_ratio(2000, options.repeats),
+    figures = await overhead_ratios(options.round_trips, options.pairs)
+    figures |= {
+        "pipeline_ratio": await pipeline_ratio(2000, options.pairs),
         "parallel_ratio": await parallel_ratio(nap, options.parallel_pairs),
         "parallel_ratio_sync_tools": await parallel_ratio(blocking_nap, options.parallel_pairs),
     }
-    figures["tracing_ratio"], tracing_cpu = await tracing_ratio(options.round_trips, options.repeats)
+    figures["tracing_ratio"], figures["tracing_ratio_cpu"] = await tracing_ratio(
+        options.round_trips, options.pairs
+    )
     figures["process_isolation_ratio"] = await process_isolation_ratio(options.round_trips)
-    figures |= {"ratio_vs_prebuilt_cpu": vs_prebuilt_cpu, "tracing_ratio_cpu": tracing_cpu}
     print(json.dumps({key: round(value, 3) for key, value in figures.items()}))
 
 

@@ -18,6 +18,7 @@ from orchestrator.plans import PLAN_METADATA, plan_view
 from orchestrator.tools.base import Tool, ToolRequest, action
 from orchestrator.tools.context import RunContext, UserDatabase, current_context
 from orchestrator.tools.results import ToolResult
+from orchestrator.tracing.spans import Attribute, span
 
 if TYPE_CHECKING:
     from langchain_core.messages import AnyMessage
@@ -88,6 +89,13 @@ class AgentTool(Tool):
         self._graph = graph
         self._tools = list(tools)
 
+    def _agent_attributes(self) -> dict[str, Attribute | None]:
+        return {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": self.name,
+            "gen_ai.agent.description": self.description or None,
+        }
+
     @property
     def tools(self) -> list[BaseTool]:
         """The tools of the level below this agent."""
@@ -101,15 +109,18 @@ class AgentTool(Tool):
         if self._graph is None:
             raise OrchestratorError(f"agent {self.name} has no graph: the host never attached it")
         try:
-            # LangGraph types a graph's result `dict[str, Any]`; an agent graph's is its state.
-            state = cast(
-                "AgentReply",
-                await self._graph.ainvoke(  # pyright: ignore[reportUnknownMemberType]  # langgraph's own signature takes a bare `Command`
-                    {"messages": [HumanMessage(params.request)]},
-                    _nested_config(request),
-                    context=self._nested_context(request),
-                ),
-            )
+            # By the GenAI conventions an agent's run is an `invoke_agent` span (below the
+            # call's `execute_tool`): its model and tool calls are its children.
+            with span(f"invoke_agent {self.name}", self._agent_attributes()):
+                # LangGraph types a graph's result `dict[str, Any]`; an agent graph's is its state.
+                state = cast(
+                    "AgentReply",
+                    await self._graph.ainvoke(  # pyright: ignore[reportUnknownMemberType]  # langgraph's own signature takes a bare `Command`
+                        {"messages": [HumanMessage(params.request)]},
+                        _nested_config(request),
+                        context=self._nested_context(request),
+                    ),
+                )
         except Exception as error:  # LangGraph's GraphBubbleUp is no model failure: re-raised
             failure = _model_failure(error)
             if failure is None:

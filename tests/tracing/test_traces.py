@@ -17,7 +17,7 @@ from opentelemetry.sdk.trace.export import SpanExportResult
 from orchestrator.redact import remember
 from orchestrator.runtime import Orchestrator
 from orchestrator.settings import load_settings
-from orchestrator.testing import ScriptedChatModel, call_tools
+from orchestrator.testing import OpenAICompatibleServer, ScriptedChatModel, call_tools
 from orchestrator.tracing import provider
 from tests.otlp_receiver import Receiver
 from tests.tool_folders import parrot_agent
@@ -79,6 +79,10 @@ async def test_a_nested_turn_is_one_trace_with_the_agents_calls_below_their_call
     (ask,) = receiver.named("execute_tool parrot_ask")
     (echo,) = receiver.named("execute_tool echo_say")
     assert ask in receiver.ancestors(echo), "the nested call is a descendant of its caller"
+    (agent,) = receiver.named("invoke_agent parrot")
+    assert agent.attributes["gen_ai.operation.name"] == "invoke_agent"
+    assert agent.attributes["gen_ai.agent.name"] == "parrot"
+    assert ask in receiver.ancestors(agent) and agent in receiver.ancestors(echo)
     assert turn in receiver.ancestors(ask)
     assert echo.attributes["orchestrator.parent_request_id"] == ask.attributes["orchestrator.request_id"]
     assert echo.attributes["gen_ai.tool.name"] == "echo_say"
@@ -90,12 +94,49 @@ async def test_a_nested_turn_is_one_trace_with_the_agents_calls_below_their_call
         assert model.attributes["gen_ai.request.model"]
     answered = [m for m in models if "gen_ai.usage.input_tokens" in m.attributes]
     assert answered and all(m.attributes["gen_ai.usage.input_tokens"] == 11 for m in answered)
-    parrot_models = [m for m in models if ask in receiver.ancestors(m)]
-    assert len(parrot_models) == 2, "the parrot's model calls are below the call that asked it"
+    parrot_models = [m for m in models if agent in receiver.ancestors(m)]
+    assert len(parrot_models) == 2, "the parrot's model calls are below the agent's run"
+    repeated = {"orchestrator.session_id", "enduser.id"}
+    assert not any(repeated & set(s.attributes) for s in [*models, ask, echo, agent]), (
+        "the session and user are on the turn's span only"
+    )
     assert not any(
         key.startswith(("gen_ai.input", "gen_ai.output", "gen_ai.tool.call.arguments"))
         for span in receiver.spans for key in span.attributes
     ), "no content by default"
+
+
+async def test_a_model_span_carries_the_providers_response_id_not_langchains(
+    receiver: Receiver, tmp_path: Path
+):
+    """(A streamed OpenAI reply's id LangChain does not hand over: a whole reply's it does.)"""
+    with OpenAICompatibleServer(["Hello."]) as server:
+        settings = load_settings(
+            openai_base_url=server.base_url,
+            openai_api_key="test",
+            model="openai:test-model",
+            model_max_retries=0,
+            model_streaming=False,
+            sub_graphs_dir=tmp_path / "sub_graphs",
+            data_dir=tmp_path / "data",
+        )
+        result = await Orchestrator.create(settings, checkpointer=InMemorySaver()).session(
+            user_id="ann"
+        ).run("hi")
+    assert result.answer == "Hello."
+    provider.flush()
+
+    (chat,) = receiver.named("chat test-model")
+    assert chat.attributes["gen_ai.response.id"] == "chatcmpl-test", "the server's id"
+    assert chat.attributes["server.address"] == "127.0.0.1"
+
+
+async def test_a_reply_without_a_providers_id_has_no_response_id(receiver: Receiver, tmp_path: Path):
+    """A scripted model gives no id: LangChain's own (`lc_run-...`) is no provider's."""
+    await nested_turn(tmp_path)
+
+    models = receiver.named("chat ")
+    assert models and not any("gen_ai.response.id" in m.attributes for m in models)
 
 
 async def test_content_is_recorded_only_when_asked_and_then_redacted(
@@ -122,7 +163,7 @@ import asyncio, sys
 from langgraph.checkpoint.memory import InMemorySaver
 from orchestrator.runtime import Orchestrator
 from orchestrator.settings import load_settings
-from orchestrator.testing import ScriptedChatModel, call_tools
+from orchestrator.testing import OpenAICompatibleServer, ScriptedChatModel, call_tools
 
 async def main():
     model = ScriptedChatModel(steps=[call_tools(("calculator", {"expression": "2+2"})), "4"])
@@ -338,7 +379,7 @@ import asyncio
 from langgraph.checkpoint.memory import InMemorySaver
 from orchestrator.cli.common import settings_or_exit
 from orchestrator.runtime import Orchestrator
-from orchestrator.testing import ScriptedChatModel, call_tools
+from orchestrator.testing import OpenAICompatibleServer, ScriptedChatModel, call_tools
 
 async def main():
     settings = settings_or_exit()
