@@ -11,6 +11,8 @@ from orchestrator.errors import ToolError
 
 # Past this many tables only their names are listed: ask for one table to see its columns.
 MAX_DESCRIBED = 50
+# list_schemas names at most this many tables and views of a schema.
+MAX_LISTED = 200
 # The catalogs every database has, not the user's data.
 SYSTEM_SCHEMAS = frozenset(
     {"information_schema", "pg_catalog", "pg_toast", "mysql", "sys", "performance_schema"}
@@ -79,25 +81,35 @@ def resolve(inspector: Inspector, table: str, *, schema: str | None) -> str:
 
 
 class Schema(TypedDict):
-    """A schema and the names of its tables and views."""
+    """A schema, the names of its tables and views, and how many more were not listed."""
 
     name: str
     tables: list[str]
     views: list[str]
+    not_listed: int
 
 
 def schemas(connection: Connection) -> list[Schema]:
-    """Each schema the login can see (not the database's own catalogs), its tables and views."""
+    """Each schema the login can see (not the database's own catalogs), its tables and views:
+    the first MAX_LISTED names of each."""
     inspector = inspect(connection)
     return [
-        {
-            "name": name,
-            "tables": sorted(inspector.get_table_names(schema=name)),
-            "views": sorted(inspector.get_view_names(schema=name)),
-        }
+        _schema(inspector, name)
         for name in sorted(inspector.get_schema_names())
         if name.lower() not in SYSTEM_SCHEMAS
     ]
+
+
+def _schema(inspector: Inspector, name: str) -> Schema:
+    tables = sorted(inspector.get_table_names(schema=name))
+    views = sorted(inspector.get_view_names(schema=name))
+    shown_views = max(0, MAX_LISTED - len(tables))
+    return {
+        "name": name,
+        "tables": tables[:MAX_LISTED],
+        "views": views[:shown_views],
+        "not_listed": max(0, len(tables) - MAX_LISTED) + len(views) - len(views[:shown_views]),
+    }
 
 
 def schemas_summary(found: list[Schema]) -> str:
@@ -109,6 +121,11 @@ def schemas_summary(found: list[Schema]) -> str:
         line = f"{schema['name']}: {', '.join(schema['tables']) or 'no tables'}"
         if schema["views"]:
             line += f"; views: {', '.join(schema['views'])}"
+        if schema["not_listed"]:
+            line += (
+                f"; and {schema['not_listed']} more (describe_schema with "
+                f"schema_name {schema['name']!r} names them all)"
+            )
         lines.append(line)
     return "\n".join(lines)
 

@@ -320,7 +320,26 @@ async def test_schemas_are_listed_with_their_tables_and_views(
         "name": "reporting",
         "tables": ["Big Spenders"],
         "views": ["paris"],
+        "not_listed": 0,
     }
+
+
+async def test_a_schema_of_many_tables_names_the_first_and_counts_the_rest(
+    tmp_path: Path, monkeypatch
+):
+    path = tmp_path / "wide.db"
+    with sqlite3.connect(path) as connection:
+        connection.executescript("".join(f"CREATE TABLE t{n:03} (x);" for n in range(203)))
+        connection.execute("CREATE VIEW v AS SELECT 1")
+    monkeypatch.setenv("DATABASE_AGENT_URL", f"sqlite:///{path}")
+
+    listed = await call("list_schemas")
+
+    [main] = listed.data["schemas"]
+    assert (len(main["tables"]), main["views"], main["not_listed"]) == (200, [], 4)
+    assert listed.message.endswith(
+        "t199; and 4 more (describe_schema with schema_name 'main' names them all)"
+    )
 
 
 async def test_sample_rows_shows_the_first_rows_of_a_table_or_view(
