@@ -182,7 +182,14 @@ class DatabaseAgent(Tool):
             result = connection.execute(chosen.limit(limit + 1))
             columns = list(result.keys())
             fetched = result.fetchall()
-        return _rows_result(request, columns, fetched, limit=limit, provider=engine.dialect.name)
+        return _rows_result(
+            request,
+            columns,
+            fetched,
+            limit=limit,
+            provider=engine.dialect.name,
+            advice="use query for the rows you need",
+        )
 
     @action(Explain)
     def explain(self, params: Explain, request: ToolRequest) -> ToolResult:
@@ -225,6 +232,7 @@ def _rows_result(
     *,
     limit: int,
     provider: str,
+    advice: str = "narrow the query",
 ) -> ToolResult:
     """At most `limit` of the `fetched` rows as JSON; `truncated` when more were there."""
     rows = [
@@ -233,19 +241,19 @@ def _rows_result(
     ]
     truncated = len(fetched) > limit
     return request.result(
-        _rows_message(len(rows), columns, truncated=truncated, limit=limit),
+        _rows_message(len(rows), columns, truncated=truncated, limit=limit, advice=advice),
         data={"columns": columns, "rows": rows, "row_count": len(rows), "truncated": truncated},
         metadata={"provider": provider},
     )
 
 
-def _rows_message(count: int, columns: list[str], *, truncated: bool, limit: int) -> str:
+def _rows_message(
+    count: int, columns: list[str], *, truncated: bool, limit: int, advice: str
+) -> str:
     if not columns:
         return "The statement returned no columns."
     shown = f"{count} row{'s' if count != 1 else ''} ({', '.join(columns)})"
-    return shown + (
-        f"; more exist past the limit of {limit}: narrow the query" if truncated else ""
-    )
+    return shown + (f"; more exist past the limit of {limit}: {advice}" if truncated else "")
 
 
 class Written(TypedDict):

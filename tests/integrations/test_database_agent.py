@@ -397,3 +397,28 @@ async def test_explain_on_sqlite_indents_each_step_under_its_parent(sqlite_shop:
     assert plan.data["plan"][1].startswith("LIST SUBQUERY")
     assert plan.data["plan"][2].startswith("  SCAN orders")
     assert plan.metadata == {"provider": "sqlite"}
+
+
+def test_orchestrator_run_lists_samples_and_explains(cli, shop_db: str, tmp_path: Path):
+    approved_copy(cli, tmp_path, "database_agent")
+
+    listed = cli("run", "database_agent", "list_schemas", cwd=tmp_path)
+    sampled = cli("run", "database_agent", "sample_rows", "table: orders, rows: 1", cwd=tmp_path)
+    explained = cli(
+        "run",
+        "database_agent",
+        "explain",
+        "--json",
+        '{"sql": "SELECT * FROM orders"}',
+        cwd=tmp_path,
+    )
+
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.splitlines()[0] == "public: customers, orders"
+    assert sampled.returncode == 0, sampled.stderr
+    assert sampled.stdout.splitlines()[0] == (
+        "1 row (id, customer_id, total, placed); more exist past the limit of 1: "
+        "use query for the rows you need"
+    )
+    assert explained.returncode == 0, explained.stderr
+    assert json.loads(explained.stdout)["data"]["plan"][0].startswith("Seq Scan on orders")
