@@ -48,6 +48,11 @@ NOT_FOUND_SQLSTATES = frozenset({"42P01", "3F000", "3D000"})
 MYSQL_REFUSED = frozenset({1142, 1143, 1227, 1370})
 # MySQL: no such table, no such database.
 MYSQL_NOT_FOUND = frozenset({1146, 1049})
+# lock_not_available (PostgreSQL's lock_timeout); MySQL's lock wait timeout; SQLite's words
+# past its busy timeout (the `timeout` of the url, 5 seconds unless it says).
+BUSY_SQLSTATES = frozenset({"55P03"})
+MYSQL_BUSY = frozenset({1205})
+BUSY_WORDS = re.compile(r"database is locked|database table is locked")
 # What carries no SQLSTATE: libpq's refusals at connect time, and SQLite's words.
 REFUSED_WORDS = re.compile(r"permission denied")
 NOT_FOUND_WORDS = re.compile(r'no such table|database ".*" does not exist')
@@ -152,6 +157,13 @@ def _tool_error(error: exc.DBAPIError, *, where: str) -> ToolError:
             f"{detail}; narrow the query",
             code="statement_timeout",
             recoverable=False,
+        )
+    if _matches(error.orig, BUSY_SQLSTATES, MYSQL_BUSY, BUSY_WORDS):
+        return ToolError(
+            f"{where} is busy: {detail} (another connection held a lock past the wait); "
+            "try again shortly",
+            code="database_busy",
+            recoverable=True,
         )
     if _read_only_refusal(error.orig):
         return ToolError(

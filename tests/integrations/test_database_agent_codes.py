@@ -159,6 +159,26 @@ async def test_a_statement_past_its_time_limit_is_a_timeout(
         assert "narrow the query" in str(stopped)
 
 
+async def test_a_locked_sqlite_database_is_busy_and_worth_a_retry(sqlite_ledger: Path, monkeypatch):
+    # timeout=0: SQLite's busy wait gives up at once rather than after its 5 seconds.
+    monkeypatch.setenv("DATABASE_AGENT_URL", f"sqlite:///{sqlite_ledger}?timeout=0")
+    monkeypatch.setenv("DATABASE_AGENT_ALLOW_WRITES", "true")
+    holder = sqlite3.connect(sqlite_ledger, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        read = await failure("query", sql="SELECT count(*) FROM customers")
+        written = await failure("write", sql="DELETE FROM customers")
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    after = await call("query", sql="SELECT count(*) AS n FROM customers")
+
+    for busy in (read, written):
+        assert (busy.code, busy.recoverable) == ("database_busy", True), str(busy)
+        assert "database is locked" in str(busy)
+    assert after.data["rows"] == [{"n": 2}], "the same call works once the lock is gone"
+
+
 async def test_numeric_values_come_back_exact_as_text(reader: str):
     read = await call(
         "query",
