@@ -168,7 +168,11 @@ class UnattendedGate:
 def configuration_problem(request: CallRequest) -> ToolResult | None:
     """The failure of a call whose tool is not configured (see `Tool.settings_model`), if so."""
     tool = request.tool
-    problem = tool.owner.configuration_problem() if isinstance(tool, ActionTool) else None
+    problem = (
+        tool.owner.configuration_problem(action=tool.spec.name)
+        if isinstance(tool, ActionTool)
+        else None
+    )
     return request.failed(problem) if problem is not None else None
 
 

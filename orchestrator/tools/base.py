@@ -282,8 +282,13 @@ class Tool(BaseModel):
         folder = self._context.folder if self._context is not None else None
         return settings.load(self.config, tool=self.name, folder=folder)
 
-    def configuration_problem(self) -> ToolError | None:
-        """Why the tool cannot run as configured (its `settings_model` unreadable), or None."""
+    def configuration_problem(self, *, action: str | None = None) -> ToolError | None:
+        """Why the tool (or its `action`) cannot run as configured, or None.
+
+        Read before a call that needs the person's decision asks: a call that could not run
+        fails at once. Here: its `settings_model` unreadable; a tool may add its own reasons
+        (an action its configuration turns off).
+        """
         if self.settings_model is None:
             return None
         try:

@@ -11,6 +11,12 @@ from orchestrator.errors import ToolError
 
 # Past this many tables only their names are listed: ask for one table to see its columns.
 MAX_DESCRIBED = 50
+# list_schemas names at most this many tables and views of a schema.
+MAX_LISTED = 200
+# The catalogs every database has, not the user's data.
+SYSTEM_SCHEMAS = frozenset(
+    {"information_schema", "pg_catalog", "pg_toast", "mysql", "sys", "performance_schema"}
+)
 
 
 class Column(TypedDict):
@@ -42,23 +48,86 @@ def describe(
 ) -> list[Table]:
     """The tables (and views) of `schema`, or only `table`, with their columns and keys."""
     inspector = inspect(connection)
-    names = [*inspector.get_table_names(schema=schema), *inspector.get_view_names(schema=schema)]
-    if table is not None:
-        match = [name for name in names if name == table] or [
-            name for name in names if name.lower() == table.lower()
-        ]
-        if not match:
-            raise ToolError(
-                f"There is no table or view {table!r}"
-                + (f" in schema {schema!r}" if schema else "")
-                + f"; there are: {', '.join(sorted(names)) or 'none'}",
-                code="not_found",
-                recoverable=False,
-            )
-        names = match[:1]
+    names = (
+        relations(inspector, schema=schema)
+        if table is None
+        else [resolve(inspector, table, schema=schema)]
+    )
     if len(names) > MAX_DESCRIBED:
         return [{"name": name} for name in sorted(names)]
     return [_table(inspector, name, schema=schema) for name in sorted(names)]
+
+
+def relations(inspector: Inspector, *, schema: str | None) -> list[str]:
+    """The names of the tables and views of `schema` (the default one when None)."""
+    return [*inspector.get_table_names(schema=schema), *inspector.get_view_names(schema=schema)]
+
+
+def resolve(inspector: Inspector, table: str, *, schema: str | None) -> str:
+    """`table` as the database spells it (exactly, else ignoring case), or `not_found`."""
+    names = relations(inspector, schema=schema)
+    match = [name for name in names if name == table] or [
+        name for name in names if name.lower() == table.lower()
+    ]
+    if not match:
+        raise ToolError(
+            f"There is no table or view {table!r}"
+            + (f" in schema {schema!r}" if schema else "")
+            + f"; there are: {', '.join(sorted(names)) or 'none'}",
+            code="not_found",
+            recoverable=False,
+        )
+    return match[0]
+
+
+class Schema(TypedDict):
+    """A schema, the names of its tables and views, and how many more were not listed."""
+
+    name: str
+    tables: list[str]
+    views: list[str]
+    not_listed: int
+
+
+def schemas(connection: Connection) -> list[Schema]:
+    """Each schema the login can see (not the database's own catalogs), its tables and views:
+    the first MAX_LISTED names of each."""
+    inspector = inspect(connection)
+    return [
+        _schema(inspector, name)
+        for name in sorted(inspector.get_schema_names())
+        if name.lower() not in SYSTEM_SCHEMAS
+    ]
+
+
+def _schema(inspector: Inspector, name: str) -> Schema:
+    tables = sorted(inspector.get_table_names(schema=name))
+    views = sorted(inspector.get_view_names(schema=name))
+    shown_views = max(0, MAX_LISTED - len(tables))
+    return {
+        "name": name,
+        "tables": tables[:MAX_LISTED],
+        "views": views[:shown_views],
+        "not_listed": max(0, len(tables) - MAX_LISTED) + len(views) - len(views[:shown_views]),
+    }
+
+
+def schemas_summary(found: list[Schema]) -> str:
+    """A line a schema: `public: customers, orders; views: big_orders`."""
+    if not found:
+        return "The database has no schemas this login can see."
+    lines: list[str] = []
+    for schema in found:
+        line = f"{schema['name']}: {', '.join(schema['tables']) or 'no tables'}"
+        if schema["views"]:
+            line += f"; views: {', '.join(schema['views'])}"
+        if schema["not_listed"]:
+            line += (
+                f"; and {schema['not_listed']} more (describe_schema with "
+                f"schema_name {schema['name']!r} names them all)"
+            )
+        lines.append(line)
+    return "\n".join(lines)
 
 
 def _table(inspector: Inspector, name: str, *, schema: str | None) -> Table:

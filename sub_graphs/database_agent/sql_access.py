@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import datetime
 import decimal
+import re
 import sqlite3
 import uuid
 from collections.abc import Iterator, Mapping
@@ -39,6 +40,22 @@ READ_ONLY_SQLSTATE = "25006"
 CANCELED_SQLSTATE = "57014"
 # MySQL: max_execution_time exceeded. SQLite's progress handler: "interrupted".
 MYSQL_TIMED_OUT = 3024
+# insufficient_privilege: the login may not read or change it.
+REFUSED_SQLSTATES = frozenset({"42501"})
+# undefined_table, invalid_schema_name, invalid_catalog_name (no such database).
+NOT_FOUND_SQLSTATES = frozenset({"42P01", "3F000", "3D000"})
+# MySQL: a command denied to the login (on a table, a column, a routine; a privilege).
+MYSQL_REFUSED = frozenset({1142, 1143, 1227, 1370})
+# MySQL: no such table, no such database.
+MYSQL_NOT_FOUND = frozenset({1146, 1049})
+# lock_not_available (PostgreSQL's lock_timeout); MySQL's lock wait timeout; SQLite's words
+# past its busy timeout (the `timeout` of the url, 5 seconds unless it says).
+BUSY_SQLSTATES = frozenset({"55P03"})
+MYSQL_BUSY = frozenset({1205})
+BUSY_WORDS = re.compile(r"database is locked|database table is locked")
+# What carries no SQLSTATE: libpq's refusals at connect time, and SQLite's words.
+REFUSED_WORDS = re.compile(r"permission denied")
+NOT_FOUND_WORDS = re.compile(r'no such table|database ".*" does not exist')
 BAD_LOGIN_PHRASES = ("authentication failed", "no pg_hba.conf entry", "access denied for user")
 # MySQL's error numbers for a refused login.
 MYSQL_BAD_LOGIN = frozenset({1044, 1045, 1698})
@@ -141,10 +158,29 @@ def _tool_error(error: exc.DBAPIError, *, where: str) -> ToolError:
             code="statement_timeout",
             recoverable=False,
         )
+    if _matches(error.orig, BUSY_SQLSTATES, MYSQL_BUSY, BUSY_WORDS):
+        return ToolError(
+            f"{where} is busy: {detail} (another connection held a lock past the wait); "
+            "try again shortly",
+            code="database_busy",
+            recoverable=True,
+        )
     if _read_only_refusal(error.orig):
         return ToolError(
             f"{where} refused the write: {detail} (query only reads)",
             code="read_only",
+            recoverable=False,
+        )
+    if _matches(error.orig, REFUSED_SQLSTATES, MYSQL_REFUSED, REFUSED_WORDS):
+        return ToolError(
+            f"{where} refused: {detail} (the login database_agent uses may not do it)",
+            code="refused",
+            recoverable=False,
+        )
+    if _matches(error.orig, NOT_FOUND_SQLSTATES, MYSQL_NOT_FOUND, NOT_FOUND_WORDS):
+        return ToolError(
+            f"{where}: {detail} (list_schemas names the schemas and tables there are)",
+            code="not_found",
             recoverable=False,
         )
     if error.connection_invalidated or (
@@ -170,6 +206,22 @@ def _read_only_refusal(orig: BaseException | None) -> bool:
         return True
     text = str(orig).lower()
     return "readonly database" in text or "read-only transaction" in text
+
+
+def _matches(
+    orig: BaseException | None,
+    sqlstates: frozenset[str],
+    mysql_numbers: frozenset[int],
+    words: re.Pattern[str],
+) -> bool:
+    """Whether the driver's error is one of these: by SQLSTATE, MySQL's number, else its words."""
+    sqlstate = getattr(orig, "sqlstate", None)
+    if isinstance(sqlstate, str):
+        return sqlstate in sqlstates
+    arguments = getattr(orig, "args", ())
+    if arguments and arguments[0] in mysql_numbers:
+        return True
+    return words.search(str(orig).lower()) is not None
 
 
 def _bad_login(orig: BaseException | None) -> bool:
@@ -213,7 +265,8 @@ def _first_line(error: object) -> str:
 
 
 def jsonable(value: object) -> object:
-    """A value of a row as JSON can carry it: dates as ISO text, decimals as numbers, bytes as base64."""
+    """A value of a row as JSON can carry it: dates as ISO text, exact decimals (NUMERIC) as
+    text holding each digit (`"120.50"`), bytes as base64."""
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
     if isinstance(value, (datetime.date, datetime.time)):
@@ -221,7 +274,8 @@ def jsonable(value: object) -> object:
     if isinstance(value, datetime.timedelta):
         return value.total_seconds()
     if isinstance(value, decimal.Decimal):
-        return int(value) if value == value.to_integral_value() else float(value)
+        # Text, every digit as the database sent it: a float would round 0.1 or a 20-digit sum.
+        return format(value, "f")
     if isinstance(value, (bytes, bytearray, memoryview)):
         return base64.b64encode(bytes(value)).decode("ascii")
     if isinstance(value, uuid.UUID):

@@ -21,15 +21,25 @@ MULTIPLE_STATEMENTS = (
     "send each statement in a call of its own"
 )
 NO_STATEMENT = "sql holds no statement, only comments or semicolons"
+NOT_A_STATEMENT = (
+    "syntax error: {word!r} does not start an SQL statement (SELECT, WITH, INSERT, UPDATE, "
+    "...): check its spelling"
+)
+# Statements sqlparse reads as plain names, not keywords (the others it knows are keywords).
+STATEMENT_NAMES = frozenset(
+    {"pragma", "refresh", "release", "discard", "import", "optimize", "handler", "unlisten"}
+)
 
 
 def sole_statement(sql: str) -> str:
     """The first word (lower case) of the one statement `sql` holds.
 
     Raises `ToolError` (code `multiple_statements`) when it holds more than one, and
-    `InvalidToolArgumentsError` when it holds none.
+    `InvalidToolArgumentsError` when it holds none or its first word starts no statement (a
+    misspelt `SELEC` is a syntax error, not a write).
     """
-    words = [word for word in map(_first_word, sqlparse.split(sql)) if word]
+    firsts = [first for first in map(_first_word, sqlparse.split(sql)) if first[0]]
+    words = [word for word, _ in firsts]
     if len(words) > 1:
         raise ToolError(
             MULTIPLE_STATEMENTS.format(
@@ -38,15 +48,19 @@ def sole_statement(sql: str) -> str:
             code="multiple_statements",
             recoverable=False,
         )
-    if not words:
+    if not firsts:
         raise InvalidToolArgumentsError(NO_STATEMENT)
-    return words[0]
+    [(word, keyword)] = firsts
+    if not keyword and word not in STATEMENT_NAMES:
+        raise InvalidToolArgumentsError(NOT_A_STATEMENT.format(word=word))
+    return word
 
 
-def _first_word(statement: str) -> str:
+def _first_word(statement: str) -> tuple[str, bool]:
+    """The statement's first word (lower case), and whether SQL knows it as a keyword."""
     # Past whitespace, comments and punctuation (`;`, an opening parenthesis).
     for kind, value in tokenize(statement):
         if kind in tokens.Whitespace or kind in tokens.Comment or kind in tokens.Punctuation:
             continue
-        return value.lower()
-    return ""
+        return value.lower(), kind in tokens.Keyword
+    return "", False

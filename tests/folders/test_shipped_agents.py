@@ -193,7 +193,8 @@ async def test_two_level_call_carries_request_ids_down_the_tree(
     assert result.answer == "Done: I added 'Buy milk' to your list."
     assert model.bound_tools == [
         "current_time", "calculator", "ask_human", "request_authorization", "search_messages",
-        "database_agent_describe_schema", "database_agent_query", "database_agent_write",
+        "database_agent_describe_schema", "database_agent_explain", "database_agent_list_schemas",
+        "database_agent_query", "database_agent_sample_rows", "database_agent_write",
         "personal_assistant_agent_ask", "research_agent_ask",
         "s3_agent_delete", "s3_agent_download", "s3_agent_list", "s3_agent_upload",
         "slack_agent_post", "slack_agent_read", "create_execution_plan",

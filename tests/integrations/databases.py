@@ -12,9 +12,17 @@ from sqlalchemy.engine import make_url
 
 
 @contextmanager
-def scratch_database(postgres_url: str, *, schema: str, tables: str, name: str) -> Iterator[str]:
+def scratch_database(
+    postgres_url: str,
+    *,
+    schema: str,
+    tables: str,
+    name: str,
+    rights: str = "SELECT, INSERT, UPDATE, DELETE",
+) -> Iterator[str]:
     """A database of its own holding `schema`, and the URL of a login that may read, change and
-    delete the rows of `tables` (its only rights: the agent's guards are what stop it)."""
+    delete the rows of `tables` (its only rights: the agent's guards are what stop it), or
+    only what `rights` says (`SELECT`: a read-only role)."""
     database, role, password = (
         f"{name}_{uuid.uuid4().hex[:10]}",
         f"{name}_login_{uuid.uuid4().hex[:10]}",
@@ -27,7 +35,7 @@ def scratch_database(postgres_url: str, *, schema: str, tables: str, name: str) 
     owner = admin.set(database=database).render_as_string(hide_password=False)
     with psycopg.connect(owner, autocommit=True) as connection:
         connection.execute(schema)
-        connection.execute(f'GRANT SELECT, INSERT, UPDATE, DELETE ON {tables} TO "{role}"')
+        connection.execute(f'GRANT {rights} ON {tables} TO "{role}"')
     try:
         yield admin.set(database=database, username=role, password=password).render_as_string(
             hide_password=False

@@ -76,7 +76,7 @@ async def test_a_query_reads_rows_with_named_parameters_under_the_row_limit(
 
     assert paris.data == {
         "columns": ["name", "spent", "last"],
-        "rows": [{"name": "Bob", "spent": 95.25, "last": "2026-11-03"}],
+        "rows": [{"name": "Bob", "spent": "95.25", "last": "2026-11-03"}],
         "row_count": 1,
         "truncated": False,
     }
@@ -207,9 +207,7 @@ async def test_each_failure_is_a_clear_error(shop_url: str, tmp_path: Path, monk
     with pytest.raises(ToolError, match="There is no SQLite database at .*nowhere.db") as no_file:
         await call("query", sql="SELECT 1")
     monkeypatch.setenv("DATABASE_AGENT_URL", shop_url)
-    with pytest.raises(
-        InvalidToolArgumentsError, match='refused the statement: relation "invoices" does not exist'
-    ):
+    with pytest.raises(ToolError, match='relation "invoices" does not exist') as no_table:
         await call("query", sql="SELECT * FROM invoices")
     monkeypatch.delenv("DATABASE_AGENT_URL")
     with pytest.raises(
@@ -219,7 +217,7 @@ async def test_each_failure_is_a_clear_error(shop_url: str, tmp_path: Path, monk
 
     assert (login.value.code, login.value.recoverable) == ("bad_credentials", False)
     assert (down.value.code, down.value.recoverable) == ("server_unreachable", True)
-    assert no_file.value.code == "not_found"
+    assert no_file.value.code == no_table.value.code == "not_found"
     assert unset.value.code == "not_configured"
     assert "wrong" not in str(login.value), "the password is not repeated"
 
@@ -283,3 +281,144 @@ def test_a_write_asks_first_and_a_rejected_one_does_not_run(
     assert json.loads(approved.stdout)["data"] == {"rows_affected": 1}
     with psycopg.connect(shop_db) as connection:
         assert connection.execute("SELECT count(*) FROM customers WHERE id = 50").fetchone() == (1,)
+
+
+REPORTING = """
+CREATE SCHEMA reporting;
+GRANT USAGE ON SCHEMA reporting TO PUBLIC;
+CREATE TABLE reporting."Big Spenders" (name text, total numeric(10, 2));
+INSERT INTO reporting."Big Spenders" VALUES ('Ada', 120.50);
+CREATE VIEW reporting.paris AS SELECT name FROM customers WHERE city = 'Paris';
+"""
+
+
+@pytest.fixture(scope="module")
+def reporting_url(postgres_url: str) -> Iterator[str]:
+    """The shop with a second schema holding a table whose name needs quoting, and a view."""
+    with scratch_database(
+        postgres_url,
+        schema=SHOP + REPORTING,
+        tables='customers, orders, reporting."Big Spenders", reporting.paris',
+        name="reports",
+    ) as url:
+        yield url
+
+
+async def test_schemas_are_listed_with_their_tables_and_views(
+    reporting_url: str, sqlite_shop: Path, monkeypatch
+):
+    sqlite = await call("list_schemas")
+    monkeypatch.setenv("DATABASE_AGENT_URL", reporting_url)
+    postgres = await call("list_schemas")
+
+    assert sqlite.message == "main: customers, orders"
+    assert postgres.message.splitlines() == [
+        "public: customers, orders",
+        "reporting: Big Spenders; views: paris",
+    ]
+    assert postgres.data["schemas"][1] == {
+        "name": "reporting",
+        "tables": ["Big Spenders"],
+        "views": ["paris"],
+        "not_listed": 0,
+    }
+
+
+async def test_a_schema_of_many_tables_names_the_first_and_counts_the_rest(
+    tmp_path: Path, monkeypatch
+):
+    path = tmp_path / "wide.db"
+    with sqlite3.connect(path) as connection:
+        connection.executescript("".join(f"CREATE TABLE t{n:03} (x);" for n in range(203)))
+        connection.execute("CREATE VIEW v AS SELECT 1")
+    monkeypatch.setenv("DATABASE_AGENT_URL", f"sqlite:///{path}")
+
+    listed = await call("list_schemas")
+
+    [main] = listed.data["schemas"]
+    assert (len(main["tables"]), main["views"], main["not_listed"]) == (200, [], 4)
+    assert listed.message.endswith(
+        "t199; and 4 more (describe_schema with schema_name 'main' names them all)"
+    )
+
+
+async def test_sample_rows_shows_the_first_rows_of_a_table_or_view(
+    reporting_url: str, sqlite_shop: Path, monkeypatch
+):
+    monkeypatch.setenv("DATABASE_AGENT_MAX_ROWS", "2")
+    sqlite = await call("sample_rows", table="CUSTOMERS", rows=1)
+    monkeypatch.setenv("DATABASE_AGENT_URL", reporting_url)
+    capped = await call("sample_rows", table="customers", rows=50)
+    quoted = await call("sample_rows", table="big spenders", schema_name="reporting")
+    view = await call("sample_rows", table="paris", schema_name="reporting")
+    with pytest.raises(ToolError, match="no table or view 'invoices' in schema 'reporting'") as no:
+        await call("sample_rows", table="invoices", schema_name="reporting")
+
+    assert sqlite.data == {
+        "columns": ["id", "name", "city"],
+        "rows": [{"id": 1, "name": "Ada", "city": "London"}],
+        "row_count": 1,
+        "truncated": True,
+    }
+    assert capped.data["row_count"] == 2 and capped.data["truncated"] is True, "max_rows caps it"
+    assert quoted.data["rows"] == [{"name": "Ada", "total": "120.50"}]
+    assert quoted.message == "1 row (name, total)"
+    assert {row["name"] for row in view.data["rows"]} == {"Bob", "Cy"}
+    assert (no.value.code, no.value.recoverable) == ("not_found", False)
+
+
+async def test_explain_shows_the_plan_without_running_the_statement(shop_db: str):
+    read = await call(
+        "explain", sql="SELECT name FROM customers WHERE city = :city", parameters={"city": "Paris"}
+    )
+    delete = await call("explain", sql="DELETE FROM orders WHERE total > 0")
+    with pytest.raises(InvalidToolArgumentsError, match="without EXPLAIN: 'explain'"):
+        await call("explain", sql="EXPLAIN ANALYZE DELETE FROM orders")
+    with pytest.raises(ToolError, match="syntax error") as analyze:
+        await call("explain", sql="ANALYZE DELETE FROM orders")
+
+    assert read.data["plan"][0].startswith("Seq Scan on customers")
+    assert "Filter: (city = 'Paris'::text)" in read.message
+    assert delete.data["plan"][0].startswith("Delete on orders")
+    assert analyze.value.code == "invalid_arguments"
+    with psycopg.connect(shop_db) as connection:
+        assert connection.execute("SELECT count(*) FROM orders").fetchone() == (3,)
+
+
+async def test_explain_on_sqlite_indents_each_step_under_its_parent(sqlite_shop: Path):
+    plan = await call(
+        "explain",
+        sql="SELECT name FROM customers WHERE id IN (SELECT customer_id FROM orders "
+        "WHERE total > :least)",
+        parameters={"least": 100},
+    )
+
+    assert plan.data["plan"][0] == "SEARCH customers USING INTEGER PRIMARY KEY (rowid=?)"
+    assert plan.data["plan"][1].startswith("LIST SUBQUERY")
+    assert plan.data["plan"][2].startswith("  SCAN orders")
+    assert plan.metadata == {"provider": "sqlite"}
+
+
+def test_orchestrator_run_lists_samples_and_explains(cli, shop_db: str, tmp_path: Path):
+    approved_copy(cli, tmp_path, "database_agent")
+
+    listed = cli("run", "database_agent", "list_schemas", cwd=tmp_path)
+    sampled = cli("run", "database_agent", "sample_rows", "table: orders, rows: 1", cwd=tmp_path)
+    explained = cli(
+        "run",
+        "database_agent",
+        "explain",
+        "--json",
+        '{"sql": "SELECT * FROM orders"}',
+        cwd=tmp_path,
+    )
+
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.splitlines()[0] == "public: customers, orders"
+    assert sampled.returncode == 0, sampled.stderr
+    assert sampled.stdout.splitlines()[0] == (
+        "1 row (id, customer_id, total, placed); more exist past the limit of 1: "
+        "use query for the rows you need"
+    )
+    assert explained.returncode == 0, explained.stderr
+    assert json.loads(explained.stdout)["data"]["plan"][0].startswith("Seq Scan on orders")
