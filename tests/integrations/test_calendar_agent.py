@@ -499,8 +499,6 @@ async def test_each_mistake_in_the_new_actions_is_a_clear_error(radicale: Radica
     [
         ("update", {"uid": "u1", "summary": "X"}),
         ("move", {"uid": "u1", "start": "2026-12-01T10:00"}),
-        ("delete", {"uid": "u1", "occurrence": "2026-12-01T10:00"}),
-        ("create", {"summary": "X", "start": "2026-12-01T10:00", "recurrence": "FREQ=DAILY"}),
     ],
 )
 async def test_the_new_actions_say_a_bad_login_and_a_server_down(
@@ -515,3 +513,58 @@ async def test_the_new_actions_say_a_bad_login_and_a_server_down(
 
     assert (bad_login.value.code, bad_login.value.recoverable) == ("bad_credentials", False)
     assert (down.value.code, down.value.recoverable) == ("server_unreachable", True)
+
+
+@pytest.fixture
+def shared_read_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[RadicaleServer]:
+    """Radicale where Work is the user's and Shared (holding a weekly series, uid s1) is only
+    theirs to read, as a calendar shared with them read-only."""
+    root = tmp_path / "radicale"
+    with RadicaleServer(root) as setup:
+        principal = caldav.DAVClient(url=setup.url, username=USER, password=PASSWORD).principal()
+        principal.make_calendar(name="Work", cal_id="work")
+        principal.make_calendar(name="Shared", cal_id="shared").save_event(
+            zoned_event(
+                "s1",
+                "Board",
+                "Europe/Paris",
+                "2026-12-01T10:00",
+                "2026-12-01T11:00",
+                rrule="FREQ=WEEKLY;COUNT=3",
+            )
+        )
+    with RadicaleServer(root, read_only="shared") as server:
+        for name, value in {"URL": server.url, "USERNAME": USER, "PASSWORD": PASSWORD}.items():
+            monkeypatch.setenv(f"CALENDAR_AGENT_{name}", value)
+        monkeypatch.setenv("CALENDAR_AGENT_TIMEZONE", "Europe/Paris")
+        yield server
+
+
+async def test_a_read_only_calendar_refuses_each_change(shared_read_only: RadicaleServer):
+    mine = await call("create", summary="Mine", start="2026-12-02T10:00", calendar="Work")
+    changes = {
+        "update": ("update", {"uid": "s1", "summary": "X", "calendar": "Shared"}),
+        "move in time": ("move", {"uid": "s1", "start": "2026-12-01T12:00", "calendar": "Shared"}),
+        "move into it": (
+            "move",
+            {"uid": mine.data["uid"], "to_calendar": "Shared", "calendar": "Work"},
+        ),
+        "move out of it": ("move", {"uid": "s1", "to_calendar": "Work", "calendar": "Shared"}),
+        "delete one occurrence": (
+            "delete",
+            {"uid": "s1", "occurrence": "2026-12-08T10:00", "calendar": "Shared"},
+        ),
+    }
+
+    for what, (action, parameters) in changes.items():
+        with pytest.raises(
+            ToolError, match="The CalDAV server refused access: Forbidden"
+        ) as refused:
+            await call(action, **parameters)
+        assert (refused.value.code, refused.value.recoverable) == ("refused", False), what
+    listed = await call("list", start="2026-12-01", days=14, calendar="Shared")
+    assert [e["start"] for e in listed.data["events"]] == [
+        "2026-12-01T10:00:00+01:00",
+        "2026-12-08T10:00:00+01:00",
+    ], "the series unchanged"
+    assert events_on_the_server(shared_read_only, "Work") == ["Mine"], "kept where it was"

@@ -3,12 +3,15 @@ library); every time listed in the one zone the settings choose."""
 
 from __future__ import annotations
 
+from contextlib import suppress
 from datetime import date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import icalendar
+import requests
 from caldav.calendarobjectresource import CalendarObjectResource
 from caldav.collection import Calendar
+from caldav.lib import error as dav_error
 
 from orchestrator.errors import InvalidToolArgumentsError, ToolError
 from orchestrator.tools import Tool, ToolRequest, ToolResult, action
@@ -124,12 +127,7 @@ class CalendarAgent(Tool):
             if target.url == calendar.url:
                 _save(found, event)
             else:
-                mark_changed(event)
-                found.icalendar_instance.add_missing_timezones()
-                # Saved in the new calendar before it leaves the old one: a failure between the
-                # two leaves it in both, never in neither.
-                target.save_event(found.icalendar_instance.to_ical().decode())
-                found.delete()
+                _move_between(found, event, target)
         return self._result(
             "Moved", event, calendar=target, zone=zone, request=request, before=before
         )
@@ -252,6 +250,20 @@ def _master(found: CalendarObjectResource) -> icalendar.Event:
     """The event itself, or the series (not one occurrence's changed copy)."""
     events = found.icalendar_instance.events
     return next((e for e in events if e.RECURRENCE_ID is None), events[0])
+
+
+def _move_between(found: CalendarObjectResource, event: icalendar.Event, target: Calendar) -> None:
+    """Save the event in `target`, then delete it where it was. Never in neither calendar:
+    when the old one may not delete it (read-only), the copy goes and the error is said."""
+    mark_changed(event)
+    found.icalendar_instance.add_missing_timezones()
+    copy = target.save_event(found.icalendar_instance.to_ical().decode())
+    try:
+        found.delete()
+    except (dav_error.DAVError, requests.exceptions.RequestException):
+        with suppress(dav_error.DAVError, requests.exceptions.RequestException):
+            copy.delete()  # best effort: at worst it is in both, which loses nothing
+        raise
 
 
 def _save(found: CalendarObjectResource, event: icalendar.Event) -> None:
