@@ -568,3 +568,69 @@ async def test_a_read_only_calendar_refuses_each_change(shared_read_only: Radica
         "2026-12-08T10:00:00+01:00",
     ], "the series unchanged"
     assert events_on_the_server(shared_read_only, "Work") == ["Mine"], "kept where it was"
+
+
+async def test_a_series_until_a_day_ends_on_that_day_in_the_chosen_zone(radicale: RadicaleServer):
+    created = await call(
+        "create",
+        summary="Yoga",
+        start="2026-12-01T19:00",
+        recurrence="rrule:freq=weekly;until=20261215",
+    )
+    listed = await call("list", start="2026-12-01", days=28)
+
+    [stored] = stored_calendars(radicale, "Work")
+    assert stored.events[0].rrules[0]["UNTIL"] == [
+        datetime(2026, 12, 15, 22, 59, 59, tzinfo=UTC)
+    ], "RFC 5545: a timed series' UNTIL is in UTC; the day's end in Paris"
+    assert created.data["recurrence"] == "FREQ=WEEKLY;UNTIL=20261215T225959Z"
+    assert [e["start"][:10] for e in listed.data["events"]] == [
+        "2026-12-01",
+        "2026-12-08",
+        "2026-12-15",
+    ]
+
+
+def test_orchestrator_run_updates_moves_and_deletes_one_occurrence(
+    cli, radicale: RadicaleServer, tmp_path: Path
+):
+    approved_copy(cli, tmp_path, "personal_assistant_agent", "calendar_agent")
+    path = "personal_assistant_agent/calendar_agent"
+
+    created = cli(
+        "run",
+        path,
+        "create",
+        "summary: Standup, start: 2026-12-01T09:00, duration_minutes: 15, "
+        "recurrence: FREQ=WEEKLY;BYDAY=TU,TH;COUNT=4",
+        cwd=tmp_path,
+    )
+    uid = json.loads(
+        cli("run", path, "list", "--json", '{"start": "2026-12-01"}', cwd=tmp_path).stdout
+    )["data"]["events"][0]["uid"]
+    updated = cli("run", path, "update", f"uid: {uid}, location: Room 4", cwd=tmp_path)
+    moved = cli("run", path, "move", f"uid: {uid}, start: 2026-12-01T09:30", cwd=tmp_path)
+    deleted = cli(
+        "run",
+        path,
+        "delete",
+        "--json",
+        json.dumps({"uid": uid, "occurrence": "2026-12-03T09:30:00+01:00"}),
+        cwd=tmp_path,
+        stdin="y\n",
+    )
+    listed = cli("run", path, "list", "start: 2026-12-01, days: 14", cwd=tmp_path)
+
+    assert created.returncode == 0, created.stderr
+    assert created.stdout.startswith(f"Created 2026-12-01 09:00-09:15 Standup (uid {uid}, repeats)")
+    assert updated.returncode == 0 and "Standup at Room 4" in updated.stdout, updated.stderr
+    assert moved.returncode == 0 and moved.stdout.startswith("Moved 2026-12-01 09:30-09:45"), (
+        moved.stderr
+    )
+    assert deleted.returncode == 0, deleted.stderr
+    assert [line[:22] for line in listed.stdout.splitlines()[:4]] == [
+        "2026-12-01 09:30-09:45",
+        "2026-12-08 09:30-09:45",
+        "2026-12-10 09:30-09:45",
+        "Times in Europe/Paris.",
+    ]
