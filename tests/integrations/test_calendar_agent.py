@@ -634,3 +634,18 @@ def test_orchestrator_run_updates_moves_and_deletes_one_occurrence(
         "2026-12-10 09:30-09:45",
         "Times in Europe/Paris.",
     ]
+
+
+async def test_a_series_moved_keeps_its_deleted_occurrence_deleted(radicale: RadicaleServer):
+    created = await call(
+        "create", summary="Sync", start="2026-12-01T09:00", recurrence="FREQ=DAILY;COUNT=3"
+    )
+    uid = created.data["uid"]
+    await call("delete", uid=uid, occurrence="2026-12-02T09:00")
+    await call("move", uid=uid, start="2026-12-01T10:30")
+    listed = await call("list", start="2026-12-01", days=7)
+
+    assert [e["start"] for e in listed.data["events"]] == [
+        "2026-12-01T10:30:00+01:00",
+        "2026-12-03T10:30:00+01:00",
+    ]

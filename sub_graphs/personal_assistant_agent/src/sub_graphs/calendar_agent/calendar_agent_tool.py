@@ -29,6 +29,7 @@ from .event_ical import (
     set_recurrence,
     set_text,
     set_when,
+    shift_exceptions,
 )
 from .event_times import day_start, stored
 from .recurrence import is_occurrence
@@ -99,7 +100,7 @@ class CalendarAgent(Tool):
             found = calendar.event_by_uid(params.uid)
             event = _master(found)
             before = event_fields(event, zone)
-            _reschedule(event, params.start, params.end, zone=zone)
+            _reschedule(found, event, params.start, params.end, zone=zone)
             set_text(event, "summary", params.summary)
             set_text(event, "location", params.location)
             set_text(event, "description", params.description)
@@ -122,7 +123,7 @@ class CalendarAgent(Tool):
             found = calendar.event_by_uid(params.uid)
             event = _master(found)
             before = event_fields(event, zone)
-            _reschedule(event, params.start, None, zone=zone)
+            _reschedule(found, event, params.start, None, zone=zone)
             target = open_calendar(settings, params.to_calendar) if params.to_calendar else calendar
             if target.url == calendar.url:
                 _save(found, event)
@@ -200,21 +201,30 @@ def _span(
 
 
 def _reschedule(
-    event: icalendar.Event, start: datetime | None, end: datetime | None, *, zone: ZoneInfo
+    found: CalendarObjectResource,
+    event: icalendar.Event,
+    start: datetime | None,
+    end: datetime | None,
+    *,
+    zone: ZoneInfo,
 ) -> None:
-    """New times for `event`, of its kind (days stay days); a new start alone keeps the length."""
+    """New times for `event`, of its kind (days stay days); a new start alone keeps the length;
+    a series' left-out and changed occurrences move with it."""
     if start is None and end is None:
         return
     old_start, length = event.start, event.duration
     if isinstance(old_start, datetime):
         new_start: date = stored(start, zone) if start else old_start
         new_end: date = stored(end, zone) if end else new_start + length
+        by = new_start - old_start if isinstance(new_start, datetime) else timedelta()
     else:
         new_start = start.date() if start else old_start
         new_end = end.date() + timedelta(days=1) if end else new_start + length
+        by = new_start - old_start
     if new_end < new_start:
         raise InvalidToolArgumentsError("end is before start")
     set_when(event, new_start, new_end)
+    shift_exceptions(found.icalendar_instance, event, by=by)
 
 
 def _occurrence(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from email.utils import parseaddr
 from typing import TypedDict
 from zoneinfo import ZoneInfo
@@ -118,6 +118,19 @@ def leave_out(calendar: icalendar.Calendar, master: icalendar.Event, occurrence:
         for component in calendar.subcomponents
         if not (isinstance(component, icalendar.Event) and occurrence == component.RECURRENCE_ID)
     ]
+
+
+def shift_exceptions(
+    calendar: icalendar.Calendar, master: icalendar.Event, *, by: timedelta
+) -> None:
+    """Move a series' left-out occurrences (EXDATE) and changed ones (RECURRENCE-ID) `by` as
+    far as its start moved, so that they stay the same occurrences."""
+    if not by:
+        return
+    master.exdates = [day + by for day in master.exdates]
+    for event in calendar.events:
+        if event.RECURRENCE_ID is not None:
+            event.RECURRENCE_ID = event.RECURRENCE_ID + by
 
 
 def attendees_of(event: icalendar.Event) -> list[Attendee]:
