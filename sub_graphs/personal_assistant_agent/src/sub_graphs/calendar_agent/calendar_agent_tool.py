@@ -75,9 +75,10 @@ class CalendarAgent(Tool):
         """Create an event (timed or all-day), repeating by an RRULE, with attendees."""
         settings = self._settings()
         zone = settings.zone()
-        start, end = _span(params.start, params.end, all_day=params.all_day, zone=zone)
-        if params.end is None and not params.all_day:
-            end = start + timedelta(minutes=params.duration_minutes)
+        length = timedelta(minutes=params.duration_minutes)
+        start, end = _span(
+            params.start, params.end, all_day=params.all_day, length=length, zone=zone
+        )
         event = new_event(summary=params.summary, start=start, end=end)
         set_text(event, "location", params.location)
         set_text(event, "description", params.description)
@@ -143,17 +144,9 @@ class CalendarAgent(Tool):
             found = calendar.event_by_uid(params.uid)
             event = _master(found)
             if params.occurrence is None:
-                fields = event_fields(event, zone)
                 found.delete()
-                return request.result(
-                    f"Deleted {_line(fields)} from {calendar.name} (times in {zone.key}).",
-                    data={
-                        "calendar": calendar.name,
-                        "timezone": zone.key,
-                        **fields,
-                        "deleted": True,
-                    },
-                    metadata={"provider": "caldav"},
+                return self._result(
+                    "Deleted", event, calendar=calendar, zone=zone, request=request, deleted=True
                 )
             occurrence = _occurrence(found.icalendar_instance, event, params.occurrence, zone=zone)
             leave_out(found.icalendar_instance, event, occurrence)
@@ -182,22 +175,23 @@ class CalendarAgent(Tool):
         **extra: object,
     ) -> ToolResult:
         fields = event_fields(event, zone)
+        where = "from" if done == "Deleted" else "on"
         return request.result(
-            f"{done} {_line(fields)} on {calendar.name} (times in {zone.key}).",
+            f"{done} {_line(fields)} {where} {calendar.name} (times in {zone.key}).",
             data={"calendar": calendar.name, "timezone": zone.key, **fields, **extra},
             metadata={"provider": "caldav"},
         )
 
 
 def _span(
-    start: datetime, end: datetime | None, *, all_day: bool, zone: ZoneInfo
+    start: datetime, end: datetime | None, *, all_day: bool, length: timedelta, zone: ZoneInfo
 ) -> tuple[date, date]:
-    """Start and end as stored: days (the end day included) or times; `end` is `start` when
-    left out, for the caller to replace."""
+    """Start and end as stored: days (the end day included), or times (`length` long when no
+    end is given)."""
     if all_day:
         return start.date(), (end or start).date() + timedelta(days=1)
     first = stored(start, zone)
-    return first, stored(end, zone) if end else first
+    return first, stored(end, zone) if end else first + length
 
 
 def _reschedule(
