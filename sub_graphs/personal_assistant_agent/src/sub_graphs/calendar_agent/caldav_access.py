@@ -33,12 +33,15 @@ class CalendarSettings(ToolSettings):
     def zone(self) -> ZoneInfo:
         """The zone every event is listed in, and of times given without one: the setting, else
         the machine's own zone (UTC when the machine names none)."""
-        name = self.timezone or tzlocal.get_localzone_name() or "UTC"
+        name = self.timezone
         try:
+            # tzlocal raises the same errors when the machine's settings disagree or name no zone
+            name = name or tzlocal.get_localzone_name() or "UTC"
             return ZoneInfo(name)
         except (ZoneInfoNotFoundError, ValueError):
+            what = repr(name) if name else "the machine's zone"
             raise ToolError(
-                f"calendar_agent's timezone {name!r} is not an IANA zone (e.g. Europe/Paris): "
+                f"calendar_agent's timezone {what} is not an IANA zone (e.g. Europe/Paris): "
                 "set CALENDAR_AGENT_TIMEZONE",
                 code="not_configured",
                 recoverable=False,
