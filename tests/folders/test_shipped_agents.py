@@ -203,6 +203,7 @@ async def test_two_level_call_carries_request_ids_down_the_tree(
     inner_tools = {t.name for t in assistant.tool.tools}
     assert inner_tools == {
         "calendar_agent_create", "calendar_agent_delete", "calendar_agent_list",
+        "calendar_agent_move", "calendar_agent_update",
         "email_agent_send", "task_agent_add", "task_agent_complete", "task_agent_list",
     }
     calls = {r.tool: r for r in caplog.records if hasattr(r, "tool")}

@@ -25,9 +25,11 @@ class _Quiet(WSGIRequestHandler):
 
 
 class RadicaleServer(ServedOnThread):
-    """Radicale with one user (`ada`, password `s3cret`) who owns their calendars, kept in `root`."""
+    """Radicale with one user (`ada`, password `s3cret`) who owns their calendars, kept in `root`;
+    the calendar `read_only` names (its id) they may read but not change, as a calendar shared
+    with them read-only would be."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, read_only: str | None = None) -> None:
         root.mkdir(parents=True, exist_ok=True)
         users = root / "users"
         users.write_text(f"{USER}:{PASSWORD}\n")
@@ -41,7 +43,7 @@ class RadicaleServer(ServedOnThread):
                     "htpasswd_encryption": "plain",
                     "delay": "0",
                 },
-                "rights": {"type": "owner_only"},
+                "rights": _rights(root, read_only),
             },
             "test",
             privileged=True,
@@ -62,3 +64,15 @@ class RadicaleServer(ServedOnThread):
     def url(self) -> str:
         return f"http://127.0.0.1:{self._server.server_address[1]}/"
 
+
+def _rights(root: Path, read_only: str | None) -> dict[str, str]:
+    if read_only is None:
+        return {"type": "owner_only"}
+    rules = root / "rights"
+    rules.write_text(
+        "[root]\nuser: .+\ncollection:\npermissions: R\n\n"
+        "[principal]\nuser: .+\ncollection: {user}\npermissions: RW\n\n"
+        f"[read-only]\nuser: .+\ncollection: {{user}}/{read_only}\npermissions: r\n\n"
+        "[calendars]\nuser: .+\ncollection: {user}/[^/]+\npermissions: rw\n"
+    )
+    return {"type": "from_file", "file": str(rules)}

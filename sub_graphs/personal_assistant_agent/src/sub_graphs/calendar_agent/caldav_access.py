@@ -1,17 +1,14 @@
-"""The CalDAV account the settings describe, its calendar, events as iCalendar, errors said plainly."""
+"""The CalDAV account the settings describe, its calendars, and its errors said plainly."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, date, datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import caldav
-import icalendar
 import requests
-from caldav.calendarobjectresource import CalendarObjectResource
+import tzlocal
 from caldav.collection import Calendar
 from caldav.lib import error as dav_error
 from pydantic import Field, SecretStr
@@ -19,8 +16,6 @@ from pydantic_settings import SettingsConfigDict
 
 from orchestrator.errors import ToolError
 from orchestrator.tools import ToolSettings
-
-PRODID = "-//orchestrator//calendar_agent//EN"
 
 
 class CalendarSettings(ToolSettings):
@@ -32,16 +27,22 @@ class CalendarSettings(ToolSettings):
     username: str | None = None
     password: SecretStr | None = None
     calendar: str | None = None
-    timezone: str = "UTC"
+    timezone: str | None = None
     timeout_seconds: int = Field(default=30, ge=1)
 
     def zone(self) -> ZoneInfo:
-        """The zone of times given without one."""
+        """The zone every event is listed in, and of times given without one: the setting, else
+        the machine's own zone (UTC when the machine names none)."""
+        name = self.timezone
         try:
-            return ZoneInfo(self.timezone)
+            # tzlocal raises the same errors when the machine's settings disagree or name no zone
+            name = name or tzlocal.get_localzone_name() or "UTC"
+            return ZoneInfo(name)
         except (ZoneInfoNotFoundError, ValueError):
+            what = repr(name) if name else "the machine's zone"
             raise ToolError(
-                f"calendar_agent's timezone {self.timezone!r} is not an IANA zone (e.g. Europe/Paris)",
+                f"calendar_agent's timezone {what} is not an IANA zone (e.g. Europe/Paris): "
+                "set CALENDAR_AGENT_TIMEZONE",
                 code="not_configured",
                 recoverable=False,
             ) from None
@@ -74,60 +75,6 @@ def open_calendar(settings: CalendarSettings, name: str | None) -> Calendar:
         code="not_found",
         recoverable=False,
     )
-
-
-def new_event(
-    *,
-    summary: str,
-    start: datetime | date,
-    end: datetime | date,
-    location: str | None,
-    description: str | None,
-) -> tuple[str, str]:
-    """(uid, iCalendar text) of a new event."""
-    event = icalendar.Event()
-    uid = f"{uuid.uuid4()}@orchestrator"
-    event.add("uid", uid)
-    event.add("dtstamp", datetime.now(UTC))
-    event.add("summary", summary)
-    event.add("dtstart", start)
-    event.add("dtend", end)
-    if location:
-        event.add("location", location)
-    if description:
-        event.add("description", description)
-    calendar = icalendar.Calendar()
-    calendar.add("prodid", PRODID)
-    calendar.add("version", "2.0")
-    calendar.add_component(event)
-    return uid, calendar.to_ical().decode()
-
-
-def event_fields(found: CalendarObjectResource) -> dict[str, object]:
-    """An event as the model reads it: uid, summary, start, end (ISO), all_day, where, what."""
-    component = found.icalendar_component
-    start = component.get("dtstart").dt
-    end_field = component.get("dtend")
-    end = end_field.dt if end_field is not None else start
-    return {
-        "uid": str(component.get("uid", "")),
-        "summary": str(component.get("summary", "")),
-        "start": start.isoformat(),
-        "end": end.isoformat(),
-        "all_day": not isinstance(start, datetime),
-        "location": str(component["location"]) if "location" in component else None,
-        "description": str(component["description"]) if "description" in component else None,
-    }
-
-
-def day_start(day: date, zone: ZoneInfo) -> datetime:
-    """Midnight of `day` in `zone`."""
-    return datetime.combine(day, datetime.min.time(), tzinfo=zone)
-
-
-def aware(moment: datetime, zone: ZoneInfo) -> datetime:
-    """`moment` in `zone` when it names none."""
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=zone)
 
 
 @contextmanager

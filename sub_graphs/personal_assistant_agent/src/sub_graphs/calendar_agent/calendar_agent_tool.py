@@ -1,72 +1,49 @@
-"""The user's calendar over CalDAV: list events, create one, delete one (the caldav library)."""
+"""The user's calendar over CalDAV: list, create, update, move and delete events (the caldav
+library); every time listed in the one zone the settings choose."""
 
 from __future__ import annotations
 
+from contextlib import suppress
 from datetime import date, datetime, timedelta
+from zoneinfo import ZoneInfo
 
-from pydantic import BaseModel, Field, model_validator
+import icalendar
+import requests
+from caldav.calendarobjectresource import CalendarObjectResource
+from caldav.collection import Calendar
+from caldav.lib import error as dav_error
 
+from orchestrator.errors import InvalidToolArgumentsError, ToolError
 from orchestrator.tools import Tool, ToolRequest, ToolResult, action
 
-from .caldav_access import (
-    CalendarSettings,
-    aware,
-    day_start,
+from .caldav_access import CalendarSettings, failures, open_calendar
+from .calendar_params import CreateEvent, DeleteEvent, ListEvents, MoveEvent, UpdateEvent
+from .event_ical import (
+    EventFields,
     event_fields,
-    failures,
+    leave_out,
+    mark_changed,
+    new_calendar,
     new_event,
-    open_calendar,
+    set_attendees,
+    set_recurrence,
+    set_text,
+    set_when,
+    shift_exceptions,
 )
-
-CALENDAR = "The calendar's name; the configured (or first) one when left out."
-
-
-class ListEvents(BaseModel):
-    start: date | None = Field(
-        default=None, description="First day, YYYY-MM-DD; today if left out."
-    )
-    days: int = Field(default=7, ge=1, le=366, description="How many days from start.")
-    calendar: str | None = Field(default=None, description=CALENDAR)
-
-
-class CreateEvent(BaseModel):
-    summary: str = Field(min_length=1, max_length=500, description="The event's title.")
-    start: datetime = Field(
-        description="When it starts, YYYY-MM-DDTHH:MM (the configured timezone unless one is given)."
-    )
-    end: datetime | None = Field(
-        default=None, description="When it ends; start + duration if left out."
-    )
-    duration_minutes: int = Field(
-        default=60, ge=1, le=60 * 24 * 14, description="Used without end."
-    )
-    all_day: bool = Field(
-        default=False, description="An all-day event on start's day (through end's)."
-    )
-    location: str | None = Field(default=None, description="Where it takes place.")
-    description: str | None = Field(default=None, description="Notes for the event.")
-    calendar: str | None = Field(default=None, description=CALENDAR)
-
-    @model_validator(mode="after")
-    def _ends_after_it_starts(self) -> CreateEvent:
-        if self.end is not None and self.end.replace(tzinfo=None) < self.start.replace(tzinfo=None):
-            raise ValueError("end is before start")
-        return self
-
-
-class DeleteEvent(BaseModel):
-    uid: str = Field(min_length=1, description="The event's uid, as list or create gave it.")
-    calendar: str | None = Field(default=None, description=CALENDAR)
+from .event_times import day_start, stored
+from .recurrence import is_occurrence
 
 
 class CalendarAgent(Tool):
-    """Lists, creates and deletes events on the user's CalDAV calendar."""
+    """Lists, creates, updates, moves and deletes events on the user's CalDAV calendar."""
 
     settings_model = CalendarSettings
 
     @action(ListEvents)
     def list(self, params: ListEvents, request: ToolRequest) -> ToolResult:
-        """List the events of a range of days (a week from today by default)."""
+        """List the events of a range of days (a week from today by default), recurring ones
+        expanded, every time in the configured timezone."""
         settings = self._settings()
         zone = settings.zone()
         first = params.start or datetime.now(zone).date()
@@ -74,14 +51,18 @@ class CalendarAgent(Tool):
         with failures(settings):
             calendar = open_calendar(settings, params.calendar)
             found = calendar.search(start=start, end=end, event=True, expand=True)
-        events = sorted((event_fields(item) for item in found), key=lambda e: str(e["start"]))
+        events = sorted(
+            (event_fields(item.icalendar_component, zone) for item in found),
+            key=lambda e: _sort_key(e, zone),
+        )
         lines = [_line(event) for event in events] or [
             f"No events from {first} for {params.days} days."
         ]
         return request.result(
-            "\n".join(lines),
+            "\n".join([*lines, f"Times in {zone.key}."]),
             data={
                 "calendar": calendar.name,
+                "timezone": zone.key,
                 "start": start.isoformat(),
                 "end": end.isoformat(),
                 "events": events,
@@ -91,66 +72,220 @@ class CalendarAgent(Tool):
 
     @action(CreateEvent)
     def create(self, params: CreateEvent, request: ToolRequest) -> ToolResult:
-        """Create an event (timed, or all-day) on the calendar."""
+        """Create an event (timed or all-day), repeating by an RRULE, with attendees."""
         settings = self._settings()
         zone = settings.zone()
-        start: datetime | date
-        if params.all_day:
-            start = params.start.date()
-            end: datetime | date = (params.end.date() if params.end else start) + timedelta(days=1)
-        else:
-            start = aware(params.start, zone)
-            end = (
-                aware(params.end, zone)
-                if params.end
-                else start + timedelta(minutes=params.duration_minutes)
-            )
-        uid, ical = new_event(
-            summary=params.summary,
-            start=start,
-            end=end,
-            location=params.location,
-            description=params.description,
+        length = timedelta(minutes=params.duration_minutes)
+        start, end = _span(
+            params.start, params.end, all_day=params.all_day, length=length, zone=zone
         )
+        event = new_event(summary=params.summary, start=start, end=end)
+        set_text(event, "location", params.location)
+        set_text(event, "description", params.description)
+        if params.recurrence:
+            set_recurrence(event, params.recurrence, zone=zone)
+        set_attendees(event, params.attendees)
         with failures(settings):
             calendar = open_calendar(settings, params.calendar)
-            calendar.save_event(ical)
-        event = {
-            "uid": uid,
-            "summary": params.summary,
-            "start": start.isoformat(),
-            "end": end.isoformat(),
-            "all_day": params.all_day,
-            "location": params.location,
-            "description": params.description,
-        }
-        return request.result(
-            f"Created {_line(event)} on {calendar.name}.",
-            data={"calendar": calendar.name, **event},
-            metadata={"provider": "caldav"},
+            calendar.save_event(new_calendar(event).to_ical().decode())
+        return self._result("Created", event, calendar=calendar, zone=zone, request=request)
+
+    @action(UpdateEvent)
+    def update(self, params: UpdateEvent, request: ToolRequest) -> ToolResult:
+        """Change an event (a whole series when it repeats): its title, times (a new start
+        keeps its length), place, notes, repeat rule or attendees."""
+        settings = self._settings()
+        zone = settings.zone()
+        with failures(settings, uid=params.uid):
+            calendar = open_calendar(settings, params.calendar)
+            found = calendar.event_by_uid(params.uid)
+            event = _master(found)
+            before = event_fields(event, zone)
+            _reschedule(found, event, params.start, params.end, zone=zone)
+            set_text(event, "summary", params.summary)
+            set_text(event, "location", params.location)
+            set_text(event, "description", params.description)
+            if params.recurrence is not None:
+                set_recurrence(event, params.recurrence, zone=zone)
+            if params.attendees is not None:
+                set_attendees(event, params.attendees)
+            _save(found, event)
+        return self._result(
+            "Updated", event, calendar=calendar, zone=zone, request=request, before=before
+        )
+
+    @action(MoveEvent)
+    def move(self, params: MoveEvent, request: ToolRequest) -> ToolResult:
+        """Move an event to a new start (keeping its length), to another calendar, or both."""
+        settings = self._settings()
+        zone = settings.zone()
+        with failures(settings, uid=params.uid):
+            calendar = open_calendar(settings, params.calendar)
+            found = calendar.event_by_uid(params.uid)
+            event = _master(found)
+            before = event_fields(event, zone)
+            _reschedule(found, event, params.start, None, zone=zone)
+            target = open_calendar(settings, params.to_calendar) if params.to_calendar else calendar
+            if target.url == calendar.url:
+                _save(found, event)
+            else:
+                _move_between(found, event, target)
+        return self._result(
+            "Moved", event, calendar=target, zone=zone, request=request, before=before
         )
 
     @action(DeleteEvent, sensitive=True)
     def delete(self, params: DeleteEvent, request: ToolRequest) -> ToolResult:
-        """Delete an event from the calendar by its uid."""
+        """Delete an event by its uid (a whole series), or one occurrence of a recurring one."""
         settings = self._settings()
+        zone = settings.zone()
         with failures(settings, uid=params.uid):
             calendar = open_calendar(settings, params.calendar)
             found = calendar.event_by_uid(params.uid)
-            event = event_fields(found)
-            found.delete()
-        return request.result(
-            f"Deleted {_line(event)} from {calendar.name}.",
-            data={"calendar": calendar.name, **event, "deleted": True},
-            metadata={"provider": "caldav"},
+            event = _master(found)
+            if params.occurrence is None:
+                found.delete()
+                return self._result(
+                    "Deleted", event, calendar=calendar, zone=zone, request=request, deleted=True
+                )
+            occurrence = _occurrence(found.icalendar_instance, event, params.occurrence, zone=zone)
+            leave_out(found.icalendar_instance, event, occurrence)
+            _save(found, event)
+        shown = occurrence.astimezone(zone) if isinstance(occurrence, datetime) else occurrence
+        return self._result(
+            f"Deleted the {shown.isoformat()} occurrence of",
+            event,
+            calendar=calendar,
+            zone=zone,
+            request=request,
+            deleted_occurrence=shown.isoformat(),
         )
 
     def _settings(self) -> CalendarSettings:
         return self.settings(CalendarSettings)
 
+    def _result(
+        self,
+        done: str,
+        event: icalendar.Event,
+        *,
+        calendar: Calendar,
+        zone: ZoneInfo,
+        request: ToolRequest,
+        **extra: object,
+    ) -> ToolResult:
+        fields = event_fields(event, zone)
+        where = "from" if done == "Deleted" else "on"
+        return request.result(
+            f"{done} {_line(fields)} {where} {calendar.name} (times in {zone.key}).",
+            data={"calendar": calendar.name, "timezone": zone.key, **fields, **extra},
+            metadata={"provider": "caldav"},
+        )
 
-def _line(event: dict[str, object]) -> str:
-    start, end = str(event["start"]), str(event["end"])
+
+def _span(
+    start: datetime, end: datetime | None, *, all_day: bool, length: timedelta, zone: ZoneInfo
+) -> tuple[date, date]:
+    """Start and end as stored: days (the end day included), or times (`length` long when no
+    end is given)."""
+    if all_day:
+        return start.date(), (end or start).date() + timedelta(days=1)
+    first = stored(start, zone)
+    return first, stored(end, zone) if end else first + length
+
+
+def _reschedule(
+    found: CalendarObjectResource,
+    event: icalendar.Event,
+    start: datetime | None,
+    end: datetime | None,
+    *,
+    zone: ZoneInfo,
+) -> None:
+    """New times for `event`, of its kind (days stay days); a new start alone keeps the length;
+    a series' left-out and changed occurrences move with it."""
+    if start is None and end is None:
+        return
+    old_start, length = event.start, event.duration
+    if isinstance(old_start, datetime):
+        new_start: date = stored(start, zone) if start else old_start
+        new_end: date = stored(end, zone) if end else new_start + length
+        by = new_start - old_start if isinstance(new_start, datetime) else timedelta()
+    else:
+        new_start = start.date() if start else old_start
+        new_end = end.date() + timedelta(days=1) if end else new_start + length
+        by = new_start - old_start
+    if new_end < new_start:
+        raise InvalidToolArgumentsError("end is before start")
+    set_when(event, new_start, new_end)
+    shift_exceptions(found.icalendar_instance, event, by=by)
+
+
+def _occurrence(
+    calendar: icalendar.Calendar, event: icalendar.Event, given: date, *, zone: ZoneInfo
+) -> date:
+    """`given` as an occurrence of the series `event`, or a clear error."""
+    uid = event.uid
+    if not event.rrules and not event.rdates:
+        raise InvalidToolArgumentsError(
+            f"Event {uid!r} does not repeat: delete it without occurrence"
+        )
+    start = event.start
+    if isinstance(start, datetime):
+        if not isinstance(given, datetime):
+            raise InvalidToolArgumentsError(
+                f"Event {uid!r} repeats at a time of day: give the occurrence's start time"
+            )
+        occurrence: date = stored(given, zone)
+        if start.tzinfo is None:  # a floating series: read in the listing's zone
+            occurrence = occurrence.astimezone(zone).replace(tzinfo=None)
+    else:
+        occurrence = given.date() if isinstance(given, datetime) else given
+    if not is_occurrence(calendar, uid, occurrence):
+        raise ToolError(
+            f"Event {uid!r} has no occurrence at {given.isoformat()}; list the events to see them",
+            code="not_found",
+            recoverable=False,
+        )
+    return occurrence
+
+
+def _master(found: CalendarObjectResource) -> icalendar.Event:
+    """The event itself, or the series (not one occurrence's changed copy)."""
+    events = found.icalendar_instance.events
+    return next((e for e in events if e.RECURRENCE_ID is None), events[0])
+
+
+def _move_between(found: CalendarObjectResource, event: icalendar.Event, target: Calendar) -> None:
+    """Save the event in `target`, then delete it where it was. Never in neither calendar:
+    when the old one may not delete it (read-only), the copy goes and the error is said."""
+    mark_changed(event)
+    found.icalendar_instance.add_missing_timezones()
+    copy = target.save_event(found.icalendar_instance.to_ical().decode())
+    try:
+        found.delete()
+    except (dav_error.DAVError, requests.exceptions.RequestException):
+        with suppress(dav_error.DAVError, requests.exceptions.RequestException):
+            copy.delete()  # best effort: at worst it is in both, which loses nothing
+        raise
+
+
+def _save(found: CalendarObjectResource, event: icalendar.Event) -> None:
+    mark_changed(event)
+    instance = found.icalendar_instance
+    instance.add_missing_timezones()
+    found.icalendar_instance = instance
+    found.save()
+
+
+def _sort_key(event: EventFields, zone: ZoneInfo) -> datetime:
+    if event["all_day"]:
+        return day_start(date.fromisoformat(event["start"]), zone)
+    return datetime.fromisoformat(event["start"])
+
+
+def _line(event: EventFields) -> str:
+    start, end = event["start"], event["end"]
     if event["all_day"]:
         when = start
     else:
@@ -158,5 +293,8 @@ def _line(event: dict[str, object]) -> str:
         when = (
             f"{start[:10]} {start[11:16]}-{end[11:16] if same_day else end[:16].replace('T', ' ')}"
         )
-    where = f" at {event['location']}" if event.get("location") else ""
-    return f"{when} {event['summary']}{where} (uid {event['uid']})"
+    where = f" at {event['location']}" if event["location"] else ""
+    names = [attendee["name"] or attendee["email"] for attendee in event["attendees"]]
+    who = f" with {', '.join(names)}" if names else ""
+    repeats = ", repeats" if event["recurrence"] or event["occurrence"] else ""
+    return f"{when} {event['summary']}{where}{who} (uid {event['uid']}{repeats})"
