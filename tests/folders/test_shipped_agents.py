@@ -134,9 +134,9 @@ async def test_email_server_down_is_a_recoverable_tool_error(monkeypatch: pytest
     monkeypatch.setenv("EMAIL_AGENT_SMTP_PORT", str(free_port()))
     monkeypatch.setenv("EMAIL_AGENT_FROM_ADDRESS", "a@example.org")
     email = load_tool_folder(EMAIL)
-    with pytest.raises(ToolError, match="Could not send the email through 127.0.0.1") as caught:
+    with pytest.raises(ToolError, match="Could not reach the SMTP server 127.0.0.1") as caught:
         await email.execute(request("send", to=["bob@example.com"], subject="Hi", body="x"))
-    assert caught.value.code == "smtp_error" and caught.value.recoverable
+    assert caught.value.code == "server_unreachable" and caught.value.recoverable
 
 
 async def test_task_list_per_user(database: Database):
