@@ -53,7 +53,7 @@ class EmailAgent(Tool):
 
     @action(SendEmail)
     async def send(self, params: SendEmail, request: ToolRequest) -> ToolResult:
-        """Send an email: plain text, optionally HTML beside it, and attached files."""
+        """Send a plain-text email. With html, an HTML version goes beside the text; files attach from the allowed folder."""
         smtp = self.settings(SmtpSettings)
         attachments = read_attachments(smtp, params.attachments)
         message = _compose(smtp, params, attachments)
