@@ -202,7 +202,8 @@ async def test_two_level_call_carries_request_ids_down_the_tree(
     inner_tools = {t.name for t in assistant.tool.tools}
     assert inner_tools == {
         "calendar_agent_create", "calendar_agent_delete", "calendar_agent_list",
-        "email_agent_send", "task_agent_add", "task_agent_complete", "task_agent_list",
+        "email_agent_list_messages", "email_agent_read", "email_agent_search", "email_agent_send",
+        "task_agent_add", "task_agent_complete", "task_agent_list",
     }
     calls = {r.tool: r for r in caplog.records if hasattr(r, "tool")}
     outer, inner = calls["personal_assistant_agent_ask"], calls["task_agent_add"]

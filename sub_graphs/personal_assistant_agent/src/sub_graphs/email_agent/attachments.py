@@ -8,7 +8,7 @@ from pathlib import Path
 
 from orchestrator.tools import ToolError
 
-from .smtp_delivery import SmtpSettings
+from .email_settings import EmailSettings
 
 
 @dataclass(frozen=True)
@@ -21,7 +21,7 @@ class Attachment:
     content: bytes
 
 
-def read_attachments(smtp: SmtpSettings, given: list[str]) -> list[Attachment]:
+def read_attachments(smtp: EmailSettings, given: list[str]) -> list[Attachment]:
     """The files `given` names (relative to `attachments_dir`, or absolute inside it), each
     checked before any is read; the total is capped by `max_attachment_bytes`."""
     if not given:

@@ -1,17 +1,24 @@
-"""Sends real email over SMTP (STARTTLS, implicit TLS, or plain for a local relay)."""
+"""Sends real email over SMTP (STARTTLS, implicit TLS, or plain for a local relay), and reads
+the user's mail over IMAP, read-only."""
 
 from __future__ import annotations
 
 import asyncio
+from datetime import date
 from email.message import EmailMessage
 from email.utils import make_msgid, parseaddr
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
-from orchestrator.tools import Tool, ToolRequest, ToolResult, action
+from orchestrator.tools import Tool, ToolError, ToolRequest, ToolResult, action
 
 from .attachments import Attachment, read_attachments
-from .smtp_delivery import SmtpSettings, deliver, refused_error
+from .email_settings import EmailSettings
+from .imap_reading import Fetched, fetch, mailbox_open, quoted, search
+from .message_text import summary, summary_line, whole
+from .smtp_delivery import deliver, refused_error
+
+MAILBOX = "The mailbox (folder) to read, e.g. INBOX, Sent, Archive."
 
 
 def _address(value: str) -> str:
@@ -46,15 +53,110 @@ class SendEmail(BaseModel):
         return [_address(v) for v in values]
 
 
+class ListMessages(BaseModel):
+    mailbox: str = Field(default="INBOX", min_length=1, description=MAILBOX)
+    limit: int = Field(default=20, ge=1, le=100, description="At most this many, newest first.")
+    unread_only: bool = Field(default=False, description="Only messages not yet read.")
+
+
+class SearchMessages(ListMessages):
+    from_address: str | None = Field(default=None, description="Text in the sender (From).")
+    to: str | None = Field(default=None, description="Text in the recipients (To).")
+    subject: str | None = Field(default=None, description="Text in the subject.")
+    text: str | None = Field(default=None, description="Text anywhere in the headers or body.")
+    since: date | None = Field(default=None, description="Received on or after, YYYY-MM-DD.")
+    before: date | None = Field(default=None, description="Received before, YYYY-MM-DD.")
+
+    @model_validator(mode="after")
+    def _something(self) -> SearchMessages:
+        if not (
+            self.unread_only or any(value for _, value in self.terms()) or self.since or self.before
+        ):
+            raise ValueError(
+                "give at least one of from_address, to, subject, text, since, before, unread_only"
+            )
+        return self
+
+    def terms(self) -> list[tuple[str, str | None]]:
+        """The text criteria by their IMAP search key."""
+        return [
+            ("FROM", self.from_address),
+            ("TO", self.to),
+            ("SUBJECT", self.subject),
+            ("TEXT", self.text),
+        ]
+
+
+class ReadMessage(BaseModel):
+    uid: int = Field(
+        ge=1, description="The message's number, as list_messages and search show it (#101)."
+    )
+    mailbox: str = Field(default="INBOX", min_length=1, description=MAILBOX)
+    max_chars: int = Field(
+        default=20_000, ge=100, le=200_000, description="Cut the body after this many characters."
+    )
+
+
 class EmailAgent(Tool):
-    """Sends email through the configured SMTP server."""
+    """Sends email through the configured SMTP server; reads mail over IMAP, read-only."""
 
-    settings_model = SmtpSettings
+    settings_model = EmailSettings
 
-    @action(SendEmail)
+    @action(ListMessages)
+    async def list_messages(self, params: ListMessages, request: ToolRequest) -> ToolResult:
+        """List the newest messages of a mailbox (read-only: nothing is marked read)."""
+        criteria: list[str | bytes] = ["UNSEEN"] if params.unread_only else []
+        return await self._listing(params, criteria, request)
+
+    @action(SearchMessages)
+    async def search(self, params: SearchMessages, request: ToolRequest) -> ToolResult:
+        """Search a mailbox by sender, recipient, subject, text and dates, newest first (read-only)."""
+        return await self._listing(params, _criteria(params), request)
+
+    @action(ReadMessage)
+    async def read(self, params: ReadMessage, request: ToolRequest) -> ToolResult:
+        """Read one message: its headers, text and the names of its attachments (read-only)."""
+        settings = self.settings(EmailSettings)
+        found = await asyncio.to_thread(
+            _read, settings, params.mailbox, [params.uid], headers_only=False
+        )
+        if not found:
+            raise ToolError(
+                f"There is no message #{params.uid} in {params.mailbox}; list_messages shows their numbers",
+                code="not_found",
+                recoverable=False,
+            )
+        text, data = whole(found[0], max_chars=params.max_chars)
+        return request.result(text, data=data | {"mailbox": params.mailbox})
+
+    async def _listing(
+        self, params: ListMessages, criteria: list[str | bytes], request: ToolRequest
+    ) -> ToolResult:
+        settings = self.settings(EmailSettings)
+        total, found = await asyncio.to_thread(
+            _newest, settings, params.mailbox, criteria, params.limit
+        )
+        if not found:
+            return request.result(
+                f"No messages in {params.mailbox} match."
+                if criteria
+                else f"{params.mailbox} is empty.",
+                data={"mailbox": params.mailbox, "total": 0, "messages": []},
+            )
+        lines = "\n".join(summary_line(f) for f in found)
+        return request.result(
+            f"{len(found)} of {total} in {params.mailbox}, newest first:\n{lines}",
+            data={
+                "mailbox": params.mailbox,
+                "total": total,
+                "messages": [summary(f) for f in found],
+            },
+        )
+
+    @action(SendEmail, sensitive=True)
     async def send(self, params: SendEmail, request: ToolRequest) -> ToolResult:
         """Send a plain-text email. With html, an HTML version goes beside the text; files attach from the allowed folder."""
-        smtp = self.settings(SmtpSettings)
+        smtp = self.settings(EmailSettings)
         attachments = read_attachments(smtp, params.attachments)
         message = _compose(smtp, params, attachments)
         recipients = list(dict.fromkeys(params.to + params.cc + params.bcc))
@@ -75,7 +177,7 @@ class EmailAgent(Tool):
         )
 
 
-def _compose(smtp: SmtpSettings, params: SendEmail, attachments: list[Attachment]) -> EmailMessage:
+def _compose(smtp: EmailSettings, params: SendEmail, attachments: list[Attachment]) -> EmailMessage:
     message = EmailMessage()
     message["From"] = smtp.from_address
     message["To"] = ", ".join(params.to)
@@ -96,3 +198,41 @@ def _compose(smtp: SmtpSettings, params: SendEmail, attachments: list[Attachment
             filename=attachment.filename,
         )
     return message
+
+
+def _criteria(params: SearchMessages) -> list[str | bytes]:
+    """IMAP SEARCH keys; a non-ASCII term goes last, as the one UTF-8 literal imaplib can send."""
+    criteria: list[str | bytes] = ["UNSEEN"] if params.unread_only else []
+    if params.since:
+        criteria += ["SINCE", params.since.strftime("%d-%b-%Y")]
+    if params.before:
+        criteria += ["BEFORE", params.before.strftime("%d-%b-%Y")]
+    wide = [(key, value) for key, value in params.terms() if value and not value.isascii()]
+    if len(wide) > 1:
+        raise ToolError(
+            "Only one of from_address, to, subject and text may have non-ASCII characters in one search",
+            code="invalid_arguments",
+            recoverable=False,
+        )
+    for key, value in params.terms():
+        if value and value.isascii():
+            criteria += [key, quoted(value)]
+    for key, value in wide:
+        criteria += [key, value.encode()]
+    return criteria
+
+
+def _newest(
+    settings: EmailSettings, mailbox: str, criteria: list[str | bytes], limit: int
+) -> tuple[int, list[Fetched]]:
+    with mailbox_open(settings, mailbox) as client:
+        uids = search(client, criteria)
+        newest = fetch(client, uids[-limit:], headers_only=True)
+    return len(uids), sorted(newest, key=lambda f: f.uid, reverse=True)
+
+
+def _read(
+    settings: EmailSettings, mailbox: str, uids: list[int], *, headers_only: bool
+) -> list[Fetched]:
+    with mailbox_open(settings, mailbox) as client:
+        return fetch(client, uids, headers_only=headers_only)

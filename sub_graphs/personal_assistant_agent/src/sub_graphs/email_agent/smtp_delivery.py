@@ -8,40 +8,15 @@ import ssl
 from collections.abc import Iterator
 from contextlib import contextmanager
 from email.message import EmailMessage
-from pathlib import Path
-from typing import Literal
 
-from pydantic import Field, SecretStr
-from pydantic_settings import SettingsConfigDict
+from orchestrator.tools import ToolError
 
-from orchestrator.tools import ToolError, ToolSettings
-
-
-class SmtpSettings(ToolSettings):
-    """The SMTP server: `config` of tool_config.yaml, overridden by EMAIL_AGENT_* variables."""
-
-    model_config = SettingsConfigDict(env_prefix="EMAIL_AGENT_")
-
-    smtp_host: str = "localhost"
-    smtp_port: int = Field(default=587, ge=1, le=65535)
-    security: Literal["starttls", "ssl", "none"] = "starttls"
-    from_address: str
-    smtp_username: str | None = None
-    smtp_password: SecretStr | None = None
-    timeout_seconds: float = Field(default=30, gt=0)
-    attachments_dir: Path | None = None
-    max_attachment_bytes: int = Field(default=25_000_000, gt=0)
-
-    @property
-    def where(self) -> str:
-        """host:port, as the errors name the server."""
-        return f"{self.smtp_host}:{self.smtp_port}"
-
+from .email_settings import EmailSettings
 
 Refusals = dict[str, tuple[int, bytes]]
 
 
-def deliver(smtp: SmtpSettings, message: EmailMessage, recipients: list[str]) -> Refusals:
+def deliver(smtp: EmailSettings, message: EmailMessage, recipients: list[str]) -> Refusals:
     """Send `message` to `recipients` (the envelope: Bcc is in no header); those the server
     refused, when it took the others. Raises ToolError (see `failures`)."""
     with failures(smtp), _connect(smtp) as client:
@@ -51,7 +26,7 @@ def deliver(smtp: SmtpSettings, message: EmailMessage, recipients: list[str]) ->
         return client.send_message(message, to_addrs=recipients)
 
 
-def _connect(smtp: SmtpSettings) -> smtplib.SMTP:
+def _connect(smtp: EmailSettings) -> smtplib.SMTP:
     where = (smtp.smtp_host, smtp.smtp_port)
     if smtp.security == "ssl":
         context = ssl.create_default_context()
@@ -59,7 +34,7 @@ def _connect(smtp: SmtpSettings) -> smtplib.SMTP:
     return smtplib.SMTP(*where, timeout=smtp.timeout_seconds)
 
 
-def _secure(client: smtplib.SMTP, smtp: SmtpSettings) -> None:
+def _secure(client: smtplib.SMTP, smtp: EmailSettings) -> None:
     if smtp.security != "starttls":
         return
     client.ehlo()
@@ -86,7 +61,7 @@ def refused_error(refusals: Refusals, *, sent_to: list[str]) -> ToolError:
 
 
 @contextmanager
-def failures(smtp: SmtpSettings) -> Iterator[None]:
+def failures(smtp: EmailSettings) -> Iterator[None]:
     """smtplib's and the socket's errors as the documented codes."""
     try:
         yield
@@ -148,13 +123,13 @@ def failures(smtp: SmtpSettings) -> Iterator[None]:
         raise _unreachable(smtp, error.strerror or type(error).__name__) from None
 
 
-def _unreachable(smtp: SmtpSettings, reason: str) -> ToolError:
+def _unreachable(smtp: EmailSettings, reason: str) -> ToolError:
     return ToolError(
         f"Could not reach the SMTP server {smtp.where}: {reason}", code="server_unreachable"
     )
 
 
-def _no_answer(smtp: SmtpSettings) -> str:
+def _no_answer(smtp: EmailSettings) -> str:
     return f"no answer within {smtp.timeout_seconds:g} s (timeout_seconds)"
 
 
