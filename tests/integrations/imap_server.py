@@ -10,12 +10,14 @@ from argparse import ArgumentParser
 from contextlib import AsyncExitStack
 from email.parser import BytesParser
 from email.policy import default
+from socketserver import StreamRequestHandler, ThreadingTCPServer
 from types import TracebackType
 
 from pymap.backend.dict import DictBackend
 from pymap.imap import IMAPService
 
 from tests.integrations.folders import free_port
+from tests.server_thread import ServedOnThread
 
 USER, PASSWORD = "ada", "s3cret"
 
@@ -39,7 +41,10 @@ class ImapServer:
         return self
 
     def __exit__(
-        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
     ) -> None:
         self._loop.call_soon_threadsafe(self._stop.set)
         self._thread.join()
@@ -52,7 +57,9 @@ class ImapServer:
 
     def append(self, mailbox: str, message: bytes, *, seen: bool = False) -> None:
         """Put `message` in `mailbox` (made if missing), read or not, received when its Date says."""
-        received = BytesParser(policy=default).parsebytes(message, headersonly=True)["Date"].datetime
+        received = (
+            BytesParser(policy=default).parsebytes(message, headersonly=True)["Date"].datetime
+        )
         client = self.client()
         client.create(mailbox)  # NO when it exists: fine
         flags = "(\\Seen)" if seen else None
@@ -82,7 +89,9 @@ class ImapServer:
         IMAPService.add_arguments(parser)
         parser.set_defaults(skip_services=[], passlib_cfg=None)
         arguments = ["--host", "127.0.0.1", "--port", str(self.port), "--no-tls"]
-        args = parser.parse_args([*arguments, "dict", "--demo-user", USER, "--demo-password", PASSWORD])
+        args = parser.parse_args(
+            [*arguments, "dict", "--demo-user", USER, "--demo-password", PASSWORD]
+        )
         backend, config = await DictBackend.init(args)
         config.apply_context()
         async with AsyncExitStack() as stack:
@@ -90,3 +99,44 @@ class ImapServer:
             await IMAPService(backend, config).start(stack)
             self._ready.set()
             await self._stop.wait()
+
+
+class _Answers(StreamRequestHandler):
+    server: _ScriptedServer
+
+    def handle(self) -> None:
+        if self.server.drop:
+            return  # closes at once, before the greeting
+        self.wfile.write(b"* OK ready\r\n")
+        for line in self.rfile:
+            tag, _, rest = line.decode().partition(" ")
+            command = rest.split(" ", 1)[0].upper().strip()
+            if command == "CAPABILITY":
+                self.wfile.write(b"* CAPABILITY IMAP4rev1 AUTH=PLAIN\r\n")
+            elif command == "EXAMINE":
+                self.wfile.write(b"* 0 EXISTS\r\n")
+            elif command == "LOGOUT":
+                self.wfile.write(f"* BYE\r\n{tag} OK bye\r\n".encode())
+                return
+            if command in ("CAPABILITY", "LOGIN", "EXAMINE"):
+                self.wfile.write(f"{tag} OK done\r\n".encode())
+            else:
+                self.wfile.write(f"{tag} NO [UNAVAILABLE] {self.server.refusal}\r\n".encode())
+
+
+class _ScriptedServer(ThreadingTCPServer):
+    daemon_threads = True
+    drop = False
+    refusal = ""
+
+
+class ScriptedImap(ServedOnThread):
+    """Not an IMAP server: a few scripted lines for what pymap never does. It lets anyone log in
+    and open a mailbox, then refuses every other command with `refusal`; with `drop`, it closes
+    each connection before its greeting."""
+
+    def __init__(self, *, refusal: str = "", drop: bool = False) -> None:
+        server = _ScriptedServer(("127.0.0.1", 0), _Answers)
+        server.refusal, server.drop = refusal, drop
+        self.port = server.server_address[1]
+        self._serve(server)

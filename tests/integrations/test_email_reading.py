@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import re
+import socket
 from collections.abc import Iterator
 from email.message import EmailMessage
 
@@ -18,13 +19,15 @@ from orchestrator.sources.adapter import langchain_tools
 from orchestrator.testing import load_tool_folder
 from orchestrator.tools import Tool, ToolRequest, ToolResult
 from tests.integrations.folders import free_port
-from tests.integrations.imap_server import PASSWORD, USER, ImapServer
+from tests.integrations.imap_server import PASSWORD, USER, ImapServer, ScriptedImap
 from tests.tool_folders import SHIPPED
 
 FOLDER = SHIPPED / "personal_assistant_agent" / "src" / "sub_graphs" / "email_agent"
 
 
-def mail(sender: str, subject: str, day: int, text: str | None, *, html: str | None = None) -> bytes:
+def mail(
+    sender: str, subject: str, day: int, text: str | None, *, html: str | None = None
+) -> bytes:
     message = EmailMessage()
     message["From"], message["To"], message["Subject"] = sender, "ada@example.org", subject
     message["Date"] = f"Mon, {day:02d} Nov 2026 09:30:00 +0100"
@@ -42,12 +45,20 @@ def imap(monkeypatch: pytest.MonkeyPatch) -> Iterator[ImapServer]:
     """Three messages in INBOX (101 read, 102 and 103 not), one in Archive; the agent's login is
     the SMTP one (no IMAP_USERNAME), as for one account."""
     with ImapServer() as server:
-        server.append("INBOX", mail("Bob <bob@example.com>", "Lunch", 2, "Noon at Luigi's?"), seen=True)
+        server.append(
+            "INBOX", mail("Bob <bob@example.com>", "Lunch", 2, "Noon at Luigi's?"), seen=True
+        )
         report = EmailMessage()
         report.set_content("Figures attached.")
         report.add_alternative("<p>Figures <b>attached</b>.</p>", subtype="html")
-        report.add_attachment(b"%PDF-1.4 " + b"x" * 1000, maintype="application", subtype="pdf", filename="q3.pdf")
-        report["From"], report["To"], report["Subject"] = "carol@example.com", "ada@example.org", "Q3 report"
+        report.add_attachment(
+            b"%PDF-1.4 " + b"x" * 1000, maintype="application", subtype="pdf", filename="q3.pdf"
+        )
+        report["From"], report["To"], report["Subject"] = (
+            "carol@example.com",
+            "ada@example.org",
+            "Q3 report",
+        )
         report["Date"] = "Fri, 20 Nov 2026 17:05:00 +0000"
         server.append("INBOX", report.as_bytes())
         page = "<html><style>p {color: red}</style><body><h1>Friday</h1><p>Café at 10?</p></body></html>"
@@ -86,7 +97,9 @@ def flags(server: ImapServer, mailbox: str = "INBOX") -> dict[int, bool]:
     client.select(mailbox, readonly=True)
     _, data = client.uid("FETCH", "1:*", "(UID FLAGS)")
     client.logout()
-    found = (re.search(rb"UID (\d+) FLAGS \(([^)]*)\)", line) for line in data if isinstance(line, bytes))
+    found = (
+        re.search(rb"UID (\d+) FLAGS \(([^)]*)\)", line) for line in data if isinstance(line, bytes)
+    )
     return {int(m.group(1)): b"\\Seen" in m.group(2) for m in found if m}
 
 
@@ -100,8 +113,12 @@ async def test_list_the_newest_messages(imap: ImapServer):
     )
     assert listed.data["total"] == 3  # type: ignore[index]
     assert listed.data["messages"][1] == {  # type: ignore[index]
-        "uid": 102, "from": "carol@example.com", "to": "ada@example.org", "subject": "Q3 report",
-        "date": "2026-11-20T17:05+00:00", "seen": False,
+        "uid": 102,
+        "from": "carol@example.com",
+        "to": "ada@example.org",
+        "subject": "Q3 report",
+        "date": "2026-11-20T17:05+00:00",
+        "seen": False,
     }
 
 
@@ -110,7 +127,10 @@ async def test_list_unread_only_and_another_mailbox(imap: ImapServer):
     archive = await call("list_messages", mailbox="Archive")
 
     assert [m["uid"] for m in unread.data["messages"]] == [103, 102]  # type: ignore[index, union-attr]
-    assert archive.message == "1 of 1 in Archive, newest first:\n#101 2026-11-01T09:30+01:00 bob@example.com: Old news"
+    assert (
+        archive.message
+        == "1 of 1 in Archive, newest first:\n#101 2026-11-01T09:30+01:00 bob@example.com: Old news"
+    )
 
 
 async def test_search_by_sender_subject_text_and_dates(imap: ImapServer):
@@ -194,7 +214,9 @@ async def test_a_mailbox_or_message_that_does_not_exist_is_not_found(imap: ImapS
     assert str(message) == "There is no message #999 in INBOX; list_messages shows their numbers"
 
 
-async def test_a_wrong_imap_password_is_bad_credentials(imap: ImapServer, monkeypatch: pytest.MonkeyPatch):
+async def test_a_wrong_imap_password_is_bad_credentials(
+    imap: ImapServer, monkeypatch: pytest.MonkeyPatch
+):
     monkeypatch.setenv("EMAIL_AGENT_IMAP_USERNAME", USER)
     monkeypatch.setenv("EMAIL_AGENT_IMAP_PASSWORD", "wrong")  # wins over the right SMTP one
 
@@ -223,7 +245,10 @@ async def test_reading_without_an_imap_server_says_how_to_set_one(monkeypatch: p
     error = await failure("list_messages")
 
     assert (error.code, error.recoverable) == ("not_configured", False)
-    assert "Reading mail needs the IMAP server: set EMAIL_AGENT_IMAP_HOST in the environment" in str(error)
+    assert (
+        "Reading mail needs the IMAP server: set EMAIL_AGENT_IMAP_HOST in the environment"
+        in str(error)
+    )
 
 
 async def test_imap_security_that_the_server_cannot_do_says_which_setting(
@@ -239,3 +264,70 @@ async def test_imap_security_that_the_server_cannot_do_says_which_setting(
     assert "set EMAIL_AGENT_IMAP_SECURITY in the environment" in str(starttls)
     assert (implicit.code, implicit.recoverable) == ("not_configured", False)
     assert "check imap_security" in str(implicit)
+
+
+async def test_a_mailbox_with_a_non_ascii_name(imap: ImapServer):
+    imap.append(
+        "Entw&APw-rfe",
+        mail(  # the name on the wire, modified UTF-7
+            "bob@example.com", "Entwurf", 3, "Noch nicht fertig."
+        ),
+    )
+
+    listed = await call("list_messages", mailbox="Entwürfe")
+    missing = await failure("list_messages", mailbox="Brouillons")
+
+    assert listed.message.startswith("1 of 1 in Entwürfe, newest first:\n#101 ")
+    assert (
+        str(missing) == "There is no mailbox 'Brouillons'; the account has INBOX, Archive, Entwürfe"
+    )
+
+
+async def test_a_line_break_in_a_search_or_mailbox_is_refused_before_it_reaches_the_server(
+    imap: ImapServer,
+):
+    # sent as it is, the line break would end the command and the server would run the rest
+    with pytest.raises(InvalidToolArgumentsError, match="has a line break"):
+        await call("search", subject='x"\r\nA1 DELETE INBOX')
+    with pytest.raises(InvalidToolArgumentsError, match="has a line break"):
+        await call("read", uid=101, mailbox="INBOX\r\nA1 DELETE INBOX")
+
+    assert (await call("list_messages")).data["total"] == 3  # type: ignore[index]
+
+
+async def test_two_non_ascii_terms_in_one_search_are_refused(imap: ImapServer):
+    with pytest.raises(ToolError, match="Only one of from_address, to, subject and text") as caught:
+        await call("search", subject="café", from_address="zoë")
+    assert caught.value.code == "invalid_arguments" and not caught.value.recoverable
+
+
+async def test_an_imap_server_that_drops_the_connection_or_never_answers_is_unreachable(
+    imap: ImapServer, monkeypatch: pytest.MonkeyPatch
+):
+    with ScriptedImap(drop=True) as dropping:
+        monkeypatch.setenv("EMAIL_AGENT_IMAP_PORT", str(dropping.port))
+        dropped = await failure("list_messages")
+    with socket.socket() as silent:  # connections queue in its backlog; nothing greets them
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        monkeypatch.setenv("EMAIL_AGENT_IMAP_PORT", str(silent.getsockname()[1]))
+        monkeypatch.setenv("EMAIL_AGENT_TIMEOUT_SECONDS", "0.2")
+        waited = await failure("list_messages")
+
+    assert (dropped.code, dropped.recoverable) == ("server_unreachable", True)
+    assert "the connection was dropped" in str(dropped)
+    assert (waited.code, waited.recoverable) == ("server_unreachable", True)
+    assert str(waited).endswith("no answer within 0.2 s (timeout_seconds)")
+
+
+async def test_anything_else_the_server_refuses_is_an_imap_error(
+    imap: ImapServer, monkeypatch: pytest.MonkeyPatch
+):
+    with ScriptedImap(refusal="Search is down for maintenance") as refusing:
+        monkeypatch.setenv("EMAIL_AGENT_IMAP_PORT", str(refusing.port))
+        error = await failure("search", subject="report")
+
+    assert (error.code, error.recoverable) == ("imap_error", True)
+    assert str(error) == (
+        f"127.0.0.1:{refusing.port} refused the request: [UNAVAILABLE] Search is down for maintenance"
+    )

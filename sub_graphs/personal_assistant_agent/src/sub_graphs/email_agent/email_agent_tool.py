@@ -53,8 +53,17 @@ class SendEmail(BaseModel):
         return [_address(v) for v in values]
 
 
+def _one_line(value: str | None) -> str | None:
+    # a line break would end the IMAP command and start another: never sent
+    if value is not None and any(ord(char) < 32 or ord(char) == 127 for char in value):
+        raise ValueError(f"{value!r} has a line break or another control character")
+    return value
+
+
 class ListMessages(BaseModel):
     mailbox: str = Field(default="INBOX", min_length=1, description=MAILBOX)
+
+    _mailbox = field_validator("mailbox")(_one_line)
     limit: int = Field(default=20, ge=1, le=100, description="At most this many, newest first.")
     unread_only: bool = Field(default=False, description="Only messages not yet read.")
 
@@ -66,6 +75,8 @@ class SearchMessages(ListMessages):
     text: str | None = Field(default=None, description="Text anywhere in the headers or body.")
     since: date | None = Field(default=None, description="Received on or after, YYYY-MM-DD.")
     before: date | None = Field(default=None, description="Received before, YYYY-MM-DD.")
+
+    _terms = field_validator("from_address", "to", "subject", "text")(_one_line)
 
     @model_validator(mode="after")
     def _something(self) -> SearchMessages:
@@ -95,6 +106,8 @@ class ReadMessage(BaseModel):
     max_chars: int = Field(
         default=20_000, ge=100, le=200_000, description="Cut the body after this many characters."
     )
+
+    _mailbox = field_validator("mailbox")(_one_line)
 
 
 class EmailAgent(Tool):

@@ -3,6 +3,7 @@ with BODY.PEEK, so nothing is marked read, moved or deleted."""
 
 from __future__ import annotations
 
+import base64
 import imaplib
 import re
 import socket
@@ -88,7 +89,37 @@ def mailboxes(client: imaplib.IMAP4) -> list[str]:
     """The names of the account's mailboxes."""
     _, data = _ok(client.list())
     lines = (_LISTED.match(line) for line in data if isinstance(line, bytes))
-    return [m.group(1).decode(errors="replace").strip('"') for m in lines if m is not None]
+    return [
+        _from_utf7(m.group(1).decode(errors="replace").strip('"')) for m in lines if m is not None
+    ]
+
+
+def _to_utf7(name: str) -> str:
+    """A mailbox name in IMAP's modified UTF-7 (RFC 3501 5.1.3): `Entwürfe` is `Entw&APw-rfe`."""
+    out: list[str] = []
+    wide: list[str] = []
+    for char in [*name, ""]:
+        if char and not " " <= char <= "~":
+            wide.append(char)
+            continue
+        if wide:
+            encoded = base64.b64encode("".join(wide).encode("utf-16-be")).rstrip(b"=")
+            out.append("&" + encoded.decode().replace("/", ",") + "-")
+            wide = []
+        out.append("&-" if char == "&" else char)
+    return "".join(out)
+
+
+def _from_utf7(name: str) -> str:
+    def wide(match: re.Match[str]) -> str:
+        encoded = match.group(1).replace(",", "/")
+        return (
+            base64.b64decode(encoded + "=" * (-len(encoded) % 4)).decode("utf-16-be")
+            if encoded
+            else "&"
+        )
+
+    return re.sub(r"&([A-Za-z0-9+,]*)-", wide, name)
 
 
 def quoted(text: str) -> str:
@@ -150,7 +181,7 @@ def _login(client: imaplib.IMAP4, settings: EmailSettings, host: str) -> None:
 
 
 def _examine(client: imaplib.IMAP4, mailbox: str) -> None:
-    status, _ = client.select(quoted(mailbox), readonly=True)
+    status, _ = client.select(quoted(_to_utf7(mailbox)), readonly=True)
     if status != "OK":
         raise ToolError(
             f"There is no mailbox {mailbox!r}; the account has {', '.join(mailboxes(client))}",
