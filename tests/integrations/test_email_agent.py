@@ -234,6 +234,13 @@ async def test_bcc_and_reply_to_addresses_are_checked_before_sending(smtp: SmtpS
     assert smtp.envelopes == []
 
 
+async def test_a_line_break_in_the_subject_is_refused_before_sending(smtp: SmtpServer):
+    with pytest.raises(ToolError, match="has a line break") as caught:
+        await send(subject="Hi\r\nBcc: eve@example.com")
+    assert caught.value.code == "invalid_arguments"
+    assert smtp.envelopes == []
+
+
 @pytest.fixture
 def allowed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     folder = tmp_path / "outbox"

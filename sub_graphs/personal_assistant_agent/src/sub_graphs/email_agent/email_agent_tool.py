@@ -29,6 +29,13 @@ def _address(value: str) -> str:
     return address
 
 
+def _one_line(value: str | None) -> str | None:
+    # a line break would end an IMAP command (or a header) and start another: never sent
+    if value is not None and any(ord(char) < 32 or ord(char) == 127 for char in value):
+        raise ValueError(f"{value!r} has a line break or another control character")
+    return value
+
+
 class SendEmail(BaseModel):
     to: list[str] = Field(min_length=1, description="Recipient addresses.")
     subject: str = Field(min_length=1, max_length=300)
@@ -47,17 +54,12 @@ class SendEmail(BaseModel):
         default_factory=list, description="Files to attach, by path inside the attachments folder."
     )
 
+    _subject = field_validator("subject")(_one_line)
+
     @field_validator("to", "cc", "bcc", "reply_to")
     @classmethod
     def _addresses(cls, values: list[str]) -> list[str]:
         return [_address(v) for v in values]
-
-
-def _one_line(value: str | None) -> str | None:
-    # a line break would end the IMAP command and start another: never sent
-    if value is not None and any(ord(char) < 32 or ord(char) == 127 for char in value):
-        raise ValueError(f"{value!r} has a line break or another control character")
-    return value
 
 
 class ListMessages(BaseModel):
