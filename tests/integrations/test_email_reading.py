@@ -331,3 +331,15 @@ async def test_anything_else_the_server_refuses_is_an_imap_error(
     assert str(error) == (
         f"127.0.0.1:{refusing.port} refused the request: [UNAVAILABLE] Search is down for maintenance"
     )
+
+
+async def test_a_body_in_a_charset_python_does_not_know_is_still_read(imap: ImapServer):
+    imap.append(
+        "INBOX",
+        b"From: bob@example.com\r\nSubject: Odd\r\nDate: Thu, 26 Nov 2026 08:00:00 +0000\r\n"
+        b"Content-Type: text/plain; charset=x-unknown-8\r\n\r\nCaf\xc3\xa9 at 10\r\n",
+    )
+
+    read = await call("read", uid=104)
+
+    assert read.data["body"] == "Café at 10"  # type: ignore[index]

@@ -4,21 +4,19 @@ the user's mail over IMAP, read-only."""
 from __future__ import annotations
 
 import asyncio
-from datetime import date
 from email.message import EmailMessage
 from email.utils import make_msgid, parseaddr
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, field_validator
 
 from orchestrator.tools import Tool, ToolError, ToolRequest, ToolResult, action
 
 from .attachments import Attachment, read_attachments
 from .email_settings import EmailSettings
-from .imap_reading import Fetched, fetch, mailbox_open, quoted, search
+from .imap_reading import Fetched, fetch, mailbox_open, search_uids
 from .message_text import summary, summary_line, whole
+from .reading_params import ListMessages, ReadMessage, SearchMessages, one_line, search_criteria
 from .smtp_delivery import deliver, refused_error
-
-MAILBOX = "The mailbox (folder) to read, e.g. INBOX, Sent, Archive."
 
 
 def _address(value: str) -> str:
@@ -27,13 +25,6 @@ def _address(value: str) -> str:
     if not local or "." not in domain or address != value.strip():
         raise ValueError(f"{value!r} is not an email address")
     return address
-
-
-def _one_line(value: str | None) -> str | None:
-    # a line break would end an IMAP command (or a header) and start another: never sent
-    if value is not None and any(ord(char) < 32 or ord(char) == 127 for char in value):
-        raise ValueError(f"{value!r} has a line break or another control character")
-    return value
 
 
 class SendEmail(BaseModel):
@@ -54,62 +45,12 @@ class SendEmail(BaseModel):
         default_factory=list, description="Files to attach, by path inside the attachments folder."
     )
 
-    _subject = field_validator("subject")(_one_line)
+    _subject = field_validator("subject")(one_line)
 
     @field_validator("to", "cc", "bcc", "reply_to")
     @classmethod
     def _addresses(cls, values: list[str]) -> list[str]:
         return [_address(v) for v in values]
-
-
-class ListMessages(BaseModel):
-    mailbox: str = Field(default="INBOX", min_length=1, description=MAILBOX)
-
-    _mailbox = field_validator("mailbox")(_one_line)
-    limit: int = Field(default=20, ge=1, le=100, description="At most this many, newest first.")
-    unread_only: bool = Field(default=False, description="Only messages not yet read.")
-
-
-class SearchMessages(ListMessages):
-    from_address: str | None = Field(default=None, description="Text in the sender (From).")
-    to: str | None = Field(default=None, description="Text in the recipients (To).")
-    subject: str | None = Field(default=None, description="Text in the subject.")
-    text: str | None = Field(default=None, description="Text anywhere in the headers or body.")
-    since: date | None = Field(default=None, description="Received on or after, YYYY-MM-DD.")
-    before: date | None = Field(default=None, description="Received before, YYYY-MM-DD.")
-
-    _terms = field_validator("from_address", "to", "subject", "text")(_one_line)
-
-    @model_validator(mode="after")
-    def _something(self) -> SearchMessages:
-        if not (
-            self.unread_only or any(value for _, value in self.terms()) or self.since or self.before
-        ):
-            raise ValueError(
-                "give at least one of from_address, to, subject, text, since, before, unread_only"
-            )
-        return self
-
-    def terms(self) -> list[tuple[str, str | None]]:
-        """The text criteria by their IMAP search key."""
-        return [
-            ("FROM", self.from_address),
-            ("TO", self.to),
-            ("SUBJECT", self.subject),
-            ("TEXT", self.text),
-        ]
-
-
-class ReadMessage(BaseModel):
-    uid: int = Field(
-        ge=1, description="The message's number, as list_messages and search show it (#101)."
-    )
-    mailbox: str = Field(default="INBOX", min_length=1, description=MAILBOX)
-    max_chars: int = Field(
-        default=20_000, ge=100, le=200_000, description="Cut the body after this many characters."
-    )
-
-    _mailbox = field_validator("mailbox")(_one_line)
 
 
 class EmailAgent(Tool):
@@ -126,22 +67,20 @@ class EmailAgent(Tool):
     @action(SearchMessages)
     async def search(self, params: SearchMessages, request: ToolRequest) -> ToolResult:
         """Search a mailbox by sender, recipient, subject, text and dates, newest first (read-only)."""
-        return await self._listing(params, _criteria(params), request)
+        return await self._listing(params, search_criteria(params), request)
 
     @action(ReadMessage)
     async def read(self, params: ReadMessage, request: ToolRequest) -> ToolResult:
         """Read one message: its headers, text and the names of its attachments (read-only)."""
         settings = self.settings(EmailSettings)
-        found = await asyncio.to_thread(
-            _read, settings, params.mailbox, [params.uid], headers_only=False
-        )
-        if not found:
+        found = await asyncio.to_thread(_read, settings, params.mailbox, params.uid)
+        if found is None:
             raise ToolError(
                 f"There is no message #{params.uid} in {params.mailbox}; list_messages shows their numbers",
                 code="not_found",
                 recoverable=False,
             )
-        text, data = whole(found[0], max_chars=params.max_chars)
+        text, data = whole(found, max_chars=params.max_chars)
         return request.result(text, data=data | {"mailbox": params.mailbox})
 
     async def _listing(
@@ -170,7 +109,8 @@ class EmailAgent(Tool):
 
     @action(SendEmail, sensitive=True)
     async def send(self, params: SendEmail, request: ToolRequest) -> ToolResult:
-        """Send a plain-text email. With html, an HTML version goes beside the text; files attach from the allowed folder."""
+        """Send a plain-text email. An HTML version goes beside the text when given; files
+        attach from the allowed folder."""
         smtp = self.settings(EmailSettings)
         attachments = read_attachments(smtp, params.attachments)
         message = _compose(smtp, params, attachments)
@@ -215,39 +155,15 @@ def _compose(smtp: EmailSettings, params: SendEmail, attachments: list[Attachmen
     return message
 
 
-def _criteria(params: SearchMessages) -> list[str | bytes]:
-    """IMAP SEARCH keys; a non-ASCII term goes last, as the one UTF-8 literal imaplib can send."""
-    criteria: list[str | bytes] = ["UNSEEN"] if params.unread_only else []
-    if params.since:
-        criteria += ["SINCE", params.since.strftime("%d-%b-%Y")]
-    if params.before:
-        criteria += ["BEFORE", params.before.strftime("%d-%b-%Y")]
-    wide = [(key, value) for key, value in params.terms() if value and not value.isascii()]
-    if len(wide) > 1:
-        raise ToolError(
-            "Only one of from_address, to, subject and text may have non-ASCII characters in one search",
-            code="invalid_arguments",
-            recoverable=False,
-        )
-    for key, value in params.terms():
-        if value and value.isascii():
-            criteria += [key, quoted(value)]
-    for key, value in wide:
-        criteria += [key, value.encode()]
-    return criteria
-
-
 def _newest(
     settings: EmailSettings, mailbox: str, criteria: list[str | bytes], limit: int
 ) -> tuple[int, list[Fetched]]:
     with mailbox_open(settings, mailbox) as client:
-        uids = search(client, criteria)
+        uids = search_uids(client, criteria)
         newest = fetch(client, uids[-limit:], headers_only=True)
     return len(uids), sorted(newest, key=lambda f: f.uid, reverse=True)
 
 
-def _read(
-    settings: EmailSettings, mailbox: str, uids: list[int], *, headers_only: bool
-) -> list[Fetched]:
+def _read(settings: EmailSettings, mailbox: str, uid: int) -> Fetched | None:
     with mailbox_open(settings, mailbox) as client:
-        return fetch(client, uids, headers_only=headers_only)
+        return next(iter(fetch(client, [uid], headers_only=False)), None)

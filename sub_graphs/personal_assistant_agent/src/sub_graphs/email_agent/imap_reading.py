@@ -49,7 +49,7 @@ def mailbox_open(settings: EmailSettings, mailbox: str) -> Iterator[imaplib.IMAP
                 client.logout()
 
 
-def search(client: imaplib.IMAP4, criteria: list[str | bytes]) -> list[int]:
+def search_uids(client: imaplib.IMAP4, criteria: list[str | bytes]) -> list[int]:
     """The UIDs of the messages matching `criteria` (IMAP SEARCH keys), oldest first.
 
     A bytes criterion is sent as a literal in UTF-8 (it must be the last)."""
@@ -71,13 +71,15 @@ def fetch(client: imaplib.IMAP4, uids: list[int], *, headers_only: bool) -> list
     _, data = _ok(client.uid("FETCH", ",".join(map(str, uids)), f"(UID FLAGS {part})"))
     parser = BytesParser(policy=default)
     found: list[Fetched] = []
-    for item in data:
+    for index, item in enumerate(data):
         if not isinstance(item, tuple) or len(item) != 2:
-            continue  # the closing b")" of each message
+            continue  # the closing b")" of each message: its FLAGS when sent after the body
         envelope, content = item
+        after = data[index + 1] if index + 1 < len(data) else b""
         if not isinstance(envelope, bytes) or not isinstance(content, bytes):
             continue
-        uid, flags = _UID.search(envelope), _FLAGS.search(envelope)
+        around = envelope + (after if isinstance(after, bytes) else b"")
+        uid, flags = _UID.search(around), _FLAGS.search(around)
         if uid is None:
             continue
         seen = flags is not None and b"\\Seen" in flags.group(1).split()

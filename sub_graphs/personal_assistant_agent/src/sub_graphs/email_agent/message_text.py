@@ -15,8 +15,10 @@ _BLOCKS = {"p", "div", "br", "li", "tr", "h1", "h2", "h3", "h4", "h5", "h6", "bl
 def summary_line(fetched: Fetched) -> str:
     """`#101 2026-11-30T12:00+00:00 Bob <bob@example.com>: Lunch (unread)`."""
     message = fetched.message
+    sender = _header(message, "From") or "(no sender)"
+    subject = _header(message, "Subject") or "(no subject)"
     unread = "" if fetched.seen else " (unread)"
-    return f"#{fetched.uid} {_date(message) or '(no date)'} {message['From'] or '(no sender)'}: {message['Subject'] or '(no subject)'}{unread}"
+    return f"#{fetched.uid} {_date(message) or '(no date)'} {sender}: {subject}{unread}"
 
 
 def summary(fetched: Fetched) -> dict[str, JsonValue]:
@@ -24,9 +26,9 @@ def summary(fetched: Fetched) -> dict[str, JsonValue]:
     message = fetched.message
     return {
         "uid": fetched.uid,
-        "from": message["From"],
-        "to": message["To"],
-        "subject": message["Subject"],
+        "from": _header(message, "From"),
+        "to": _header(message, "To"),
+        "subject": _header(message, "Subject"),
         "date": _date(message),
         "seen": fetched.seen,
     }
@@ -45,8 +47,8 @@ def whole(fetched: Fetched, *, max_chars: int) -> tuple[str, dict[str, JsonValue
         {"filename": n, "content_type": t, "bytes": b} for n, t, b in files
     ]
     data = summary(fetched) | {
-        "cc": message["Cc"],
-        "message_id": message["Message-ID"],
+        "cc": _header(message, "Cc"),
+        "message_id": _header(message, "Message-ID"),
         "body": body[:max_chars],
         "truncated": truncated,
         "attachments": attachments,
@@ -67,8 +69,11 @@ def body_text(message: EmailMessage) -> str:
     part = message.get_body(preferencelist=("plain", "html"))
     if part is None:
         return ""
-    content = part.get_content()
-    text = content if isinstance(content, str) else content.decode(errors="replace")
+    try:
+        content = part.get_content()
+    except LookupError:  # a charset Python does not know: its bytes as UTF-8, mistakes replaced
+        content = part.get_payload(decode=True)
+    text = content if isinstance(content, str) else bytes(content or b"").decode(errors="replace")
     if part.get_content_type() == "text/html":
         text = _html_text(text)
     return text.replace("\r\n", "\n").strip()
@@ -79,10 +84,14 @@ def _size(part: EmailMessage) -> int:
     return len(payload) if isinstance(payload, bytes) else 0
 
 
+def _header(message: EmailMessage, name: str) -> str | None:
+    value = message[name]
+    return None if value is None else str(value)
+
+
 def _date(message: EmailMessage) -> str | None:
-    header = message["Date"]
-    moment = getattr(header, "datetime", None)
-    return moment.isoformat(timespec="minutes") if moment is not None else header
+    moment = getattr(message["Date"], "datetime", None)  # None when it is no date
+    return moment.isoformat(timespec="minutes") if moment is not None else _header(message, "Date")
 
 
 class _Text(HTMLParser):
