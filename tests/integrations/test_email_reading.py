@@ -343,3 +343,23 @@ async def test_a_body_in_a_charset_python_does_not_know_is_still_read(imap: Imap
     read = await call("read", uid=104)
 
     assert read.data["body"] == "Café at 10"  # type: ignore[index]
+
+
+async def test_reading_without_a_login_says_how_to_set_one(
+    imap: ImapServer, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.delenv("EMAIL_AGENT_SMTP_USERNAME")
+    monkeypatch.delenv("EMAIL_AGENT_SMTP_PASSWORD")
+
+    error = await failure("list_messages")
+
+    assert (error.code, error.recoverable) == ("not_configured", False)
+    assert (
+        "Reading mail needs the IMAP login: set EMAIL_AGENT_IMAP_USERNAME and "
+        "EMAIL_AGENT_IMAP_PASSWORD in the environment"
+    ) in str(error)
+
+
+async def test_a_listing_is_at_most_100(imap: ImapServer):
+    with pytest.raises(InvalidToolArgumentsError, match="limit"):
+        await call("list_messages", limit=101)
