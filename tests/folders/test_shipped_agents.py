@@ -134,9 +134,9 @@ async def test_email_server_down_is_a_recoverable_tool_error(monkeypatch: pytest
     monkeypatch.setenv("EMAIL_AGENT_SMTP_PORT", str(free_port()))
     monkeypatch.setenv("EMAIL_AGENT_FROM_ADDRESS", "a@example.org")
     email = load_tool_folder(EMAIL)
-    with pytest.raises(ToolError, match="Could not send the email through 127.0.0.1") as caught:
+    with pytest.raises(ToolError, match="Could not reach the SMTP server 127.0.0.1") as caught:
         await email.execute(request("send", to=["bob@example.com"], subject="Hi", body="x"))
-    assert caught.value.code == "smtp_error" and caught.value.recoverable
+    assert caught.value.code == "server_unreachable" and caught.value.recoverable
 
 
 async def test_task_list_per_user(database: Database):
@@ -204,7 +204,8 @@ async def test_two_level_call_carries_request_ids_down_the_tree(
     assert inner_tools == {
         "calendar_agent_create", "calendar_agent_delete", "calendar_agent_list",
         "calendar_agent_move", "calendar_agent_update",
-        "email_agent_send", "task_agent_add", "task_agent_complete", "task_agent_list",
+        "email_agent_list_messages", "email_agent_read", "email_agent_search", "email_agent_send",
+        "task_agent_add", "task_agent_complete", "task_agent_list",
     }
     calls = {r.tool: r for r in caplog.records if hasattr(r, "tool")}
     outer, inner = calls["personal_assistant_agent_ask"], calls["task_agent_add"]
