@@ -2,7 +2,9 @@
 
 `to: a@b.c, subject: Hello, body: Hi there` is read as it is (offline too); a
 sentence is given to the level's model with structured output, when one is
-configured; offline, an action with one text parameter takes a sentence whole. What the
+configured. An action with one text parameter takes a sentence whole offline, and
+when the model read nothing for it (a model without structured output, a reply that
+made no call). What the
 text does not give, or gives in a form the action does not take, is an error
 naming the field and its description: nothing runs on a guess. Parameters the
 folder's configuration fixes cannot be set by the text.
@@ -120,6 +122,10 @@ async def parameters_from_text(
         _refuse_fixed(pairs, fixed, tool)
     elif model is not None:
         pairs = await _model_fill(model, text, tool, visible, run=run)
+        if (field := _single_text_field(visible)) is not None and field not in pairs:
+            # The model read nothing for it (no structured output, or no call made):
+            # the sentence is read as offline, not refused as missing.
+            pairs = {**pairs, field: text.strip()}
     elif (field := _single_text_field(visible)) is not None:
         pairs = {field: text.strip()}
     else:
@@ -209,9 +215,17 @@ async def _structured(
     *,
     run: RunContext | None,
 ) -> dict[str, object]:
-    """What the model's tool call for `schema` holds (empty when it made none), its call counted."""
+    """What the model's tool call for `schema` holds, its call counted.
+
+    Empty when it made none, or cannot make one (a model without tool calling).
+    """
     started = time.monotonic()
-    structured = model.with_structured_output(schema, method="function_calling", include_raw=True)
+    try:
+        structured = model.with_structured_output(
+            schema, method="function_calling", include_raw=True
+        )
+    except NotImplementedError:  # LangChain's word for a model without tool calling
+        return {}
     reply = await structured.ainvoke(prompt)
     raw = reply.get("raw") if isinstance(reply, dict) else None
     if run is not None and isinstance(raw, AIMessage):

@@ -129,3 +129,24 @@ async def test_the_action_is_named_first_said_as_a_pair_or_chosen_by_the_model(t
     with OpenAICompatibleServer([RawReply(tool_calls=[choice])]) as server:
         chosen, rest = await which_action("what is on my list?", actions, model=model_on(server))
     assert chosen.spec.name == "list" and rest == "what is on my list?"
+
+
+async def test_a_model_that_makes_no_call_leaves_a_sentence_to_the_offline_reading(stamp: Address):
+    """A local model without function calling answers in words: "target is missing" was the error."""
+    with OpenAICompatibleServer(["I would stamp the quarterly report."]) as server:
+        parameters = await parameters_from_text(
+            "The quarterly report.", stamp.tool, model=model_on(server)
+        )
+    assert parameters == {"target": "The quarterly report."}
+    assert len(server.requests) == 1, "the model was asked first"
+
+
+async def test_a_model_without_tool_calling_leaves_a_sentence_to_the_offline_reading(stamp: Address):
+    from langchain_core.language_models import FakeListChatModel
+
+    no_tools = FakeListChatModel(responses=["words only"])
+    with pytest.raises(NotImplementedError):
+        no_tools.bind_tools([])
+    assert await parameters_from_text("The quarterly report.", stamp.tool, model=no_tools) == {
+        "target": "The quarterly report."
+    }
