@@ -111,11 +111,11 @@ def test_tools_list_approve_and_revoke(cli, tmp_path: Path):
     assert not marker.exists(), "listing never imports"
 
     approved = cli("tools", "approve", "task_agent", cwd=tmp_path)
-    assert approved.returncode == 0 and "approved: task_agent 1.0.0" in approved.stdout
+    assert approved.returncode == 0 and "approved: task_agent 1.1.0" in approved.stdout
     revoked = cli("tools", "revoke", "spy", cwd=tmp_path)
     assert revoked.returncode == 0
     text = cli("tools", "list", cwd=tmp_path).stdout
-    assert "  task_agent 1.0.0  approved  sub_graphs/personal_assistant_agent/src/sub_graphs/task_agent" in text
+    assert "  task_agent 1.1.0  approved  sub_graphs/personal_assistant_agent/src/sub_graphs/task_agent" in text
     assert "spy 1.0  denied  sub_graphs/spy" in text
     assert "skipped sub_graphs/broken: " in text
 

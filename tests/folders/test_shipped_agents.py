@@ -9,6 +9,7 @@ import socket
 from collections.abc import Iterator
 from email import message_from_bytes
 from pathlib import Path
+from uuid import uuid4
 
 import pytest
 from aiosmtpd.controller import Controller
@@ -161,6 +162,61 @@ async def test_task_list_per_user(database: Database):
         await tasks.execute(request("complete", user="carol", task_id=1))
 
 
+async def test_tasks_are_edited_and_deleted(database: Database):
+    tasks: Tool = load_tool_folder(TASKS, database=database)
+    ann, bob = f"ann-{uuid4().hex[:6]}", f"bob-{uuid4().hex[:6]}"  # the database is the session's
+    await tasks.execute(request("add", ann, title="Buy milk", due="2026-12-01"))
+    await tasks.execute(request("add", bob, title="Bob's own"))
+
+    renamed = await tasks.execute(request("edit", ann, task_id=1, title="Buy oat milk", due="2026-12-02"))
+    done = await tasks.execute(request("edit", ann, task_id=1, done=True, clear_due=True))
+    reopened = await tasks.execute(request("edit", ann, task_id=1, done=False))
+
+    assert renamed.message == "Changed task: #1 Buy oat milk (due 2026-12-02)"
+    assert done.data == {"task_id": 1, "title": "Buy oat milk", "due": None, "done": True}
+    assert reopened.message == "Changed task: #1 Buy oat milk"
+    with pytest.raises(ToolError, match="nothing to change") as nothing:
+        await tasks.execute(request("edit", ann, task_id=1))
+    assert nothing.value.code == "invalid_arguments"
+    with pytest.raises(ToolError, match="There is no task #1") as missing:  # bob's #1 is not carol's
+        await tasks.execute(request("edit", f"carol-{uuid4().hex[:6]}", task_id=1, title="Mine now"))
+    assert missing.value.code == "not_found" and not missing.value.recoverable
+
+    deleted = await tasks.execute(request("delete", ann, task_id=1))
+    assert deleted.message == "Deleted task #1: Buy oat milk"
+    assert (await tasks.execute(request("list", ann, include_done=True))).message == "No tasks."
+    assert (await tasks.execute(request("list", bob))).message == "#1 Bob's own"
+    with pytest.raises(ToolError, match="There is no task #1") as gone:
+        await tasks.execute(request("delete", ann, task_id=1))
+    assert gone.value.code == "not_found"
+
+
+def test_deleting_a_task_asks_first():
+    tasks = load_tool_folder(TASKS)
+    sensitive = {name for name, spec in tasks.actions.items() if spec.sensitive}
+    assert sensitive == {"delete"}
+
+
+async def test_a_due_date_in_words_is_read_against_today(database: Database):
+    from datetime import date, timedelta
+
+    tasks: Tool = load_tool_folder(TASKS, database=database)
+    ann = f"ann-{uuid4().hex[:6]}"
+    today = date.today()
+    friday = today + timedelta(days=(4 - today.weekday()) % 7 or 7)
+
+    tomorrow = await tasks.execute(request("add", ann, title="Call mum", due="tomorrow"))
+    by_friday = await tasks.execute(request("add", ann, title="Report", due="next Friday"))
+    moved = await tasks.execute(request("edit", ann, task_id=1, due="in 3 days"))
+
+    assert tomorrow.data["due"] == (today + timedelta(days=1)).isoformat()
+    assert by_friday.data["due"] == friday.isoformat(), "the coming Friday, never a past one"
+    assert moved.data["due"] == (today + timedelta(days=3)).isoformat()
+    with pytest.raises(ToolError, match="cannot read 'someday' as a date") as unread:
+        await tasks.execute(request("add", ann, title="Later", due="someday"))
+    assert unread.value.code == "invalid_arguments"
+
+
 async def test_task_list_needs_the_database():
     with pytest.raises(ToolError, match="task_agent needs the database"):
         await load_tool_folder(TASKS).execute(request("list"))
@@ -205,7 +261,8 @@ async def test_two_level_call_carries_request_ids_down_the_tree(
         "calendar_agent_create", "calendar_agent_delete", "calendar_agent_list",
         "calendar_agent_move", "calendar_agent_update",
         "email_agent_list_messages", "email_agent_read", "email_agent_search", "email_agent_send",
-        "task_agent_add", "task_agent_complete", "task_agent_list",
+        "task_agent_add", "task_agent_complete", "task_agent_delete", "task_agent_edit",
+        "task_agent_list",
     }
     calls = {r.tool: r for r in caplog.records if hasattr(r, "tool")}
     outer, inner = calls["personal_assistant_agent_ask"], calls["task_agent_add"]

@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 from datetime import date
+from typing import Annotated
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, BeforeValidator, Field, model_validator
 from sqlalchemy import RowMapping, text
 
 from orchestrator.tools import Tool, ToolError, ToolRequest, ToolResult, action
+
+from .due_dates import due_date
+
+DUE = (
+    "Due date: YYYY-MM-DD, or words such as 'tomorrow', 'next Friday', 'in 3 days' "
+    "(read against today's date)."
+)
+# A date given as ISO text or in words (see `due_dates`).
+DueDate = Annotated[date, BeforeValidator(due_date)]
 
 ADD = text(
     """INSERT INTO tasks (user_id, task_id, title, due)
@@ -18,6 +28,21 @@ LIST = text(
     """SELECT task_id, title, due, done FROM tasks
     WHERE user_id = :user_id AND (:include_done OR NOT done) ORDER BY task_id"""
 )
+EDIT = text(
+    """UPDATE tasks SET
+        title = COALESCE(CAST(:title AS text), title),
+        due = CASE WHEN :clear_due THEN NULL ELSE COALESCE(CAST(:due AS date), due) END,
+        done = COALESCE(CAST(:done AS boolean), done),
+        completed_at = CASE
+            WHEN CAST(:done AS boolean) IS NULL THEN completed_at
+            WHEN CAST(:done AS boolean) THEN COALESCE(completed_at, now())
+        END
+    WHERE user_id = :user_id AND task_id = :task_id RETURNING task_id, title, due, done"""
+)
+DELETE = text(
+    """DELETE FROM tasks WHERE user_id = :user_id AND task_id = :task_id
+    RETURNING task_id, title, due, done"""
+)
 COMPLETE = text(
     """UPDATE tasks SET done = true, completed_at = now()
     WHERE user_id = :user_id AND task_id = :task_id RETURNING task_id, title, due, done"""
@@ -26,7 +51,7 @@ COMPLETE = text(
 
 class AddTask(BaseModel):
     title: str = Field(min_length=1, max_length=500, description="What is to be done.")
-    due: date | None = Field(default=None, description="Due date, YYYY-MM-DD, if any.")
+    due: DueDate | None = Field(default=None, description=DUE)
 
 
 class ListTasks(BaseModel):
@@ -34,6 +59,26 @@ class ListTasks(BaseModel):
 
 
 class CompleteTask(BaseModel):
+    task_id: int = Field(ge=1, description="The id of the task, as add or list gave it.")
+
+
+class EditTask(BaseModel):
+    task_id: int = Field(ge=1, description="The id of the task, as add or list gave it.")
+    title: str | None = Field(default=None, min_length=1, max_length=500, description="A new title.")
+    due: DueDate | None = Field(default=None, description="A new d" + DUE[1:])
+    clear_due: bool = Field(default=False, description="Remove the due date.")
+    done: bool | None = Field(default=None, description="true: done; false: open again.")
+
+    @model_validator(mode="after")
+    def _changes_something(self) -> EditTask:
+        if self.title is None and self.due is None and not self.clear_due and self.done is None:
+            raise ValueError("nothing to change: give a title, due, clear_due or done")
+        if self.due is not None and self.clear_due:
+            raise ValueError("give due or clear_due, not both")
+        return self
+
+
+class DeleteTask(BaseModel):
     task_id: int = Field(ge=1, description="The id of the task, as add or list gave it.")
 
 
@@ -65,8 +110,26 @@ class TaskAgent(Tool):
         async with self._transaction(request) as connection:
             task = (await connection.execute(COMPLETE, {**self._user(request), **params.model_dump()})).mappings().first()
         if task is None:
-            raise ToolError(f"There is no task #{params.task_id}; list the tasks to see their ids.")
+            raise _no_task(params.task_id)
         return request.result(f"Completed task #{task['task_id']}: {task['title']}", data=_json(task))
+
+    @action(EditTask)
+    async def edit(self, params: EditTask, request: ToolRequest) -> ToolResult:
+        """Change a task: its title, its due date (or remove it), done or open again."""
+        async with self._transaction(request) as connection:
+            task = (await connection.execute(EDIT, {**self._user(request), **params.model_dump()})).mappings().first()
+        if task is None:
+            raise _no_task(params.task_id)
+        return request.result(f"Changed task: {_describe(task)}", data=_json(task))
+
+    @action(DeleteTask, sensitive=True)
+    async def delete(self, params: DeleteTask, request: ToolRequest) -> ToolResult:
+        """Delete a task from the user's list for good (asks first)."""
+        async with self._transaction(request) as connection:
+            task = (await connection.execute(DELETE, {**self._user(request), **params.model_dump()})).mappings().first()
+        if task is None:
+            raise _no_task(params.task_id)
+        return request.result(f"Deleted task #{task['task_id']}: {task['title']}", data=_json(task))
 
     def _transaction(self, request: ToolRequest):  # noqa: ANN202 (an async context manager)
         return self.context.require_database(self.name).user_transaction(self._user(request)["user_id"])
@@ -74,6 +137,12 @@ class TaskAgent(Tool):
     @staticmethod
     def _user(request: ToolRequest) -> dict[str, str]:
         return {"user_id": request.user_id or "anonymous"}
+
+
+def _no_task(task_id: int) -> ToolError:
+    return ToolError(
+        f"There is no task #{task_id}; list the tasks to see their ids.", code="not_found", recoverable=False
+    )
 
 
 def _describe(task: RowMapping) -> str:
