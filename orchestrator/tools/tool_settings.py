@@ -6,7 +6,7 @@ from collections.abc import Generator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path, PurePath
-from typing import Self
+from typing import Self, get_args
 from urllib.parse import urlsplit
 
 from pydantic import AliasChoices, PrivateAttr, SecretStr, ValidationError
@@ -98,7 +98,7 @@ class ToolSettings(BaseSettings):
         variables = " and ".join(cls.variable(field) for field in fields) or "the variables"
         files = " or ".join(str(path) for path in reversed(_env_files(folder)))
         line = f"set {variables} in the environment or in {files}"
-        plain = [field for field in fields if cls.model_fields[field].annotation is not SecretStr]
+        plain = [field for field in fields if not _secret(cls.model_fields[field].annotation)]
         if plain:
             yaml = folder / "tool_config.yaml" if folder is not None else "its tool_config.yaml"
             line += f", or {' and '.join(plain)} under config: in {yaml}"
@@ -130,6 +130,11 @@ class ToolSettings(BaseSettings):
                 if not parts.netloc and parts.path.startswith("/"):
                     found.append("/" + parts.path.lstrip("/"))
         return found
+
+
+def _secret(annotation: object) -> bool:
+    """A `SecretStr` field, optional or not (`SecretStr | None`)."""
+    return annotation is SecretStr or SecretStr in get_args(annotation)
 
 
 def _env_files(folder: Path | None) -> tuple[Path, ...]:

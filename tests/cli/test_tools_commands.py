@@ -169,7 +169,7 @@ def test_chat_tools_command_shows_the_tree(cli, tmp_path: Path):
     start = next(i for i, line in enumerate(lines) if line.startswith("personal_assistant_agent 1.0.0"))
     assert "sub_graphs/personal_assistant_agent" in lines[start]
     assert lines[start + 1].startswith("  personal_assistant_agent_ask  Hand this agent a request")
-    assert lines[start + 2].startswith("  email_agent 1.0.0  sub_graphs/personal_assistant_agent/src/sub_graphs/email_agent")
+    assert lines[start + 2].startswith("  email_agent 1.1.0  sub_graphs/personal_assistant_agent/src/sub_graphs/email_agent")
     assert lines[start + 3].startswith("    email_agent_list_messages  List the newest messages of a mailbox")
     assert any(line.startswith("    email_agent_send  Send a plain-text email.") for line in lines[start + 4 :])
     assert not any("task_agent" in line for line in lines), "task_agent was refused"

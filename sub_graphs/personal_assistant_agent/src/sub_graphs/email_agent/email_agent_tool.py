@@ -16,6 +16,7 @@ from .email_settings import EmailSettings
 from .imap_reading import Fetched, fetch, mailbox_open, search_uids
 from .message_text import summary, summary_line, whole
 from .reading_params import ListMessages, ReadMessage, SearchMessages, one_line, search_criteria
+from .resend_delivery import deliver_resend
 from .smtp_delivery import deliver, refused_error
 
 
@@ -114,15 +115,21 @@ class EmailAgent(Tool):
         smtp = self.settings(EmailSettings)
         attachments = read_attachments(smtp, params.attachments)
         message = _compose(smtp, params, attachments)
-        recipients = list(dict.fromkeys(params.to + params.cc + params.bcc))
-        refusals = await asyncio.to_thread(deliver, smtp, message, recipients)
-        if refusals:
-            raise refused_error(refusals, sent_to=[r for r in recipients if r not in refusals])
+        if smtp.provider == "resend":
+            sent_id = await deliver_resend(smtp, message, bcc=params.bcc, attachments=attachments)
+        else:
+            recipients = list(dict.fromkeys(params.to + params.cc + params.bcc))
+            refusals = await asyncio.to_thread(deliver, smtp, message, recipients)
+            if refusals:
+                raise refused_error(refusals, sent_to=[r for r in recipients if r not in refusals])
+            sent_id = None
         hidden = f" (bcc: {', '.join(params.bcc)})" if params.bcc else ""
+        through = " through Resend" if smtp.provider == "resend" else ""
         return request.result(
-            f"Email sent to {', '.join(params.to + params.cc)}{hidden}.",
+            f"Email sent to {', '.join(params.to + params.cc)}{hidden}{through}.",
             data={
                 "message_id": message["Message-ID"],
+                **({"provider_id": sent_id} if sent_id is not None else {}),
                 "to": params.to,
                 "cc": params.cc,
                 "bcc": params.bcc,

@@ -5,18 +5,27 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr
+from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import SettingsConfigDict
 
 from orchestrator.tools import ToolSettings
 
 Security = Literal["starttls", "ssl", "none"]
+Provider = Literal["smtp", "resend"]
 
 
 class EmailSettings(ToolSettings):
-    """The SMTP server it sends through, and the IMAP server it reads from (when set)."""
+    """The SMTP server (or Resend) it sends through, and the IMAP server it reads from (when set)."""
 
     model_config = SettingsConfigDict(env_prefix="EMAIL_AGENT_")
+
+    provider: Provider = "smtp"
+    # Resend's own variable first; only from the environment or a `.env` (an alias: config:
+    # in tool_config.yaml, which is shared with the folder, cannot set it).
+    resend_api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("RESEND_API_KEY", "EMAIL_AGENT_RESEND_API_KEY")
+    )
+    resend_base_url: str = "https://api.resend.com"
 
     smtp_host: str = "localhost"
     smtp_port: int = Field(default=587, ge=1, le=65535)
