@@ -1,4 +1,5 @@
-"""Web search through a SearXNG server's JSON API, and web pages read as Markdown."""
+"""Web search through a SearXNG server's JSON API (or Brave, Tavily, Serper: see
+`search_providers`), and web pages read as Markdown."""
 
 from __future__ import annotations
 
@@ -6,12 +7,13 @@ from datetime import UTC, datetime
 from typing import Annotated, Literal
 
 import httpx
-from pydantic import AliasChoices, BaseModel, Field
+from pydantic import AliasChoices, BaseModel, Field, SecretStr
 from pydantic_settings import SettingsConfigDict
 
 from orchestrator.tools import NotAI, Tool, ToolError, ToolRequest, ToolResult, ToolSettings, action
 
 from .pages import fetch
+from .search_providers import HOSTED, Provider, Query, hosted_search
 
 NO_SERVER = "{tool} is not configured: searxng_url is not set ({how})"
 CUT_NOTE = "\n\n[cut: the page goes on past {limit} characters]"
@@ -22,10 +24,22 @@ class WebSettings(ToolSettings):
 
     model_config = SettingsConfigDict(env_prefix="WEB_SEARCH_AGENT_")
 
+    provider: Provider = "searxng"
     searxng_url: str | None = Field(  # needed by search only
         default=None,
         validation_alias=AliasChoices("SEARXNG_URL", "WEB_SEARCH_AGENT_SEARXNG_URL", "searxng_url"),
     )
+    # The hosted providers' keys, by their own variables: aliases, so config: cannot set them.
+    brave_api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("BRAVE_API_KEY", "WEB_SEARCH_AGENT_BRAVE_API_KEY")
+    )
+    tavily_api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("TAVILY_API_KEY", "WEB_SEARCH_AGENT_TAVILY_API_KEY")
+    )
+    serper_api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("SERPER_API_KEY", "WEB_SEARCH_AGENT_SERPER_API_KEY")
+    )
+    provider_url: str | None = None  # a hosted provider's endpoint instead of its own (a proxy)
     language: str | None = None
     timeout_seconds: float = Field(default=20, gt=0)
     max_page_bytes: int = Field(default=2_000_000, ge=1024)
@@ -57,39 +71,30 @@ class WebSearchAgent(Tool):
     async def search(self, params: Search, request: ToolRequest) -> ToolResult:
         """Search the web; each result has a title, a snippet, its url and its position."""
         settings = self.settings(WebSettings)
-        query: dict[str, str | int] = {
-            "q": params.query,
-            "format": "json",
-            "pageno": 1,
-            "safesearch": params.safesearch,
-        }
         language = params.language or settings.language
-        if language:
-            query["language"] = language
-        answer = await self._search(settings, query)
+        if settings.provider == "searxng":
+            found = await self._searxng(settings, params, language)
+        else:
+            query = Query(params.query, params.max_results, language, params.safesearch)
+            async with _client(settings) as client:
+                found = await hosted_search(
+                    client, settings.provider, key=self._key(settings), query=query,
+                    url=settings.provider_url,
+                )
         results = [
-            {
-                "title": str(item.get("title") or item.get("url")),
-                "snippet": str(item.get("content") or ""),
-                "url": str(item["url"]),
-                "position": position,
-            }
-            for position, item in enumerate(
-                (r for r in _listed(answer.get("results")) if isinstance(r, dict) and r.get("url")),
-                start=1,
-            )
-            if position <= params.max_results
+            {**item, "position": position}
+            for position, item in enumerate(found[: params.max_results], start=1)
         ]
         return request.result(
             _listing(params.query, results),
             data={
                 "query": params.query,
-                "provider": "searxng",
+                "provider": settings.provider,
                 "results": results,
                 "total_results": len(results),
                 "timestamp": datetime.now(UTC).isoformat(timespec="seconds"),
             },
-            metadata={"provider": "searxng"},
+            metadata={"provider": settings.provider},
         )
 
     @action(FetchPage)
@@ -123,6 +128,41 @@ class WebSearchAgent(Tool):
             },
             metadata={"provider": "web"},
         )
+
+    async def _searxng(
+        self, settings: WebSettings, params: Search, language: str | None
+    ) -> list[dict[str, str]]:
+        query: dict[str, str | int] = {
+            "q": params.query,
+            "format": "json",
+            "pageno": 1,
+            "safesearch": params.safesearch,
+        }
+        if language:
+            query["language"] = language
+        answer = await self._search(settings, query)
+        return [
+            {
+                "title": str(item.get("title") or item.get("url")),
+                "snippet": str(item.get("content") or ""),
+                "url": str(item["url"]),
+            }
+            for item in _listed(answer.get("results"))
+            if isinstance(item, dict) and item.get("url")
+        ]
+
+    def _key(self, settings: WebSettings) -> SecretStr:
+        """The hosted provider's key; `not_configured`, naming its variable, without one."""
+        field = f"{settings.provider}_api_key"
+        key = getattr(settings, field)
+        if not isinstance(key, SecretStr):
+            raise ToolError(
+                f"{self.name} searches through {HOSTED[settings.provider].name}, which needs its "
+                f"API key: {settings.how_to_set_these(field)}",
+                code="not_configured",
+                recoverable=False,
+            )
+        return key
 
     async def _search(self, settings: WebSettings, query: dict[str, str | int]) -> dict[str, object]:
         if not settings.searxng_url:
