@@ -50,10 +50,12 @@ def tool(root: Path, directory: str, **fields: object) -> Path:
 
 
 def tasks(root: Path, directory: str, **fields: object) -> Path:
-    """A copy of the shipped task list, with the migration that makes its `tasks` table."""
+    """A copy of the shipped task list, its modules and the migration that makes its `tasks` table."""
     name = directory.rsplit("/", 1)[-1]
     fields = {"entry_point": "task_agent_tool.py", **fields}
     folder = write_folder(root, directory, config=config(name, **fields), code=TASKS_CODE, entry="task_agent_tool.py")
+    for module in TASK_AGENT.glob("*.py"):
+        shutil.copy2(module, folder / module.name)
     shutil.copytree(TASK_AGENT / "migrations", folder / "migrations")
     return folder
 
