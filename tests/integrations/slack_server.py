@@ -50,6 +50,7 @@ class SlackServer(ServedOnThread):
                 "profile": {"display_name": "Bobby"},
             },
         }
+        self.users_readable = True  # False: a token without users:read (`missing_scope`)
         self.calls: list[tuple[str, dict[str, str]]] = []
         self._clock = 1_764_000_000
         self._lock = threading.Lock()
@@ -141,6 +142,8 @@ class SlackServer(ServedOnThread):
         return _page(listed, arguments, key="channels", default_limit=100)
 
     def _user(self, arguments: dict[str, str]) -> dict[str, object]:
+        if not self.users_readable:
+            return {"ok": False, "error": "missing_scope", "needed": "users:read"}
         user = self.users.get(arguments.get("user", ""))
         if user is None:
             return {"ok": False, "error": "user_not_found"}

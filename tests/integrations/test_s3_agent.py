@@ -254,17 +254,28 @@ def test_a_deployment_may_pin_the_bucket(cli, s3, tmp_path: Path):
     config_file = root / "s3_agent" / "tool_config.yaml"
     config = yaml.safe_load(config_file.read_text())
     config_file.write_text(
-        yaml.safe_dump({**config, "parameters": {"bucket": {"value": "reports"}}})
+        yaml.safe_dump(
+            {
+                **config,
+                "parameters": {"bucket": {"value": "reports"}, "to_bucket": {"value": "reports"}},
+            }
+        )
     )
     assert cli("tools", "approve", "s3_agent", cwd=tmp_path).returncode == 0
 
     listed = cli("run", "s3_agent", "list", "--json", "{}", cwd=tmp_path)
     chosen = cli("run", "s3_agent", "list", "bucket: archive", cwd=tmp_path)
+    elsewhere = cli(
+        "run", "s3_agent", "copy", "key: 2026/q1.csv, to_key: q1.csv, to_bucket: archive",
+        cwd=tmp_path,
+    )
 
     assert listed.returncode == 0, listed.stderr
     assert json.loads(listed.stdout)["data"]["bucket"] == "reports"
     assert chosen.returncode == 1
     assert "bucket of s3_agent.list is fixed by the folder's configuration" in chosen.stderr
+    assert elsewhere.returncode == 1
+    assert "to_bucket of s3_agent.copy is fixed by the folder's configuration" in elsewhere.stderr
 
 
 async def test_list_gives_a_page_and_a_token_that_continues_it(s3):

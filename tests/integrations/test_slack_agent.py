@@ -201,6 +201,18 @@ async def test_what_is_read_names_people_asking_slack_once_per_person(slack: Sla
     assert asked == ["U0000ADA", "U0000BOB", "U0000ZED"], "each person asked about once"
 
 
+async def test_without_users_read_the_ids_stay_and_reading_works(slack: SlackServer):
+    slack.users_readable = False
+
+    first = await call("read", channel=GENERAL)
+    again = await call("read", channel=GENERAL)
+
+    assert [m["user_name"] for m in again.data["messages"]] == ["U0000BOB", "U0000ADA"]
+    assert first.message.splitlines()[0].endswith("U0000BOB: Coffee first")
+    asked = [args["user"] for method, args in slack.calls if method == "users.info"]
+    assert sorted(asked) == ["U0000ADA", "U0000BOB"], "Slack's refusal is remembered too"
+
+
 async def test_channel_history_comes_a_page_at_a_time(slack: SlackServer):
     for number in range(3):
         slack.add_message(GENERAL, "U0000ADA", f"note {number}")
