@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 import boto3.session
 from botocore.client import BaseClient
@@ -18,7 +19,7 @@ from botocore.exceptions import (
     NoCredentialsError,
     PartialCredentialsError,
 )
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import SettingsConfigDict
 
 from orchestrator.errors import InvalidToolArgumentsError, ToolError, TransientToolError
@@ -51,12 +52,27 @@ class S3Settings(ToolSettings):
     max_attempts: int = Field(default=3, ge=1, le=10)
     timeout_seconds: float = Field(default=30, gt=0)
 
+    @field_validator("endpoint_url")
+    @classmethod
+    def _an_http_url(cls, value: str | None) -> str | None:
+        # botocore would say only "ValueError: Invalid endpoint" at the first call.
+        if value is None:
+            return None
+        parts = urlsplit(value.strip())
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(
+                f"{value!r} is not an http(s) URL of an S3 server, e.g. http://127.0.0.1:9000"
+            )
+        return value.strip()
+
 
 def client_for(settings: S3Settings) -> BaseClient:
     """A boto3 S3 client for the configured endpoint, with the configured credentials if any."""
     config = Config(
         region_name=settings.region,
         s3={"addressing_style": settings.addressing_style},
+        # SigV4: presigned links valid up to 7 days, and what every region accepts.
+        signature_version="s3v4",
         retries={"total_max_attempts": settings.max_attempts, "mode": "standard"},
         connect_timeout=settings.timeout_seconds,
         read_timeout=settings.timeout_seconds,
@@ -70,6 +86,26 @@ def client_for(settings: S3Settings) -> BaseClient:
         aws_secret_access_key=secret,
         aws_session_token=token,
         config=config,
+    )
+
+
+def exists(client: BaseClient, bucket: str, key: str) -> bool:
+    """Whether s3://bucket/key is there (HEAD cannot tell a missing bucket: both are 404)."""
+    try:
+        client.head_object(Bucket=bucket, Key=key)
+    except ClientError as error:
+        if str(error.response.get("Error", {}).get("Code", "")) in ("404", "NoSuchKey", "NotFound"):
+            return False
+        raise
+    return True
+
+
+def already_there(what: str) -> ToolError:
+    """The refusal to replace `what` without `overwrite: true`."""
+    return ToolError(
+        f"{what} already exists: it is not replaced unless you say so (overwrite: true)",
+        code="already_exists",
+        recoverable=False,
     )
 
 

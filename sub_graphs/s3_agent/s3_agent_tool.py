@@ -1,63 +1,34 @@
-"""Files in S3 or an S3-compatible store: list, upload, download, delete (boto3)."""
+"""Files in S3 or an S3-compatible store: list, read, write, copy, move, share, delete (boto3)."""
 
 from __future__ import annotations
 
 import base64
 import binascii
 import mimetypes
+from datetime import UTC, datetime, timedelta
 
 from botocore.client import BaseClient
-from pydantic import BaseModel, Field, PrivateAttr, model_validator
+from pydantic import PrivateAttr
 
 from orchestrator.errors import InvalidToolArgumentsError, ToolError
 from orchestrator.tools import Tool, ToolRequest, ToolResult, action
 
-from .s3_access import S3Settings, client_for, failures, local_path, location, settings_key
-
-BUCKET = "The bucket; the configured one when left out."
-KEY = "The object's key (its path in the bucket), or a whole s3://bucket/key."
-
-
-class ListFiles(BaseModel):
-    bucket: str | None = Field(default=None, description=BUCKET)
-    prefix: str = Field(default="", description="Only keys starting with this, e.g. reports/.")
-    max_keys: int = Field(default=100, ge=1, le=1000, description="List at most this many.")
-
-
-class Upload(BaseModel):
-    key: str = Field(min_length=1, description=KEY)
-    bucket: str | None = Field(default=None, description=BUCKET)
-    content: str | None = Field(default=None, description="The file's text.")
-    content_base64: str | None = Field(default=None, description="The file's bytes, base64.")
-    file: str | None = Field(default=None, description="A local file, relative to files_dir.")
-    content_type: str | None = Field(
-        default=None, description="e.g. text/csv; guessed if left out."
-    )
-    metadata: dict[str, str] = Field(default_factory=dict, description="User metadata to store.")
-
-    @model_validator(mode="after")
-    def _one_source(self) -> Upload:
-        given = [self.content is not None, self.content_base64 is not None, self.file is not None]
-        if sum(given) != 1:
-            raise ValueError("give exactly one of content, content_base64 and file")
-        return self
-
-
-class Download(BaseModel):
-    key: str = Field(min_length=1, description=KEY)
-    bucket: str | None = Field(default=None, description=BUCKET)
-    save_as: str | None = Field(
-        default=None, description="Save it as this local file (relative to files_dir) instead."
-    )
-
-
-class Delete(BaseModel):
-    key: str = Field(min_length=1, description=KEY)
-    bucket: str | None = Field(default=None, description=BUCKET)
+from .s3_access import (
+    S3Settings,
+    already_there,
+    client_for,
+    exists,
+    failures,
+    local_path,
+    location,
+    settings_key,
+)
+from .s3_content import content_of
+from .s3_params import Copy, Delete, Download, Head, ListFiles, Presign, Upload
 
 
 class S3Agent(Tool):
-    """Lists, uploads, downloads and deletes files in the configured S3 store."""
+    """Lists, uploads, downloads, copies, moves, shares and deletes files in an S3 store."""
 
     settings_model = S3Settings
 
@@ -66,13 +37,20 @@ class S3Agent(Tool):
 
     @action(ListFiles)
     def list(self, params: ListFiles, request: ToolRequest) -> ToolResult:
-        """List the files of a bucket, optionally under a prefix."""
+        """List a bucket's files, a page at a time, optionally under a prefix or one level."""
         settings = self._settings()
         bucket, _ = location(params.bucket, "", default=settings.bucket)
+        options: dict[str, str | int] = {
+            "Bucket": bucket,
+            "Prefix": params.prefix,
+            "MaxKeys": params.max_keys,
+        }
+        if params.delimiter:
+            options["Delimiter"] = params.delimiter
+        if params.continuation_token:
+            options["ContinuationToken"] = params.continuation_token
         with failures(bucket=bucket):
-            page = self._client(settings).list_objects_v2(
-                Bucket=bucket, Prefix=params.prefix, MaxKeys=params.max_keys
-            )
+            page = self._client(settings).list_objects_v2(**options)
         files = [
             {
                 "key": item["Key"],
@@ -82,18 +60,28 @@ class S3Agent(Tool):
             }
             for item in page.get("Contents", [])
         ]
-        truncated = bool(page.get("IsTruncated"))
-        lines = [f"{f['key']} ({_size(f['size_bytes'])})" for f in files]
+        folders = [str(item["Prefix"]) for item in page.get("CommonPrefixes", [])]
+        next_token = page.get("NextContinuationToken") if page.get("IsTruncated") else None
         head = f"{len(files)} file{'s' if len(files) != 1 else ''} in s3://{bucket}/{params.prefix}"
-        more = "; more exist: narrow the prefix" if truncated else ""
+        if params.delimiter:
+            head += f" and {len(folders)} folder{'s' if len(folders) != 1 else ''}"
+        lines = [
+            *(f"{folder} (folder)" for folder in folders),
+            *(f"{f['key']} ({_size(f['size_bytes'])})" for f in files),
+        ]
+        if next_token:
+            head += "; more exist"
+            lines.append(f"More: continue with continuation_token {next_token}")
         return request.result(
-            "\n".join([head + more, *lines]),
+            "\n".join([head, *lines]),
             data={
                 "bucket": bucket,
                 "prefix": params.prefix,
                 "files": files,
+                "folders": folders,
                 "count": len(files),
-                "truncated": truncated,
+                "truncated": next_token is not None,
+                "next_token": next_token,
             },
             metadata={"provider": "s3"},
         )
@@ -144,6 +132,8 @@ class S3Agent(Tool):
         client = self._client(settings)
         if params.save_as is not None:
             target = local_path(settings, params.save_as)
+            if target.exists() and not params.overwrite:
+                raise already_there(f"The local file {target}")
             target.parent.mkdir(parents=True, exist_ok=True)
             with failures(bucket=bucket, key=key):
                 client.download_file(bucket, key, str(target))
@@ -169,13 +159,78 @@ class S3Agent(Tool):
             "size_bytes": len(body),
             "content_type": head.get("ContentType"),
             "last_modified": head["LastModified"].isoformat(),
-            **_content(body),
+            **content_of(body, head.get("ContentType")),
         }
+        binary = ": bytes, in content_base64" if "content_base64" in data else ""
         return request.result(
-            f"Downloaded s3://{bucket}/{key} ({_size(len(body))}, {head.get('ContentType')}).",
+            f"Downloaded s3://{bucket}/{key} ({_size(len(body))}, {head.get('ContentType')}){binary}.",
             data=data,
             metadata={"provider": "s3"},
         )
+
+    @action(Head)
+    def head(self, params: Head, request: ToolRequest) -> ToolResult:
+        """A file's details without its content: size, type, date, ETag, user metadata."""
+        settings = self._settings()
+        bucket, key = location(params.bucket, params.key, default=settings.bucket)
+        with failures(bucket=bucket, key=key):
+            head = self._client(settings).head_object(Bucket=bucket, Key=key)
+        data = {
+            "bucket": bucket,
+            "key": key,
+            "size_bytes": head["ContentLength"],
+            "content_type": head.get("ContentType"),
+            "last_modified": head["LastModified"].isoformat(),
+            "etag": head.get("ETag", "").strip('"'),
+            "metadata": head.get("Metadata", {}),
+            "storage_class": head.get("StorageClass", "STANDARD"),
+            "version_id": head.get("VersionId"),
+        }
+        return request.result(
+            f"s3://{bucket}/{key}: {_size(data['size_bytes'])}, {data['content_type']}, "
+            f"modified {data['last_modified']}.",
+            data=data,
+            metadata={"provider": "s3"},
+        )
+
+    @action(Presign)
+    def presign(self, params: Presign, request: ToolRequest) -> ToolResult:
+        """A link anyone can download a file with, until it expires (no credentials needed)."""
+        settings = self._settings()
+        bucket, key = location(params.bucket, params.key, default=settings.bucket)
+        client = self._client(settings)
+        with failures(bucket=bucket, key=key):
+            client.head_object(Bucket=bucket, Key=key)  # no link to nothing
+            url = client.generate_presigned_url(
+                "get_object",
+                Params={"Bucket": bucket, "Key": key},
+                ExpiresIn=params.expires_seconds,
+            )
+        until = datetime.now(UTC) + timedelta(seconds=params.expires_seconds)
+        return request.result(
+            f"A link to s3://{bucket}/{key}, valid until {until:%Y-%m-%d %H:%M} UTC: {url}",
+            data={
+                "bucket": bucket,
+                "key": key,
+                "url": url,
+                "method": "GET",
+                "expires_seconds": params.expires_seconds,
+                "expires_at": until.isoformat(timespec="seconds"),
+            },
+            metadata={"provider": "s3"},
+        )
+
+    @action(Copy)
+    def copy(  # pyright: ignore[reportIncompatibleMethodOverride]  # the action's name; BaseModel.copy is pydantic's deprecated v1 API
+        self, params: Copy, request: ToolRequest
+    ) -> ToolResult:
+        """Copy a file to another key or bucket, its type and metadata with it."""
+        return self._copied(params, request, move=False)
+
+    @action(Copy)
+    def move(self, params: Copy, request: ToolRequest) -> ToolResult:
+        """Move (rename) a file: copied to the new key or bucket, then removed from the old."""
+        return self._copied(params, request, move=True)
 
     @action(Delete, sensitive=True)
     def delete(self, params: Delete, request: ToolRequest) -> ToolResult:
@@ -189,6 +244,30 @@ class S3Agent(Tool):
         return request.result(
             f"Deleted s3://{bucket}/{key}.",
             data={"bucket": bucket, "key": key, "deleted": True},
+            metadata={"provider": "s3"},
+        )
+
+    def _copied(self, params: Copy, request: ToolRequest, *, move: bool) -> ToolResult:
+        settings = self._settings()
+        bucket, key = location(params.bucket, params.key, default=settings.bucket)
+        to_bucket, to_key = location(params.to_bucket, params.to_key, default=bucket)
+        if (bucket, key) == (to_bucket, to_key):
+            raise InvalidToolArgumentsError(f"s3://{bucket}/{key} is both source and destination")
+        client = self._client(settings)
+        with failures(bucket=bucket, key=key):
+            client.head_object(Bucket=bucket, Key=key)
+        with failures(bucket=to_bucket, key=to_key):
+            if not params.overwrite and exists(client, to_bucket, to_key):
+                raise already_there(f"s3://{to_bucket}/{to_key}")
+            # The managed copy: one CopyObject, or a multipart copy past 5 GB.
+            client.copy({"Bucket": bucket, "Key": key}, to_bucket, to_key)
+        if move:
+            with failures(bucket=bucket, key=key):
+                client.delete_object(Bucket=bucket, Key=key)
+        verb = "Moved" if move else "Copied"
+        return request.result(
+            f"{verb} s3://{bucket}/{key} to s3://{to_bucket}/{to_key}.",
+            data={"bucket": to_bucket, "key": to_key, "source": f"s3://{bucket}/{key}"},
             metadata={"provider": "s3"},
         )
 
@@ -216,13 +295,6 @@ def _body(params: Upload, settings: S3Settings) -> bytes:
             f"There is no file {params.file!r} in files_dir", code="not_found", recoverable=False
         )
     return path.read_bytes()
-
-
-def _content(body: bytes) -> dict[str, str]:
-    try:
-        return {"content": body.decode()}
-    except UnicodeDecodeError:
-        return {"content_base64": base64.b64encode(body).decode("ascii")}
 
 
 def _size(count: int) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -37,6 +38,17 @@ BUSY = frozenset({"ratelimited", "service_unavailable", "fatal_error", "internal
 MAX_PAGES = 20
 
 
+class _BelowWarning(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno < logging.WARNING
+
+
+# slack_sdk logs each failed request as an ERROR of its own before raising; the raised error
+# comes back as the tool's one error, so its lines would say it twice, raw. Its debug lines stay.
+SDK_LOG = logging.getLogger("slack_sdk.slack_agent")
+SDK_LOG.addFilter(_BelowWarning())
+
+
 class SlackSettings(ToolSettings):
     """The workspace: `config` of tool_config.yaml, overridden by SLACK_AGENT_* variables."""
 
@@ -52,7 +64,10 @@ def client_for(settings: SlackSettings) -> WebClient:
     """slack_sdk's WebClient for the configured token and server."""
     base = settings.base_url if settings.base_url.endswith("/") else settings.base_url + "/"
     return WebClient(
-        token=settings.token.get_secret_value(), base_url=base, timeout=settings.timeout_seconds
+        token=settings.token.get_secret_value(),
+        base_url=base,
+        timeout=settings.timeout_seconds,
+        logger=SDK_LOG,
     )
 
 

@@ -252,8 +252,10 @@ async def test_two_level_call_carries_request_ids_down_the_tree(
         "database_agent_describe_schema", "database_agent_explain", "database_agent_list_schemas",
         "database_agent_query", "database_agent_sample_rows", "database_agent_write",
         "personal_assistant_agent_ask", "research_agent_ask",
-        "s3_agent_delete", "s3_agent_download", "s3_agent_list", "s3_agent_upload",
-        "slack_agent_post", "slack_agent_read", "create_execution_plan",
+        "s3_agent_copy", "s3_agent_delete", "s3_agent_download", "s3_agent_head",
+        "s3_agent_list", "s3_agent_move", "s3_agent_presign", "s3_agent_upload",
+        "slack_agent_channels", "slack_agent_post", "slack_agent_read", "slack_agent_read_thread",
+        "create_execution_plan",
     ]
     [assistant] = [agent for agent in runtime.sub_agents if agent.tool.name == "personal_assistant_agent"]
     inner_tools = {t.name for t in assistant.tool.tools}

@@ -1,4 +1,5 @@
-"""A server on 127.0.0.1 speaking Slack's Web API JSON: channels, posts, history, its errors."""
+"""A server on 127.0.0.1 speaking Slack's Web API JSON: channels, posts, history, threads,
+users, cursor pages and its errors."""
 
 from __future__ import annotations
 
@@ -22,10 +23,12 @@ class Channel:
 
 
 class SlackServer(ServedOnThread):
-    """Answers chat.postMessage, conversations.history and conversations.list as Slack does.
+    """Answers chat.postMessage, conversations.history, .replies and .list, and users.info as
+    Slack does, the lists a page at a time (`limit`, `cursor`, `response_metadata.next_cursor`).
 
     A wrong token is `invalid_auth`; an unknown channel `channel_not_found`; a channel the
-    bot is not in `not_in_channel`. Every call is kept in `calls` (method, arguments).
+    bot is not in `not_in_channel`; an unknown thread `thread_not_found`; an unknown user
+    `user_not_found`. Every call is kept in `calls` (method, arguments).
     """
 
     def __init__(self) -> None:
@@ -33,6 +36,21 @@ class SlackServer(ServedOnThread):
             "C0000GENERAL": Channel("C0000GENERAL", "general"),
             "C00000RANDOM": Channel("C00000RANDOM", "random", member=False),
         }
+        self.users: dict[str, dict[str, object]] = {
+            "U0000ADA": {
+                "id": "U0000ADA",
+                "name": "ada",
+                "real_name": "Ada Lovelace",
+                "profile": {"display_name": ""},
+            },
+            "U0000BOB": {
+                "id": "U0000BOB",
+                "name": "bob",
+                "real_name": "Bob Li",
+                "profile": {"display_name": "Bobby"},
+            },
+        }
+        self.users_readable = True  # False: a token without users:read (`missing_scope`)
         self.calls: list[tuple[str, dict[str, str]]] = []
         self._clock = 1_764_000_000
         self._lock = threading.Lock()
@@ -43,13 +61,22 @@ class SlackServer(ServedOnThread):
         host, port = self._server.server_address[:2]
         return f"http://{host}:{port}/api/"
 
-    def add_message(self, channel: str, user: str, text: str) -> str:
+    def add_message(
+        self, channel: str, user: str, text: str, *, thread_ts: str | None = None
+    ) -> str:
+        """Add a message (a reply when `thread_ts` is given); its ts."""
         with self._lock:
             self._clock += 60
             ts = f"{self._clock}.000100"
-            self.channels[channel].messages.insert(
-                0, {"type": "message", "user": user, "text": text, "ts": ts}
-            )
+            message: dict[str, object] = {"type": "message", "user": user, "text": text, "ts": ts}
+            messages = self.channels[channel].messages
+            if thread_ts is not None:
+                message["thread_ts"] = thread_ts
+                for parent in messages:
+                    if parent["ts"] == thread_ts:
+                        parent["thread_ts"] = thread_ts
+                        parent["reply_count"] = int(str(parent.get("reply_count", 0))) + 1
+            messages.insert(0, message)
             return ts
 
     def answer(
@@ -62,6 +89,8 @@ class SlackServer(ServedOnThread):
             "chat.postMessage": self._post,
             "conversations.history": self._history,
             "conversations.list": self._list,
+            "conversations.replies": self._replies,
+            "users.info": self._user,
         }.get(method)
         if handler is None:
             return {"ok": False, "error": "unknown_method"}
@@ -79,7 +108,9 @@ class SlackServer(ServedOnThread):
         channel = self._channel(arguments)
         if not isinstance(channel, Channel):
             return channel
-        ts = self.add_message(channel.id, "U0000BOT", arguments["text"])
+        ts = self.add_message(
+            channel.id, "U0000BOT", arguments["text"], thread_ts=arguments.get("thread_ts")
+        )
         return {
             "ok": True,
             "channel": channel.id,
@@ -91,18 +122,32 @@ class SlackServer(ServedOnThread):
         channel = self._channel(arguments)
         if not isinstance(channel, Channel):
             return channel
-        limit = int(arguments.get("limit", 100))
-        return {
-            "ok": True,
-            "messages": channel.messages[:limit],
-            "has_more": len(channel.messages) > limit,
-        }
+        return _page(channel.messages, arguments, key="messages", default_limit=100)
+
+    def _replies(self, arguments: dict[str, str]) -> dict[str, object]:
+        channel = self._channel(arguments)
+        if not isinstance(channel, Channel):
+            return channel
+        ts = arguments.get("ts", "")
+        thread = [m for m in reversed(channel.messages) if ts in (m["ts"], m.get("thread_ts"))]
+        if not thread:
+            return {"ok": False, "error": "thread_not_found"}
+        return _page(thread, arguments, key="messages", default_limit=1000)
 
     def _list(self, arguments: dict[str, str]) -> dict[str, object]:
-        listed = [
-            {"id": c.id, "name": c.name, "is_member": c.member} for c in self.channels.values()
+        listed: list[dict[str, object]] = [
+            {"id": c.id, "name": c.name, "is_member": c.member, "is_private": False}
+            for c in self.channels.values()
         ]
-        return {"ok": True, "channels": listed, "response_metadata": {"next_cursor": ""}}
+        return _page(listed, arguments, key="channels", default_limit=100)
+
+    def _user(self, arguments: dict[str, str]) -> dict[str, object]:
+        if not self.users_readable:
+            return {"ok": False, "error": "missing_scope", "needed": "users:read"}
+        user = self.users.get(arguments.get("user", ""))
+        if user is None:
+            return {"ok": False, "error": "user_not_found"}
+        return {"ok": True, "user": user}
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         server = self
@@ -140,3 +185,18 @@ class SlackServer(ServedOnThread):
                 pass
 
         return Handler
+
+
+def _page(
+    items: list[dict[str, object]], arguments: dict[str, str], *, key: str, default_limit: int
+) -> dict[str, object]:
+    """Slack's cursor pages: `limit` items from the cursor on, and the cursor of the next."""
+    start = int(arguments.get("cursor") or "0")
+    end = start + int(arguments.get("limit") or default_limit)
+    more = end < len(items)
+    return {
+        "ok": True,
+        key: items[start:end],
+        "has_more": more,
+        "response_metadata": {"next_cursor": str(end) if more else ""},
+    }
