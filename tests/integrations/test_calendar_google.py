@@ -5,7 +5,9 @@ CalDAV, the OAuth2 token and its refresh, and each error code with whether it is
 from __future__ import annotations
 
 import functools
+import shutil
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -444,3 +446,17 @@ async def test_the_token_in_tool_config_is_never_read(
     )
 
     assert settings.google_access_token is None  # type: ignore[attr-defined]
+
+
+async def test_the_token_in_the_folders_env_is_read(
+    google: GoogleCalendarServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+):
+    monkeypatch.delenv("CALENDAR_AGENT_GOOGLE_ACCESS_TOKEN")
+    folder = tmp_path / "calendar_agent"
+    shutil.copytree(FOLDER, folder, ignore=shutil.ignore_patterns("__pycache__"))
+    (folder / ".env").write_text(f"CALENDAR_AGENT_GOOGLE_ACCESS_TOKEN={TOKEN}\n")
+
+    request = ToolRequest(request_id="r1", action="list", parameters={"start": "2026-12-01"})
+    listed = await load_tool_folder(folder).execute(request)
+
+    assert (listed.data["calendar"], listed.metadata) == (PRIMARY, {"provider": "google"})

@@ -87,7 +87,9 @@ class CalendarAgent(Tool):
         )
         if settings.provider == "google":
             name, fields = create_event(settings, params, (start, end), zone)
-            return self._result("Created", fields, name, zone=zone, request=request)
+            return self._result(
+                "Created", fields, name, zone=zone, request=request, provider=settings.provider
+            )
         event = new_event(summary=params.summary, start=start, end=end)
         set_text(event, "location", params.location)
         set_text(event, "description", params.description)
@@ -107,7 +109,15 @@ class CalendarAgent(Tool):
         zone = settings.zone()
         if settings.provider == "google":
             name, fields, before = update_event(settings, params, zone)
-            return self._result("Updated", fields, name, zone=zone, request=request, before=before)
+            return self._result(
+                "Updated",
+                fields,
+                name,
+                zone=zone,
+                request=request,
+                provider=settings.provider,
+                before=before,
+            )
         with failures(settings, uid=params.uid):
             calendar = open_calendar(settings, params.calendar)
             found = calendar.event_by_uid(params.uid)
@@ -133,7 +143,15 @@ class CalendarAgent(Tool):
         zone = settings.zone()
         if settings.provider == "google":
             name, fields, before = move_event(settings, params, zone)
-            return self._result("Moved", fields, name, zone=zone, request=request, before=before)
+            return self._result(
+                "Moved",
+                fields,
+                name,
+                zone=zone,
+                request=request,
+                provider=settings.provider,
+                before=before,
+            )
         with failures(settings, uid=params.uid):
             calendar = open_calendar(settings, params.calendar)
             found = calendar.event_by_uid(params.uid)
@@ -158,15 +176,12 @@ class CalendarAgent(Tool):
             name, fields, shown = delete_event(settings, params, zone)
         else:
             name, fields, shown = _caldav_delete(settings, params, zone)
-        if shown is None:
-            return self._result("Deleted", fields, name, zone=zone, request=request, deleted=True)
+        done, extra = "Deleted", {"deleted": True}
+        if shown is not None:
+            done = f"Deleted the {shown.isoformat()} occurrence of"
+            extra = {"deleted_occurrence": shown.isoformat()}
         return self._result(
-            f"Deleted the {shown.isoformat()} occurrence of",
-            fields,
-            name,
-            zone=zone,
-            request=request,
-            deleted_occurrence=shown.isoformat(),
+            done, fields, name, zone=zone, request=request, provider=settings.provider, **extra
         )
 
     def _settings(self) -> CalendarSettings:
@@ -183,7 +198,9 @@ class CalendarAgent(Tool):
         **extra: object,
     ) -> ToolResult:
         fields = event_fields(event, zone)
-        return self._result(done, fields, str(calendar.name), zone=zone, request=request, **extra)
+        return self._result(
+            done, fields, str(calendar.name), zone=zone, request=request, provider="caldav", **extra
+        )
 
     def _result(
         self,
@@ -193,13 +210,14 @@ class CalendarAgent(Tool):
         *,
         zone: ZoneInfo,
         request: ToolRequest,
+        provider: str,
         **extra: object,
     ) -> ToolResult:
         where = "from" if done == "Deleted" else "on"
         return request.result(
             f"{done} {_line(fields)} {where} {calendar} (times in {zone.key}).",
             data={"calendar": calendar, "timezone": zone.key, **fields, **extra},
-            metadata={"provider": self._settings().provider},
+            metadata={"provider": provider},
         )
 
 

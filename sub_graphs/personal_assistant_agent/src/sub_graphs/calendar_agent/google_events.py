@@ -16,7 +16,7 @@ from .recurrence import rule_for
 
 Json = dict[str, JsonValue]
 # Google's responseStatus as iCalendar's PARTSTAT, the word CalDAV's events give.
-ANSWERS = {"needsAction": "NEEDS-ACTION", "accepted": "ACCEPTED", "declined": "DECLINED"}
+ANSWERS = {"accepted": "ACCEPTED", "declined": "DECLINED", "tentative": "TENTATIVE"}
 
 
 def when(value: JsonValue) -> date:
@@ -78,9 +78,7 @@ def fields_of(item: Json, zone: ZoneInfo, *, rule: str | None = None) -> EventFi
             Attendee(
                 email=str(a.get("email")),
                 name=str(a.get("displayName") or "") or None,
-                status=ANSWERS.get(
-                    str(a.get("responseStatus")), str(a.get("responseStatus") or "NEEDS-ACTION")
-                ).upper(),
+                status=ANSWERS.get(str(a.get("responseStatus")), "NEEDS-ACTION"),
             )
             for a in cast(list[Json], item.get("attendees") or [])
         ],
