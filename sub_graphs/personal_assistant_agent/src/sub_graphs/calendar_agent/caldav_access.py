@@ -4,52 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import caldav
 import requests
-import tzlocal
 from caldav.collection import Calendar
 from caldav.lib import error as dav_error
-from pydantic import Field, SecretStr
-from pydantic_settings import SettingsConfigDict
 
 from orchestrator.errors import ToolError
-from orchestrator.tools import ToolSettings
 
-
-class CalendarSettings(ToolSettings):
-    """The account: `config` of tool_config.yaml, overridden by CALENDAR_AGENT_* variables."""
-
-    model_config = SettingsConfigDict(env_prefix="CALENDAR_AGENT_")
-
-    url: str
-    username: str | None = None
-    password: SecretStr | None = None
-    calendar: str | None = None
-    timezone: str | None = None
-    timeout_seconds: int = Field(default=30, ge=1)
-
-    def zone(self) -> ZoneInfo:
-        """The zone every event is listed in, and of times given without one: the setting, else
-        the machine's own zone (UTC when the machine names none)."""
-        name = self.timezone
-        try:
-            # tzlocal raises the same errors when the machine's settings disagree or name no zone
-            name = name or tzlocal.get_localzone_name() or "UTC"
-            return ZoneInfo(name)
-        except (ZoneInfoNotFoundError, ValueError):
-            what = repr(name) if name else "the machine's zone"
-            raise ToolError(
-                f"calendar_agent's timezone {what} is not an IANA zone (e.g. Europe/Paris): "
-                "set CALENDAR_AGENT_TIMEZONE",
-                code="not_configured",
-                recoverable=False,
-            ) from None
+from .calendar_settings import CalendarSettings
 
 
 def open_calendar(settings: CalendarSettings, name: str | None) -> Calendar:
     """The calendar named `name`, else the configured one, else the account's first."""
+    assert settings.url is not None  # CalendarSettings requires it of CalDAV
     client = caldav.DAVClient(
         url=settings.url,
         username=settings.username,

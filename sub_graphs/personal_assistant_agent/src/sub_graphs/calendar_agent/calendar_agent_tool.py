@@ -16,8 +16,9 @@ from caldav.lib import error as dav_error
 from orchestrator.errors import InvalidToolArgumentsError, ToolError
 from orchestrator.tools import Tool, ToolRequest, ToolResult, action
 
-from .caldav_access import CalendarSettings, failures, open_calendar
+from .caldav_access import failures, open_calendar
 from .calendar_params import CreateEvent, DeleteEvent, ListEvents, MoveEvent, UpdateEvent
+from .calendar_settings import CalendarSettings
 from .event_ical import (
     EventFields,
     event_fields,
@@ -32,11 +33,14 @@ from .event_ical import (
     shift_exceptions,
 )
 from .event_times import day_start, stored
+from .google_provider import create_event, delete_event, list_events, move_event, update_event
 from .recurrence import is_occurrence
+from .span import new_span, new_times
 
 
 class CalendarAgent(Tool):
-    """Lists, creates, updates, moves and deletes events on the user's CalDAV calendar."""
+    """Lists, creates, updates, moves and deletes events on the user's calendar, over CalDAV or
+    on Google Calendar (`provider`)."""
 
     settings_model = CalendarSettings
 
@@ -48,26 +52,28 @@ class CalendarAgent(Tool):
         zone = settings.zone()
         first = params.start or datetime.now(zone).date()
         start, end = day_start(first, zone), day_start(first + timedelta(days=params.days), zone)
-        with failures(settings):
-            calendar = open_calendar(settings, params.calendar)
-            found = calendar.search(start=start, end=end, event=True, expand=True)
-        events = sorted(
-            (event_fields(item.icalendar_component, zone) for item in found),
-            key=lambda e: _sort_key(e, zone),
-        )
+        if settings.provider == "google":
+            name, events = list_events(settings, params.calendar, start, end, zone)
+        else:
+            with failures(settings):
+                calendar = open_calendar(settings, params.calendar)
+                found = calendar.search(start=start, end=end, event=True, expand=True)
+            name = str(calendar.name)
+            events = [event_fields(item.icalendar_component, zone) for item in found]
+        events.sort(key=lambda e: _sort_key(e, zone))
         lines = [_line(event) for event in events] or [
             f"No events from {first} for {params.days} days."
         ]
         return request.result(
             "\n".join([*lines, f"Times in {zone.key}."]),
             data={
-                "calendar": calendar.name,
+                "calendar": name,
                 "timezone": zone.key,
                 "start": start.isoformat(),
                 "end": end.isoformat(),
                 "events": events,
             },
-            metadata={"provider": "caldav"},
+            metadata={"provider": settings.provider},
         )
 
     @action(CreateEvent)
@@ -76,9 +82,14 @@ class CalendarAgent(Tool):
         settings = self._settings()
         zone = settings.zone()
         length = timedelta(minutes=params.duration_minutes)
-        start, end = _span(
+        start, end = new_span(
             params.start, params.end, all_day=params.all_day, length=length, zone=zone
         )
+        if settings.provider == "google":
+            name, fields = create_event(settings, params, (start, end), zone)
+            return self._result(
+                "Created", fields, name, zone=zone, request=request, provider=settings.provider
+            )
         event = new_event(summary=params.summary, start=start, end=end)
         set_text(event, "location", params.location)
         set_text(event, "description", params.description)
@@ -88,7 +99,7 @@ class CalendarAgent(Tool):
         with failures(settings):
             calendar = open_calendar(settings, params.calendar)
             calendar.save_event(new_calendar(event).to_ical().decode())
-        return self._result("Created", event, calendar=calendar, zone=zone, request=request)
+        return self._caldav_result("Created", event, calendar, zone=zone, request=request)
 
     @action(UpdateEvent)
     def update(self, params: UpdateEvent, request: ToolRequest) -> ToolResult:
@@ -96,6 +107,17 @@ class CalendarAgent(Tool):
         keeps its length), place, notes, repeat rule or attendees."""
         settings = self._settings()
         zone = settings.zone()
+        if settings.provider == "google":
+            name, fields, before = update_event(settings, params, zone)
+            return self._result(
+                "Updated",
+                fields,
+                name,
+                zone=zone,
+                request=request,
+                provider=settings.provider,
+                before=before,
+            )
         with failures(settings, uid=params.uid):
             calendar = open_calendar(settings, params.calendar)
             found = calendar.event_by_uid(params.uid)
@@ -110,8 +132,8 @@ class CalendarAgent(Tool):
             if params.attendees is not None:
                 set_attendees(event, params.attendees)
             _save(found, event)
-        return self._result(
-            "Updated", event, calendar=calendar, zone=zone, request=request, before=before
+        return self._caldav_result(
+            "Updated", event, calendar, zone=zone, request=request, before=before
         )
 
     @action(MoveEvent)
@@ -119,6 +141,17 @@ class CalendarAgent(Tool):
         """Move an event to a new start (keeping its length), to another calendar, or both."""
         settings = self._settings()
         zone = settings.zone()
+        if settings.provider == "google":
+            name, fields, before = move_event(settings, params, zone)
+            return self._result(
+                "Moved",
+                fields,
+                name,
+                zone=zone,
+                request=request,
+                provider=settings.provider,
+                before=before,
+            )
         with failures(settings, uid=params.uid):
             calendar = open_calendar(settings, params.calendar)
             found = calendar.event_by_uid(params.uid)
@@ -130,8 +163,8 @@ class CalendarAgent(Tool):
                 _save(found, event)
             else:
                 _move_between(found, event, target)
-        return self._result(
-            "Moved", event, calendar=target, zone=zone, request=request, before=before
+        return self._caldav_result(
+            "Moved", event, target, zone=zone, request=request, before=before
         )
 
     @action(DeleteEvent, sensitive=True)
@@ -139,59 +172,72 @@ class CalendarAgent(Tool):
         """Delete an event by its uid (a whole series), or one occurrence of a recurring one."""
         settings = self._settings()
         zone = settings.zone()
-        with failures(settings, uid=params.uid):
-            calendar = open_calendar(settings, params.calendar)
-            found = calendar.event_by_uid(params.uid)
-            event = _master(found)
-            if params.occurrence is None:
-                found.delete()
-                return self._result(
-                    "Deleted", event, calendar=calendar, zone=zone, request=request, deleted=True
-                )
-            occurrence = _occurrence(found.icalendar_instance, event, params.occurrence, zone=zone)
-            leave_out(found.icalendar_instance, event, occurrence)
-            _save(found, event)
-        shown = occurrence.astimezone(zone) if isinstance(occurrence, datetime) else occurrence
+        if settings.provider == "google":
+            name, fields, shown = delete_event(settings, params, zone)
+        else:
+            name, fields, shown = _caldav_delete(settings, params, zone)
+        done, extra = "Deleted", {"deleted": True}
+        if shown is not None:
+            done = f"Deleted the {shown.isoformat()} occurrence of"
+            extra = {"deleted_occurrence": shown.isoformat()}
         return self._result(
-            f"Deleted the {shown.isoformat()} occurrence of",
-            event,
-            calendar=calendar,
-            zone=zone,
-            request=request,
-            deleted_occurrence=shown.isoformat(),
+            done, fields, name, zone=zone, request=request, provider=settings.provider, **extra
         )
 
     def _settings(self) -> CalendarSettings:
         return self.settings(CalendarSettings)
 
-    def _result(
+    def _caldav_result(
         self,
         done: str,
         event: icalendar.Event,
-        *,
         calendar: Calendar,
+        *,
         zone: ZoneInfo,
         request: ToolRequest,
         **extra: object,
     ) -> ToolResult:
         fields = event_fields(event, zone)
+        return self._result(
+            done, fields, str(calendar.name), zone=zone, request=request, provider="caldav", **extra
+        )
+
+    def _result(
+        self,
+        done: str,
+        fields: EventFields,
+        calendar: str,
+        *,
+        zone: ZoneInfo,
+        request: ToolRequest,
+        provider: str,
+        **extra: object,
+    ) -> ToolResult:
         where = "from" if done == "Deleted" else "on"
         return request.result(
-            f"{done} {_line(fields)} {where} {calendar.name} (times in {zone.key}).",
-            data={"calendar": calendar.name, "timezone": zone.key, **fields, **extra},
-            metadata={"provider": "caldav"},
+            f"{done} {_line(fields)} {where} {calendar} (times in {zone.key}).",
+            data={"calendar": calendar, "timezone": zone.key, **fields, **extra},
+            metadata={"provider": provider},
         )
 
 
-def _span(
-    start: datetime, end: datetime | None, *, all_day: bool, length: timedelta, zone: ZoneInfo
-) -> tuple[date, date]:
-    """Start and end as stored: days (the end day included), or times (`length` long when no
-    end is given)."""
-    if all_day:
-        return start.date(), (end or start).date() + timedelta(days=1)
-    first = stored(start, zone)
-    return first, stored(end, zone) if end else first + length
+def _caldav_delete(
+    settings: CalendarSettings, params: DeleteEvent, zone: ZoneInfo
+) -> tuple[str, EventFields, date | None]:
+    """Delete the event (a whole series), or leave one occurrence out of the series."""
+    with failures(settings, uid=params.uid):
+        calendar = open_calendar(settings, params.calendar)
+        found = calendar.event_by_uid(params.uid)
+        event = _master(found)
+        if params.occurrence is None:
+            fields = event_fields(event, zone)
+            found.delete()
+            return str(calendar.name), fields, None
+        occurrence = _occurrence(found.icalendar_instance, event, params.occurrence, zone=zone)
+        leave_out(found.icalendar_instance, event, occurrence)
+        _save(found, event)
+    shown = occurrence.astimezone(zone) if isinstance(occurrence, datetime) else occurrence
+    return str(calendar.name), event_fields(event, zone), shown
 
 
 def _reschedule(
@@ -206,19 +252,10 @@ def _reschedule(
     a series' left-out and changed occurrences move with it."""
     if start is None and end is None:
         return
-    old_start, length = event.start, event.duration
-    if isinstance(old_start, datetime):
-        new_start: date = stored(start, zone) if start else old_start
-        new_end: date = stored(end, zone) if end else new_start + length
-        by = new_start - old_start if isinstance(new_start, datetime) else timedelta()
-    else:
-        new_start = start.date() if start else old_start
-        new_end = end.date() + timedelta(days=1) if end else new_start + length
-        by = new_start - old_start
-    if new_end < new_start:
-        raise InvalidToolArgumentsError("end is before start")
+    old_start = event.start
+    new_start, new_end = new_times(old_start, event.duration, start, end, zone=zone)
     set_when(event, new_start, new_end)
-    shift_exceptions(found.icalendar_instance, event, by=by)
+    shift_exceptions(found.icalendar_instance, event, by=new_start - old_start)
 
 
 def _occurrence(
