@@ -122,7 +122,7 @@ async def test_the_action_is_named_first_said_as_a_pair_or_chosen_by_the_model(t
     assert (chosen.spec.name, rest) == ("add", "title: Buy milk")
     chosen, rest = await which_action("action: complete, task_id: 3", actions, model=None)
     assert (chosen.spec.name, rest) == ("complete", "task_id: 3")
-    with pytest.raises(InvalidToolArgumentsError, match="Which action of task_agent.*: add, complete, list"):
+    with pytest.raises(InvalidToolArgumentsError, match="Which action of task_agent.*: add, complete, delete, edit, list"):
         await which_action("buy milk", actions, model=None)
 
     choice = RawToolCall.of("choose_action", {"action": "list"})
