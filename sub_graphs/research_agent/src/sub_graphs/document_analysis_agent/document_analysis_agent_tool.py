@@ -10,7 +10,7 @@ from pydantic_settings import SettingsConfigDict
 
 from orchestrator.tools import Tool, ToolError, ToolRequest, ToolResult, ToolSettings, action
 
-from .converters import CONVERTERS, chunks, convert
+from .converters import CONVERTERS, chunks, convert, page_word
 from .library import Library, Passage, citation
 
 
@@ -28,7 +28,8 @@ class DocumentSettings(ToolSettings):
 class Ingest(BaseModel):
     path: str = Field(
         min_length=1,
-        description="The file to read (PDF, DOCX, HTML or Markdown), below the documents folder.",
+        description="The file to read (PDF, DOCX, XLSX, PPTX, CSV, HTML or Markdown), below the "
+        "documents folder.",
     )
 
 
@@ -60,7 +61,7 @@ class DocumentAnalysisAgent(Tool):
                             code="no_text", recoverable=False)
         stored = await self._library(request).store(path.name, str(path), pieces)
         numbered = sorted({page for page, _ in pages if page is not None})
-        pages_said = f"{len(numbered)} pages, " if numbered else ""
+        pages_said = f"{len(numbered)} {page_word(path.name)}s, " if numbered else ""
         how = f"embedded with {stored.model}" if stored.model else "text search only (no embedder)"
         return request.result(
             f"Read {path.name}: {pages_said}{len(pieces)} passages ({how}).",
@@ -92,7 +93,8 @@ class DocumentAnalysisAgent(Tool):
         """List the documents in the user's library."""
         documents = await self._library(request).documents()
         lines = [
-            f"{d['document']}" + (f" ({d['pages']} pages)" if d["pages"] else "") for d in documents
+            f"{d['document']}" + (f" ({d['pages']} {page_word(str(d['document']))}s)" if d["pages"] else "")
+            for d in documents
         ]
         return request.result("\n".join(lines) or "No documents yet.", data=documents)
 

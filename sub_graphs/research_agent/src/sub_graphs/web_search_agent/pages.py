@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from urllib.parse import urljoin
 
 import httpx
-from bs4 import BeautifulSoup
+from bs4 import BeautifulSoup, Tag
 from markdownify import MarkdownConverter
 
 from orchestrator.tools import ToolError
@@ -17,6 +17,7 @@ TEXT_TYPES = ("text/plain", "text/markdown", "text/x-markdown")
 HTML_TYPES = ("text/html", "application/xhtml+xml")
 NOISE = ("script", "style", "noscript", "template", "iframe", "svg")
 REDIRECTS = (301, 302, 303, 307, 308)
+LINKS = (("a", "href"), ("img", "src"))  # what the Markdown keeps of a page's addresses
 
 
 @dataclass(frozen=True)
@@ -73,7 +74,7 @@ def _page(response: httpx.Response, url: str, body: bytes, cut: bool) -> Page:
     kind = response.headers.get("content-type", "text/html").split(";")[0].strip().lower()
     text = body.decode(response.encoding or "utf-8", errors="replace")
     if kind in HTML_TYPES:
-        title, markdown = html_to_markdown(text)
+        title, markdown = html_to_markdown(text, url=url)
     elif kind in TEXT_TYPES:
         title, markdown = None, text
     else:
@@ -86,10 +87,12 @@ def _page(response: httpx.Response, url: str, body: bytes, cut: bool) -> Page:
     return Page(str(url), response.status_code, title, markdown, len(body), cut)
 
 
-def html_to_markdown(html: str) -> tuple[str | None, str]:
-    """The page's title and its body as Markdown, without scripts, styles and such."""
+def html_to_markdown(html: str, *, url: str) -> tuple[str | None, str]:
+    """The page's title and its body as Markdown, without scripts, styles and such; its links
+    and images absolute, resolved against `url` (and the page's `<base href>`)."""
     soup = BeautifulSoup(html, "html.parser")
     title = soup.title.get_text(" ", strip=True) if soup.title else None
+    _absolute_links(soup, url)
     for tag in soup(NOISE):
         tag.decompose()
     if soup.head is not None:
@@ -97,6 +100,16 @@ def html_to_markdown(html: str) -> tuple[str | None, str]:
     markdown = MarkdownConverter(heading_style="ATX", bullets="-").convert_soup(soup)
     lines = [line.rstrip() for line in markdown.splitlines()]
     return title, "\n".join(_squeezed(lines)).strip()
+
+
+def _absolute_links(soup: BeautifulSoup, url: str) -> None:
+    base = soup.find("base", href=True)
+    if isinstance(base, Tag):
+        url = urljoin(url, str(base["href"]))
+    for name, attribute in LINKS:
+        for tag in soup.find_all(name, attrs={attribute: True}):
+            if isinstance(tag, Tag):
+                tag[attribute] = urljoin(url, str(tag[attribute]).strip())
 
 
 def _squeezed(lines: list[str]) -> list[str]:
