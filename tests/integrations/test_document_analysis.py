@@ -21,6 +21,7 @@ from tests.integrations.documents import (
     write_pptx,
     write_xlsx,
 )
+from tests.integrations.web_server import Reply, SearxngSite, serving
 from tests.tool_folders import SHIPPED, copy_shipped
 
 DOCS = SHIPPED / "research_agent" / "src" / "sub_graphs" / "document_analysis_agent"
@@ -192,6 +193,45 @@ async def test_an_exact_token_on_page_251_of_300_is_found_beside_the_vectors(
     assert found.data["citations"] == ["inventory.pdf, page 251"]
     assert "Crate zebra250 holds spare parts." in found.data["passages"][0]["text"]
     assert "inventory.pdf, page 251" in asked.data["citations"], "among the passages cited"
+
+
+async def test_a_pdf_on_the_web_is_read_and_cited_by_its_address(
+    database: Database, documents: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+):
+    monkeypatch.setenv("DOCUMENT_ANALYSIS_AGENT_ALLOW_PRIVATE_ADDRESSES", "true")  # the site is local
+    pdf = write_pdf(tmp_path / "report.pdf", REPORT).read_bytes()
+    deck = write_pptx(tmp_path / "d.pptx", [("Plans", "A shop in Tromsø", "")], table=[["x"]]).read_bytes()
+    tool = analysis(database)
+    with serving(SearxngSite()) as site:
+        site.pages["/files/report.pdf"] = Reply(200, pdf, "application/pdf")
+        site.pages["/latest"] = Reply(302, b"", headers={"Location": "/files/report.pdf"})
+        site.pages["/download/deck.pptx"] = Reply(200, deck, "application/octet-stream")
+        site.pages["/logo.png"] = Reply(200, b"\x89PNG", "image/png")
+        url = site.page("/files/report.pdf")
+
+        ingested = await tool.execute(request("ingest", user="jo", path=site.page("/latest")))
+        await tool.execute(request("ingest", user="jo", path=site.page("/download/deck.pptx")))
+        with pytest.raises(ToolError) as image:
+            await tool.execute(request("ingest", user="jo", path=site.page("/logo.png")))
+        with pytest.raises(ToolError) as missing:
+            await tool.execute(request("ingest", user="jo", path=site.page("/nowhere.pdf")))
+        monkeypatch.setenv("DOCUMENT_ANALYSIS_AGENT_MAX_FILE_BYTES", str(len(pdf) - 1))
+        with pytest.raises(ToolError) as large:
+            await tool.execute(request("ingest", user="jo", path=url))
+        monkeypatch.setenv("DOCUMENT_ANALYSIS_AGENT_ALLOW_PRIVATE_ADDRESSES", "false")
+        with pytest.raises(ToolError) as private:
+            await tool.execute(request("ingest", user="jo", path=url))
+    revenue = await tool.execute(request("ask", user="jo", question="revenue grow", max_passages=1))
+    shop = await tool.execute(request("ask", user="jo", question="Tromsø shop", max_passages=1))
+
+    assert ingested.message == f"Read {url}: 3 pages, 3 passages (text search only (no embedder))."
+    assert revenue.data["citations"] == [f"{url}, page 2"]
+    assert shop.data["citations"] == [f"{site.url}/download/deck.pptx, slide 1"]
+    assert image.value.code == "unsupported_content" and "image/png" in str(image.value)
+    assert missing.value.code == "not_found"
+    assert large.value.code == "too_large" and f"larger than {len(pdf) - 1:,} bytes" in str(large.value)
+    assert private.value.code == "refused" and "private or local address" in str(private.value)
+    assert [path for path, _ in site.requests].count("/files/report.pdf") == 2, "refused before it asked"
 
 
 async def test_ingesting_again_replaces_the_document(database: Database, documents: Path):
