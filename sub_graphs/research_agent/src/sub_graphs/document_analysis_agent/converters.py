@@ -82,7 +82,8 @@ def _docx_table(table: DocxTable) -> list[str]:
 
 
 def table_rows(rows: Iterable[Iterable[object]]) -> list[str]:
-    """Rows as Markdown table lines, empty rows left out, `|` and line breaks kept inside a cell."""
+    """Rows as Markdown table lines, empty rows left out; in a cell, `|` escaped and line
+    breaks made spaces."""
     lines = []
     for row in rows:
         cells = [_cell(value) for value in row]
