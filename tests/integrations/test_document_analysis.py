@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 from pathlib import Path
 
 import pytest
@@ -232,6 +233,30 @@ async def test_a_pdf_on_the_web_is_read_and_cited_by_its_address(
     assert large.value.code == "too_large" and f"larger than {len(pdf) - 1:,} bytes" in str(large.value)
     assert private.value.code == "refused" and "private or local address" in str(private.value)
     assert [path for path, _ in site.requests].count("/files/report.pdf") == 2, "refused before it asked"
+
+
+async def test_a_web_document_keeps_to_max_redirects_and_timeout_seconds(
+    database: Database, documents: Path, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setenv("DOCUMENT_ANALYSIS_AGENT_ALLOW_PRIVATE_ADDRESSES", "true")  # the site is local
+    monkeypatch.setenv("DOCUMENT_ANALYSIS_AGENT_MAX_REDIRECTS", "1")
+    monkeypatch.setenv("DOCUMENT_ANALYSIS_AGENT_TIMEOUT_SECONDS", "0.2")
+    tool = analysis(database)
+    with serving(SearxngSite()) as site, socket.socket() as silent:
+        site.pages["/a"] = Reply(302, b"", headers={"Location": "/b"})
+        site.pages["/b"] = Reply(302, b"", headers={"Location": "/c.md"})
+        site.pages["/c.md"] = Reply(200, b"# C", "text/markdown")
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()  # connections are made, never answered
+        with pytest.raises(ToolError) as redirects:
+            await tool.execute(request("ingest", user="kim", path=site.page("/a")))
+        one_hop = await tool.execute(request("ingest", user="kim", path=site.page("/b")))
+        with pytest.raises(ToolError) as timeout:
+            await tool.execute(request("ingest", user="kim", path=f"http://127.0.0.1:{silent.getsockname()[1]}/x.pdf"))
+
+    assert redirects.value.code == "too_many_redirects" and "more than 1 redirects" in str(redirects.value)
+    assert one_hop.data["document"] == site.page("/c.md")
+    assert timeout.value.code == "timeout" and timeout.value.recoverable
 
 
 async def test_ingesting_again_replaces_the_document(database: Database, documents: Path):
