@@ -54,3 +54,51 @@ def write_docx(path: Path, pages: list[list[str]]) -> Path:
             document.add_paragraph(line)
     document.save(str(path))
     return path
+
+
+def write_docx_with_table(path: Path, before: str, rows: list[list[str]], after: str) -> Path:
+    """A DOCX of a paragraph, a table of `rows` (the first its header), and a paragraph."""
+    import docx
+
+    document = docx.Document()
+    document.add_paragraph(before)
+    table = document.add_table(rows=len(rows), cols=len(rows[0]))
+    for cells, row in zip(table.rows, rows, strict=True):
+        for cell, value in zip(cells.cells, row, strict=True):
+            cell.text = value
+    document.add_paragraph(after)
+    document.save(str(path))
+    return path
+
+
+def write_xlsx(path: Path, sheets: dict[str, list[list[object]]]) -> Path:
+    """A workbook with a sheet per entry of `sheets`, each a list of rows."""
+    from openpyxl import Workbook
+
+    workbook = Workbook()
+    workbook.remove(workbook.active)  # pyright: ignore[reportArgumentType]  # a new book has one
+    for title, rows in sheets.items():
+        sheet = workbook.create_sheet(title)
+        for row in rows:
+            sheet.append(row)
+    workbook.save(path)
+    return path
+
+
+def write_pptx(path: Path, slides: list[tuple[str, str, str]], *, table: list[list[str]]) -> Path:
+    """A deck of (title, body, speaker notes) slides, the last with `table` below its body."""
+    from pptx import Presentation
+    from pptx.util import Inches
+
+    deck = Presentation()
+    for title, body, notes in slides:
+        slide = deck.slides.add_slide(deck.slide_layouts[1])  # title and content
+        slide.shapes.title.text = title  # pyright: ignore[reportOptionalMemberAccess]  # the layout has one
+        slide.placeholders[1].text_frame.text = body  # pyright: ignore[reportAttributeAccessIssue]  # a body placeholder
+        slide.notes_slide.notes_text_frame.text = notes  # pyright: ignore[reportOptionalMemberAccess]  # made on access
+    frame = slide.shapes.add_table(len(table), len(table[0]), Inches(1), Inches(4), Inches(6), Inches(2))
+    for row, values in zip(frame.table.rows, table, strict=True):
+        for cell, value in zip(row.cells, values, strict=True):
+            cell.text = value
+    deck.save(str(path))
+    return path

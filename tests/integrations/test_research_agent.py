@@ -10,10 +10,12 @@ import pytest
 
 from orchestrator.runtime import Orchestrator
 from orchestrator.settings import load_settings
+from orchestrator.store import Storage
 from orchestrator.testing import OpenAICompatibleServer, call_tools
 from orchestrator.testing.openai_server import RawReply, RawToolCall
 from tests.helpers import server_env
-from tests.integrations.web_server import SearxngSite, serving
+from tests.integrations.documents import write_pdf
+from tests.integrations.web_server import Reply, SearxngSite, serving
 from tests.tool_folders import copy_shipped
 
 PAGE = "/pages/checkpoints.html"
@@ -58,6 +60,39 @@ async def test_the_answer_cites_the_page_it_fetched(scripted, site: SearxngSite,
     assert handed_up["message"] == cited, "the agent's answer, its sources cited, reaches the orchestrator"
     assert "cite every fact" in model.received[1][0].text, "the research agent is told to cite"
     assert [path for path, _ in site.requests] == ["/search", PAGE]
+
+
+@pytest.mark.process  # copy_shipped asks git which files are shipped
+async def test_a_pdf_found_on_the_web_is_read_and_cited_by_page(
+    scripted, site: SearxngSite, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, database_url: str
+):
+    monkeypatch.setenv("DOCUMENT_ANALYSIS_AGENT_ALLOW_PRIVATE_ADDRESSES", "true")  # the site is local
+    pdf = write_pdf(tmp_path / "r.pdf", [["Contents"], ["Parts"], ["The zebra250 crate holds spare gears."]])
+    site.pages["/files/inventory.pdf"] = Reply(200, pdf.read_bytes(), "application/pdf")
+    url = site.page("/files/inventory.pdf")
+    site.results = [{"title": "Inventory 2026", "content": "A PDF", "url": url}]
+    settings = load_settings(sub_graphs_dir=copy_shipped(tmp_path), data_dir=tmp_path / "data",
+                             database_url=database_url, embeddings="none")
+    model = scripted(
+        call_tools(("research_agent_ask", {"request": "What does crate zebra250 hold?"})),
+        call_tools(("web_search_agent_search", {"query": "inventory zebra250"})),
+        call_tools(("document_analysis_agent_ingest", {"path": url})),
+        call_tools(("document_analysis_agent_ask", {"question": "zebra250", "max_passages": 1})),
+        f"Spare gears [{url}, page 3].",
+        "Spare gears.",
+    )
+    storage = await Storage.open(settings)
+    runtime = Orchestrator.create(settings, model=model, ask=lambda folder, status: True, storage=storage)
+    try:
+        await runtime.session(user_id="ada").run("What does crate zebra250 hold?")
+    finally:
+        await storage.close()
+
+    read = model.received[3][-1].text
+    assert f"Read {url}: 3 pages" in read
+    found = json.loads(model.received[4][-1].text)
+    assert found["data"]["citations"] == [f"{url}, page 3"]
+    assert "The zebra250 crate holds spare gears." in found["message"]
 
 
 def test_research_structured_and_in_words_through_orchestrator_run(cli, site: SearxngSite, tmp_path: Path):

@@ -80,10 +80,37 @@ async def test_fetch_page_is_markdown_without_scripts_or_styles(site: SearxngSit
     assert page["title"] == "LangGraph checkpoints explained" and page["truncated"] is False
     assert page["markdown"].startswith("# Checkpoints\n\nA **checkpointer** saves the graph's state")
     assert "- PostgreSQL\n- SQLite" in page["markdown"]
-    assert "[the other page](/pages/other.html)" in page["markdown"]
+    assert f"[the other page]({site.page('/pages/other.html')})" in page["markdown"]
     assert "alert" not in page["markdown"] and "color: red" not in page["markdown"]
     assert result.message.startswith(
         f"# LangGraph checkpoints explained\n\nSource: {site.page('/pages/checkpoints.html')}\n\n"
+    )
+
+
+async def test_relative_links_and_images_are_resolved_against_the_page_and_its_base(
+    site: SearxngSite, local_pages
+):
+    site.pages["/guide/intro.html"] = Reply(200, b"""<html><body>
+        <a href="setup.html">Setup</a> <a href="../faq.html#install">FAQ</a>
+        <a href="//cdn.example.org/x.js">CDN</a> <a href="#top">Top</a>
+        <a href="https://example.org/abs">Absolute</a> <img src="img/logo.png" alt="logo">
+        </body></html>""")
+    site.pages["/guide/based.html"] = Reply(
+        200, b'<html><head><base href="https://docs.example.org/v2/"></head><body>'
+        b'<a href="api.html">API</a> <img src="/logo.png" alt="logo"></body></html>'
+    )
+
+    intro = (await web().execute(request("fetch_page", url=site.page("/guide/intro.html")))).data
+    based = (await web().execute(request("fetch_page", url=site.page("/guide/based.html")))).data
+
+    here = site.page("/guide/intro.html")
+    assert intro["markdown"] == (
+        f"[Setup]({site.page('/guide/setup.html')}) [FAQ]({site.page('/faq.html#install')})\n"
+        f"[CDN](http://cdn.example.org/x.js) [Top]({here}#top)\n"
+        f"[Absolute](https://example.org/abs) ![logo]({site.page('/guide/img/logo.png')})"
+    )
+    assert based["markdown"] == (
+        "[API](https://docs.example.org/v2/api.html) ![logo](https://docs.example.org/logo.png)"
     )
 
 

@@ -10,8 +10,9 @@ from pydantic_settings import SettingsConfigDict
 
 from orchestrator.tools import Tool, ToolError, ToolRequest, ToolResult, ToolSettings, action
 
-from .converters import CONVERTERS, chunks, convert
+from .converters import CONVERTERS, chunks, convert, page_word
 from .library import Library, Passage, citation
+from .web_documents import is_address, web_pages
 
 
 class DocumentSettings(ToolSettings):
@@ -23,12 +24,19 @@ class DocumentSettings(ToolSettings):
     max_file_bytes: int = Field(default=50_000_000, ge=1)
     chunk_words: int = Field(default=180, ge=20, le=2000)
     overlap_words: int = Field(default=30, ge=0)
+    # A document at a web address is read as web_search_agent reads pages, with these bounds.
+    allow_private_addresses: bool = False
+    timeout_seconds: float = Field(default=60, gt=0)
+    max_redirects: int = Field(default=5, ge=0, le=20)
+    user_agent: str = "orchestrator-document-analysis-agent/1.0"
 
 
 class Ingest(BaseModel):
     path: str = Field(
         min_length=1,
-        description="The file to read (PDF, DOCX, HTML or Markdown), below the documents folder.",
+        max_length=2000,
+        description="The file to read (PDF, DOCX, XLSX, PPTX, CSV, HTML or Markdown), below the "
+        "documents folder; or a document's http(s) address (a PDF found on the web).",
     )
 
 
@@ -50,21 +58,30 @@ class DocumentAnalysisAgent(Tool):
 
     @action(Ingest)
     async def ingest(self, params: Ingest, request: ToolRequest) -> ToolResult:
-        """Read a document into the user's library (again, if it was read before)."""
+        """Read a document (a file, or a web address) into the user's library (again, if it was
+        read before)."""
         settings = self.settings(DocumentSettings)
-        path = _inside(settings, params.path)
-        pages = await asyncio.to_thread(convert, path)
+        if is_address(params.path):  # cited by the address the redirects led to
+            name, pages = await web_pages(
+                params.path, allow_private=settings.allow_private_addresses,
+                max_bytes=settings.max_file_bytes, max_redirects=settings.max_redirects,
+                timeout_seconds=settings.timeout_seconds, user_agent=settings.user_agent,
+            )
+            source = name
+        else:
+            path = _inside(settings, params.path)
+            name, source, pages = path.name, str(path), await asyncio.to_thread(convert, path)
         pieces = chunks(pages, words=settings.chunk_words, overlap=settings.overlap_words)
         if not pieces:
-            raise ToolError(f"{path.name} has no text to read (a scan without text?)",
+            raise ToolError(f"{name} has no text to read (a scan without text?)",
                             code="no_text", recoverable=False)
-        stored = await self._library(request).store(path.name, str(path), pieces)
+        stored = await self._library(request).store(name, source, pieces)
         numbered = sorted({page for page, _ in pages if page is not None})
-        pages_said = f"{len(numbered)} pages, " if numbered else ""
+        pages_said = f"{len(numbered)} {page_word(name)}s, " if numbered else ""
         how = f"embedded with {stored.model}" if stored.model else "text search only (no embedder)"
         return request.result(
-            f"Read {path.name}: {pages_said}{len(pieces)} passages ({how}).",
-            data={"document": path.name, "pages": len(numbered) or None, "chunks": len(pieces),
+            f"Read {name}: {pages_said}{len(pieces)} passages ({how}).",
+            data={"document": name, "pages": len(numbered) or None, "chunks": len(pieces),
                   "embedding_model": stored.model},
         )
 
@@ -92,7 +109,8 @@ class DocumentAnalysisAgent(Tool):
         """List the documents in the user's library."""
         documents = await self._library(request).documents()
         lines = [
-            f"{d['document']}" + (f" ({d['pages']} pages)" if d["pages"] else "") for d in documents
+            f"{d['document']}" + (f" ({d['pages']} {page_word(str(d['document']))}s)" if d["pages"] else "")
+            for d in documents
         ]
         return request.result("\n".join(lines) or "No documents yet.", data=documents)
 

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy import Executable, text
+from sqlalchemy import Row, text
 
 from orchestrator.tools.context import TextEmbedder, UserTransactions
 
+from .converters import page_word
+
 BATCH = 64
+# Passages each of the two searches offers, at least, before they are scored on both.
+CANDIDATES = 20
 REPLACE = text("DELETE FROM document_chunks WHERE user_id = :user_id AND document = :document")
 INSERT = text(
     """INSERT INTO document_chunks
@@ -16,23 +22,39 @@ INSERT = text(
     VALUES (:user_id, :document, :source, :page, :chunk, :content,
             CAST(:embedding AS vector), :embedding_model)"""
 )
-BY_MEANING = text(
-    """SELECT document, page, content, 1 - (embedding <=> CAST(:vector AS vector)) AS score
-    FROM document_chunks
-    WHERE user_id = :user_id AND embedding_model = :model AND embedding IS NOT NULL
-    ORDER BY embedding <=> CAST(:vector AS vector), document, page, chunk LIMIT :limit"""
-)
-BY_WORDS = text(
-    """SELECT document, page, content, ts_rank(search, query) AS score
-    FROM document_chunks, websearch_to_tsquery('english', :question) AS query
-    WHERE user_id = :user_id AND search @@ query
-    ORDER BY score DESC, document, page, chunk LIMIT :limit"""
-)
-ANY_WORD = text(
-    """SELECT document, page, content, ts_rank(search, query) AS score
-    FROM document_chunks, to_tsquery('english', :words) AS query
-    WHERE user_id = :user_id AND search @@ query
-    ORDER BY score DESC, document, page, chunk LIMIT :limit"""
+# Hybrid search in one statement over the user's rows. Words: PostgreSQL's full-text search,
+# each of the question's words weighted by how rare it is among the user's passages (inverse
+# document frequency, as BM25 does; ts_rank has none), so the one rare word asked for
+# (`zebra250`) outweighs the common ones. Meaning: cosine similarity to the question's vector
+# (none without an embedder). The best :candidates of each, then every candidate scored on both.
+HYBRID = text(
+    """WITH words AS (
+        SELECT DISTINCT quote_literal(lexeme)::tsquery AS query
+        FROM unnest(to_tsvector('english', :question))
+    ), passages AS (
+        SELECT count(*) AS total FROM document_chunks WHERE user_id = :user_id
+    ), weighted AS (
+        SELECT words.query, ln((passages.total + 1.0) / (count(c.id) + 0.5)) AS weight
+        FROM words CROSS JOIN passages
+        JOIN document_chunks c ON c.user_id = :user_id AND c.search @@ words.query
+        GROUP BY words.query, passages.total
+    ), by_words AS (
+        SELECT c.id FROM document_chunks c JOIN weighted ON c.search @@ weighted.query
+        WHERE c.user_id = :user_id
+        GROUP BY c.id ORDER BY sum(weighted.weight) DESC, c.id LIMIT :candidates
+    ), by_meaning AS (
+        SELECT id FROM document_chunks
+        WHERE user_id = :user_id AND embedding_model = :model AND embedding IS NOT NULL
+          AND CAST(:vector AS vector) IS NOT NULL
+        ORDER BY embedding <=> CAST(:vector AS vector), id LIMIT :candidates
+    )
+    SELECT c.id, c.document, c.page, c.chunk, c.content,
+        coalesce((SELECT sum(weight) FROM weighted WHERE c.search @@ weighted.query), 0) AS words,
+        CASE WHEN c.embedding_model = :model
+             THEN greatest(1 - (c.embedding <=> CAST(:vector AS vector)), 0) ELSE 0 END AS meaning
+    FROM document_chunks c
+    WHERE c.user_id = :user_id
+      AND c.id IN (SELECT id FROM by_words UNION SELECT id FROM by_meaning)"""
 )
 DOCUMENTS = text(
     """SELECT document, count(DISTINCT page) AS pages, count(*) AS chunks,
@@ -59,8 +81,10 @@ class Passage:
 
 
 def citation(passage: Passage) -> str:
-    """`report.pdf, page 2` (or the file alone, for a document without pages)."""
-    return f"{passage.document}, page {passage.page}" if passage.page else passage.document
+    """`report.pdf, page 2`, `deck.pptx, slide 3` (or the file alone, for a document without pages)."""
+    if not passage.page:
+        return passage.document
+    return f"{passage.document}, {page_word(passage.document)} {passage.page}"
 
 
 @dataclass(frozen=True)
@@ -95,18 +119,18 @@ class Library:
         return Stored(len(rows), model)
 
     async def search(self, question: str, *, limit: int) -> list[Passage]:
-        """The passages nearest `question` in meaning, else those sharing its words."""
-        found: list[Passage] = []
+        """The passages that best answer `question`: by its words and (with an embedder) by
+        its meaning, each score relative to the best of its kind, averaged."""
+        vector = model = None
         if self.embedder is not None:
             vector = _literal(await self.embedder.embed_query(question))
-            found = await self._query(BY_MEANING, vector=vector, model=self.embedder.vectors_name,
-                                      limit=limit)
-        if not found:
-            found = await self._query(BY_WORDS, question=question, limit=limit)
-        if not found:  # any of its words, when not all of them are in one passage
-            words = " | ".join(w for w in "".join(c if c.isalnum() else " " for c in question).split())
-            found = await self._query(ANY_WORD, words=words, limit=limit) if words else []
-        return found
+            model = self.embedder.vectors_name
+        async with self.database.user_transaction(self.user_id) as connection:
+            rows = (await connection.execute(HYBRID, {
+                "user_id": self.user_id, "question": question, "vector": vector, "model": model,
+                "candidates": max(limit, CANDIDATES),
+            })).all()
+        return _fused(rows, by_meaning=vector is not None)[:limit]
 
     async def documents(self) -> list[dict[str, object]]:
         async with self.database.user_transaction(self.user_id) as connection:
@@ -121,11 +145,6 @@ class Library:
             done = await connection.execute(FORGET, {"user_id": self.user_id, "document": document})
             return len(done.all())
 
-    async def _query(self, query: Executable, **values: object) -> list[Passage]:
-        async with self.database.user_transaction(self.user_id) as connection:
-            rows = (await connection.execute(query, {"user_id": self.user_id, **values})).all()
-        return [Passage(row.document, row.page, row.content, float(row.score)) for row in rows]
-
     async def _vectors(self, texts: list[str]) -> list[list[float] | None]:
         if self.embedder is None:
             return [None] * len(texts)
@@ -133,6 +152,20 @@ class Library:
         for start in range(0, len(texts), BATCH):
             vectors.extend(await self.embedder.embed_documents(texts[start : start + BATCH]))
         return vectors
+
+
+def _fused(rows: Sequence[Row[Any]], *, by_meaning: bool) -> list[Passage]:
+    """`rows` best first: their words' and their meaning's scores, each divided by the best
+    of its kind, averaged (relative score fusion); on a tie, more of the words asked."""
+    best_words = max((float(r.words) for r in rows), default=0.0) or 1.0
+    best_meaning = max((float(r.meaning) for r in rows), default=0.0) or 1.0
+    kinds = 2 if by_meaning else 1
+
+    def score(row: Row[Any]) -> float:
+        return (float(row.words) / best_words + float(row.meaning) / best_meaning) / kinds
+
+    ranked = sorted(rows, key=lambda r: (-score(r), -float(r.words), r.document, r.page or 0, r.chunk))
+    return [Passage(r.document, r.page, r.content, score(r)) for r in ranked if score(r) > 0]
 
 
 def _literal(vector: list[float]) -> str:

@@ -11,6 +11,7 @@ from pydantic import AliasChoices, BaseModel, Field, SecretStr
 from pydantic_settings import SettingsConfigDict
 
 from orchestrator.tools import NotAI, Tool, ToolError, ToolRequest, ToolResult, ToolSettings, action
+from orchestrator.tools.web_fetch import unreachable, web_client
 
 from .pages import fetch
 from .search_providers import HOSTED, Provider, Query, hosted_search
@@ -102,16 +103,13 @@ class WebSearchAgent(Tool):
         """Read a web page and return its text as Markdown (cut at the configured size)."""
         settings = self.settings(WebSettings)
         async with _client(settings) as client:
-            try:
-                page = await fetch(
-                    client,
-                    params.url,
-                    allow_private=settings.allow_private_addresses,
-                    max_bytes=settings.max_page_bytes,
-                    max_redirects=settings.max_redirects,
-                )
-            except httpx.HTTPError as error:
-                raise _unreachable(params.url, error) from None
+            page = await fetch(
+                client,
+                params.url,
+                allow_private=settings.allow_private_addresses,
+                max_bytes=settings.max_page_bytes,
+                max_redirects=settings.max_redirects,
+            )
         markdown, cut = page.markdown, page.cut_at_bytes
         if len(markdown) > settings.max_page_chars:
             markdown, cut = markdown[: settings.max_page_chars], True
@@ -174,7 +172,7 @@ class WebSearchAgent(Tool):
             try:
                 response = await client.get(endpoint, params=query)
             except httpx.HTTPError as error:
-                raise _unreachable(settings.searxng_url, error) from None
+                raise unreachable(settings.searxng_url, error) from None
         _check_search(response, settings.searxng_url)
         try:
             answer = response.json()
@@ -191,14 +189,8 @@ class WebSearchAgent(Tool):
 
 
 def _client(settings: WebSettings) -> httpx.AsyncClient:
-    # Redirects are followed by `fetch`, each hop checked; proxies from the environment
-    # are not used, so the address checked is the address connected to.
-    return httpx.AsyncClient(
-        timeout=settings.timeout_seconds,
-        follow_redirects=False,
-        trust_env=False,
-        headers={"User-Agent": settings.user_agent, "Accept": "text/html, text/plain, */*;q=0.5"},
-    )
+    return web_client(timeout_seconds=settings.timeout_seconds, user_agent=settings.user_agent,
+                      accept="text/html, text/plain, */*;q=0.5")
 
 
 def _check_search(response: httpx.Response, server: str) -> None:
@@ -225,14 +217,6 @@ def _check_search(response: httpx.Response, server: str) -> None:
         raise ToolError(f"{server} asks to slow down (HTTP 429)", code="rate_limited")
     if status >= 400:
         raise ToolError(f"{server} answered HTTP {status}", code="server_error")
-
-
-def _unreachable(where: str, error: httpx.HTTPError) -> ToolError:
-    if isinstance(error, httpx.TimeoutException):
-        return ToolError(f"{where} did not answer in time", code="timeout")
-    return ToolError(
-        f"Could not reach {where}: {error or type(error).__name__}", code="server_unreachable"
-    )
 
 
 def _listed(value: object) -> list[object]:
