@@ -1,0 +1,201 @@
+"""Servers started the ways people install them, under the default sandbox, and what a
+refused start says.
+
+Real processes held by real Landlock rules: a Python server behind this machine's
+pyenv shim, a Node.js package in a project's `node_modules` that needs its
+dependency. The launchers this machine lacks (asdf, mise, nvm, uvx, npx, pipx) are
+laid out as they install themselves, and what a launch of each may touch is read.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from orchestrator.sandbox import landlock
+from orchestrator.sandbox.launchers import launch_needs
+from orchestrator.sandbox.refusals import refusal
+from orchestrator.sandbox.rules import Policy
+from tests.mcp.test_folders import Person, call, server_folder, started, warnings_about
+
+SERVERS = Path(__file__).resolve().parents[1] / "mcp_servers"
+SHIM = shutil.which("python3")
+needs_landlock = pytest.mark.skipif(
+    landlock.abi_version() < 4, reason="needs Landlock ABI 4 or later"
+)
+
+
+def stdlib_folder(sub_graphs: Path, name: str, command: str, *files: Path) -> Path:
+    """A folder running the standard-library server with `command` (a Python), reading `files`."""
+    folder = server_folder(
+        sub_graphs, name, {"command": command, "args": ["stdlib_server.py", *map(str, files)]}
+    )
+    shutil.copy(SERVERS / "stdlib_server.py", folder / "stdlib_server.py")
+    return folder
+
+
+def node_project(path: Path) -> Path:
+    """A project with the echo server installed in its node_modules, and its dependency."""
+    modules = path / "node_modules"
+    package, dependency = modules / "echo-server", modules / "echo-dep"
+    package.mkdir(parents=True)
+    dependency.mkdir()
+    shutil.copy(SERVERS / "echo_server.js", package / "cli.js")
+    (package / "cli.js").chmod(0o755)
+    (package / "package.json").write_text('{"name": "echo-server", "bin": "cli.js"}')
+    (dependency / "package.json").write_text('{"name": "echo-dep", "main": "index.js"}')
+    (dependency / "index.js").write_text("exports.shout = (text) => text.toUpperCase() + '!';\n")
+    (modules / ".bin").mkdir()
+    (modules / ".bin" / "echo-server").symlink_to("../echo-server/cli.js")
+    return modules / ".bin" / "echo-server"
+
+
+@needs_landlock
+@pytest.mark.process
+@pytest.mark.skipif(
+    SHIM is None or Path(SHIM).parent.name != "shims",
+    reason="this machine's python3 is not behind a version manager's shim",
+)
+async def test_a_server_run_by_a_shims_python_starts_under_the_default_sandbox(tmp_path: Path):
+    stdlib_folder(tmp_path / "sub_graphs", "shim", "python3")
+
+    async with started(Person()) as runtime:
+        said = await call(runtime, "shim_echo", {"text": "hello"})
+
+    assert said.status == "success", said.message
+    root = Path(SHIM or "").parent.parent  # the manager's root: its versions are below it
+    assert said.message.startswith("hello (from ") and str(root) in said.message
+
+
+@needs_landlock
+@pytest.mark.process
+@pytest.mark.skipif(shutil.which("node") is None, reason="Node.js is not installed")
+async def test_a_package_in_node_modules_reads_its_own_dependencies(tmp_path: Path):
+    program = node_project(tmp_path / "project")
+    server_folder(tmp_path / "sub_graphs", "echo", {"command": str(program)})
+
+    async with started(Person()) as runtime:
+        said = await call(runtime, "echo_echo", {"text": "hello"})
+
+    assert (said.status, said.message) == ("success", "HELLO!")
+
+
+@needs_landlock
+@pytest.mark.process
+async def test_a_refused_start_names_the_path_and_the_option_that_allows_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+):
+    settings = tmp_path / "elsewhere" / "settings.txt"
+    settings.parent.mkdir()
+    settings.write_text("its settings")
+    stdlib_folder(tmp_path / "sub_graphs", "picky", sys.executable, settings)
+
+    with caplog.at_level(logging.WARNING):
+        async with started(Person()) as runtime:
+            failed = await call(runtime, "picky_echo", {"text": "hello"})
+
+    [line] = [m for m in warnings_about(caplog, "MCP server picky") if "did not start" in m]
+    assert "\n" not in line
+    assert f"the sandbox refused reading {settings}" in line
+    assert f"`--read {settings}` to `orchestrator mcp add`" in line
+    assert failed.status == "failure"
+
+
+def test_what_programs_say_they_were_refused_is_read_with_the_option_to_allow_it():
+    policy = Policy(read=["/usr", "/home/me/project"], write=[])
+    said = {
+        "/root/.pyenv/shims/python3: line 12: /root/.pyenv/libexec/pyenv: Permission denied": (
+            "read",
+            "/root/.pyenv/libexec/pyenv",
+        ),
+        "PermissionError: [Errno 13] Permission denied: '/home/me/project/out.txt'": (
+            "write",
+            "/home/me/project/out.txt",
+        ),
+        "Error: EACCES: permission denied, open '/home/me/.config/app.json'": (
+            "read",
+            "/home/me/.config/app.json",
+        ),
+        "Error: connect EACCES 127.0.0.1:5432\n    at TCPConnectWrap": ("connect", "5432"),
+    }
+    for output, (option, target) in said.items():
+        found = refusal(f"starting\n{output}\n", policy)
+        assert found is not None, output
+        assert (found.option, found.target) == (option, target)
+        assert f"`--{option} {target}`" in found.advice()
+    assert refusal("ModuleNotFoundError: No module named 'x'", policy) is None
+
+
+def _script(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    path.chmod(0o755)
+    return path
+
+
+def test_asdf_and_mise_shims_read_their_manager_and_the_users_versions(tmp_path: Path):
+    home = tmp_path / "home"
+    asdf = home / ".asdf"
+    _script(asdf / "bin" / "asdf", "#!/usr/bin/env bash\n")
+    _script(
+        asdf / "shims" / "python",
+        f'#!/usr/bin/env bash\n# asdf-plugin: python 3.12.1\nexec {asdf}/bin/asdf exec "python" "$@"\n',
+    )
+    (asdf / "installs" / "python" / "3.12.1" / "bin").mkdir(parents=True)
+    (home / ".tool-versions").write_text("python 3.12.1\nnodejs 20.1.0  # the LTS\n")
+    mise = home / ".local" / "share" / "mise"
+    binary = _script(tmp_path / "usr" / "bin" / "mise", "")
+    (mise / "shims").mkdir(parents=True)
+    (mise / "shims" / "node").symlink_to(binary)
+    (home / ".config" / "mise").mkdir(parents=True)
+    path = f"{asdf / 'shims'}:{mise / 'shims'}"
+    environ = {"HOME": str(home), "PATH": path}
+
+    by_asdf = launch_needs("python", folder=tmp_path, environ=environ)
+    by_mise = launch_needs("node", folder=tmp_path, environ=environ)
+
+    assert str(asdf) in by_asdf.read and str(home / ".tool-versions") in by_asdf.read
+    assert by_asdf.env["ASDF_DATA_DIR"] == str(asdf)
+    assert by_asdf.env["ASDF_PYTHON_VERSION"] == "3.12.1"
+    assert by_asdf.env["ASDF_NODEJS_VERSION"] == "20.1.0"
+    assert str(mise) in by_mise.read and str(home / ".config" / "mise") in by_mise.read
+    assert by_mise.env["MISE_DATA_DIR"] == str(mise)
+    assert not by_asdf.write and not by_mise.write
+
+
+def test_package_runners_get_their_caches_where_their_variables_say(tmp_path: Path):
+    home = tmp_path / "home"
+    uv_cache, npm_cache, pipx_home = tmp_path / "uv-cache", home / ".npm", home / ".local" / "pipx"
+    for folder in (uv_cache, npm_cache, pipx_home, home / ".local" / "share" / "uv" / "python"):
+        folder.mkdir(parents=True)
+    bin_dir = tmp_path / "bin"
+    for name in ("uvx", "npx", "pipx"):
+        _script(bin_dir / name, "#!/bin/sh\n")
+    environ = {"HOME": str(home), "PATH": str(bin_dir), "UV_CACHE_DIR": str(uv_cache)}
+
+    uvx = launch_needs("uvx", folder=tmp_path, environ=environ)
+    npx = launch_needs("npx", folder=tmp_path, environ=environ)
+    pipx = launch_needs("pipx", folder=tmp_path, environ=environ)
+
+    assert uvx.write == [str(uv_cache)] and uvx.env["UV_CACHE_DIR"] == str(uv_cache)
+    assert str(home / ".local" / "share" / "uv" / "python") in uvx.read
+    assert npx.write == [str(npm_cache)] and npx.env["npm_config_cache"] == str(npm_cache)
+    assert pipx.write == [str(pipx_home)] and pipx.env["PIPX_HOME"] == str(pipx_home)
+    elsewhere = launch_needs("uvx", folder=tmp_path, environ={**environ, "UV_CACHE_DIR": "/none"})
+    assert elsewhere.write == [] and "UV_CACHE_DIR" not in elsewhere.env  # it keeps its own
+
+
+def test_a_global_package_under_nvm_reads_its_node_version(tmp_path: Path):
+    version = tmp_path / "home" / ".nvm" / "versions" / "node" / "v20.1.0"
+    cli = _script(version / "lib" / "node_modules" / "@scope" / "server" / "dist" / "cli.js", "")
+    (version / "bin").mkdir()
+    (version / "bin" / "server").symlink_to(os.path.relpath(cli, version / "bin"))
+
+    needs = launch_needs("server", folder=tmp_path, environ={"PATH": str(version / "bin")})
+
+    assert needs.read == [str(version / "lib" / "node_modules")]
