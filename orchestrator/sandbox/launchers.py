@@ -16,6 +16,11 @@ the user's paths, and no more:
   `HOME` does not hide them.
 
 Paths that do not exist are left out.
+
+`node_options` is for any process held to an address-space limit: Node.js reserves
+guard regions far beyond the limit for each WebAssembly instance (its own HTTP
+client's parser is one), so `fetch` fails there ("Out of memory: Cannot allocate Wasm
+memory") unless told to check bounds instead.
 """
 
 from __future__ import annotations
@@ -23,14 +28,18 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 
 # A pyenv shim names its root; an asdf (or any bash) shim ends with the manager it runs.
 PYENV_ROOT = re.compile(r'^export PYENV_ROOT="([^"]+)"', re.MULTILINE)
 EXEC = re.compile(r'^\s*exec\s+"?(/[^"\s]+)"?', re.MULTILINE)
 SHIM_BYTES = 4096  # shims are a few lines; a longer file is not read further
+NODE_WASM_FLAG = "--disable-wasm-trap-handler"  # Node.js 20.15 and 22.2 on
+NODE_CHECK_SECONDS = 10.0
 
 
 @dataclass(frozen=True)
@@ -62,6 +71,30 @@ def launch_needs(
     write += cache.write
     env |= cache.env
     return LaunchNeeds(read=_existing(read), write=_existing(write), env=env)
+
+
+def node_options(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """NODE_OPTIONS letting Node.js run WebAssembly under an address-space limit; empty
+    when no Node.js is on PATH, or it does not know the flag (it would refuse to start)."""
+    environ = os.environ if environ is None else environ
+    node = shutil.which("node", path=environ.get("PATH"))
+    if node is None or not _knows_wasm_flag(os.path.realpath(node)):
+        return {}
+    return {"NODE_OPTIONS": f"{environ.get('NODE_OPTIONS', '')} {NODE_WASM_FLAG}".strip()}
+
+
+@cache
+def _knows_wasm_flag(node: str) -> bool:
+    try:
+        done = subprocess.run(
+            [node, NODE_WASM_FLAG, "--version"],
+            capture_output=True,
+            timeout=NODE_CHECK_SECONDS,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
 
 
 def locate(command: str, *, folder: Path, environ: Mapping[str, str]) -> Path | None:

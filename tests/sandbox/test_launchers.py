@@ -13,6 +13,9 @@ import logging
 import os
 import shutil
 import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -83,6 +86,49 @@ async def test_a_package_in_node_modules_reads_its_own_dependencies(tmp_path: Pa
         said = await call(runtime, "echo_echo", {"text": "hello"})
 
     assert (said.status, said.message) == ("success", "HELLO!")
+
+
+@pytest.fixture
+def page() -> Iterator[tuple[int, str]]:
+    """A page served on 127.0.0.1: its port, and its text."""
+    body = b"a page on this machine"
+
+    class Page(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1], body.decode()
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@needs_landlock
+@pytest.mark.process
+@pytest.mark.skipif(shutil.which("node") is None, reason="Node.js is not installed")
+async def test_a_node_server_fetches_within_the_default_memory_limit(
+    tmp_path: Path, page: tuple[int, str]
+):
+    port, text = page
+    program = node_project(tmp_path / "project")
+    server_folder(
+        tmp_path / "sub_graphs", "echo", {"command": str(program)}, sandbox={"connect": [port]}
+    )
+
+    async with started(Person()) as runtime:
+        got = await call(runtime, "echo_get", {"url": f"http://127.0.0.1:{port}/"})
+
+    assert (got.status, got.message) == ("success", text)
 
 
 @needs_landlock

@@ -19,7 +19,7 @@ from pydantic import JsonValue
 from orchestrator.errors import SandboxUnavailableError
 from orchestrator.folders.sandbox_config import SandboxConfig, policy, private_environment
 from orchestrator.private import private_dir
-from orchestrator.sandbox.launchers import launch_needs
+from orchestrator.sandbox.launchers import launch_needs, node_options
 from orchestrator.sandbox.rules import Policy, unenforced
 
 if TYPE_CHECKING:
@@ -66,6 +66,8 @@ class ServerSandbox:
         command, args = rules.wrap(connection["command"], list(connection["args"]))
         # The launcher's caches and settings, which the private HOME would hide from it.
         launcher = launch_needs(connection["command"], folder=folder).env
+        if rules.memory_mb is not None:  # Node.js, started by the server or its own program
+            launcher |= node_options()
         env = {**launcher, **(connection.get("env") or {}), **environment}
         return {**connection, "command": command, "args": args, "env": env}
 
