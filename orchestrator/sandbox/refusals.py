@@ -14,10 +14,12 @@ from pathlib import Path
 
 from orchestrator.sandbox.rules import Policy
 
-# `/x/y: Permission denied` (bash, execve), `[Errno 13] Permission denied: '/x/y'` (Python),
+# `/x/y: Permission denied` (bash, execve), `[Errno 13] Permission denied: '/x/y'` and
+# `can't open file '/x/y': [Errno 13] Permission denied` (Python),
 # `EACCES: permission denied, open '/x/y'` (Node.js).
 PATH_REFUSED = re.compile(
     r"(?:Permission denied: '(?P<python>/[^']+)')"
+    r"|(?:'(?P<script>/[^']+)': \[Errno 13\] Permission denied)"
     r"|(?:EACCES: permission denied, \w+ '(?P<node>/[^']+)')"
     r"|(?:(?P<shell>/[^\s:'\"]+): Permission denied)"
 )
@@ -50,7 +52,7 @@ def refusal(output: str, policy: Policy) -> Refusal | None:
     found: Refusal | None = None
     position = -1
     for match in PATH_REFUSED.finditer(output):
-        path = match.group("python") or match.group("node") or match.group("shell")
+        path = next(found for found in match.groups() if found)
         option = "write" if _under(path, policy.read) else "read"
         found, position = Refusal(option, path), match.start()
     for match in PORT_REFUSED.finditer(output):

@@ -163,6 +163,10 @@ def test_what_programs_say_they_were_refused_is_read_with_the_option_to_allow_it
             "write",
             "/home/me/project/out.txt",
         ),
+        "python3: can't open file '/opt/server.py': [Errno 13] Permission denied": (
+            "read",
+            "/opt/server.py",
+        ),
         "Error: EACCES: permission denied, open '/home/me/.config/app.json'": (
             "read",
             "/home/me/.config/app.json",
