@@ -27,7 +27,7 @@ NOT_LOADED = (
     "`orchestrator tools show {path}` shows it)"
 )
 NOT_AN_ACTION = "{tool} has no action {action!r} (its actions: {actions})"
-NO_ACTIONS = "{tool} has no actions of its own to run (an agent's `ask` runs from `orchestrator ask`)"
+NO_ACTIONS = "{tool} has no actions of its own to run"
 
 
 @dataclass(frozen=True)
