@@ -9,12 +9,17 @@ laid out as they install themselves, and what a launch of each may touch is read
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import logging
 import os
 import shutil
+import subprocess
 import sys
 import threading
+import zipfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -249,3 +254,106 @@ def test_a_global_package_under_nvm_reads_its_node_version(tmp_path: Path):
     needs = launch_needs("server", folder=tmp_path, environ={"PATH": str(version / "bin")})
 
     assert needs.read == [str(version / "lib" / "node_modules")]
+
+
+def stdlib_wheel(folder: Path) -> Path:
+    """A wheel of the standard-library server, `stdlib-echo` (its program of that name)."""
+    server = (SERVERS / "stdlib_server.py").read_text()
+    start = "import runpy, pathlib\n\ndef main():\n    runpy.run_path(str(pathlib.Path(__file__).with_name('stdlib_echo_server.py')), run_name='__main__')\n"
+    info = "stdlib_echo-1.0.dist-info"
+    files = {
+        "stdlib_echo.py": start,
+        "stdlib_echo_server.py": server,
+        f"{info}/METADATA": "Metadata-Version: 2.1\nName: stdlib-echo\nVersion: 1.0\n",
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        f"{info}/entry_points.txt": "[console_scripts]\nstdlib-echo = stdlib_echo:main\n",
+    }
+    record = []
+    for name, text in files.items():
+        digest = hashlib.sha256(text.encode()).digest()
+        encoded = base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+        record.append(f"{name},sha256={encoded},{len(text.encode())}")
+    files[f"{info}/RECORD"] = "\n".join([*record, f"{info}/RECORD,,"]) + "\n"
+    folder.mkdir(parents=True)
+    wheel = folder / "stdlib_echo-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for name, text in files.items():
+            archive.writestr(name, text)
+    return wheel
+
+
+@contextmanager
+def package_index(wheel: Path) -> Iterator[str]:
+    """A package index (PEP 503) on 127.0.0.1 offering `wheel`: its URL."""
+    listing = f'<a href="/files/{wheel.name}">{wheel.name}</a>'.encode()
+
+    class Index(BaseHTTPRequestHandler):
+        def do_HEAD(self) -> None:
+            self.send_error(405)  # uv asks whether it may read parts: it may not
+
+        def do_GET(self) -> None:
+            if self.path.rstrip("/") == "/simple/stdlib-echo":
+                body, kind = listing, "text/html"
+            elif self.path == f"/files/{wheel.name}":
+                body, kind = wheel.read_bytes(), "application/octet-stream"
+            else:
+                self.send_error(404)
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Index)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/simple"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@needs_landlock
+@pytest.mark.process
+async def test_a_server_run_once_by_uvx_starts_again_from_the_users_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    uvx = shutil.which("uvx", path=str(Path(sys.executable).parent)) or shutil.which("uvx")
+    if uvx is None:
+        pytest.skip("uv is not installed (a dev dependency)")
+    cache = tmp_path / "uv-cache"
+    monkeypatch.setenv("UV_CACHE_DIR", str(cache))
+    monkeypatch.setenv("TEST_UV_PYTHON", sys.executable)
+    wheel = stdlib_wheel(tmp_path / "wheels")
+    with package_index(wheel) as index:
+        # The person ran it once (online): the package is in their cache.
+        first = subprocess.run(
+            [uvx, "--index-url", index, "stdlib-echo"],
+            input="",
+            capture_output=True,
+            text=True,
+            env={**os.environ, "UV_PYTHON": sys.executable},
+            timeout=120,
+            check=False,
+        )
+        assert first.returncode == 0, first.stderr
+    # The index is gone: the server starts from the cache, or not at all.
+    server_folder(
+        tmp_path / "sub_graphs",
+        "uvecho",
+        {
+            "command": "uvx",
+            "args": ["--offline", "--index-url", index, "stdlib-echo"],
+            "env": {"UV_PYTHON": "TEST_UV_PYTHON"},
+        },
+    )
+
+    async with started(Person()) as runtime:
+        said = await call(runtime, "uvecho_echo", {"text": "hello"})
+
+    assert said.status == "success", said.message
+    assert said.message.startswith("hello (from ") and str(cache) in said.message
