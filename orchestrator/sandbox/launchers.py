@@ -13,7 +13,8 @@ the user's paths, and no more:
 - `uvx`/`uv`, `npx`/`npm`, `pipx`: their caches (written: that is what a cache is
   for) and their settings, where their environment variables say, else where they
   keep them by default; the variables are set for the process, so that the private
-  `HOME` does not hide them.
+  `HOME` does not hide them; where it may connect nowhere, `uv` and `npm` are told
+  to work offline, from the cache (asking the registry first would only fail).
 
 Paths that do not exist are left out.
 
@@ -44,11 +45,16 @@ NODE_CHECK_SECONDS = 10.0
 
 @dataclass(frozen=True)
 class LaunchNeeds:
-    """Paths to read, paths to read and write, and variables for one command's launch."""
+    """Paths to read, paths to read and write, and variables for one command's launch.
+
+    `offline`: the variables that keep a package runner to its cache, for a process
+    that may connect nowhere (asking the registry first would only fail).
+    """
 
     read: list[str] = field(default_factory=list)
     write: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
+    offline: dict[str, str] = field(default_factory=dict)
 
 
 def launch_needs(
@@ -70,7 +76,9 @@ def launch_needs(
     read += cache.read
     write += cache.write
     env |= cache.env
-    return LaunchNeeds(read=_existing(read), write=_existing(write), env=env)
+    return LaunchNeeds(
+        read=_existing(read), write=_existing(write), env=env, offline=cache.offline
+    )
 
 
 def node_options(environ: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -121,6 +129,7 @@ class _Found:
     read: list[Path] = field(default_factory=list)
     write: list[Path] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
+    offline: dict[str, str] = field(default_factory=dict)
 
 
 def _shim(program: Path, *, home: Path, environ: Mapping[str, str]) -> _Found:
@@ -181,12 +190,14 @@ def _cache(name: str, *, home: Path, environ: Mapping[str, str]) -> _Found:
         pythons = Path(environ.get("UV_PYTHON_INSTALL_DIR") or data_home / "uv" / "python")
         tools = Path(environ.get("UV_TOOL_DIR") or data_home / "uv" / "tools")
         env = _named({"UV_CACHE_DIR": cache, "UV_PYTHON_INSTALL_DIR": pythons})
-        return _Found(read=[pythons, tools, config_home / "uv"], write=[cache], env=env)
+        read = [pythons, tools, config_home / "uv"]
+        return _Found(read=read, write=[cache], env=env, offline={"UV_OFFLINE": "1"})
     if name in ("npm", "npx"):
         cache = Path(environ.get("npm_config_cache") or home / ".npm")
         settings = Path(environ.get("npm_config_userconfig") or home / ".npmrc")
         env = _named({"npm_config_cache": cache, "npm_config_userconfig": settings})
-        return _Found(read=[settings], write=[cache], env=env)
+        offline = {"npm_config_offline": "true"}
+        return _Found(read=[settings], write=[cache], env=env, offline=offline)
     if name == "pipx":
         legacy = home / ".local" / "pipx"
         default = legacy if legacy.is_dir() else data_home / "pipx"

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import logging
 import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import threading
 import zipfile
 from collections.abc import Iterator
@@ -241,6 +243,7 @@ def test_package_runners_get_their_caches_where_their_variables_say(tmp_path: Pa
     assert str(home / ".local" / "share" / "uv" / "python") in uvx.read
     assert npx.write == [str(npm_cache)] and npx.env["npm_config_cache"] == str(npm_cache)
     assert pipx.write == [str(pipx_home)] and pipx.env["PIPX_HOME"] == str(pipx_home)
+    assert uvx.offline == {"UV_OFFLINE": "1"} and npx.offline == {"npm_config_offline": "true"}
     elsewhere = launch_needs("uvx", folder=tmp_path, environ={**environ, "UV_CACHE_DIR": "/none"})
     assert elsewhere.write == [] and "UV_CACHE_DIR" not in elsewhere.env  # it keeps its own
 
@@ -341,13 +344,13 @@ async def test_a_server_run_once_by_uvx_starts_again_from_the_users_cache(
             check=False,
         )
         assert first.returncode == 0, first.stderr
-    # The index is gone: the server starts from the cache, or not at all.
+    # The index is gone: the server, which may connect nowhere, starts from the cache.
     server_folder(
         tmp_path / "sub_graphs",
         "uvecho",
         {
             "command": "uvx",
-            "args": ["--offline", "--index-url", index, "stdlib-echo"],
+            "args": ["--index-url", index, "stdlib-echo"],
             "env": {"UV_PYTHON": "TEST_UV_PYTHON"},
         },
     )
@@ -357,3 +360,120 @@ async def test_a_server_run_once_by_uvx_starts_again_from_the_users_cache(
 
     assert said.status == "success", said.message
     assert said.message.startswith("hello (from ") and str(cache) in said.message
+
+
+def npm_packages(folder: Path) -> dict[str, Path]:
+    """Tarballs (`npm pack`) of the echo server and its dependency, by package name."""
+    sources = {
+        "echo-dep": {
+            "package.json": '{"name": "echo-dep", "version": "1.0.0", "main": "index.js"}',
+            "index.js": "exports.shout = (text) => text.toUpperCase() + '!';\n",
+        },
+        "echo-server": {
+            "package.json": '{"name": "echo-server", "version": "1.0.0", "bin": {"echo-server": '
+            '"cli.js"}, "dependencies": {"echo-dep": "1.0.0"}}',
+            "cli.js": (SERVERS / "echo_server.js").read_text(),
+        },
+    }
+    tarballs = {}
+    for name, files in sources.items():
+        source = folder / "sources" / name
+        source.mkdir(parents=True)
+        for file, text in files.items():
+            (source / file).write_text(text)
+        packed = subprocess.run(
+            ["npm", "pack", "--silent", "--pack-destination", str(folder), str(source)],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "npm_config_cache": str(folder / "pack-cache")},
+            timeout=120,
+            check=True,
+        )
+        tarballs[name] = folder / packed.stdout.strip().splitlines()[-1]
+    return tarballs
+
+
+@contextmanager
+def npm_registry(tarballs: dict[str, Path]) -> Iterator[str]:
+    """An npm registry on 127.0.0.1 offering the tarballs (version 1.0.0 each): its URL."""
+
+    class Registry(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            base = f"http://127.0.0.1:{self.server.server_address[1]}"
+            name = self.path.strip("/")
+            files = {f"/-/{tarball.name}": tarball for tarball in tarballs.values()}
+            if name in tarballs:
+                body = json.dumps(_packument(name, tarballs[name], base)).encode()
+            elif self.path in files:
+                body = files[self.path].read_bytes()
+            else:
+                self.send_error(404)
+                return
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Registry)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _packument(name: str, tarball: Path, base: str) -> dict[str, object]:
+    data = tarball.read_bytes()
+    with tarfile.open(tarball) as archive:
+        member = archive.extractfile("package/package.json")
+        assert member is not None
+        manifest = json.loads(member.read())
+    integrity = "sha512-" + base64.b64encode(hashlib.sha512(data).digest()).decode()
+    dist = {
+        "tarball": f"{base}/-/{tarball.name}",
+        "shasum": hashlib.sha1(data).hexdigest(),
+        "integrity": integrity,
+    }
+    return {
+        "name": name,
+        "dist-tags": {"latest": "1.0.0"},
+        "versions": {"1.0.0": {**manifest, "dist": dist}},
+    }
+
+
+@needs_landlock
+@pytest.mark.process
+@pytest.mark.skipif(shutil.which("npx") is None, reason="npm (npx) is not installed")
+async def test_a_server_run_once_by_npx_starts_again_from_the_users_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    cache = tmp_path / "npm-cache"
+    monkeypatch.setenv("npm_config_cache", str(cache))
+    tarballs = npm_packages(tmp_path / "packages")
+    with npm_registry(tarballs) as registry:
+        # The person ran it once (online): the package is in their cache.
+        first = subprocess.run(
+            ["npx", "--yes", "--registry", registry, "echo-server"],
+            input="",
+            capture_output=True,
+            text=True,
+            env={**os.environ, "npm_config_cache": str(cache)},
+            timeout=120,
+            check=False,
+        )
+        assert first.returncode == 0, first.stderr
+    # The registry is gone: the server, which may connect nowhere, starts from the cache.
+    server_folder(
+        tmp_path / "sub_graphs",
+        "npxecho",
+        {"command": "npx", "args": ["--yes", "--registry", registry, "echo-server"]},
+    )
+
+    async with started(Person()) as runtime:
+        said = await call(runtime, "npxecho_echo", {"text": "hello"})
+
+    assert (said.status, said.message) == ("success", "HELLO!")

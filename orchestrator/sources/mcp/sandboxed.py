@@ -65,7 +65,9 @@ class ServerSandbox:
             private_dir(Path(path), levels=3)
         command, args = rules.wrap(connection["command"], list(connection["args"]))
         # The launcher's caches and settings, which the private HOME would hide from it.
-        launcher = launch_needs(connection["command"], folder=folder).env
+        needs = launch_needs(connection["command"], folder=folder)
+        nowhere = rules.connect is not None and not rules.connect  # no TCP port at all
+        launcher = {**needs.env, **(needs.offline if nowhere else {})}
         if rules.memory_mb is not None:  # Node.js, started by the server or its own program
             launcher |= node_options()
         env = {**launcher, **(connection.get("env") or {}), **environment}
