@@ -10,7 +10,7 @@ the user's paths, and no more:
   manager's program its `exec` line runs; asdf and mise are pointed at their
   data and settings, since the private `HOME` hides them;
 - a program inside `node_modules`: that whole `node_modules` tree (its dependencies);
-- `uvx`/`uv`, `npx`/`npm`, `pipx`: their caches (written: that is what a cache is
+- `uvx`/`uv`, `npx`/`npm`, `pipx` (which runs `uv` where it is installed): their caches (written: that is what a cache is
   for) and their settings, where their environment variables say, else where they
   keep them by default; the variables are set for the process, so that the private
   `HOME` does not hide them; where it may connect nowhere, `uv` and `npm` are told
@@ -199,11 +199,29 @@ def _cache(name: str, *, home: Path, environ: Mapping[str, str]) -> _Found:
         offline = {"npm_config_offline": "true"}
         return _Found(read=[settings], write=[cache], env=env, offline=offline)
     if name == "pipx":
-        legacy = home / ".local" / "pipx"
-        default = legacy if legacy.is_dir() else data_home / "pipx"
-        pipx_home = Path(environ.get("PIPX_HOME") or default)
-        return _Found(write=[pipx_home], env=_named({"PIPX_HOME": pipx_home}))
+        return _pipx(home=home, environ=environ, uv=_cache("uv", home=home, environ=environ))
     return _Found()
+
+
+def _pipx(*, home: Path, environ: Mapping[str, str], uv: _Found) -> _Found:
+    """pipx: its home read (its shared libraries), its cache and logs written; and uv's
+    needs, since `pipx run` runs `uv tool run` where uv is installed."""
+    named = environ.get("PIPX_HOME")
+    if named:
+        pipx_home = Path(named)
+        written = [pipx_home / ".cache", pipx_home / "logs"]
+    else:
+        legacy = home / ".local" / "pipx"
+        data_home = Path(environ.get("XDG_DATA_HOME") or home / ".local" / "share")
+        cache_home = Path(environ.get("XDG_CACHE_HOME") or home / ".cache")
+        state_home = Path(environ.get("XDG_STATE_HOME") or home / ".local" / "state")
+        pipx_home = legacy if legacy.is_dir() else data_home / "pipx"
+        written = [cache_home / "pipx", state_home / "pipx" / "log"]
+    # Its home is passed only where you set it: set for you, it would move pipx's cache.
+    env = {**uv.env, **({"PIPX_HOME": named} if named else {})}
+    return _Found(
+        read=[pipx_home, *uv.read], write=[*written, *uv.write], env=env, offline=uv.offline
+    )
 
 
 def _named(paths: dict[str, Path]) -> dict[str, str]:

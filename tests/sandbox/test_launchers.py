@@ -228,7 +228,9 @@ def test_asdf_and_mise_shims_read_their_manager_and_the_users_versions(tmp_path:
 def test_package_runners_get_their_caches_where_their_variables_say(tmp_path: Path):
     home = tmp_path / "home"
     uv_cache, npm_cache, pipx_home = tmp_path / "uv-cache", home / ".npm", home / ".local" / "pipx"
-    for folder in (uv_cache, npm_cache, pipx_home, home / ".local" / "share" / "uv" / "python"):
+    uv_pythons = home / ".local" / "share" / "uv" / "python"
+    pipx_caches = (pipx_home / ".cache", home / ".cache" / "pipx")
+    for folder in (uv_cache, npm_cache, pipx_home, uv_pythons, *pipx_caches):
         folder.mkdir(parents=True)
     bin_dir = tmp_path / "bin"
     for name in ("uvx", "npx", "pipx"):
@@ -242,7 +244,13 @@ def test_package_runners_get_their_caches_where_their_variables_say(tmp_path: Pa
     assert uvx.write == [str(uv_cache)] and uvx.env["UV_CACHE_DIR"] == str(uv_cache)
     assert str(home / ".local" / "share" / "uv" / "python") in uvx.read
     assert npx.write == [str(npm_cache)] and npx.env["npm_config_cache"] == str(npm_cache)
-    assert pipx.write == [str(pipx_home)] and pipx.env["PIPX_HOME"] == str(pipx_home)
+    # pipx: its home and cache where it keeps them by default, and uv's (`pipx run` runs uv)
+    assert str(pipx_home) in pipx.read and "PIPX_HOME" not in pipx.env
+    assert pipx.write == [str(home / ".cache" / "pipx"), str(uv_cache)]
+    assert pipx.offline == {"UV_OFFLINE": "1"}
+    named = launch_needs("pipx", folder=tmp_path, environ={**environ, "PIPX_HOME": str(pipx_home)})
+    assert named.env["PIPX_HOME"] == str(pipx_home) and named.env["UV_CACHE_DIR"] == str(uv_cache)
+    assert named.write == [str(pipx_home / ".cache"), str(uv_cache)]
     assert uvx.offline == {"UV_OFFLINE": "1"} and npx.offline == {"npm_config_offline": "true"}
     elsewhere = launch_needs("uvx", folder=tmp_path, environ={**environ, "UV_CACHE_DIR": "/none"})
     assert elsewhere.write == [] and "UV_CACHE_DIR" not in elsewhere.env  # it keeps its own
@@ -477,3 +485,40 @@ async def test_a_server_run_once_by_npx_starts_again_from_the_users_cache(
         said = await call(runtime, "npxecho_echo", {"text": "hello"})
 
     assert (said.status, said.message) == ("success", "HELLO!")
+
+
+@needs_landlock
+@pytest.mark.process
+async def test_a_server_pipx_ran_once_starts_again_from_the_users_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    pipx = shutil.which("pipx", path=str(Path(sys.executable).parent)) or shutil.which("pipx")
+    if pipx is None:
+        pytest.skip("pipx is not installed (a dev dependency)")
+    pipx_home, cache = tmp_path / "pipx", tmp_path / "uv-cache"
+    monkeypatch.setenv("PIPX_HOME", str(pipx_home))
+    monkeypatch.setenv("UV_CACHE_DIR", str(cache))
+    wheel = stdlib_wheel(tmp_path / "wheels")
+    with package_index(wheel) as index:
+        # The person ran it once (online): pipx ran it through uv, which keeps it cached.
+        first = subprocess.run(
+            [pipx, "run", "--index-url", index, "stdlib-echo"],
+            input="",
+            capture_output=True,
+            text=True,
+            env=dict(os.environ),
+            timeout=300,
+            check=False,
+        )
+        assert first.returncode == 0, first.stderr
+    server_folder(
+        tmp_path / "sub_graphs",
+        "pipxecho",
+        {"command": pipx, "args": ["run", "--index-url", index, "stdlib-echo"]},
+    )
+
+    async with started(Person()) as runtime:
+        said = await call(runtime, "pipxecho_echo", {"text": "hello"})
+
+    assert said.status == "success", said.message
+    assert said.message.startswith("hello (from ") and str(cache) in said.message
