@@ -10,11 +10,12 @@ the user's paths, and no more:
   manager's program its `exec` line runs; asdf and mise are pointed at their
   data and settings, since the private `HOME` hides them;
 - a program inside `node_modules`: that whole `node_modules` tree (its dependencies);
-- `uvx`/`uv`, `npx`/`npm`, `pipx` (which runs `uv` where it is installed): their caches (written: that is what a cache is
-  for) and their settings, where their environment variables say, else where they
-  keep them by default; the variables are set for the process, so that the private
-  `HOME` does not hide them; where it may connect nowhere, `uv` and `npm` are told
-  to work offline, from the cache (asking the registry first would only fail).
+- `uvx`/`uv`, `npx`/`npm`, `pipx` (which runs `uv` where it is installed): their
+  caches (written: that is what a cache is for) and their settings, where their
+  environment variables say, else where they keep them by default; the variables
+  are set for the process, so that the private `HOME` does not hide them; where it
+  may connect nowhere, `uv` and `npm` are told to work offline, from the cache
+  (asking the registry first would only fail).
 
 Paths that do not exist are left out.
 
@@ -88,7 +89,7 @@ def node_options(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     node = shutil.which("node", path=environ.get("PATH"))
     if node is None or not _knows_wasm_flag(os.path.realpath(node)):
         return {}
-    return {"NODE_OPTIONS": f"{environ.get('NODE_OPTIONS', '')} {NODE_WASM_FLAG}".strip()}
+    return {"NODE_OPTIONS": NODE_WASM_FLAG}
 
 
 @cache
@@ -134,9 +135,9 @@ class _Found:
 
 def _shim(program: Path, *, home: Path, environ: Mapping[str, str]) -> _Found:
     """A version manager's shim: its root, the manager it runs, where its settings are."""
-    if program.parent.name != "shims":
-        return _Found()
     root = program.parent.parent
+    if program.parent.name != "shims" or root in (home, Path("/")):
+        return _Found()  # not a shim; or one whose "root" would be all your files
     read = [root]
     text = _head(program)
     named = PYENV_ROOT.search(text)
