@@ -3,8 +3,10 @@ refused start says.
 
 Real processes held by real Landlock rules: a Python server behind this machine's
 pyenv shim, a Node.js package in a project's `node_modules` that needs its
-dependency. The launchers this machine lacks (asdf, mise, nvm, uvx, npx, pipx) are
-laid out as they install themselves, and what a launch of each may touch is read.
+dependency (and fetches, within the memory limit), servers `uvx`, `npx` and `pipx run`
+ran once from a package index or npm registry on 127.0.0.1 that is gone when they
+start again. The launchers this machine lacks (asdf, mise, nvm) are laid out as they
+install themselves, and what a launch of each may touch is read.
 """
 
 from __future__ import annotations
