@@ -249,9 +249,9 @@ class McpClient:
             raise self._not_started(str(error)) from None
 
     async def _opened(self) -> _Open:
+        self._log_start = _size(self.errlog)  # what this start writes comes after
         self._check_launch()
         self._check_sandbox()
-        self._log_start = _size(self.errlog)
         loop = asyncio.get_running_loop()
         ready: asyncio.Future[tuple[ClientSession, ServerDefinition]] = loop.create_future()
         stop = asyncio.Event()
@@ -285,10 +285,10 @@ class McpClient:
                 log.seek(self._log_start)
                 written = log.read(MAX_LOG_READ).decode("utf-8", "replace")
             connection = self.config.connection(folder=self.folder)
+            assert connection["transport"] == "stdio"
+            rules = self.sandbox.policy(command=connection["command"], folder=self.folder)
         except (OSError, ConfigError):
             return None
-        assert connection["transport"] == "stdio"
-        rules = self.sandbox.policy(command=connection["command"], folder=self.folder)
         found = refusal(written, rules)
         return found.advice() if found is not None else None
 
