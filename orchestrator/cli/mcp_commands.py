@@ -9,6 +9,7 @@ on standard error, and calls that need a decision are refused unless
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 from enum import StrEnum
 from pathlib import Path
@@ -97,7 +98,9 @@ def serve(
     def serve_first(settings: Settings) -> None:
         # Serving first, from the manifests; the database, the model and the middleware load
         # once the client has its first answer (over HTTP clients come later: at once).
-        started.append(_start_server(settings, agent=agent, protocol=protocol, host=host, port=port))
+        started.append(
+            _start_server(settings, agent=agent, protocol=protocol, host=host, port=port)
+        )
         if protocol is not None:
             started[0].asked(timeout=FIRST_REQUEST_SECONDS)
 
@@ -174,7 +177,9 @@ async def _serve(
             where = f"at {await server.address()}"
         _note(SERVING.format(count=len(tools), where=where, user=user))
         await server.finished()
-    except asyncio.CancelledError:  # a signal ends the command: no call runs on as the runtime closes
+    except (
+        asyncio.CancelledError
+    ):  # a signal ends the command: no call runs on as the runtime closes
         await asyncio.to_thread(server.stop)
         raise
     return 0
@@ -220,8 +225,14 @@ def add(
     """
     launched = url or " ".join(command or [])
     with user_errors():
-        section = server_section(command or [], url=url, env=env or [], headers=header or [])
-        sandbox = {"read": read, "write": write, "connect": connect}
+        section = server_section(
+            _from_here(command or []), url=url, env=env or [], headers=header or []
+        )
+        sandbox = {
+            "read": _paths_from_here(read),
+            "write": _paths_from_here(write),
+            "connect": connect,
+        }
         folder = write_server_folder(
             name,
             directory=settings_or_exit().sub_graphs_dir,
@@ -230,6 +241,20 @@ def add(
             sandbox={key: value for key, value in sandbox.items() if value},
         )
     out.print(ADDED.format(folder=shown(display_path(folder))), highlight=False)
+
+
+def _from_here(command: list[str]) -> list[str]:
+    """The command, a relative path to its program (`./node_modules/.bin/x`) made absolute:
+    you name it from here; the server starts in its folder."""
+    if command and os.sep in command[0] and not os.path.isabs(command[0]):
+        return [os.path.abspath(command[0]), *command[1:]]
+    return command
+
+
+def _paths_from_here(paths: list[str] | None) -> list[str] | None:
+    """Relative sandbox paths made absolute from here (`~` and `${VAR}` are kept, for later)."""
+    kept = ("~", "$", os.sep)
+    return [p if p.startswith(kept) else os.path.abspath(p) for p in paths] if paths else paths
 
 
 def server_section(

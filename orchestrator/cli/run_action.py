@@ -126,13 +126,14 @@ async def _run(
 
 def _named(folder: LoadedTool, action: str | None) -> Address:
     from orchestrator.actions.address import actions_of, find_action
+    from orchestrator.actions.runnable import action_name
 
     if action is None:
         tools = actions_of(folder)
         if len(tools) != 1:
-            names = ", ".join(t.spec.name for t in tools) or "none"
+            names = ", ".join(map(action_name, tools)) or "none"
             raise UserError(WHICH_ACTION.format(tool=folder.folder.name, actions=names))
-        action = tools[0].spec.name
+        action = action_name(tools[0])
     return find_action(folder, action)
 
 
@@ -142,11 +143,12 @@ async def _from_words(
     """The action and its parameters the words give: `[ACTION] text`."""
     from orchestrator.actions.address import Address, actions_of, find_action
     from orchestrator.actions.free_text import parameters_from_text, reading_model, which_action
+    from orchestrator.actions.runnable import action_name
 
     model = reading_model(folder)
     tools = actions_of(folder)
     try:
-        if words[0] in {tool.spec.name for tool in tools}:  # the action, then its text (if any)
+        if words[0] in {action_name(tool) for tool in tools}:  # the action, then its text (if any)
             address, text = find_action(folder, words[0]), " ".join(words[1:])
         else:
             if not tools:

@@ -25,6 +25,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from orchestrator.errors import ConfigError
+from orchestrator.sandbox.launchers import launch_needs
 from orchestrator.sandbox.rules import DEVICES, PROC_READ, SYSTEM_READ, Policy
 
 VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -86,9 +87,11 @@ def policy(
     declared_read = [str(_path(p, folder=folder, settings=settings)) for p in sandbox.read]
     declared_write = [str(_path(p, folder=folder, settings=settings)) for p in sandbox.write]
     read = [*SYSTEM_READ, *PROC_READ, *runtimes(), str(folder), *installation(command)]
+    # What its launcher needs (a shim's manager, a package's node_modules, a runner's cache).
+    needs = launch_needs(command, folder=folder) if command is not None else None
     return Policy(
-        read=_unique([*read, *declared_read]),
-        write=_unique([*DEVICES, str(data), *declared_write]),
+        read=_unique([*read, *(needs.read if needs else []), *declared_read]),
+        write=_unique([*DEVICES, str(data), *(needs.write if needs else []), *declared_write]),
         connect=sorted(set(sandbox.connect)),
         memory_mb=sandbox.memory_mb,
         cpu_seconds=sandbox.cpu_seconds,

@@ -116,3 +116,19 @@ def test_what_cannot_be_a_server_folder_is_one_line_and_writes_nothing(
     assert done.returncode == 1
     assert done.stderr.strip() == error
     assert not (tmp_path / "sub_graphs").exists() or not any((tmp_path / "sub_graphs").iterdir())
+
+
+def test_relative_paths_are_from_where_the_command_is_given(tmp_path: Path):
+    done = run_cli(
+        "mcp", "add", "files", "--read", "notes", "--write", "~/out", "--read", "${REPO}",
+        "--", "./node_modules/.bin/mcp-server-filesystem", "notes",
+        cwd=tmp_path,
+    )
+
+    assert done.returncode == 0, done.stderr
+    written = config_of(tmp_path, "files")
+    assert written["mcp"] == {
+        "command": str(tmp_path / "node_modules" / ".bin" / "mcp-server-filesystem"),
+        "args": ["notes"],  # the server's own: it reads them from its folder
+    }
+    assert written["sandbox"] == {"read": [str(tmp_path / "notes"), "${REPO}"], "write": ["~/out"]}

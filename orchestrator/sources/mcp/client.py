@@ -27,6 +27,7 @@ from orchestrator.errors import ConfigError, McpServerError, ToolError, Transien
 from orchestrator.folders.mcp_config import McpServerConfig
 from orchestrator.private import open_private_log
 from orchestrator.redact import redact
+from orchestrator.sandbox.refusals import refusal
 from orchestrator.sources.mcp.definitions import ServerDefinition
 from orchestrator.sources.mcp.sandboxed import ServerSandbox
 
@@ -39,6 +40,7 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 CLOSE_SECONDS = 5.0  # how long closing a session may take before its task is cancelled
+MAX_LOG_READ = 64 * 1024  # of a failed start's standard error, read for what was refused
 MAX_PAGES = 100  # of `tools/list`: a server paging for ever is cut off here
 NOT_STARTED = "MCP server {name} did not start: {reason}"
 TIMED_OUT = "did not answer within {seconds:g}s"
@@ -106,6 +108,7 @@ class McpClient:
         self._blocked = False  # it gave another definition than the pinned one: no more starts
         self._home: asyncio.AbstractEventLoop | None = None  # the loop its session lives on
         self._homing = threading.Lock()
+        self._log_start = 0  # where the standard error of the start under way begins in errlog
 
     @property
     def running(self) -> bool:
@@ -246,6 +249,7 @@ class McpClient:
             raise self._not_started(str(error)) from None
 
     async def _opened(self) -> _Open:
+        self._log_start = _size(self.errlog)  # what this start writes comes after
         self._check_launch()
         self._check_sandbox()
         loop = asyncio.get_running_loop()
@@ -267,8 +271,26 @@ class McpClient:
 
     def _not_started(self, reason: str) -> McpServerError:
         if self.errlog is not None and self.config.command is not None:
+            refused = self._refused()
+            reason += f"; {refused}" if refused else ""
             reason += f" (what it wrote: {self.errlog})"
         return McpServerError(NOT_STARTED.format(name=self.name, reason=reason))
+
+    def _refused(self) -> str | None:
+        """What the sandbox refused, as this start's standard error says, and how to allow it."""
+        if self.sandbox is None or self.errlog is None or self.config.command is None:
+            return None
+        try:
+            with self.errlog.open("rb") as log:
+                log.seek(self._log_start)
+                written = log.read(MAX_LOG_READ).decode("utf-8", "replace")
+            connection = self.config.connection(folder=self.folder)
+            assert connection["transport"] == "stdio"
+            rules = self.sandbox.policy(command=connection["command"], folder=self.folder)
+        except (OSError, ConfigError):
+            return None
+        found = refusal(written, rules)
+        return found.advice() if found is not None else None
 
     def _reason(self, error: BaseException) -> str:
         """What went wrong, in one line; paths of its folder and command shown, secrets not."""
@@ -380,6 +402,13 @@ async def _stopped(task: asyncio.Task[None]) -> None:
     """Cancel the session's task and wait (a while) for its transport to stop the server."""
     task.cancel()
     await asyncio.wait({task}, timeout=CLOSE_SECONDS)
+
+
+def _size(path: Path | None) -> int:
+    try:
+        return path.stat().st_size if path is not None else 0
+    except OSError:
+        return 0
 
 
 def _reason(error: BaseException, *, keep: list[Path]) -> str:

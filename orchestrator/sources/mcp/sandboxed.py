@@ -19,6 +19,7 @@ from pydantic import JsonValue
 from orchestrator.errors import SandboxUnavailableError
 from orchestrator.folders.sandbox_config import SandboxConfig, policy, private_environment
 from orchestrator.private import private_dir
+from orchestrator.sandbox.launchers import launch_needs, node_options
 from orchestrator.sandbox.rules import Policy, unenforced
 
 if TYPE_CHECKING:
@@ -63,7 +64,13 @@ class ServerSandbox:
         for path in environment.values():
             private_dir(Path(path), levels=3)
         command, args = rules.wrap(connection["command"], list(connection["args"]))
-        env = {**(connection.get("env") or {}), **environment}
+        # The launcher's caches and settings, which the private HOME would hide from it.
+        needs = launch_needs(connection["command"], folder=folder)
+        nowhere = rules.connect is not None and not rules.connect  # no TCP port at all
+        launcher = {**needs.env, **(needs.offline if nowhere else {})}
+        if rules.memory_mb is not None:  # Node.js, started by the server or its own program
+            launcher |= node_options()
+        env = {**launcher, **(connection.get("env") or {}), **environment}
         return {**connection, "command": command, "args": args, "env": env}
 
 
