@@ -123,8 +123,16 @@ esac
 """
 
 
-def _setup(tmp_path: Path, **env: str) -> tuple[subprocess.CompletedProcess[str], list[str]]:
-    """scripts/setup.sh run for real in a copy of the checkout, against a Python that records pip."""
+STUB_NPM = """#!/usr/bin/env bash
+echo "npm $*" >> "$PIP_LOG"
+"""
+
+
+def _setup(
+    tmp_path: Path, *, npm: bool = False, **env: str
+) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    """scripts/setup.sh run for real in a copy of the checkout, against a Python that records pip
+    (and, with `npm`, an npm that records its installs; else the npm step is off)."""
     checkout = tmp_path / "checkout"
     (checkout / "scripts").mkdir(parents=True)
     shutil.copy(REPOSITORY / "scripts" / "setup.sh", checkout / "scripts" / "setup.sh")
@@ -132,7 +140,15 @@ def _setup(tmp_path: Path, **env: str) -> tuple[subprocess.CompletedProcess[str]
     python.write_text(STUB_PYTHON)
     python.chmod(0o755)
     log = tmp_path / "pip.log"
-    environment = {"PATH": os.environ["PATH"], "PYTHON": str(python), "PIP_LOG": str(log)} | env
+    path = os.environ["PATH"]
+    if npm:
+        (tmp_path / "bin").mkdir()
+        (tmp_path / "bin" / "npm").write_text(STUB_NPM)
+        (tmp_path / "bin" / "npm").chmod(0o755)
+        path = f"{tmp_path / 'bin'}{os.pathsep}{path}"
+    else:
+        env = {"ORCHESTRATOR_SETUP_NPM": "0"} | env
+    environment = {"PATH": path, "PYTHON": str(python), "PIP_LOG": str(log)} | env
     done = subprocess.run(
         ["bash", "scripts/setup.sh"], cwd=checkout, env=environment, capture_output=True, text=True, timeout=60
     )
@@ -246,3 +262,14 @@ def test_the_tests_that_read_the_checkout_pass_beside_a_users_folders_and_env(tm
 
     assert done.returncode == 0, done.stdout[-3000:]
     assert re.search(r"\b4 passed\b", done.stdout)
+
+
+@pytest.mark.process
+def test_setup_installs_the_npm_reference_servers_where_npm_is(tmp_path: Path):
+    done, installs = _setup(tmp_path, npm=True, ORCHESTRATOR_SETUP_LOCAL="0")
+
+    assert done.returncode == 0, done.stderr
+    (npm,) = [line for line in installs if line.startswith("npm ")]
+    assert npm.startswith("npm install --prefix .venv/npm")
+    assert "@modelcontextprotocol/server-filesystem@" in npm and "@modelcontextprotocol/server-everything@" in npm
+    assert "the reference MCP servers from npm (.venv/npm)" in done.stdout
