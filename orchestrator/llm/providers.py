@@ -12,6 +12,7 @@ from orchestrator.install import with_this_pip
 from orchestrator.llm.endpoints import model_endpoint
 from orchestrator.llm.offline import OfflineChatModel
 from orchestrator.llm.openai_client import openai_client
+from orchestrator.llm.response_ids import with_response_ids
 from orchestrator.settings import Settings, env_name, env_value
 from orchestrator.usage.prices import warm as warm_prices
 
@@ -125,7 +126,7 @@ def _init(
     except (ImportError, ValueError) as error:
         raise ConfigError(_unusable(model, setting=setting, error=error)) from None
     warm_prices()  # a real model's calls are priced: the table loads while the model answers
-    return _streaming_usage(built)
+    return _streaming_usage(with_response_ids(built))
 
 
 def _unusable(model: str, *, setting: str, error: ImportError | ValueError) -> str:

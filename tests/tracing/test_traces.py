@@ -106,17 +106,18 @@ async def test_a_nested_turn_is_one_trace_with_the_agents_calls_below_their_call
     ), "no content by default"
 
 
+@pytest.mark.parametrize("streaming", [True, False], ids=["streamed", "whole"])
 async def test_a_model_span_carries_the_providers_response_id_not_langchains(
-    receiver: Receiver, tmp_path: Path
+    receiver: Receiver, tmp_path: Path, streaming: bool
 ):
-    """(A streamed OpenAI reply's id LangChain does not hand over: a whole reply's it does.)"""
+    """(langchain-openai drops a streamed reply's id: `llm.response_ids` keeps it.)"""
     with OpenAICompatibleServer(["Hello."]) as server:
         settings = load_settings(
             openai_base_url=server.base_url,
             openai_api_key="test",
             model="openai:test-model",
             model_max_retries=0,
-            model_streaming=False,
+            model_streaming=streaming,
             sub_graphs_dir=tmp_path / "sub_graphs",
             data_dir=tmp_path / "data",
         )
