@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import threading
+from http.server import BaseHTTPRequestHandler
 from socketserver import BaseServer
 from types import TracebackType
 from typing import Self
@@ -30,3 +32,14 @@ class ServedOnThread:
         self._server.shutdown()
         self._server.server_close()
         self._thread.join()
+
+
+def send_json(handler: BaseHTTPRequestHandler, status: int, body: object) -> None:
+    """Answer `handler`'s request with `status` and `body` as JSON (None: no body)."""
+    payload = b"" if body is None else json.dumps(body).encode()
+    handler.send_response(status)
+    if payload:
+        handler.send_header("Content-Type", "application/json; charset=utf-8")
+    handler.send_header("Content-Length", str(len(payload)))
+    handler.end_headers()
+    handler.wfile.write(payload)

@@ -30,7 +30,7 @@ from zoneinfo import ZoneInfo
 
 from dateutil.rrule import rrulestr
 
-from tests.server_thread import ServedOnThread
+from tests.server_thread import ServedOnThread, send_json
 
 TOKEN = "ya29.test-access-token"
 REFRESH_TOKEN = "1//test-refresh-token"
@@ -332,13 +332,7 @@ class GoogleCalendarServer(ServedOnThread):
                     self.headers.get("Authorization"),
                     body,
                 )
-                payload = b"" if answer is None else json.dumps(answer).encode()
-                self.send_response(status)
-                if payload:
-                    self.send_header("Content-Type", "application/json; charset=UTF-8")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
+                send_json(self, status, answer)
 
             do_GET = do_POST = do_PATCH = do_DELETE = _any
 

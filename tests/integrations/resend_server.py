@@ -15,7 +15,7 @@ import re
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from tests.server_thread import ServedOnThread
+from tests.server_thread import ServedOnThread, send_json
 
 KEY = "re_test_123456789"
 VERIFIED_DOMAIN = "example.org"
@@ -74,12 +74,7 @@ class ResendServer(ServedOnThread):
                     self.headers.get("Authorization"),
                     body,
                 )
-                payload = json.dumps(answer).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
+                send_json(self, status, answer)
 
             def log_message(self, *args: object) -> None:
                 pass

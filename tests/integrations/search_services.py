@@ -19,7 +19,7 @@ import json
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
-from tests.server_thread import ServedOnThread
+from tests.server_thread import ServedOnThread, send_json
 
 KEYS = {"brave": "BSA-test", "tavily": "tvly-test", "serper": "serper-test"}
 PAGES = [
@@ -103,12 +103,7 @@ class SearchServices(ServedOnThread):
                 return {k.lower(): v for k, v in self.headers.items()}
 
             def _send(self, status: int, body: object) -> None:
-                payload = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
+                send_json(self, status, body)
 
             def log_message(self, *args: object) -> None:
                 pass

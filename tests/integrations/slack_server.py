@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qsl, urlsplit
 
-from tests.server_thread import ServedOnThread
+from tests.server_thread import ServedOnThread, send_json
 
 TOKEN = "xoxb-test-token"
 
@@ -174,12 +174,7 @@ class SlackServer(ServedOnThread):
                     if authorization
                     else arguments.pop("token", None)
                 )
-                payload = json.dumps(server.answer(method, token, arguments)).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json; charset=utf-8")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
+                send_json(self, 200, server.answer(method, token, arguments))
 
             def log_message(self, format: str, *args: object) -> None:
                 pass
