@@ -134,3 +134,15 @@ async def test_resend_down_is_unreachable_and_retryable(
     error = await failure()
 
     assert (error.code, error.recoverable) == ("server_unreachable", True)
+
+
+async def test_a_sender_resend_calls_malformed_is_not_configured_naming_from_address(
+    resend: ResendServer, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setenv("EMAIL_AGENT_FROM_ADDRESS", "Assistant <assistant at example.org>")
+
+    error = await failure()
+
+    assert (error.code, error.recoverable) == ("not_configured", False)
+    assert "invalid_from_address" in str(error) and "EMAIL_AGENT_FROM_ADDRESS" in str(error)
+    assert resend.emails == []

@@ -107,17 +107,20 @@ async def test_a_wrong_key_is_bad_credentials(
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
-async def test_the_rate_limit_is_retryable_and_spent_credits_are_not(
+async def test_the_rate_limit_and_the_providers_failure_are_retryable_and_spent_credits_are_not(
     provider: str, services: SearchServices, monkeypatch: pytest.MonkeyPatch
 ):
     use(monkeypatch, services, provider)
     services.next_status = 429
 
     limited = await failure()
-    services.out_of_credits = True
-    spent = await failure()
 
     assert (limited.code, limited.recoverable) == ("rate_limited", True)
+    services.next_status = 503
+    broken = await failure()
+    assert (broken.code, broken.recoverable) == ("server_error", True)
+    services.out_of_credits = True
+    spent = await failure()
     if provider != "brave":  # Brave's plans stop at the rate limit
         assert (spent.code, spent.recoverable) == ("quota_exceeded", False)
 
