@@ -29,6 +29,11 @@
   initialized, its tools listed) under its default sandbox ÷ unconfined, each
   start closed before the next. Alternating, median of paired ratios (target
   <= 1.2).
+- `pool_ratio`: 10 calls at once of a tool that blocks its server for 50 ms
+  (a synchronous FastMCP tool, over stdio), on a pool of 4 sessions
+  (`mcp: {pool: 4}`: four processes) ÷ on one session, each session started
+  before. Alternating, median of paired ratios; 0.3 would be the four
+  working fully in parallel (three rounds of calls against ten).
 
 Last line, one JSON object of these figures.
 """
@@ -49,8 +54,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-ECHO_SERVER = '''
+NAP_SECONDS = 0.05
+POOL = 4
+CONCURRENT_CALLS = 10
+ECHO_SERVER = f'''
 from mcp.server.fastmcp import FastMCP
+
+NAP_SECONDS = {NAP_SECONDS}
 
 app = FastMCP("echo")
 
@@ -65,6 +75,15 @@ def echo(text: str) -> str:
 def say(text: str) -> str:
     """Repeat the text, as text only (no output schema for either side to check)."""
     return text
+
+
+@app.tool(structured_output=False)
+def nap() -> str:
+    """Block the whole server for a moment, as a synchronous tool does."""
+    import time
+
+    time.sleep(NAP_SECONDS)
+    return "rested"
 
 
 app.run()
@@ -277,6 +296,37 @@ async def sandbox_startup_ratio(home: Path, rounds: int) -> dict[str, float]:
     return {"sandbox_startup_ratio": ratio}
 
 
+async def pool_ratio(home: Path, rounds: int) -> dict[str, float]:
+    """Concurrent calls of a blocking tool on a pool of sessions, against one session."""
+    from orchestrator.folders.mcp_config import McpServerConfig
+    from orchestrator.sources.mcp.client import McpClient
+    from orchestrator.sources.mcp.pool import McpServer, pooled
+
+    where = home / "pool"
+    where.mkdir()
+    (where / "echo_server.py").write_text(ECHO_SERVER)
+    config = McpServerConfig(command=sys.executable, args=["echo_server.py"], cwd=".")
+
+    def server(size: int) -> McpServer:
+        log = where / "echo.log"
+        return pooled(size, lambda: McpClient(name="echo", config=config, folder=where, errlog=log))
+
+    def at_once(target: McpServer) -> Callable[[], Awaitable[object]]:
+        async def once() -> object:
+            return await asyncio.gather(*(target.call("nap", {}) for _ in range(CONCURRENT_CALLS)))
+
+        return once
+
+    pool, single = server(POOL), server(1)
+    try:
+        ratio = await paired(at_once(pool), at_once(single), rounds, warm_up=2)
+    finally:
+        await pool.close()
+        await single.close()
+    print(f"{CONCURRENT_CALLS} calls at once: a pool of {POOL} takes {ratio}x the time of one session")
+    return {"pool_ratio": ratio}
+
+
 async def paired(
     ours: Callable[[], Awaitable[object]],
     peer: Callable[[], Awaitable[object]],
@@ -313,6 +363,7 @@ def main() -> None:
         )
         figures |= asyncio.run(call_ratios(home, options.calls))
         figures |= asyncio.run(sandbox_startup_ratio(home, options.rounds * 3))
+        figures |= asyncio.run(pool_ratio(home, options.rounds * 3))
     print(json.dumps(figures))
 
 

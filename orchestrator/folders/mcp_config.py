@@ -9,6 +9,8 @@
     mcp:
       url: http://127.0.0.1:8000/mcp    # streamable HTTP
       headers: {Authorization: TIME_AUTH}
+    # either way
+      pool: 4                           # sessions (stdio: processes) for calls at once
 
 Secrets stay in the environment: `env` and `headers` name the variables that
 hold their values, and only those names are part of what is approved.
@@ -53,6 +55,12 @@ class McpServerConfig(BaseModel):
         default_factory=dict, description="A header: the name of the variable holding its value."
     )
     startup_timeout_seconds: float = Field(default=30.0, gt=0, le=600, allow_inf_nan=False)
+    pool: int = Field(
+        default=1,
+        ge=1,
+        le=16,
+        description="Sessions kept with the server (for a stdio server, processes) for calls at once.",
+    )
 
     @field_validator("env", "headers")
     @classmethod
@@ -97,7 +105,7 @@ class McpServerConfig(BaseModel):
     def launch(self) -> dict[str, JsonValue]:
         """How the server is launched or reached, as approved: variable names, not values."""
         return self.model_dump(
-            mode="json", exclude={"startup_timeout_seconds"}, exclude_defaults=True
+            mode="json", exclude={"startup_timeout_seconds", "pool"}, exclude_defaults=True
         )
 
     def connection(self, *, folder: Path) -> Connection:

@@ -126,6 +126,13 @@ def build(control: Path):
         return "the gate never opened"
 
     @server.tool()
+    def hold(gate: str) -> str:
+        """Block the whole server (a synchronous tool) until the file `gate` exists."""
+        called("hold", gate=gate)
+        wait_for(Path(gate))
+        return "released" if Path(gate).exists() else "never released"
+
+    @server.tool()
     def header(ctx: Context) -> str:
         """The X-Token header of the HTTP request."""
         request = ctx.request_context.request

@@ -38,7 +38,7 @@ from orchestrator.sources.mcp.sandboxed import ServerSandbox
 from orchestrator.sources.mcp.thread import McpThread
 
 if TYPE_CHECKING:  # the SDK loads only when there is a server to start
-    from orchestrator.sources.mcp.client import McpClient
+    from orchestrator.sources.mcp.pool import McpServer
 
 logger = logging.getLogger(__name__)
 
@@ -91,7 +91,7 @@ class McpClients:
         self.data_dir = data_dir if data_dir is not None else logs.parent.parent
         self.require_sandbox = require_sandbox
         self.folders = {folder.key: folder for folder in folders if folder.config.mcp is not None}
-        self.servers: dict[str, McpClient] = {}
+        self.servers: dict[str, McpServer] = {}
         self.approved: dict[str, ServerDefinition] = {}
         self.undecided: list[str] = []  # folder keys whose definitions await a decision
         self.thread = McpThread()
@@ -154,7 +154,7 @@ class McpClients:
         await asyncio.gather(*(server.close() for server in self.servers.values()))
         await asyncio.to_thread(self.thread.stop)
 
-    def server(self, key: str) -> McpClient:
+    def server(self, key: str) -> McpServer:
         """The server of the folder `key` (once started)."""
         return self.servers[key]
 
@@ -163,17 +163,23 @@ class McpClients:
         starts = (self.servers[key].started() for key in self.starting)
         return await asyncio.gather(*starts, return_exceptions=True)
 
-    def _client(self, key: str, folder: ToolFolder) -> McpClient:
+    def _client(self, key: str, folder: ToolFolder) -> McpServer:
         from orchestrator.sources.mcp.client import McpClient
+        from orchestrator.sources.mcp.pool import pooled
 
-        assert folder.config.mcp is not None
-        server = McpClient(
-            name=folder.name,
-            config=folder.config.mcp,
-            folder=folder.path,
-            errlog=self.logs / (key.replace("/", "__") + ".log"),
-            sandbox=self._sandbox(folder),
-            on_changed=lambda: self._changed(key),
+        config = folder.config.mcp
+        assert config is not None
+        sandbox = self._sandbox(folder)
+        server = pooled(
+            config.pool,
+            lambda: McpClient(
+                name=folder.name,
+                config=config,
+                folder=folder.path,
+                errlog=self.logs / (key.replace("/", "__") + ".log"),
+                sandbox=sandbox,
+                on_changed=lambda: self._changed(key),
+            ),
         )
         server.approved_launch = self._approved_launch(folder)
         return server

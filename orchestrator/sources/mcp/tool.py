@@ -18,9 +18,9 @@ from pydantic import JsonValue, SkipValidation
 
 from orchestrator.folders.tool_config import POLICY_FIELDS, ToolConfig
 from orchestrator.folders.tool_names import qualified_name
-from orchestrator.sources.mcp.client import McpClient
 from orchestrator.sources.mcp.definitions import ServerDefinition, ToolDefinition
 from orchestrator.sources.mcp.marks import check_config, hint
+from orchestrator.sources.mcp.pool import McpServer
 from orchestrator.sources.mcp.sandboxed import denial_note
 from orchestrator.sources.mcp.tool_scope import JsonScope
 from orchestrator.tools.results import ToolResult
@@ -37,7 +37,7 @@ class McpTool(StructuredTool):
     LangChain's `ainvoke` works too, outside it.
     """
 
-    server: SkipValidation[McpClient]
+    server: SkipValidation[McpServer]
     remote_name: str
     full_schema: dict[str, JsonValue]  # hidden parameters included: calls are validated against it
     scope: SkipValidation[JsonScope | None] = None
@@ -62,7 +62,7 @@ class McpTool(StructuredTool):
 
 
 def mcp_tools(
-    server: McpClient, definition: ServerDefinition, *, config: ToolConfig, folder: Path
+    server: McpServer, definition: ServerDefinition, *, config: ToolConfig, folder: Path
 ) -> list[BaseTool]:
     """The LangChain tools of `server`, as `definition` (the approved one) describes them.
 
@@ -89,7 +89,7 @@ def mcp_tools(
 
 
 def _tool(
-    server: McpClient,
+    server: McpServer,
     tool: ToolDefinition,
     name: str,
     config: ToolConfig,
