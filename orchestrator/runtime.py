@@ -21,7 +21,7 @@ from orchestrator.errors import DeveloperError
 from orchestrator.folders.approvals import Ask, Reviewed
 from orchestrator.graph.builder import AgentGraph, build_agent_graph
 from orchestrator.graph.model_pipeline.model_call import ModelMiddleware
-from orchestrator.graph.prompts import ORCHESTRATOR_PROMPT
+from orchestrator.graph.prompts import orchestrator_prompt
 from orchestrator.graph.spec import AgentSpec
 from orchestrator.levels import LevelConfig, Limits, Planning
 from orchestrator.llm.providers import build_chat_model, deferred_chat_model
@@ -198,12 +198,13 @@ class _Plan:
         record_content(settings.trace_content)
         set_exit_timeout(settings.trace_exit_timeout_seconds)
         model = model or build_chat_model(settings)
+        prompt = orchestrator_prompt(settings)
         level = LevelConfig(
             model=model,
             limits=Limits.from_settings(settings),
             database=storage.database if storage is not None else None,
             log_level=settings.log_level,
-            system_prompt=ORCHESTRATOR_PROMPT,
+            system_prompt=prompt,
             context_tokens=settings.context_tokens,
             max_output_tokens=settings.max_output_tokens,
             planning=Planning.from_settings(settings),
@@ -212,7 +213,7 @@ class _Plan:
             model=model,
             tools=(),
             limits=level.limits,
-            system_prompt=ORCHESTRATOR_PROMPT,
+            system_prompt=prompt,
             middleware=middleware,
             model_middleware=model_middleware,
             replace_defaults=replace_defaults,

@@ -105,6 +105,14 @@ class Settings(BaseSettings):
         description="`provider:model` that writes the summaries of long conversations "
         "(default: each level's own model); same server and key as ORCHESTRATOR_MODEL.",
     )
+    system_prompt: str | None = Field(
+        default=None,
+        description="The orchestrator's own system prompt (its text), instead of the built-in one.",
+    )
+    system_prompt_file: Path | None = Field(
+        default=None,
+        description="A UTF-8 file holding the orchestrator's system prompt (read at each start).",
+    )
     tool_timeout_seconds: float = Field(
         default=60.0,
         gt=0,
@@ -298,6 +306,22 @@ class Settings(BaseSettings):
         explicit = self.model not in (None, OFFLINE_MODEL)
         if explicit and self.provider == "openai" and not self.has_openai_endpoint:
             raise ValueError(NEEDS_ENDPOINT.format(setting=env_name("model"), model=self.model))
+        return self
+
+    @field_validator("system_prompt_file")
+    @classmethod
+    def _a_prompt_file(cls, value: Path | None) -> Path | None:
+        # Said before the database starts, not at the first turn.
+        if value is not None and not value.expanduser().is_file():
+            raise ValueError(f"{value} is not a file")
+        return value
+
+    @model_validator(mode="after")
+    def _one_system_prompt(self) -> Settings:
+        if self.system_prompt is not None and self.system_prompt_file is not None:
+            raise ValueError(
+                f"set {env_name('system_prompt')} or {env_name('system_prompt_file')}, not both"
+            )
         return self
 
     @property

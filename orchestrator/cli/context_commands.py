@@ -13,7 +13,7 @@ from orchestrator.graph.model_pipeline.compaction import (
     compact_now,
     context_use,
 )
-from orchestrator.graph.prompts import ORCHESTRATOR_PROMPT
+from orchestrator.graph.prompts import orchestrator_prompt
 from orchestrator.graph.state import Summary
 from orchestrator.llm.tokens import PROFILE, context_window
 from orchestrator.runtime import Orchestrator
@@ -43,7 +43,7 @@ async def show_context(runtime: Orchestrator, session: Session, out: Console) ->
     messages, summary = await _state(session)
     use = context_use(
         _compaction(runtime),
-        system=SystemMessage(ORCHESTRATOR_PROMPT),
+        system=SystemMessage(orchestrator_prompt(runtime.settings)),
         messages=messages,
         summary=summary,
     )
@@ -67,7 +67,7 @@ async def compact_session(
     messages, summary = await _state(session)
     new, done = await compact_now(
         _compaction(runtime),
-        system=SystemMessage(ORCHESTRATOR_PROMPT),
+        system=SystemMessage(orchestrator_prompt(runtime.settings)),
         messages=messages,
         summary=summary,
         focus=focus,

@@ -1,5 +1,13 @@
 """Prompts and user-facing texts of the agent graph."""
 
+from __future__ import annotations
+
+from orchestrator.errors import ConfigError
+from orchestrator.settings import Settings, env_name
+
+MAX_PROMPT_CHARS = 100_000  # a system prompt file is text, not a corpus
+UNREADABLE_PROMPT = "{setting}: cannot read {path} ({reason})"
+
 ORCHESTRATOR_PROMPT = """\
 You are a helpful assistant working in the user's terminal. You can call tools; \
 call several at once when they do not depend on each other. Tool results come back \
@@ -55,3 +63,25 @@ CUT_AT_CAP = (
 CUT_BY_SERVER = (
     '[Reply cut off: the model server ended it at a length limit (finish reason "length"){limit}.]'
 )
+
+
+def orchestrator_prompt(settings: Settings) -> str:
+    """The orchestrator's own system prompt: the setting's text or file, else the built-in one.
+
+    Raises ConfigError naming the setting when its file cannot be read as text.
+    """
+    if settings.system_prompt is not None:
+        return settings.system_prompt
+    path = settings.system_prompt_file
+    if path is None:
+        return ORCHESTRATOR_PROMPT
+    setting = env_name("system_prompt_file")
+    try:
+        text = path.expanduser().read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else "not UTF-8 text"
+        raise ConfigError(UNREADABLE_PROMPT.format(setting=setting, path=path, reason=reason)) from None
+    if not text.strip() or len(text) > MAX_PROMPT_CHARS:
+        reason = "empty" if not text.strip() else f"over {MAX_PROMPT_CHARS:,} characters"
+        raise ConfigError(UNREADABLE_PROMPT.format(setting=setting, path=path, reason=reason))
+    return text.strip()
