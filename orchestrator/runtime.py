@@ -17,7 +17,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from orchestrator.conversation.job_board import JobBoard, LocalJobs
 from orchestrator.conversation.session import Session
 from orchestrator.dispatch.middleware import ToolMiddleware
-from orchestrator.errors import DeveloperError
+from orchestrator.errors import DeveloperError, UserError
 from orchestrator.folders.approvals import Ask, Reviewed
 from orchestrator.graph.builder import AgentGraph, build_agent_graph
 from orchestrator.graph.model_pipeline.model_call import ModelMiddleware
@@ -37,6 +37,7 @@ from orchestrator.sources.search_messages import search_messages_tool
 from orchestrator.sources.source import LoadsNow, ToolSource, unique_tools
 from orchestrator.sources.static import StaticSource
 from orchestrator.store.storage import Storage
+from orchestrator.tools.agent import AgentTool
 from orchestrator.tracing.provider import set_exit_timeout
 from orchestrator.tracing.spans import record_content
 
@@ -45,6 +46,7 @@ logger = logging.getLogger(__name__)
 # Sync LangChain tools run on the loop's default executor; the stock one has only
 # cpu_count + 4 threads, which would serialise a turn's tool calls on a small machine.
 TOOL_THREADS = 32
+NO_SUCH_AGENT = "No approved top-level agent folder {name!r} to chat with (agents: {agents})"
 BELOW_WITHOUT_FOLDERS = "sources for a level below the top (AtLevel) need the tool folders, not `tools=`"
 
 
@@ -77,6 +79,7 @@ class Orchestrator:
     middleware: list[ToolMiddleware]
     storage: Storage | None = None
     jobs: JobBoard = field(default_factory=LocalJobs)  # who runs background calls
+    spec: AgentSpec | None = None  # what its graph was built from (None: built by hand)
 
     @classmethod
     def create(cls, settings: Settings, **options: Unpack[OrchestratorOptions]) -> Orchestrator:
@@ -144,6 +147,33 @@ class Orchestrator:
             loaded = pending.pop()
             pending.extend(loaded.children)
             yield loaded
+
+    def for_agent(self, name: str) -> Orchestrator:
+        """This runtime with the approved top-level agent folder `name` alone at its top.
+
+        Its graph is the agent's as the orchestrator would call it (its tools, its
+        model and limits, its instructions), on the same checkpointer, storage and
+        jobs; the orchestrator's own tools and prompt are not in it. UserError when
+        no approved top-level folder of that name is an agent.
+        """
+        agents = {
+            loaded.folder.name: loaded
+            for loaded in self.sub_agents
+            if isinstance(loaded.tool, AgentTool) and loaded.level is not None
+        }
+        chosen = agents.get(name)
+        if chosen is None or self.spec is None:
+            names = ", ".join(sorted(agents)) or "none is approved"
+            raise UserError(NO_SUCH_AGENT.format(name=name, agents=names))
+        assert isinstance(chosen.tool, AgentTool) and chosen.level is not None
+        level = chosen.level
+        prompt = level.system_prompt or chosen.tool.system_prompt()
+        spec = _agent_spec(self.spec, level, chosen.tool.tools, name=chosen.tool.name, system_prompt=prompt)
+        saver = self.graph.checkpointer
+        graph = build_agent_graph(
+            spec, checkpointer=saver if isinstance(saver, BaseCheckpointSaver) else None
+        )
+        return replace(self, model=level.model, tools=list(spec.tools), graph=graph, spec=spec)
 
     def session(self, *, user_id: str, session_id: str | None = None) -> Session:
         """Open (or continue, with a known `session_id`) a conversation."""
@@ -245,17 +275,16 @@ class _Plan:
         """The runtime, its graph compiled over the tools its sources offer now."""
         tools = unique_tools(tool for source in self.sources for tool in source.tools())
         retriever = self.storage.retriever if self.storage is not None else None
-        graph = build_agent_graph(
-            replace(self.spec, tools=tools, retriever=retriever), checkpointer=self.checkpointer
-        )
+        spec = replace(self.spec, tools=tools, retriever=retriever)
         return Orchestrator(
             settings=self.settings,
             model=self.spec.model,
             sources=self.sources,
             tools=tools,
-            graph=graph,
+            graph=build_agent_graph(spec, checkpointer=self.checkpointer),
             middleware=self.spec.tool_middleware(),
             storage=self.storage,
+            spec=spec,
         )
 
 
@@ -291,19 +320,9 @@ def _default_sources(
     def build_graph(
         level: LevelConfig, tools: Sequence[BaseTool], *, name: str, system_prompt: str
     ) -> AgentGraph:
-        agent = replace(
-            spec,
-            model=level.model,
-            # An agent at any level may ask the person.
-            tools=unique_tools([*tools, *human_tools()]),
-            limits=level.limits,
-            system_prompt=system_prompt,
-            name=name,
-            context_tokens=level.context_tokens or spec.context_tokens,
-            reply_limits=replace(spec.reply_limits, max_output_tokens=level.max_output_tokens),
-            planning=level.planning,
+        return build_agent_graph(
+            _agent_spec(spec, level, tools, name=name, system_prompt=system_prompt)
         )
-        return build_agent_graph(agent)
 
     source = FolderSource(
         settings,
@@ -318,6 +337,24 @@ def _default_sources(
         embedder=storage.embedder if storage is not None else None,
     )
     return [StaticSource("builtin", builtins), source]
+
+
+def _agent_spec(
+    spec: AgentSpec, level: LevelConfig, tools: Sequence[BaseTool], *, name: str, system_prompt: str
+) -> AgentSpec:
+    """The orchestrator's `spec` made an agent's: its level's model, limits and window, its tools."""
+    return replace(
+        spec,
+        model=level.model,
+        # An agent at any level may ask the person.
+        tools=unique_tools([*tools, *human_tools()]),
+        limits=level.limits,
+        system_prompt=system_prompt,
+        name=name,
+        context_tokens=level.context_tokens or spec.context_tokens,
+        reply_limits=replace(spec.reply_limits, max_output_tokens=level.max_output_tokens),
+        planning=level.planning,
+    )
 
 
 def _input_ended(*_: object) -> None:

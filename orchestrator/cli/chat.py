@@ -36,6 +36,14 @@ ContinueOption = Annotated[
 ResumeOption = Annotated[
     bool, typer.Option("--resume", "-r", help="Choose one of your recent sessions to go on with.")
 ]
+AgentOption = Annotated[
+    str | None,
+    typer.Option(
+        "--agent",
+        "-a",
+        help="Chat with this approved agent folder alone: its tools, model and instructions.",
+    ),
+]
 HISTORY_FILE = "chat_history"
 ONE_SESSION = "give one of --session, --continue and --resume"
 
@@ -45,6 +53,7 @@ def chat(
     session: SessionOption = None,
     latest: ContinueOption = False,
     pick: ResumeOption = False,
+    agent: AgentOption = None,
 ) -> None:
     """Chat with the assistant; lines may be piped in, end of input ends the session."""
     if sum((session is not None, latest, pick)) > 1:
@@ -56,6 +65,9 @@ def chat(
         from orchestrator.cli.terminal_turn import resume_turn
         from orchestrator.terminal.questions import question_asker
 
+        if agent is not None:
+            runtime = runtime.for_agent(agent)
+            err.print(f"Chatting with the agent {escape(agent)} alone.", highlight=False)
         lines, on_terminal = _line_source(startup)
         chosen = await chosen_session(
             runtime, user, session_id=session, latest=latest, pick=pick, lines=lines
