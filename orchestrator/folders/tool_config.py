@@ -143,7 +143,7 @@ class ToolConfig(BaseModel):
     )
     cache: CacheConfig | None = Field(
         default=None,
-        description="Reuse results of an idempotent folder's actions (see docs/result-cache.md).",
+        description="Reuse results of an idempotent folder's actions (see docs/tool-calls.md).",
     )
     metadata: dict[str, JsonValue] = Field(default_factory=dict)
     parameters: dict[str, ParameterChoice] = Field(
