@@ -28,9 +28,12 @@ from orchestrator.sources.loaded import CONTENT_KEY
 from orchestrator.store import Database
 from orchestrator.store.requests import RequestLog, request_history
 from orchestrator.store.result_cache import CACHE_HIT
+from orchestrator.testing import OpenAICompatibleServer
+from orchestrator.testing.openai_server import RawReply, RawToolCall
 from orchestrator.tools import Tool, ToolRequest, ToolResult, action
 from orchestrator.tools.context import RunContext, UserDatabase
 from orchestrator.tools.results import Billing
+from tests.helpers import server_env
 from tests.tool_folders import write_folder
 
 LIMITS = Limits(max_iterations=5, max_result_chars=4000, timeout_seconds=30)
@@ -261,13 +264,23 @@ class Lookup(Tool):
 '''
 
 
+def counting_folder(cli, home: Path, runs: Path) -> Path:
+    """The approved folder `lookup`, cached an hour, whose `find` adds a line to `runs` each run."""
+    config = {"name": "lookup", "description": "x", "version": "1", "idempotent": True, "cache": {"ttl_seconds": 3600}}
+    folder = write_folder(home / "sub_graphs", "lookup", config=config, code=COUNTING_TOOL.format(runs=str(runs)))
+    assert cli("tools", "approve", "lookup", cwd=home).returncode == 0
+    return folder
+
+
+def ran(runs: Path) -> int:
+    return len(runs.read_text().splitlines()) if runs.exists() else 0
+
+
 async def test_run_reuses_a_result_says_so_in_requests_show_and_no_cache_or_the_setting_runs_it(
     cli, tmp_path: Path, database: Database
 ):
     runs = tmp_path / "runs.txt"
-    config = {"name": "lookup", "description": "x", "version": "1", "idempotent": True, "cache": {"ttl_seconds": 3600}}
-    folder = write_folder(tmp_path / "sub_graphs", "lookup", config=config, code=COUNTING_TOOL.format(runs=str(runs)))
-    assert cli("tools", "approve", "lookup", cwd=tmp_path).returncode == 0
+    folder = counting_folder(cli, tmp_path, runs)
     ann, bob = someone(), someone()
 
     def run(user: str, *options: str, env: dict[str, str] | None = None) -> dict[str, object]:
@@ -275,25 +288,40 @@ async def test_run_reuses_a_result_says_so_in_requests_show_and_no_cache_or_the_
         assert done.returncode == 0, done.stderr
         return json.loads(done.stdout)
 
-    def ran() -> int:
-        return len(runs.read_text().splitlines())
-
     first, hit = run(ann), run(ann)
-    assert ran() == 1 and hit["message"] == first["message"] == "tea found"
+    assert ran(runs) == 1 and hit["message"] == first["message"] == "tea found"
     hit_id = hit["metadata"]["request_id"]  # pyright: ignore[reportIndexIssue]  # JSON
     shown = cli("requests", "show", hit_id, "-u", ann, cwd=tmp_path)
     assert "cache_hit" in shown.stdout and first["metadata"]["request_id"] in shown.stdout  # pyright: ignore[reportIndexIssue]  # JSON
     run(bob)
-    assert ran() == 2, "another user's call runs"
+    assert ran(runs) == 2, "another user's call runs"
     run(ann, "--no-cache")
     run(ann, env={"ORCHESTRATOR_RESULT_CACHE": "false"})
-    assert ran() == 4
+    assert ran(runs) == 4
     before = await entries(database, ann)
 
     (folder / "lookup_tool.py").write_text(COUNTING_TOOL.format(runs=str(runs)) + "# changed\n")
     assert cli("tools", "approve", "lookup", cwd=tmp_path).returncode == 0
     run(ann)
 
-    assert ran() == 5, "a changed folder's call runs"
+    assert ran(runs) == 5, "a changed folder's call runs"
     after = await entries(database, ann)
     assert len(before) == len(after) == 1 and before != after, "the old content's entry is purged"
+
+
+def test_ask_reuses_a_result_and_no_cache_on_ask_and_chat_runs_the_call(cli, tmp_path: Path):
+    runs = tmp_path / "runs.txt"
+    counting_folder(cli, tmp_path, runs)
+    find = RawReply(tool_calls=[RawToolCall.of("lookup_find", {"query": "tea"})])
+    user = someone()
+
+    with OpenAICompatibleServer([find, "Found.", find, "Found.", find, "Found.", find, "Found."]) as server:
+        env = server_env(server)
+        asked = [
+            cli("ask", "find tea", "-u", user, *options, cwd=tmp_path, env_extra=env)
+            for options in ((), (), ("--no-cache",))
+        ]
+        chatted = cli("chat", "-u", user, "--no-cache", cwd=tmp_path, stdin="find tea\n", env_extra=env)
+
+    assert [done.returncode for done in [*asked, chatted]] == [0, 0, 0, 0], chatted.stderr
+    assert ran(runs) == 3, "the first ask ran it, the second reused it, --no-cache ran it twice"
