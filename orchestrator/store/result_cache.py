@@ -4,7 +4,9 @@ Every statement runs in a transaction of the user's (row-level security): a
 user reads, writes and purges only their own entries. An entry is reused only
 while the folder's approved content is the one it was made with and until it
 expires; a miss purges the user's entries of the folder that can no longer be
-reused (another content, or expired). A hit is an event of the request log
+reused (another content, or expired), and each start of the storage sweeps
+every user's expired entries: an entry outlives neither its ttl nor, for its
+user, a change of its folder. A hit is an event of the request log
 (`cache_hit`), written in the transaction that found it.
 """
 
@@ -14,10 +16,11 @@ import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import delete, insert, or_, select
+from sqlalchemy import delete, func, insert, or_, select
 from sqlalchemy.dialects.postgresql import insert as upsert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from orchestrator.store.engine import Database
 from orchestrator.store.models import request_events, result_cache
 from orchestrator.store.text import storable_json, storable_text
 
@@ -126,3 +129,10 @@ async def _purge_stale(
             or_(_C.content != key.content, _C.expires_at <= now),
         )
     )
+
+
+async def sweep_expired(database: Database) -> int:
+    """Delete every user's expired entries (as the owner: maintenance); how many there were."""
+    async with database.admin_transaction() as connection:
+        swept = await connection.execute(delete(result_cache).where(_C.expires_at <= func.now()))
+    return swept.rowcount

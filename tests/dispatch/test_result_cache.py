@@ -33,7 +33,7 @@ from orchestrator.testing.openai_server import RawReply, RawToolCall
 from orchestrator.tools import Tool, ToolRequest, ToolResult, action
 from orchestrator.tools.context import RunContext, UserDatabase
 from orchestrator.tools.results import Billing
-from tests.helpers import server_env
+from tests.helpers import server_env, storage_for
 from tests.tool_folders import write_folder
 
 LIMITS = Limits(max_iterations=5, max_result_chars=4000, timeout_seconds=30)
@@ -67,8 +67,8 @@ class Lookup(Tool):
 class Clock:
     """The cache's time, moved by the test."""
 
-    def __init__(self) -> None:
-        self.now = datetime(2026, 11, 29, 8, 0, tzinfo=UTC)
+    def __init__(self, *, ago: timedelta = timedelta()) -> None:
+        self.now = datetime.now(UTC) - ago
 
     def __call__(self) -> datetime:
         return self.now
@@ -206,6 +206,20 @@ async def test_an_error_is_never_kept(database: Database):
 
     assert failed.status == "failure" and worked.message == "tea: run 2"
     assert tool.runs == 2 and await entries(database, user) == ["v1"]
+
+
+async def test_each_start_of_the_storage_sweeps_every_users_expired_entries(
+    database: Database, database_url: str, tmp_path: Path
+):
+    tool, gone, fresh = Lookup(), someone(), someone()
+    await call(pipeline(folder_tools(tool, **CACHED), Clock(ago=timedelta(hours=1))), database, gone, query="tea")
+    await call(pipeline(folder_tools(tool, **CACHED), Clock()), database, fresh, query="tea")
+    assert await entries(database, gone) == ["v1"], "expired, but nobody has missed it yet"
+
+    async with storage_for(database_url, tmp_path):
+        pass
+
+    assert await entries(database, gone) == [] and await entries(database, fresh) == ["v1"]
 
 
 @pytest.mark.parametrize(
