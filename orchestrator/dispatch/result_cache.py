@@ -24,7 +24,7 @@ from orchestrator.dispatch.background import is_acknowledgement
 from orchestrator.dispatch.middleware import CallRequest, Handler
 from orchestrator.folders.cache_config import ttl_of
 from orchestrator.sources.loaded import CONTENT_KEY
-from orchestrator.store.result_cache import CachedResult, CacheKey, cached, keep, record_hit
+from orchestrator.store.result_cache import CacheKey, cached, keep, record_hit
 from orchestrator.tools.context import UserDatabase
 from orchestrator.tools.results import ToolResult
 from orchestrator.tracing.spans import annotate
@@ -59,7 +59,7 @@ class ResultCacheMiddleware:
         hit = await self._lookup(database, key, request_id=request.record.request_id)
         if hit is not None:
             annotate({"orchestrator.cache": "hit"})
-            return ToolResult.model_validate(hit.result).model_copy(update=request.ids)
+            return hit.model_copy(update=request.ids)
         result = await handler(request)
         if result.status == "success" and not is_acknowledgement(result):
             await self._keep(database, key, result, request_id=request.record.request_id, ttl=ttl)
@@ -67,13 +67,17 @@ class ResultCacheMiddleware:
 
     async def _lookup(
         self, database: UserDatabase, key: CacheKey, *, request_id: str
-    ) -> CachedResult | None:
+    ) -> ToolResult | None:
+        """The entry's result, its hit recorded; None on a miss."""
         try:
             async with database.transaction() as connection:
                 hit = await cached(connection, key, user_id=database.user_id, now=self._clock())
-                if hit is not None:
-                    await record_hit(connection, request_id, hit, user_id=database.user_id)
-                return hit
+                if hit is None:
+                    return None
+                # Read first: an entry this version cannot read (kept by an older one) is a miss.
+                result = ToolResult.model_validate(hit.result)
+                await record_hit(connection, request_id, hit, user_id=database.user_id)
+                return result
         except Exception as error:  # the cache must never cost the user a result
             logger.warning("result cache lookup failed: %s: %s", type(error).__name__, _first(error))
             return None

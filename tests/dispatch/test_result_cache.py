@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from langchain_core.messages import ToolCall
 from langchain_core.tools import BaseTool
 from pydantic import BaseModel
 from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from orchestrator.dispatch.dispatcher import Dispatcher, default_middleware
 from orchestrator.dispatch.result_cache import ResultCacheMiddleware
@@ -208,6 +210,28 @@ async def test_an_error_is_never_kept(database: Database):
     assert tool.runs == 2 and await entries(database, user) == ["v1"]
 
 
+class Unreachable:
+    """A database that is away."""
+
+    def user_transaction(self, user_id: str) -> AbstractAsyncContextManager[AsyncConnection]:
+        raise OSError("connection refused")
+
+
+async def test_a_database_that_fails_the_cache_costs_no_result(caplog: pytest.LogCaptureFixture):
+    tool = Lookup()
+    dispatcher = pipeline(folder_tools(tool, **CACHED), Clock())
+    context = RunContext(user_id="ann", database=UserDatabase(Unreachable(), "ann"))
+
+    results = [
+        await dispatcher.dispatch(dispatcher.request(ToolCall(name="lookup_find", args={"query": "tea"}, id=f"c{n}"), context))
+        for n in range(2)
+    ]
+
+    assert [r.message for r in results] == ["tea: run 1", "tea: run 2"]
+    assert "result cache lookup failed: OSError: connection refused" in caplog.text
+    assert "result cache write failed: OSError: connection refused" in caplog.text
+
+
 async def test_each_start_of_the_storage_sweeps_every_users_expired_entries(
     database: Database, database_url: str, tmp_path: Path
 ):
@@ -296,6 +320,7 @@ async def test_run_reuses_a_result_says_so_in_requests_show_and_no_cache_or_the_
     runs = tmp_path / "runs.txt"
     folder = counting_folder(cli, tmp_path, runs)
     ann, bob = someone(), someone()
+    assert ", idempotent, results reused 3600 s" in cli("tools", "show", "lookup", cwd=tmp_path).stdout
 
     def run(user: str, *options: str, env: dict[str, str] | None = None) -> dict[str, object]:
         done = cli("run", "lookup", "find", "--json", '{"query": "tea"}', "-u", user, *options, cwd=tmp_path, env_extra=env)
