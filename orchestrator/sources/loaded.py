@@ -13,7 +13,7 @@ from orchestrator.sources.deferred import LoadOnce
 from orchestrator.tools.base import Tool
 
 # The metadata key of a folder tool's approved content hash.
-CONTENT_KEY = "content"
+CONTENT_KEY = "content_hash"
 
 
 @dataclass

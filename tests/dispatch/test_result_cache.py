@@ -269,13 +269,33 @@ def test_a_cache_on_what_may_change_things_is_a_clear_config_error(config: dict[
     assert says in str(error.value)
 
 
-def test_a_cached_action_the_tool_does_not_have_is_a_clear_load_error():
-    config = ToolConfig(
-        name="lookup", description="x", version="1", idempotent=True,
-        cache={"actions": {"fnid": {"ttl_seconds": 5}}},  # pyright: ignore[reportArgumentType]  # validated
+class Mailer(Tool):
+    name: str = "mailer"
+    description: str = "Sends mail."
+
+    @action(Query, sensitive=True)
+    async def send(self, params: Query, request: ToolRequest) -> ToolResult:
+        """Send it."""
+        return request.result("sent")
+
+
+@pytest.mark.parametrize(
+    ("tool", "action", "says"),
+    [
+        (Lookup(), "fnid", "lookup: tool_config.yaml's cache.actions names 'fnid', not an action of it"),
+        (Mailer(), "send", "mailer: tool_config.yaml's cache.actions names 'send', which its author"),
+    ],
+)
+def test_a_cached_action_the_tool_lacks_or_its_author_marks_sensitive_is_a_clear_load_error(
+    tool: Tool, action: str, says: str
+):
+    config = ToolConfig.model_validate(
+        {"name": tool.name, "description": "x", "version": "1", "idempotent": True,
+         "cache": {"actions": {action: {"ttl_seconds": 5}}}}
     )
-    with pytest.raises(ToolLoadError, match="cache.actions names 'fnid', not an action of it"):
-        langchain_tools(Lookup(), config=config)
+    with pytest.raises(ToolLoadError) as error:
+        langchain_tools(tool, config=config)
+    assert says in str(error.value)
 
 
 COUNTING_TOOL = '''
