@@ -20,7 +20,6 @@ from datetime import UTC, datetime
 
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
-from orchestrator.dispatch.background import is_acknowledgement
 from orchestrator.dispatch.middleware import CallRequest, Handler
 from orchestrator.folders.cache_config import ttl_of
 from orchestrator.sources.loaded import CONTENT_KEY
@@ -61,7 +60,7 @@ class ResultCacheMiddleware:
             annotate({"orchestrator.cache": "hit"})
             return hit.model_copy(update=request.ids)
         result = await handler(request)
-        if result.status == "success" and not is_acknowledgement(result):
+        if result.status == "success":  # not a failure, nor a call gone to the background (partial)
             await self._keep(database, key, result, request_id=request.record.request_id, ttl=ttl)
         return result
 
