@@ -133,6 +133,9 @@ async def test_a_hit_runs_nothing_costs_nothing_and_is_a_hit_in_the_request_log(
     detail = dict(history)[CACHE_HIT]
     assert detail is not None and first.request_id in detail
     assert CACHE_HIT not in [s for s, _ in await request_history(database, first.request_id, user_id=user)]
+    async with database.user_transaction(user) as connection:
+        billed = await connection.execute(text("SELECT request_id FROM request_usage WHERE kind = 'tool'"))
+        assert {row.request_id for row in billed} == {first.request_id, other.request_id}
 
 
 async def test_another_user_misses_and_never_reads_the_first_users_entries(database: Database):
