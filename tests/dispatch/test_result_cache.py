@@ -121,7 +121,7 @@ async def test_a_hit_runs_nothing_costs_nothing_and_is_a_hit_in_the_request_log(
     dispatcher = pipeline(folder_tools(tool, **CACHED), clock)
 
     first = await call(dispatcher, database, user, query="tea")
-    again = await call(dispatcher, database, user, query="tea", limit=10)  # the same, said in full
+    again = await call(dispatcher, database, user, limit=10, query="tea")  # the same, in full, in another order
     other = await call(dispatcher, database, user, query="coffee")
 
     assert tool.runs == 2, "the second call of tea ran nothing"
@@ -261,6 +261,7 @@ async def test_each_start_of_the_storage_sweeps_every_users_expired_entries(
         ({"idempotent": True, "sensitive_actions": ["find"], "cache": {"ttl_seconds": 60}}, "no folder-wide"),
         ({"idempotent": True, "cache": {}}, "give `ttl_seconds`"),
         ({"idempotent": True, "cache": {"ttl_seconds": 0}}, "greater than 0"),
+        ({"idempotent": True, "cache": {"ttl_seconds": 604_801}}, "less than or equal to 604800"),
     ],
 )
 def test_a_cache_on_what_may_change_things_is_a_clear_config_error(config: dict[str, object], says: str):
