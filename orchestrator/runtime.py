@@ -256,6 +256,7 @@ class _Plan:
             context_tokens=settings.context_tokens,
             summary_model=_summary_model(settings),
             planning=level.planning,
+            result_cache=settings.result_cache,
         )
         top = [source for source in sources or () if not isinstance(source, AtLevel)]
         below = [source for source in sources or () if isinstance(source, AtLevel)]

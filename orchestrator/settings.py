@@ -91,6 +91,13 @@ class Settings(BaseSettings):
         default=True,
         description="Run tool calls a model writes as text (JSON, fenced, <tool_call> tags).",
     )
+    result_cache: bool = Field(
+        default=True,
+        description=(
+            "Reuse results of folders that declare `cache:` (false: every call runs; "
+            "`--no-cache` for one command)."
+        ),
+    )
     data_dir: Path = Field(default_factory=lambda: home() / "data")
     sub_graphs_dir: Path = Field(default_factory=lambda: home() / "sub_graphs")
     max_tool_iterations: int = Field(default=5, ge=1, le=100)

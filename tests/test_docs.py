@@ -161,7 +161,15 @@ def chain_diagrams(page: Path) -> list[list[str]]:
 
 
 def test_the_chain_diagrams_are_the_order_the_defaults_are_built_in(monkeypatch):
-    from orchestrator.dispatch import ask_approval, background, log, retry, scope_check, validate
+    from orchestrator.dispatch import (
+        ask_approval,
+        background,
+        log,
+        result_cache,
+        retry,
+        scope_check,
+        validate,
+    )
     from orchestrator.dispatch.dispatcher import default_middleware
     from orchestrator.dispatch.tool_budget import ToolBudgetMiddleware
     from orchestrator.dispatch.tool_tracing import ToolTracingMiddleware
@@ -190,6 +198,7 @@ def test_the_chain_diagrams_are_the_order_the_defaults_are_built_in(monkeypatch)
         validate.ValidationMiddleware: "validation",
         ToolBudgetMiddleware: "budget",
         ask_approval.ApprovalMiddleware: "approval (your decision)",
+        result_cache.ResultCacheMiddleware: "result cache",
         background.BackgroundMiddleware: "background handover",
         ToolUsageMiddleware: "usage",
         retry.TimeoutRetryMiddleware: "timeout + retry",

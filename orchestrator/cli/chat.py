@@ -13,7 +13,16 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.markup import escape
 
-from orchestrator.cli.common import JsonOption, UserOption, err, identifier, out, user_errors
+from orchestrator.cli.common import (
+    JsonOption,
+    NoCacheOption,
+    UserOption,
+    cache_overrides,
+    err,
+    identifier,
+    out,
+    user_errors,
+)
 from orchestrator.cli.json_out import dumps
 from orchestrator.cli.startup import JobOptions, Startup, run_command
 from orchestrator.terminal.signals import Interrupts
@@ -54,6 +63,7 @@ def chat(
     latest: ContinueOption = False,
     pick: ResumeOption = False,
     agent: AgentOption = None,
+    no_cache: NoCacheOption = False,
 ) -> None:
     """Chat with the assistant; lines may be piped in, end of input ends the session."""
     if sum((session is not None, latest, pick)) > 1:
@@ -93,7 +103,11 @@ def chat(
                 await _while_away(runtime, conversation)
             return await repl.run(questions)
 
-    raise typer.Exit(run_command(run, messages_on_stdin=True, jobs=JobOptions()))
+    raise typer.Exit(
+        run_command(
+            run, messages_on_stdin=True, jobs=JobOptions(), overrides=cache_overrides(no_cache)
+        )
+    )
 
 
 AnswersOption = Annotated[
@@ -122,6 +136,7 @@ def ask(
     as_json: JsonOption = False,
     answers_from_stdin: AnswersOption = False,
     no_wait: NoWaitOption = False,
+    no_cache: NoCacheOption = False,
 ) -> None:
     """Send one message and print the answer (--json: answer, tool_calls, questions, iterations).
 
@@ -154,7 +169,9 @@ def ask(
     # --no-wait: this process takes no job, and hands what outlives its budget to a worker.
     jobs = JobOptions(takes_jobs=False, hand_over=True) if no_wait else JobOptions()
     # What it stores is embedded after it, by a process of its own: its exit waits for no model.
-    raise typer.Exit(run_command(run, jobs=jobs, embeds_here=False))
+    raise typer.Exit(
+        run_command(run, jobs=jobs, embeds_here=False, overrides=cache_overrides(no_cache))
+    )
 
 
 async def _ask(

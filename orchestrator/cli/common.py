@@ -56,18 +56,35 @@ def identifier(value: str | None) -> str | None:
 UserOption = Annotated[
     str, typer.Option("--user", "-u", help="Whose conversation this is.", callback=identifier)
 ]
+NoCacheOption = Annotated[
+    bool,
+    typer.Option(
+        "--no-cache",
+        help="Run every call: reuse no cached result, and keep none (ORCHESTRATOR_RESULT_CACHE).",
+    ),
+]
+
+
+def cache_overrides(no_cache: bool) -> dict[str, object]:
+    """The settings `--no-cache` sets: the result cache off for this command."""
+    return {"result_cache": False} if no_cache else {}
+
+
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
 
 # How much of a folder's description the approval prompt shows: the lines after it
 # (capabilities, path) must stay on the screen.
 
 
-def settings_or_exit() -> Settings:
-    """The settings, with logging set up; a bad setting ends the command with one line."""
+def settings_or_exit(**overrides: object) -> Settings:
+    """The settings, with logging set up; a bad setting ends the command with one line.
+
+    `overrides` are settings a command's options set (`--no-cache`), over the environment.
+    """
     for line in misspelled_settings():  # first: a typo may be why a setting is missing
         err.print(f"[yellow]note:[/yellow] {escape(printable(line))}", highlight=False)
     with user_errors():
-        settings = load_settings()
+        settings = load_settings(**overrides)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_PrintableFormatter("%(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(level=settings.log_level, handlers=[handler])

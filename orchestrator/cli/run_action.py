@@ -8,7 +8,14 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from orchestrator.cli.common import UserOption, err, out, user_errors
+from orchestrator.cli.common import (
+    NoCacheOption,
+    UserOption,
+    cache_overrides,
+    err,
+    out,
+    user_errors,
+)
 from orchestrator.cli.startup import DatabaseStart, Startup, prepare_unattended, run_command
 from orchestrator.errors import ToolError, UserError
 from orchestrator.settings import Settings
@@ -47,6 +54,7 @@ def run_action(
         typer.Option("--yes", help="Approve an action that needs your decision, without asking."),
     ] = False,
     user: UserOption = "local",
+    no_cache: NoCacheOption = False,
 ) -> None:
     """Run one approved action; print its result (exit status 0 only on success).
 
@@ -86,7 +94,13 @@ def run_action(
         return 0 if envelope.success else 1
 
     raise typer.Exit(
-        run_command(command, prepare=prepare, reads_words=arguments is None, embeds_here=False)
+        run_command(
+            command,
+            prepare=prepare,
+            reads_words=arguments is None,
+            embeds_here=False,
+            overrides=cache_overrides(no_cache),
+        )
     )
 
 

@@ -20,7 +20,7 @@ import asyncio
 import logging
 import signal
 import threading
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, replace
@@ -196,6 +196,7 @@ def run_command(
     reads_words: bool = True,
     embeds_here: bool = True,
     first: Callable[[Settings], None] | None = None,
+    overrides: Mapping[str, object] | None = None,
 ) -> int:
     """Prepare (settings, model, database, approvals), then run `command` on its event loop.
 
@@ -208,8 +209,9 @@ def run_command(
     offline model is worth a note.
     `embeds_here` False: a short command (`ask`, `run`) neither loads an embedding
     model nor waits for one at its exit; what it stored is embedded after it.
+    `overrides`: settings the command's options set, over the environment's (`--no-cache`).
     """
-    settings = settings_or_exit()
+    settings = settings_or_exit(**(overrides or {}))
     exit_on_signals()
     _startup_notes(settings, reads_words=reads_words)
     if first is not None:

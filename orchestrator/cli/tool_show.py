@@ -259,6 +259,7 @@ def _calls(folder: ToolFolder, caller: LevelView) -> Json:
         "background": config.background,
         "idempotent": config.idempotent,
         "max_cost_usd": config.max_cost_usd,
+        "cache": config.cache.model_dump() if config.cache is not None else None,
     }
 
 
@@ -339,10 +340,22 @@ def _calls_text(calls: object) -> str:
     flags = [name for name in ("background", "idempotent") if calls[name]]
     if calls.get("max_cost_usd") is not None:
         flags.append(f"at most {usd(float(calls['max_cost_usd']))} a call")
+    flags += _cache_flags(calls.get("cache"))
     return (
         f"  calls of it: timeout {_value(calls['timeout_seconds'])} s ({_timeout_origin(calls)}), "
         f"max_retries {calls['max_retries']}{''.join(f', {flag}' for flag in flags)}"
     )
+
+
+def _cache_flags(cache: object) -> list[str]:
+    """`results reused 300 s`, `results of lookup reused 60 s`: what `cache:` says."""
+    if not isinstance(cache, dict):
+        return []
+    flags = [f"results reused {cache['ttl_seconds']} s"] if cache.get("ttl_seconds") else []
+    actions = cache.get("actions")
+    for name, own in actions.items() if isinstance(actions, dict) else ():
+        flags.append(f"results of {shown(str(name))} reused {own['ttl_seconds']} s")
+    return flags
 
 
 def _timeout_origin(calls: Json) -> str:

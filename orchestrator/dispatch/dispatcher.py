@@ -1,7 +1,8 @@
 """Dispatch: every tool call, at every level, runs through one pipeline of middleware.
 
     tracing (when on) -> request log -> AI scope -> validation -> budget -> approval
-    (the person's decision) -> background handover -> usage -> timeout and retry -> the tool
+    (the person's decision) -> result cache -> background handover -> usage -> timeout and
+    retry -> the tool
 
 Inline calls, background calls, nested agents' calls and calls recovery runs
 again after a crash all pass here; a new policy is a new middleware.
@@ -22,6 +23,7 @@ from orchestrator.dispatch.log import RequestLogMiddleware
 from orchestrator.dispatch.middleware import CallRequest, ToolMiddleware
 from orchestrator.dispatch.policy import ExecutionPolicy
 from orchestrator.dispatch.replay import request_id
+from orchestrator.dispatch.result_cache import ResultCacheMiddleware
 from orchestrator.dispatch.retry import TimeoutRetryMiddleware
 from orchestrator.dispatch.run import run_tool
 from orchestrator.dispatch.scope_check import ScopeMiddleware
@@ -41,7 +43,10 @@ from orchestrator.tracing.provider import enabled as tracing_enabled
 
 
 def default_middleware(
-    settings: Settings | None = None, *, gates: Sequence[Gate] | None = None
+    settings: Settings | None = None,
+    *,
+    gates: Sequence[Gate] | None = None,
+    result_cache: bool = True,
 ) -> list[ToolMiddleware]:
     """The pipeline every call runs through, outermost first.
 
@@ -50,11 +55,14 @@ def default_middleware(
     ORCHESTRATOR_SENSITIVE_PATTERNS (without `settings`, the default patterns).
     `gates` replace that approval gate (where no person can be asked, say).
     With tracing on (an OTLP endpoint set), a span around each call comes first.
+    The result cache is left out with `result_cache` False or `settings` saying
+    so (ORCHESTRATOR_RESULT_CACHE=false).
     Yours go around these: `Orchestrator.create(settings, middleware=[Mine()])`.
     """
     rules = SensitivityRules.of(settings.sensitive_words if settings is not None else None)
     # Only with an OTLP endpoint set: without, nothing of OpenTelemetry loads.
     traced: list[ToolMiddleware] = [ToolTracingMiddleware()] if tracing_enabled() else []
+    cached = result_cache and (settings is None or settings.result_cache)
     return [
         *traced,
         RequestLogMiddleware(),
@@ -62,6 +70,7 @@ def default_middleware(
         ValidationMiddleware(),
         ToolBudgetMiddleware(),
         ApprovalMiddleware([SensitiveCallGate(rules)] if gates is None else gates),
+        *([ResultCacheMiddleware()] if cached else []),
         BackgroundMiddleware(),
         ToolUsageMiddleware(),
         TimeoutRetryMiddleware(),

@@ -53,7 +53,11 @@ WHY_PLANNING = (
 )
 WHY_PATTERN = "its name matches the sensitive pattern {pattern!r}"
 UNKNOWN_ACTIONS = (
-    "{tool}: tool_config.yaml's sensitive_actions names {names}, not an action of it{known}"
+    "{tool}: tool_config.yaml's {field} names {names}, not an action of it{known}"
+)
+CACHED_SENSITIVE = (
+    "{tool}: tool_config.yaml's cache.actions names {names}, which its author or server marks "
+    "sensitive (it changes things): its results are not cached"
 )
 
 _SEGMENT = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
@@ -82,12 +86,19 @@ def marked_actions(
     Raises ToolLoadError for a listed name not `known`.
     """
     listed = list(config.sensitive_actions) if config is not None else []
-    unknown = [name for name in listed if name not in known]
-    if unknown:
-        shown = f" (its actions: {', '.join(sorted(known))})" if known else ""
-        names = ", ".join(repr(name) for name in unknown)
-        raise ToolLoadError(UNKNOWN_ACTIONS.format(tool=tool, names=names, known=shown))
+    _known_only(tool, listed, known=known, field="sensitive_actions")
+    cached = list(config.cache.actions) if config is not None and config.cache is not None else []
+    _known_only(tool, cached, known=known, field="cache.actions")
+    if sensitive := [name for name in cached if name in marks]:
+        raise ToolLoadError(CACHED_SENSITIVE.format(tool=tool, names=", ".join(map(repr, sensitive))))
     return {**dict.fromkeys(listed, BY_CONFIG), **marks}
+
+
+def _known_only(tool: str, names: Collection[str], *, known: Collection[str], field: str) -> None:
+    if unknown := [name for name in names if name not in known]:
+        shown = f" (its actions: {', '.join(sorted(known))})" if known else ""
+        listed = ", ".join(repr(name) for name in unknown)
+        raise ToolLoadError(UNKNOWN_ACTIONS.format(tool=tool, field=field, names=listed, known=shown))
 
 
 @dataclass(frozen=True)

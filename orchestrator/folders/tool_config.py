@@ -20,6 +20,7 @@ from pydantic import (
 )
 
 from orchestrator.errors import ToolConfigError, validation_problems
+from orchestrator.folders.cache_config import CacheConfig
 from orchestrator.folders.files import read_regular
 from orchestrator.folders.hashing import CONFIG_PATHS
 from orchestrator.folders.mcp_config import McpServerConfig
@@ -45,6 +46,7 @@ POLICY_FIELDS = {
     "idempotent",
     "requires_approval",
     "max_cost_usd",
+    "cache",
 }
 
 
@@ -139,6 +141,10 @@ class ToolConfig(BaseModel):
     idempotent: bool = Field(
         default=False, description="Safe to run again: re-queued after a crash, not failed."
     )
+    cache: CacheConfig | None = Field(
+        default=None,
+        description="Reuse results of an idempotent folder's actions (see docs/tool-calls.md).",
+    )
     metadata: dict[str, JsonValue] = Field(default_factory=dict)
     parameters: dict[str, ParameterChoice] = Field(
         default_factory=dict,
@@ -191,6 +197,33 @@ class ToolConfig(BaseModel):
             raise ValueError(
                 "sandbox: `isolation: process` is for tool folders and MCP servers: "
                 "an agent runs inline, and its tool folders may each ask for a process"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _cache_only_what_changes_nothing(self) -> ToolConfig:
+        cache = self.cache
+        if cache is None:
+            return self
+        if not self.idempotent:
+            raise ValueError(
+                "cache: only an idempotent folder's results are reused: say `idempotent: true` "
+                "(its calls change nothing, so running one again is safe) or remove `cache`"
+            )
+        if self.requires_approval:
+            raise ValueError(
+                "cache: a folder whose every call needs approval (`requires_approval`) changes "
+                "things: its results are not reused"
+            )
+        if sensitive := [name for name in self.sensitive_actions if name in cache.actions]:
+            raise ValueError(
+                f"cache: {', '.join(sensitive)} is in `sensitive_actions` (it changes things): "
+                "its results are not reused"
+            )
+        if cache.ttl_seconds is not None and self.sensitive_actions:
+            raise ValueError(
+                "cache: a folder with `sensitive_actions` caches only the actions it names "
+                "(`cache.actions`), never its sensitive ones: no folder-wide `ttl_seconds`"
             )
         return self
 

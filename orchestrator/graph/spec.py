@@ -38,7 +38,8 @@ class AgentSpec:
     limit when its profile gives none (see `llm.tokens`); `summary_model`
     writes the summaries of older messages (see `model_pipeline.compaction`). With
     `planning` the model has the plan tool and the graph the plan executor (see
-    `graph.planning`). `name` names the compiled graph.
+    `graph.planning`). `result_cache` False leaves the default pipeline's result
+    cache out (ORCHESTRATOR_RESULT_CACHE). `name` names the compiled graph.
     """
 
     model: BaseChatModel
@@ -55,6 +56,7 @@ class AgentSpec:
     context_tokens: int = DEFAULT_CONTEXT_TOKENS
     summary_model: BaseChatModel | None = None  # writes summaries; None: `model`
     planning: Planning | None = None  # None: the agent does not plan
+    result_cache: bool = True
     name: str = "orchestrator"
 
     def tool_middleware(self) -> list[ToolMiddleware]:
@@ -62,6 +64,6 @@ class AgentSpec:
         gate = SensitiveCallGate(SensitivityRules.of(self.sensitive_patterns))
         return with_defaults(
             self.middleware,
-            lambda: default_middleware(gates=[gate]),
+            lambda: default_middleware(gates=[gate], result_cache=self.result_cache),
             replace_defaults=self.replace_defaults,
         )

@@ -12,6 +12,9 @@ from orchestrator.levels import LevelConfig
 from orchestrator.sources.deferred import LoadOnce
 from orchestrator.tools.base import Tool
 
+# The metadata key of a folder tool's approved content hash.
+CONTENT_KEY = "content_hash"
+
 
 @dataclass
 class LoadedTool:
@@ -25,6 +28,12 @@ class LoadedTool:
     level: LevelConfig | None = None  # what it runs with (for an agent, its graph's level)
     # Offered from its manifest: the folder as its import gives it, at the first need (see `ready`).
     later: LoadOnce[LoadedTool] | None = None
+
+    def __post_init__(self) -> None:
+        # Each tool carries the approved content of its folder: results cached under it
+        # are reused only while the folder is as approved then (see `dispatch.result_cache`).
+        for tool in self.langchain:
+            tool.metadata = {**(tool.metadata or {}), CONTENT_KEY: self.folder.digest}
 
     async def ready(self) -> LoadedTool:
         """The folder imported: itself, or (offered from its manifest) as importing it now gives it.

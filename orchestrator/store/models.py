@@ -104,3 +104,17 @@ request_usage = Table(
     Column("seconds", Float),
     Column("created_at", DateTime(timezone=True)),
 )
+
+result_cache = Table(
+    "result_cache",
+    metadata,
+    Column("user_id", Text, primary_key=True),
+    Column("folder", Text, primary_key=True),
+    Column("content", Text, nullable=False),
+    Column("call_name", Text, primary_key=True),
+    Column("arguments", Text, primary_key=True),
+    Column("result", JSONB, nullable=False),
+    Column("request_id", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+)

@@ -24,6 +24,7 @@ from orchestrator.store.pool import ServerPool
 from orchestrator.store.queue_schema import upgrade_all
 from orchestrator.store.rag import Retriever
 from orchestrator.store.requests import RequestLog
+from orchestrator.store.result_cache import sweep_expired
 from orchestrator.store.sessions import SessionLeases
 
 logger = logging.getLogger(__name__)
@@ -71,6 +72,7 @@ class Storage:
         pool = _checkpoint_pool(database)
         try:
             await upgrade_all(database)
+            await sweep_expired(database)
             await pool.open()
             checkpointer = PooledPostgresSaver(pool)
             await checkpointer.setup()
