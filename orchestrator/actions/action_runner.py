@@ -80,5 +80,6 @@ class ActionRunner:
             session_id=session_id,
             observer=storage.requests if storage is not None else None,
             database=UserDatabase(storage.database, self.user) if storage is not None else None,
+            messages=storage.messages if storage is not None else None,
             usage=UsageMeter(prices=settings.price_table, budgets=settings.budgets),
         )

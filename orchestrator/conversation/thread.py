@@ -60,6 +60,7 @@ class Thread:
             database=(
                 UserDatabase(self.storage.database, self.user_id) if self.storage is not None else None
             ),
+            messages=self.storage.messages if self.storage is not None else None,
         )
 
     @property

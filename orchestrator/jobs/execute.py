@@ -122,6 +122,7 @@ class JobExecutor:
             observer=self.storage.requests,
             usage=meter,
             database=UserDatabase(self.storage.database, args.user_id),
+            messages=self.storage.messages,
             agent_path=args.agent_path,
             job=call.request_id,
         )

@@ -59,6 +59,7 @@ class ServedTools:
             session_id=f"{SESSION_PREFIX}{uuid.uuid4().hex}",
             observer=storage.requests if storage is not None else None,
             database=UserDatabase(storage.database, user) if storage is not None else None,
+            messages=storage.messages if storage is not None else None,
         )
         limits = Limits.from_settings(runtime.settings)
         dispatcher = Dispatcher(tools, limits=limits, middleware=runtime.middleware)

@@ -8,7 +8,7 @@ from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, Field, JsonValue
 
 from orchestrator.errors import ToolError
-from orchestrator.store.messages import FoundMessage, MessageStore
+from orchestrator.store.messages import MEANING_THRESHOLD, FoundMessage, MessageStore
 from orchestrator.tools.context import current_context
 from orchestrator.tools.results import ToolResult
 
@@ -34,7 +34,9 @@ def search_messages_tool(store: MessageStore) -> BaseTool:
         by_meaning = mode == "meaning" or (mode == "auto" and store.embedder is not None)
         if by_meaning:
             try:
-                found = await store.semantic_message_search(query, user_id, limit, match_threshold=0.3)
+                found = await store.semantic_message_search(
+                    query, user_id, limit, match_threshold=MEANING_THRESHOLD
+                )
             except LookupError as error:
                 raise ToolError(f"{error}; search with mode 'words'", code="semantic_search_off") from None
         else:

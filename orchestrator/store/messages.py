@@ -79,6 +79,7 @@ CANDIDATES = 20
 # exact search 16–21 ms, about 1 µs a row; the index with ef_search 400 about 10 ms
 # for some 400 × 7 rows visited), and higher in larger tables.
 INDEX_ROW_COST = 4
+MEANING_THRESHOLD = 0.3  # of cosine similarity, for a search by meaning someone asked for
 
 
 @dataclass(frozen=True)
@@ -159,6 +160,15 @@ class MessageStore:
             return []
         return await self.search_messages(
             " or ".join(words), user_id, limit=limit, exclude_session_id=exclude_session_id
+        )
+
+    async def search(self, query: str, user_id: str, *, limit: int = 5) -> list[FoundMessage]:
+        """The user's messages best matching `query`: by meaning when an embedder is
+        configured (similarity at least `MEANING_THRESHOLD`), else by words."""
+        if self.embedder is None:
+            return await self.search_messages(query, user_id, limit=limit)
+        return await self.semantic_message_search(
+            query, user_id, limit, match_threshold=MEANING_THRESHOLD
         )
 
     async def semantic_message_search(

@@ -41,7 +41,7 @@ from orchestrator.tools.results import ResultFields, ToolResult
 from orchestrator.tools.threads import in_thread
 
 if TYPE_CHECKING:
-    from orchestrator.tools.context import TextEmbedder, UserTransactions
+    from orchestrator.tools.context import FoundText, TextEmbedder, UserTransactions
     from orchestrator.tools.tool_settings import ToolSettings
 
 SettingsT = TypeVar("SettingsT", bound="ToolSettings")
@@ -221,6 +221,21 @@ class ToolContext:
         if self.database is None:
             raise ToolError(f"{tool} needs the database, and none is configured", recoverable=False)
         return self.database
+
+    async def search_messages(self, query: str, k: int = 5) -> list[FoundText]:
+        """The calling user's `k` earlier messages (any session) best matching `query`.
+
+        Each found message has `session_id`, `role`, `content`, `created_at` and
+        `score`. By meaning when an embedding model is configured, else by words;
+        only the user of the call running now, under row-level security. ToolError
+        outside a call, or in a run without the orchestrator's database.
+        """
+        from orchestrator.tools.context import NO_MESSAGES, current_context
+
+        run = current_context()
+        if run is None:
+            raise ToolError(NO_MESSAGES, recoverable=False)
+        return await run.search_messages(query, k)
 
 
 def _no_capabilities() -> list[str]:

@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from contextlib import AbstractAsyncContextManager, contextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Protocol
 
+from orchestrator.errors import ToolError
+
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from sqlalchemy.ext.asyncio import AsyncConnection
 
     from orchestrator.tools.request_log import BackgroundRunner, RequestObserver
@@ -40,6 +44,34 @@ class TextEmbedder(Protocol):
     async def embed_query(self, text: str) -> list[float]: ...
 
 
+NO_MESSAGES = (
+    "searching the user's messages needs the orchestrator's database, which this run "
+    "does not have (a folder in a process of its own, or a run without storage)"
+)
+MAX_FOUND = 50
+
+
+class FoundText(Protocol):
+    """A stored message a search found (the store's `FoundMessage`)."""
+
+    @property
+    def session_id(self) -> str: ...
+    @property
+    def role(self) -> str: ...
+    @property
+    def content(self) -> str: ...
+    @property
+    def created_at(self) -> datetime: ...
+    @property
+    def score(self) -> float: ...
+
+
+class MessageSearch(Protocol):
+    """The store's search of one user's messages (`store.MessageStore`)."""
+
+    async def search(self, query: str, user_id: str, *, limit: int = 5) -> Sequence[FoundText]: ...
+
+
 @dataclass(frozen=True)
 class UserDatabase:
     """A database as one user sees it: every transaction sees only that user's rows."""
@@ -63,7 +95,8 @@ class RunContext:
     `lookup` is the RAG context of the turn's message, which the session
     starts looking up when the turn begins. `job` is the request a worker runs
     as a job (see `orchestrator.jobs`): that call runs here, where it was
-    handed to, and is never handed over again.
+    handed to, and is never handed over again. `messages` searches the user's
+    earlier messages (`search_messages`).
     """
 
     user_id: str
@@ -76,6 +109,19 @@ class RunContext:
     agent_path: tuple[str, ...] = ()
     lookup: asyncio.Future[str] | None = None  # the turn's RAG context, looked up as it began
     job: str | None = None
+    messages: MessageSearch | None = None
+
+    async def search_messages(self, query: str, k: int = 5) -> list[FoundText]:
+        """The user's `k` earlier messages (of any session) best matching `query`, best first.
+
+        By meaning when an embedding model is configured, else by words; only this
+        run's user's messages, which row-level security holds to. ToolError when the
+        run has no database (a folder with `isolation: process`, a run without storage).
+        """
+        if self.messages is None:
+            raise ToolError(NO_MESSAGES, recoverable=False)
+        found = await self.messages.search(query, self.user_id, limit=min(max(k, 1), MAX_FOUND))
+        return list(found)
 
     def below(self, request_id: str) -> RunContext:
         """The context of a nested agent run for the call `request_id`."""
