@@ -109,6 +109,19 @@ class Planning:
 
 
 @dataclass(frozen=True)
+class Closure:
+    """A level's judged closure: before its agent's answer closes the request, a model
+    judges whether it was fulfilled; if not, at most `max_rounds` more rounds."""
+
+    max_rounds: int = 1
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Closure | None:
+        """The orchestrator's own (None: ORCHESTRATOR_CLOSURE_JUDGE unset)."""
+        return cls(settings.closure_max_rounds) if settings.closure_judge else None
+
+
+@dataclass(frozen=True)
 class LevelConfig:
     """What one level of the tree runs with; a child starts from its parent's.
 
@@ -126,3 +139,4 @@ class LevelConfig:
     context_tokens: int | None = None  # the model's window when its profile has none
     max_output_tokens: int | None = None  # the most tokens a reply may have; None: the model's own
     planning: Planning | None = None  # None: its agent does not plan
+    closure: Closure | None = None  # None: its agent's answer closes the request unjudged

@@ -23,7 +23,7 @@ from orchestrator.graph.builder import AgentGraph, build_agent_graph
 from orchestrator.graph.model_pipeline.model_call import ModelMiddleware
 from orchestrator.graph.prompts import orchestrator_prompt
 from orchestrator.graph.spec import AgentSpec
-from orchestrator.levels import LevelConfig, Limits, Planning
+from orchestrator.levels import Closure, LevelConfig, Limits, Planning
 from orchestrator.llm.providers import build_chat_model, deferred_chat_model
 from orchestrator.llm.reply import ReplyLimits
 from orchestrator.redact import remember_settings
@@ -238,6 +238,7 @@ class _Plan:
             context_tokens=settings.context_tokens,
             max_output_tokens=settings.max_output_tokens,
             planning=Planning.from_settings(settings),
+            closure=Closure.from_settings(settings),
         )
         spec = AgentSpec(
             model=model,
@@ -256,6 +257,7 @@ class _Plan:
             context_tokens=settings.context_tokens,
             summary_model=_summary_model(settings),
             planning=level.planning,
+            closure=level.closure,
             result_cache=settings.result_cache,
         )
         top = [source for source in sources or () if not isinstance(source, AtLevel)]
@@ -355,6 +357,7 @@ def _agent_spec(
         context_tokens=level.context_tokens or spec.context_tokens,
         reply_limits=replace(spec.reply_limits, max_output_tokens=level.max_output_tokens),
         planning=level.planning,
+        closure=level.closure,
     )
 
 

@@ -112,6 +112,12 @@ class Settings(BaseSettings):
         description="`provider:model` that writes the summaries of long conversations "
         "(default: each level's own model); same server and key as ORCHESTRATOR_MODEL.",
     )
+    closure_judge: bool = Field(
+        default=False,
+        description="Before the orchestrator's answer ends a turn, a model judges whether it "
+        "fulfilled the request; if not, more rounds (see closure_max_rounds).",
+    )
+    closure_max_rounds: int = Field(default=1, ge=1, le=5)
     system_prompt: str | None = Field(
         default=None,
         description="The orchestrator's own system prompt (its text), instead of the built-in one.",

@@ -295,8 +295,9 @@ class Trio(Tool):
 """ + WAIT_FOR_GATE
 
 
-def parrot_agent(root: Path, *, llm: dict[str, object] | None = None) -> None:
-    """A YAML-only agent `parrot` over an echo tool (`echo_say`); on its own model if `llm` says."""
+def parrot_agent(root: Path, *, llm: dict[str, object] | None = None, **extra: object) -> None:
+    """A YAML-only agent `parrot` over an echo tool (`echo_say`); on its own model if `llm` says;
+    `extra` adds to its tool_config.yaml."""
     config: dict[str, object] = {
         "name": "parrot",
         "description": "Repeats things.",
@@ -306,6 +307,7 @@ def parrot_agent(root: Path, *, llm: dict[str, object] | None = None) -> None:
     }
     if llm is not None:
         config["llm"] = llm
+    config |= extra
     (root / "parrot").mkdir(parents=True)
     (root / "parrot" / "tool_config.yaml").write_text(yaml.safe_dump(config))
     write_folder(root, "parrot/src/sub_graphs/echo")

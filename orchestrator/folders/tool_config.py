@@ -78,6 +78,15 @@ ParameterChoice = Annotated[
 ]
 
 
+class ClosureConfig(BaseModel):
+    """`closure:` of an agent folder: a model judges its answer before the request closes."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    judge: bool = False
+    max_rounds: int = Field(default=1, ge=1, le=5, description="More rounds at most, if not fulfilled.")
+
+
 class ToolConfig(BaseModel):
     """The validated content of a `tool_config.yaml`."""
 
@@ -102,6 +111,10 @@ class ToolConfig(BaseModel):
     approve_plans: bool | None = Field(
         default=None,
         description="An agent's plans are approved before they run (default: as its parent's).",
+    )
+    closure: ClosureConfig | None = Field(
+        default=None,
+        description="An agent's judged closure: {judge: true, max_rounds: N} (docs/folders.md).",
     )
     entry_point: str | None = None
     class_name: str | None = None

@@ -27,6 +27,7 @@ from orchestrator.dispatch.background import is_acknowledgement
 from orchestrator.dispatch.dispatcher import Dispatcher
 from orchestrator.events import BACKGROUND, Stage, ToolPhase, emit_status, emit_tool
 from orchestrator.graph.calls import Rejection, refusal
+from orchestrator.graph.closure import JUDGE_NODE, JudgeNode, judged, route_after_judge
 from orchestrator.graph.history import valid_history
 from orchestrator.graph.model_pipeline.defaults import model_chain
 from orchestrator.graph.model_pipeline.model_call import (
@@ -242,6 +243,11 @@ def route_after_model(state: OrchestratorState) -> list[Send] | str:
     return sends
 
 
+def _judged_route(state: OrchestratorState) -> list[Send] | str:
+    """`route_after_model`, the answer going to the judge (see `graph.closure`)."""
+    return judged(route_after_model(state))
+
+
 # A compiled agent graph: its state in and out, run with a `RunContext`.
 AgentGraph = CompiledStateGraph[OrchestratorState, RunContext, OrchestratorState, OrchestratorState]
 AgentStateGraph = StateGraph[OrchestratorState, RunContext, OrchestratorState, OrchestratorState]
@@ -264,11 +270,17 @@ def build_agent_graph(
     graph.add_edge(TOOLS_NODE, MODEL_NODE)
     # Two steps per round, and the final answer: the tool-round limit ends first.
     steps = 2 * spec.limits.max_iterations + 5
+    route, ends = route_after_model, [END]
+    if spec.closure is not None:  # the answer goes to the judge, who may send it back
+        route, ends = _judged_route, [JUDGE_NODE]
+        _add_node(graph, JUDGE_NODE, JudgeNode(spec, spec.closure))
+        graph.add_conditional_edges(JUDGE_NODE, route_after_judge, [MODEL_NODE, END])
+        steps = (steps + 1) * (spec.closure.max_rounds + 1)
     if planning is None:
-        graph.add_conditional_edges(MODEL_NODE, route_after_model, [TOOLS_NODE, END])
+        graph.add_conditional_edges(MODEL_NODE, route, [TOOLS_NODE, *ends])
     else:
         executor = [PLAN_TASK_NODE, PLAN_NODE]
-        graph.add_conditional_edges(MODEL_NODE, route_after_model, [TOOLS_NODE, *executor, END])
+        graph.add_conditional_edges(MODEL_NODE, route, [TOOLS_NODE, *executor, *ends])
         plan_task = PlanTaskNode(dispatcher)
         _add_node(graph, PLAN_TASK_NODE, plan_task, input_schema=OrchestratorState)
         _add_node(graph, PLAN_NODE, PlanNode(planning, max_result_chars=spec.limits.max_result_chars))

@@ -16,7 +16,7 @@ from orchestrator.folders.sensitivity import SensitivityRules
 from orchestrator.graph.model_pipeline.model_call import ModelMiddleware
 from orchestrator.graph.model_pipeline.retrieval import ContextLookup
 from orchestrator.graph.prompts import ORCHESTRATOR_PROMPT
-from orchestrator.levels import Limits, Planning
+from orchestrator.levels import Closure, Limits, Planning
 from orchestrator.llm.reply import ReplyLimits
 from orchestrator.llm.tokens import DEFAULT_CONTEXT_TOKENS
 
@@ -56,6 +56,7 @@ class AgentSpec:
     context_tokens: int = DEFAULT_CONTEXT_TOKENS
     summary_model: BaseChatModel | None = None  # writes summaries; None: `model`
     planning: Planning | None = None  # None: the agent does not plan
+    closure: Closure | None = None  # None: its answer ends the turn unjudged (see graph.closure)
     result_cache: bool = True
     name: str = "orchestrator"
 

@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from orchestrator.errors import ConfigError, ToolLoadError
-from orchestrator.levels import LevelConfig, Planning
+from orchestrator.levels import Closure, LevelConfig, Planning
 from orchestrator.redact import remember
 from orchestrator.settings import hide_passwords, password_of, required_env
 
@@ -55,6 +55,7 @@ class LevelResolver:
             planning=Planning.below(
                 parent.planning, self.settings, on=config.planning, approve=config.approve_plans
             ),
+            closure=Closure(config.closure.max_rounds) if config.closure and config.closure.judge else None,
         )
 
     async def close(self) -> None:

@@ -37,6 +37,7 @@ from orchestrator.store.text import storable_json, storable_text
 from orchestrator.tools.request_log import (
     DECISIONS,
     INTERRUPTED,
+    JUDGED,
     Asked,
     CallRecord,
     CallTask,
@@ -194,6 +195,14 @@ class RequestLog:
             if (earlier or 0) > question:
                 return
             await _event(connection, request_id, user, outcome, _json(detail))
+
+    async def judged(
+        self, request_id: str, *, user_id: str | None, verdict: Mapping[str, object]
+    ) -> None:
+        """Event `judged` of the agent's call `request_id`: fulfilled or not, and why."""
+        user = storable_text(user_id or ANONYMOUS)
+        async with self.database.user_transaction(user) as connection:
+            await _event(connection, request_id, user, JUDGED, _json(verdict))
 
     async def resumed(self, call: CallRecord) -> None:
         """A paused call runs again, in this process, now that its answer came."""

@@ -65,6 +65,7 @@ CHECKPOINTER_KEY = "__pregel_checkpointer"
 APPROVED, EDITED, INVALID_EDIT, REJECTED = "approved", "edited", "invalid_edit", "rejected"
 ANSWERED, DECLINED, GRANTED, REFUSED = "answered", "declined", "granted", "refused"
 DECISIONS = (APPROVED, EDITED, INVALID_EDIT, REJECTED, ANSWERED, DECLINED, GRANTED, REFUSED)
+JUDGED = "judged"  # an agent's answer judged (see graph.closure): fulfilled or not, and why
 
 
 class Asked(TypedDict):
@@ -160,6 +161,12 @@ class RequestObserver(Protocol):
         what with. A task that runs again after a later question replays the
         earlier answers: a decision the log holds already is not recorded twice.
         """
+        ...
+
+    async def judged(
+        self, request_id: str, *, user_id: str | None, verdict: Mapping[str, object]
+    ) -> None:
+        """A judge decided whether the agent's request `request_id` was fulfilled (`verdict`)."""
         ...
 
 
