@@ -7,8 +7,9 @@ events are dropped.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Literal, TypedDict
+from typing import Literal, NotRequired, TypedDict
 
 from langgraph.config import get_stream_writer
 
@@ -43,11 +44,19 @@ BACKGROUND = "background"
 
 
 class StatusEvent(TypedDict):
-    """A change of stage of the whole turn."""
+    """A change of stage of the whole turn, `at` when (ISO 8601, UTC).
+
+    A model call's start (`submitted`, `processing`) also says which call of the
+    turn it is (`round`, from 1) and how many messages the conversation holds
+    (`messages`), as the seed's `ai-turn-start` event does.
+    """
 
     kind: Literal["status"]
     stage: Stage
     detail: str
+    at: str
+    round: NotRequired[int]
+    messages: NotRequired[int]
 
 
 class ToolEvent(TypedDict):
@@ -98,7 +107,17 @@ def _write(event: Event) -> None:
 
 def emit_status(stage: Stage, detail: str = "") -> None:
     """Report a stage of the current turn."""
-    _write(StatusEvent(kind="status", stage=stage, detail=detail))
+    _write(StatusEvent(kind="status", stage=stage, detail=detail, at=_now()))
+
+
+def emit_round(stage: Stage, *, round: int, messages: int) -> None:  # noqa: A002  # the seed's word
+    """Report a model call's start: the `round`-th of the turn, over `messages` messages."""
+    event = StatusEvent(kind="status", stage=stage, detail="", at=_now(), round=round, messages=messages)
+    _write(event)
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
 def emit_tool(

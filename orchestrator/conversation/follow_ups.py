@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
+from datetime import UTC, datetime
 
 from langchain_core.messages import HumanMessage
 
@@ -22,7 +23,7 @@ from orchestrator.graph.prompts import FOLLOW_UP_LIMIT
 from orchestrator.notes import note
 
 FOLLOW_UP = (
-    "Background job {job_id} ({tool}) has {status}. Its result: {result}\n"
+    "Background job {job_id} ({tool}) has {status} ({at}). Its result: {result}\n"
     "Tell the user what came of it."
 )
 BACKGROUND_NOTE = "background_task"  # the notes' kind, as older conversations carry it
@@ -56,7 +57,9 @@ class FollowUps:
         """Tell the model how `job` ended, and let it report to the user (see the module)."""
         settings = self._thread.settings
         body = job.result.to_model_text(max_chars=settings.max_tool_result_chars) if job.result else "{}"
-        notice = FOLLOW_UP.format(job_id=job.job_id, tool=job.tool, status=job.status, result=body)
+        ended = job.finished_at or datetime.now(UTC)
+        at = ended.astimezone(UTC).isoformat(timespec="seconds")
+        notice = FOLLOW_UP.format(job_id=job.job_id, tool=job.tool, status=job.status, at=at, result=body)
         if self._count >= settings.max_follow_ups:
             await self._end_turn_with([note(f"{notice}\n{FOLLOW_UP_LIMIT}", kind=BACKGROUND_NOTE)])
             return None

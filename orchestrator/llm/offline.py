@@ -66,7 +66,9 @@ _ARITHMETIC_REQUEST = re.compile(  # what a request for arithmetic wraps the exp
     re.IGNORECASE | re.DOTALL,
 )
 # The session's notice when a background job ends (FOLLOW_UP; "task" in older conversations).
-_BACKGROUND_NOTICE = re.compile(r"Background (?:job|task) (\S+) \((.+?)\) has \w+\. Its result: (.*)")
+_BACKGROUND_NOTICE = re.compile(
+    r"Background (?:job|task) (\S+) \((.+?)\) has \w+(?: \([^)]*\))?\. Its result: (.*)"
+)
 _TIMEZONE = re.compile(r"\b(?:UTC|[A-Z][A-Za-z]+/[A-Za-z_]+(?:/[A-Za-z_]+)?)\b")
 _LEAD_TOKEN = re.compile(r"\s*(?:([A-Za-z_'][\w'-]*)|([:,\-]+))")  # "to-do" is one word
 

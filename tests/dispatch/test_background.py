@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import re
 import subprocess
 import sys
 import time
@@ -186,7 +187,7 @@ async def test_a_tree_with_a_background_leaf_closes_when_the_leaf_does(
         await storage.close()
 
     assert isinstance(history[-2], HumanMessage) and is_note(history[-2])
-    assert "has completed" in history[-2].text
+    assert re.search(r"has completed \(\d{4}-\d\d-\d\dT[\d:]{8}\+00:00\)\.", history[-2].text)
     assert history[-1].text == "The leaf said bottom."
 
     assert [(n.tool, n.status) for n in before] == [

@@ -159,7 +159,9 @@ def test_a_possessive_is_not_a_shared_word(model, task_tools):
 
 def test_a_background_report_is_passed_on_not_matched_again():
     result = '{"status": "success", "message": "Woke up after 3 seconds."}'
-    notice = FOLLOW_UP.format(job_id="t1", tool="nap_sleep", status="completed", result=result)
+    notice = FOLLOW_UP.format(
+        job_id="t1", tool="nap_sleep", status="completed", at="2026-11-29T08:30:00+00:00", result=result
+    )
     bound = OfflineChatModel().bind_tools(builtin_tools())
 
     reply = bound.invoke([HumanMessage("what is 2*3"), SystemMessage(notice)])
@@ -173,7 +175,9 @@ def test_a_background_report_is_passed_on_not_matched_again():
 def test_a_background_report_in_a_note_says_the_result_not_the_notice():
     # The session writes the notice as a note, in the user's role, behind a lead-in of its own.
     result = ToolResult(message="", data={"slept": 3}).to_model_text(max_chars=10_000)
-    notice = FOLLOW_UP.format(job_id="t1", tool="sleeper_nap", status="completed", result=result)
+    notice = FOLLOW_UP.format(
+        job_id="t1", tool="sleeper_nap", status="completed", at="2026-11-29T08:30:00+00:00", result=result
+    )
     bound = OfflineChatModel().bind_tools(builtin_tools())
 
     reply = bound.invoke([HumanMessage("nap"), note(notice, kind=BACKGROUND_NOTE)])
