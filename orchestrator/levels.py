@@ -126,3 +126,5 @@ class LevelConfig:
     context_tokens: int | None = None  # the model's window when its profile has none
     max_output_tokens: int | None = None  # the most tokens a reply may have; None: the model's own
     planning: Planning | None = None  # None: its agent does not plan
+    # Answers the rounds whose last message is a tool result; None: `model` does.
+    tool_result_model: BaseChatModel | None = None

@@ -198,6 +198,7 @@ class _Plan:
         record_content(settings.trace_content)
         set_exit_timeout(settings.trace_exit_timeout_seconds)
         model = model or build_chat_model(settings)
+        tool_result_model = _model_named(settings, settings.tool_result_model)
         level = LevelConfig(
             model=model,
             limits=Limits.from_settings(settings),
@@ -207,6 +208,7 @@ class _Plan:
             context_tokens=settings.context_tokens,
             max_output_tokens=settings.max_output_tokens,
             planning=Planning.from_settings(settings),
+            tool_result_model=tool_result_model,
         )
         spec = AgentSpec(
             model=model,
@@ -223,7 +225,8 @@ class _Plan:
                 timeout_seconds=settings.model_timeout_seconds,
             ),
             context_tokens=settings.context_tokens,
-            summary_model=_summary_model(settings),
+            summary_model=_model_named(settings, settings.summary_model),
+            tool_result_model=tool_result_model,
             planning=level.planning,
         )
         top = [source for source in sources or () if not isinstance(source, AtLevel)]
@@ -269,11 +272,12 @@ class _FolderOptions:
     below: list[AtLevel]  # sources for the agents below the top
 
 
-def _summary_model(settings: Settings) -> BaseChatModel | None:
-    """ORCHESTRATOR_SUMMARY_MODEL's model, on the orchestrator's server; None when unset."""
-    if settings.summary_model is None:
+def _model_named(settings: Settings, name: str | None) -> BaseChatModel | None:
+    """The model `name` (ORCHESTRATOR_SUMMARY_MODEL's, ...), on the orchestrator's server;
+    None when unset."""
+    if name is None:
         return None
-    return deferred_chat_model(settings.model_copy(update={"model": settings.summary_model}))
+    return deferred_chat_model(settings.model_copy(update={"model": name}))
 
 
 def _default_sources(
@@ -301,6 +305,7 @@ def _default_sources(
             context_tokens=level.context_tokens or spec.context_tokens,
             reply_limits=replace(spec.reply_limits, max_output_tokens=level.max_output_tokens),
             planning=level.planning,
+            tool_result_model=level.tool_result_model,
         )
         return build_agent_graph(agent)
 

@@ -105,6 +105,11 @@ class Settings(BaseSettings):
         description="`provider:model` that writes the summaries of long conversations "
         "(default: each level's own model); same server and key as ORCHESTRATOR_MODEL.",
     )
+    tool_result_model: str | None = Field(
+        default=None,
+        description="`provider:model` that answers the rounds after tool results (a cheaper "
+        "one; default: the model itself); same server and key as ORCHESTRATOR_MODEL.",
+    )
     tool_timeout_seconds: float = Field(
         default=60.0,
         gt=0,

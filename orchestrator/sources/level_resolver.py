@@ -55,6 +55,11 @@ class LevelResolver:
             planning=Planning.below(
                 parent.planning, self.settings, on=config.planning, approve=config.approve_plans
             ),
+            tool_result_model=(
+                self._tool_result_model(config.llm, parent=parent)
+                if agent
+                else parent.tool_result_model
+            ),
         )
 
     async def close(self) -> None:
@@ -72,6 +77,17 @@ class LevelResolver:
         from orchestrator.llm.providers import build_agent_model
 
         return build_agent_model(override, parent=parent, settings=self.settings)
+
+    def _tool_result_model(
+        self, override: ModelOverride, *, parent: LevelConfig
+    ) -> BaseChatModel | None:
+        """The folder's `llm.tool_result_model`, served as an own `model` of that name would be;
+        unset, its parent's, or none with an own model (that model answers every round)."""
+        name = override.tool_result_model
+        if name is None:
+            return None if override.local else parent.tool_result_model
+        served = override.model_copy(update={"inherit": "local", "model": name})
+        return self._model(served, parent=parent.model)
 
     def _database(self, override: DatabaseOverride) -> Database:
         url = override.url or required_env(str(override.url_env), setting="db.url_env")
