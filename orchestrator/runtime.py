@@ -7,7 +7,7 @@ import logging
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import TypedDict, Unpack
+from typing import Literal, TypedDict, Unpack
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.tools import BaseTool
@@ -27,7 +27,7 @@ from orchestrator.levels import LevelConfig, Limits, Planning
 from orchestrator.llm.providers import build_chat_model, deferred_chat_model
 from orchestrator.llm.reply import ReplyLimits
 from orchestrator.redact import remember_settings
-from orchestrator.settings import Settings
+from orchestrator.settings import Settings, env_name
 from orchestrator.sources.builtin import builtin_tools, human_tools
 from orchestrator.sources.folder_tools import FolderSource
 from orchestrator.sources.level_sources import AtLevel
@@ -198,7 +198,7 @@ class _Plan:
         record_content(settings.trace_content)
         set_exit_timeout(settings.trace_exit_timeout_seconds)
         model = model or build_chat_model(settings)
-        tool_result_model = _model_named(settings, settings.tool_result_model)
+        tool_result_model = _model_named(settings, "tool_result_model")
         level = LevelConfig(
             model=model,
             limits=Limits.from_settings(settings),
@@ -225,7 +225,7 @@ class _Plan:
                 timeout_seconds=settings.model_timeout_seconds,
             ),
             context_tokens=settings.context_tokens,
-            summary_model=_model_named(settings, settings.summary_model),
+            summary_model=_model_named(settings, "summary_model"),
             tool_result_model=tool_result_model,
             planning=level.planning,
         )
@@ -272,12 +272,16 @@ class _FolderOptions:
     below: list[AtLevel]  # sources for the agents below the top
 
 
-def _model_named(settings: Settings, name: str | None) -> BaseChatModel | None:
-    """The model `name` (ORCHESTRATOR_SUMMARY_MODEL's, ...), on the orchestrator's server;
-    None when unset."""
+def _model_named(
+    settings: Settings, field: Literal["summary_model", "tool_result_model"]
+) -> BaseChatModel | None:
+    """The model the setting `field` names (ORCHESTRATOR_SUMMARY_MODEL, ...), on the
+    orchestrator's server; None when unset."""
+    name = getattr(settings, field)
     if name is None:
         return None
-    return deferred_chat_model(settings.model_copy(update={"model": name}))
+    model_settings = settings.model_copy(update={"model": name})
+    return deferred_chat_model(model_settings, setting=env_name(field))
 
 
 def _default_sources(

@@ -53,8 +53,13 @@ class _ModelOptions(TypedDict, total=False):
     disable_streaming: bool
 
 
-def build_chat_model(settings: Settings) -> BaseChatModel:
-    """The configured model, or the offline model when none is configured."""
+def build_chat_model(settings: Settings, *, setting: str | None = None) -> BaseChatModel:
+    """The configured model, or the offline model when none is configured.
+
+    `setting` names where the model's name came from in errors (default:
+    ORCHESTRATOR_MODEL; ORCHESTRATOR_TOOL_RESULT_MODEL's model is built from
+    the settings with its name as the model's).
+    """
     if settings.uses_offline_model:
         return OfflineChatModel()
     options: _ModelOptions = {}
@@ -67,7 +72,7 @@ def build_chat_model(settings: Settings) -> BaseChatModel:
     return _init(
         settings.model_name,
         settings=settings,
-        setting=env_name("model"),
+        setting=setting or env_name("model"),
         streaming=settings.model_streaming,
         **options,
     )
@@ -87,13 +92,13 @@ def _provider_variables(provider: str) -> _ModelOptions:
     return options
 
 
-def deferred_chat_model(settings: Settings) -> BaseChatModel:
+def deferred_chat_model(settings: Settings, *, setting: str | None = None) -> BaseChatModel:
     """The configured model, built at its first use (see `llm.deferred`); the offline model now."""
     if settings.uses_offline_model:
         return OfflineChatModel()
     from orchestrator.llm.deferred import DeferredChatModel
 
-    return DeferredChatModel(build=lambda: build_chat_model(settings))
+    return DeferredChatModel(build=lambda: build_chat_model(settings, setting=setting))
 
 
 def build_agent_model(

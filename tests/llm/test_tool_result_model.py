@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
+from orchestrator.errors import ConfigError
 from orchestrator.folders.tool_config import ToolConfig
 from orchestrator.runtime import Orchestrator
 from orchestrator.settings import load_settings
 from orchestrator.testing import OpenAICompatibleServer, call_tools
 from orchestrator.usage.prices import ModelPrice
+from tests.helpers import run_cli
 from tests.tool_folders import AGENT_TOOL, write_folder
 
 CALL = [("calculator", {"expression": "6*7"})]
@@ -90,3 +93,30 @@ def test_tool_result_model_is_taken_with_inherit_and_with_an_own_model():
 
     assert not inherited.llm.local and inherited.llm.tool_result_model == "openai:cheap"
     assert own.llm.local and own.llm.tool_result_model == "openai:cheap"
+
+
+async def test_a_tool_result_model_no_provider_knows_is_one_line_naming_its_setting():
+    with OpenAICompatibleServer([CALL]) as server:
+        settings = load_settings(
+            model="openai:main-model", tool_result_model="nosuch:cheap", openai_base_url=server.base_url
+        )
+        with pytest.raises(ConfigError) as raised:
+            await Orchestrator.create(settings).session(user_id="u").run("what is 6*7?")
+
+    assert str(raised.value).startswith(
+        "ORCHESTRATOR_TOOL_RESULT_MODEL='nosuch:cheap': `nosuch` is no provider LangChain knows"
+    )
+
+
+def test_tools_show_says_which_model_answers_after_tool_results_and_who_set_it(tmp_path: Path):
+    root = tmp_path / "sub_graphs"
+    agent_folder(root, "top", llm={"tool_result_model": "openai:cheap-model"})
+    write_folder(root, "top/src/sub_graphs/mid", config={
+        "name": "mid", "description": "The mid agent.", "version": "1.0",
+    }, code=AGENT_TOOL.format(name="Mid"))
+
+    report = json.loads(run_cli("tools", "show", "mid", "--json", cwd=tmp_path).stdout)
+    shown = run_cli("tools", "show", "mid", cwd=tmp_path).stdout
+
+    assert report["model"]["tool_result_model"] == {"value": "openai:cheap-model", "origin": "top", "inherited": True}
+    assert "after tool results: openai:cheap-model (inherited from top)" in shown
