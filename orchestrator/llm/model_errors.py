@@ -46,8 +46,6 @@ def explain_model_error(
     agent's call, which may go to a server of its own, is explained without them.
     """
     where = _server(error, settings)
-    if _anthropic(error):
-        settings = None  # the settings name OpenAI's server, not Anthropic's
     if isinstance(error, _sdk("APIConnectionError")):  # timeouts too
         return _connection_error(error, where=where, settings=settings)
     if isinstance(error, _sdk("AuthenticationError")):

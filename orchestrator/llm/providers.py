@@ -102,14 +102,19 @@ def deferred_chat_model(settings: Settings, *, setting: str | None = None) -> Ba
 
 
 def build_agent_model(
-    override: ModelOverride, *, parent: BaseChatModel, settings: Settings
+    override: ModelOverride,
+    *,
+    parent: BaseChatModel,
+    settings: Settings,
+    setting: str = "llm.model",
 ) -> BaseChatModel:
     """An agent's model: its parent's, unless its `tool_config.yaml` says `inherit: local`.
 
     Its own OpenAI model with neither `base_url` nor `api_key_env` is served by
     the orchestrator's OpenAI endpoint, with its key; one with a `base_url` and
     no key gets a placeholder key (local servers take any). It streams as its
-    `streaming` says, else as `ORCHESTRATOR_MODEL_STREAMING` does.
+    `streaming` says, else as `ORCHESTRATOR_MODEL_STREAMING` does. `setting`
+    names the model's key in errors (`llm.tool_result_model` for that one).
     """
     if not override.local or override.model is None:
         return parent
@@ -130,7 +135,7 @@ def build_agent_model(
         options["temperature"] = endpoint.temperature
     streaming = settings.model_streaming if endpoint.streaming is None else endpoint.streaming
     return _init(
-        endpoint.model, settings=settings, setting="llm.model", streaming=streaming, **options
+        endpoint.model, settings=settings, setting=setting, streaming=streaming, **options
     )
 
 

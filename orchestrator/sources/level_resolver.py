@@ -71,12 +71,14 @@ class LevelResolver:
             except Exception:  # on the way out: nothing to tell the person
                 continue
 
-    def _model(self, override: ModelOverride, *, parent: BaseChatModel) -> BaseChatModel:
+    def _model(
+        self, override: ModelOverride, *, parent: BaseChatModel, setting: str = "llm.model"
+    ) -> BaseChatModel:
         if not override.local:
             return parent
         from orchestrator.llm.providers import build_agent_model
 
-        return build_agent_model(override, parent=parent, settings=self.settings)
+        return build_agent_model(override, parent=parent, settings=self.settings, setting=setting)
 
     def _tool_result_model(
         self, override: ModelOverride, *, parent: LevelConfig
@@ -87,7 +89,7 @@ class LevelResolver:
         if name is None:
             return None if override.local else parent.tool_result_model
         served = override.model_copy(update={"inherit": "local", "model": name})
-        return self._model(served, parent=parent.model)
+        return self._model(served, parent=parent.model, setting="llm.tool_result_model")
 
     def _database(self, override: DatabaseOverride) -> Database:
         url = override.url or required_env(str(override.url_env), setting="db.url_env")

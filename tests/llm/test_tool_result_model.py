@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from orchestrator.errors import ConfigError
 from orchestrator.folders.tool_config import ToolConfig
 from orchestrator.runtime import Orchestrator
 from orchestrator.settings import load_settings
-from orchestrator.testing import OpenAICompatibleServer, call_tools
+from orchestrator.testing import OpenAICompatibleServer, ScriptedChatModel, call_tools
 from orchestrator.usage.prices import ModelPrice
 from tests.helpers import run_cli
 from tests.tool_folders import AGENT_TOOL, write_folder
@@ -120,3 +121,17 @@ def test_tools_show_says_which_model_answers_after_tool_results_and_who_set_it(t
 
     assert report["model"]["tool_result_model"] == {"value": "openai:cheap-model", "origin": "top", "inherited": True}
     assert "after tool results: openai:cheap-model (inherited from top)" in shown
+
+
+def test_a_folders_tool_result_model_no_provider_knows_skips_it_with_one_line_naming_the_key(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+):
+    root = tmp_path / "sub_graphs"
+    agent_folder(root, "clock", llm={"tool_result_model": "nosuch:cheap"})
+    settings = load_settings(sub_graphs_dir=root, data_dir=tmp_path / "data")
+
+    with caplog.at_level(logging.WARNING):
+        runtime = Orchestrator.create(settings, model=ScriptedChatModel(), ask=lambda *_: True)
+
+    assert "clock_ask" not in {tool.name for tool in runtime.tools}
+    assert "llm.tool_result_model='nosuch:cheap': `nosuch` is no provider LangChain knows" in caplog.text
