@@ -52,13 +52,12 @@ class AnthropicServer(ServedOnThread):
         self.requests: list[JsonObject] = []
         self.keys: list[str | None] = []
         self._lock = threading.Lock()
-        http = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-        http.owner = self  # type: ignore[attr-defined]  # read back by the handler
-        self._serve(http)
+        self._http = _Server(self)
+        self._serve(self._http)
 
     @property
     def base_url(self) -> str:
-        host, port = self._server.server_address[:2]  # type: ignore[attr-defined]  # a TCP server's
+        host, port = self._http.server_address[:2]
         return f"http://{host!s}:{port}"
 
     def next_reply(self, request: JsonObject, key: str | None) -> Reply:
@@ -70,16 +69,28 @@ class AnthropicServer(ServedOnThread):
             return self.replies.popleft()
 
 
+class _Server(ThreadingHTTPServer):
+    """The HTTP server, knowing the stand-in whose replies it sends."""
+
+    def __init__(self, owner: AnthropicServer) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.owner = owner
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+
+    @property
+    def owner(self) -> AnthropicServer:
+        assert isinstance(self.server, _Server)
+        return self.server.owner
 
     def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
         if self.path != "/v1/messages":
             return _send_error(self, Failure(404, "not_found_error", f"no route {self.path}"))
-        owner: AnthropicServer = self.server.owner  # type: ignore[attr-defined]  # set above
         key = self.headers.get("x-api-key") or _bearer(self.headers.get("Authorization"))
-        reply = owner.next_reply(body, key)
+        reply = self.owner.next_reply(body, key)
         if isinstance(reply, Failure):
             return _send_error(self, reply)
         text = reply.text if isinstance(reply, FailsMidStream) else reply
