@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -195,4 +196,6 @@ def test_the_product_runs_without_the_extra_until_an_anthropic_model_is_asked_fo
     assert ran.returncode == 0, ran.stderr
     (line,) = ran.stdout.splitlines()
     assert line.startswith(f"ORCHESTRATOR_MODEL={MODEL!r} needs the `anthropic` extra (langchain-anthropic): ")
-    assert line.endswith("[anthropic]'")
+    checkout = Path(__file__).resolve().parents[2]
+    this_pip = f"{shlex.quote(sys.executable)} -m pip install"
+    assert line.endswith(f"{this_pip} -e {shlex.quote(f'{checkout}[anthropic]')}"), "this Python's pip"
