@@ -67,8 +67,7 @@ async def test_a_streamed_tool_call_then_streamed_text(anthropic_env):
     tokens = [e["text"] for e in events if e["kind"] == "token"]
     assert len(tokens) > 1 and "".join(tokens) == "The answer is 42."
     assert_tool_round_trip(server)
-    (used,) = result.usage.models.items()
-    name, counted = used
+    ((name, counted),) = result.usage.models.items()
     assert name == "claude-stand-in" and counted.calls == 2
     assert counted.tokens.input == 2 * INPUT_TOKENS and counted.tokens.output > 2
     assert counted.unreported_calls == 0
