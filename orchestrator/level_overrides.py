@@ -82,6 +82,14 @@ class ModelOverride(_Override):
         "parent's, ORCHESTRATOR_MAX_OUTPUT_TOKENS at the top); with `inherit` too.",
     )
 
+    tool_result_model: str | None = Field(
+        default=None,
+        min_length=1,
+        description="`provider:model` for the rounds after tool results (a cheaper one), "
+        "served as an own `model` would be; with `inherit` too (default: the parent's, "
+        "ORCHESTRATOR_TOOL_RESULT_MODEL at the top; with an own model, that model).",
+    )
+
     @field_validator("base_url")
     @classmethod
     def _an_http_url(cls, value: str | None) -> str | None:

@@ -140,3 +140,5 @@ class LevelConfig:
     max_output_tokens: int | None = None  # the most tokens a reply may have; None: the model's own
     planning: Planning | None = None  # None: its agent does not plan
     closure: Closure | None = None  # None: its agent's answer closes the request unjudged
+    # Answers the rounds whose last message is a tool result; None: `model` does.
+    tool_result_model: BaseChatModel | None = None

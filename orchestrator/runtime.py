@@ -7,7 +7,7 @@ import logging
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import TypedDict, Unpack
+from typing import Literal, TypedDict, Unpack
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.tools import BaseTool
@@ -27,7 +27,7 @@ from orchestrator.levels import Closure, LevelConfig, Limits, Planning
 from orchestrator.llm.providers import build_chat_model, deferred_chat_model
 from orchestrator.llm.reply import ReplyLimits
 from orchestrator.redact import remember_settings
-from orchestrator.settings import Settings
+from orchestrator.settings import Settings, env_name
 from orchestrator.sources.builtin import builtin_tools, human_tools
 from orchestrator.sources.folder_tools import FolderSource
 from orchestrator.sources.level_sources import AtLevel
@@ -229,6 +229,7 @@ class _Plan:
         set_exit_timeout(settings.trace_exit_timeout_seconds)
         model = model or build_chat_model(settings)
         prompt = orchestrator_prompt(settings)
+        tool_result_model = _model_named(settings, "tool_result_model")
         level = LevelConfig(
             model=model,
             limits=Limits.from_settings(settings),
@@ -239,6 +240,7 @@ class _Plan:
             max_output_tokens=settings.max_output_tokens,
             planning=Planning.from_settings(settings),
             closure=Closure.from_settings(settings),
+            tool_result_model=tool_result_model,
         )
         spec = AgentSpec(
             model=model,
@@ -255,7 +257,8 @@ class _Plan:
                 timeout_seconds=settings.model_timeout_seconds,
             ),
             context_tokens=settings.context_tokens,
-            summary_model=_summary_model(settings),
+            summary_model=_model_named(settings, "summary_model"),
+            tool_result_model=tool_result_model,
             planning=level.planning,
             closure=level.closure,
             result_cache=settings.result_cache,
@@ -302,11 +305,16 @@ class _FolderOptions:
     below: list[AtLevel]  # sources for the agents below the top
 
 
-def _summary_model(settings: Settings) -> BaseChatModel | None:
-    """ORCHESTRATOR_SUMMARY_MODEL's model, on the orchestrator's server; None when unset."""
-    if settings.summary_model is None:
+def _model_named(
+    settings: Settings, field: Literal["summary_model", "tool_result_model"]
+) -> BaseChatModel | None:
+    """The model the setting `field` names (ORCHESTRATOR_SUMMARY_MODEL, ...), on the
+    orchestrator's server; None when unset."""
+    name = getattr(settings, field)
+    if name is None:
         return None
-    return deferred_chat_model(settings.model_copy(update={"model": settings.summary_model}))
+    model_settings = settings.model_copy(update={"model": name})
+    return deferred_chat_model(model_settings, setting=env_name(field))
 
 
 def _default_sources(
@@ -358,6 +366,7 @@ def _agent_spec(
         reply_limits=replace(spec.reply_limits, max_output_tokens=level.max_output_tokens),
         planning=level.planning,
         closure=level.closure,
+        tool_result_model=level.tool_result_model,
     )
 
 

@@ -126,6 +126,11 @@ class Settings(BaseSettings):
         default=None,
         description="A UTF-8 file holding the orchestrator's system prompt (read at each start).",
     )
+    tool_result_model: str | None = Field(
+        default=None,
+        description="`provider:model` that answers the rounds after tool results (a cheaper "
+        "one; default: the model itself); same server and key as ORCHESTRATOR_MODEL.",
+    )
     tool_timeout_seconds: float = Field(
         default=60.0,
         gt=0,

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sets up a fresh checkout: a .venv with Python >= 3.11 and orchestrator installed
-# (editable) with its dev and tracing extras; unless ORCHESTRATOR_SETUP_INTEGRATIONS=0, the
+# (editable) with its dev, tracing and anthropic extras; unless ORCHESTRATOR_SETUP_INTEGRATIONS=0, the
 # `integrations` extra (the shipped S3, Slack and calendar agents' libraries); unless
 # ORCHESTRATOR_SETUP_LOCAL=0, the `local` extra (ONNX Runtime) and the all-MiniLM-L6-v2
 # weights for semantic search; no torch; unless ORCHESTRATOR_SETUP_NPM=0, where npm is
@@ -46,7 +46,7 @@ if [ "${ORCHESTRATOR_SETUP_NPM:-1}" != "0" ] && command -v npm > /dev/null; then
     npm_servers=1
 fi
 
-extras="dev,tracing"
+extras="dev,tracing,anthropic"
 [ "${ORCHESTRATOR_SETUP_INTEGRATIONS:-1}" != "0" ] && extras="$extras,integrations"
 local_model=0
 if [ "${ORCHESTRATOR_SETUP_LOCAL:-1}" != "0" ]; then

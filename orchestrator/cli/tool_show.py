@@ -204,6 +204,9 @@ def _model(view: LevelView, settings: Settings, name: str) -> Json:
         "streaming": settings.model_streaming if endpoint.streaming is None else endpoint.streaming,
         "origin": view.model.origin,
         "inherited": view.model.origin != name,
+        "tool_result_model": (
+            None if view.tool_result_model is None else _sourced(view.tool_result_model, name)
+        ),
     }
 
 
@@ -313,6 +316,11 @@ def _model_lines(model: object, *, maybe: bool) -> list[str]:
         lines.append(f"    temperature: {model['temperature']}")
     if model.get("streaming") is False:
         lines.append("    streaming: off (whole replies)")
+    after_tools = model.get("tool_result_model")
+    if isinstance(after_tools, dict) and after_tools["value"]:
+        lines.append(
+            f"    after tool results: {shown(str(after_tools['value']))} ({_origin_text(after_tools)})"
+        )
     return lines
 
 

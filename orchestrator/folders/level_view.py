@@ -42,6 +42,8 @@ class LevelView:
     log_level: Sourced[str | None]
     # The window when the model's profile gives none (`llm: {context_tokens: N}`).
     context_tokens: Sourced[int] | None = None
+    # The model of the rounds after tool results (`llm: {tool_result_model}`); None: the model.
+    tool_result_model: Sourced[str | None] | None = None
 
 
 def describe_level(settings: Settings, chain: Sequence[ToolConfig]) -> LevelView:
@@ -54,9 +56,13 @@ def describe_level(settings: Settings, chain: Sequence[ToolConfig]) -> LevelView
     }
     log_level: Sourced[str | None] = Sourced(settings.log_level, ORCHESTRATOR)
     window = Sourced(settings.context_tokens, ORCHESTRATOR)
+    after_tools: Sourced[str | None] = Sourced(settings.tool_result_model, ORCHESTRATOR)
     for config in chain:
         if config.llm.context_tokens is not None:
             window = Sourced(config.llm.context_tokens, config.name)
+        if config.llm.tool_result_model is not None or config.llm.local:
+            # An own model without one of its own answers every round itself.
+            after_tools = Sourced(config.llm.tool_result_model, config.name)
         if config.llm.local:
             model = Sourced(config.llm, config.name)
         if config.db.local:
@@ -66,5 +72,10 @@ def describe_level(settings: Settings, chain: Sequence[ToolConfig]) -> LevelView
         if config.log_level is not None:
             log_level = Sourced(config.log_level, config.name)
     return LevelView(
-        model=model, database=database, limits=limits, log_level=log_level, context_tokens=window
+        model=model,
+        database=database,
+        limits=limits,
+        log_level=log_level,
+        context_tokens=window,
+        tool_result_model=after_tools,
     )

@@ -67,12 +67,19 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 
+# A level's model bound to its tools, and the chain its calls go through.
+_ModelAndChain = tuple[Runnable[LanguageModelInput, BaseMessage], ModelHandler]
+
+
 class ModelNode:
     """Calls the model on the conversation through the agent's model chain.
 
     The chain (see `graph.model_pipeline.defaults`) adds the turn's context,
     ends the turn when a budget is spent, counts the call, checks the reply
-    and limits tool rounds per turn; it is composed once, here.
+    and limits tool rounds per turn; it is composed once, here. A round whose
+    last message is a tool result goes to the spec's `tool_result_model` when
+    it has one, through a chain of its own (its calls priced, counted and
+    traced as that model's); the first round of a turn to `model`.
     """
 
     def __init__(self, spec: AgentSpec) -> None:
@@ -80,20 +87,27 @@ class ModelNode:
         self.tool_names = frozenset(tool.name for tool in spec.tools)
         self.system_prompt = SystemMessage(spec.system_prompt)
         self.plans = spec.planning is not None
-        self._ready: tuple[Runnable[LanguageModelInput, BaseMessage], ModelHandler] | None = None
-        if not isinstance(spec.model, DeferredChatModel):
-            self._model_and_chain()  # what is wrong with them is said when the graph is built
+        self._ready: dict[bool, _ModelAndChain] = {}
+        models = (spec.model, spec.tool_result_model)
+        if not any(isinstance(model, DeferredChatModel) for model in models):
+            # What is wrong with them is said when the graph is built.
+            self._model_and_chain(after_tools=False)
+            self._model_and_chain(after_tools=True)
 
-    def _model_and_chain(self) -> tuple[Runnable[LanguageModelInput, BaseMessage], ModelHandler]:
+    def _model_and_chain(self, *, after_tools: bool) -> _ModelAndChain:
         """The model bound to the tools, and the chain around it; a deferred model built first."""
-        if self._ready is None:
+        cheaper = self.spec.tool_result_model if after_tools else None
+        if cheaper is None:
+            after_tools = False
+        if after_tools not in self._ready:
             spec = self.spec
-            summary = None if spec.summary_model is None else resolved(spec.summary_model)
-            spec = replace(spec, model=resolved(spec.model), summary_model=summary)
+            summary = resolved(spec.summary_model or spec.model)
+            chosen = resolved(cheaper or spec.model)
+            spec = replace(spec, model=chosen, summary_model=summary, tool_result_model=None)
             model = with_output_cap(spec.model, spec.reply_limits.max_output_tokens)
             bound = model.bind_tools(spec.tools) if spec.tools else model
-            self._ready = (bound, model_chain(spec))
-        return self._ready
+            self._ready[after_tools] = (bound, model_chain(spec))
+        return self._ready[after_tools]
 
     async def __call__(
         self, state: OrchestratorState, config: RunnableConfig, runtime: Runtime[RunContext]
@@ -103,14 +117,16 @@ class ModelNode:
             # and the model speaks again when it ended. A step of no writes, at a plan's start
             # only: deciding after the tools node instead would cost every tool round one.
             return {}
-        model, chain = self._model_and_chain()
+        messages = valid_history(state["messages"], tool_names=self.tool_names)
+        after_tools = bool(messages) and isinstance(messages[-1], ToolMessage)
+        model, chain = self._model_and_chain(after_tools=after_tools)
         iterations = model_calls_this_turn(state["messages"])
         stage = Stage.SUBMITTED if iterations == 0 else Stage.PROCESSING
         emit_round(stage, round=iterations + 1, messages=len(state["messages"]))
         request = ModelCall(
             model=model,
             system_message=self.system_prompt,
-            messages=valid_history(state["messages"], tool_names=self.tool_names),
+            messages=messages,
             state=state,
             run=run_context(runtime, config),
             config=config,

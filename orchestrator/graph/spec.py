@@ -36,7 +36,9 @@ class AgentSpec:
     stream; `text_tool_calls` reads calls a model wrote as text
     (ORCHESTRATOR_TEXT_TOOL_CALLS). `context_tokens` is the model's input
     limit when its profile gives none (see `llm.tokens`); `summary_model`
-    writes the summaries of older messages (see `model_pipeline.compaction`). With
+    writes the summaries of older messages (see `model_pipeline.compaction`);
+    `tool_result_model` answers each round whose last message is a tool result
+    (the first round of a turn is `model`'s). With
     `planning` the model has the plan tool and the graph the plan executor (see
     `graph.planning`). `result_cache` False leaves the default pipeline's result
     cache out (ORCHESTRATOR_RESULT_CACHE). `name` names the compiled graph.
@@ -55,6 +57,7 @@ class AgentSpec:
     text_tool_calls: bool = True
     context_tokens: int = DEFAULT_CONTEXT_TOKENS
     summary_model: BaseChatModel | None = None  # writes summaries; None: `model`
+    tool_result_model: BaseChatModel | None = None  # rounds after tool results; None: `model`
     planning: Planning | None = None  # None: the agent does not plan
     closure: Closure | None = None  # None: its answer ends the turn unjudged (see graph.closure)
     result_cache: bool = True

@@ -4,9 +4,10 @@ Each failure says what happened: the server could not be reached, closed the
 connection before answering, answered an HTTP error, reported an error
 mid-reply, cut its reply off, took longer than its timeout, or sent one that
 could not be read (an empty one too). Only the
-exceptions the OpenAI client and LangChain raise for these are matched (by
-type, and for built-in types by where they were raised), so our own bugs
-still surface as themselves.
+exceptions the OpenAI client, Anthropic's (when the `anthropic` extra is
+loaded: its classes have the same names) and LangChain raise for these are
+matched (by type, and for built-in types by where they were raised), so our
+own bugs still surface as themselves.
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ from orchestrator.settings import Settings, env_name
 MAX_MESSAGE_CHARS = 300
 # Where the OpenAI client goes when no base URL is set.
 OPENAI_HOST = "api.openai.com"
+# Anthropic's client: the variables it reads its key and its server from (langchain-anthropic's).
+ANTHROPIC_KEY = "ANTHROPIC_API_KEY"
+ANTHROPIC_BASE_URL = "ANTHROPIC_BASE_URL"
 
 
 def explain_model_error(
@@ -42,22 +46,24 @@ def explain_model_error(
     agent's call, which may go to a server of its own, is explained without them.
     """
     where = _server(error, settings)
-    if isinstance(error, openai.APIConnectionError):  # timeouts too
+    if isinstance(error, _sdk("APIConnectionError")):  # timeouts too
         return _connection_error(error, where=where, settings=settings)
-    if isinstance(error, openai.AuthenticationError):
+    if isinstance(error, _sdk("AuthenticationError")):
+        key = ANTHROPIC_KEY if _anthropic(error) else env_name("openai_api_key")
+        return ModelUnavailableError(f"The model server at {where} rejected the API key ({key}).")
+    status = getattr(error, "status_code", None)
+    if isinstance(error, _sdk("APIStatusError")) and status != 200:
         return ModelUnavailableError(
-            f"The model server at {where} rejected the API key ({env_name('openai_api_key')})."
+            f"The model server at {where} answered {status}: {_server_message(error)}"
         )
-    if isinstance(error, openai.APIStatusError):
-        return ModelUnavailableError(
-            f"The model server at {where} answered {error.status_code}: {_server_message(error)}"
-        )
-    if isinstance(error, openai.APIResponseValidationError):
+    if isinstance(error, _sdk("APIResponseValidationError")):
         return _unreadable(where, "its reply does not have the expected fields")
-    if isinstance(error, openai.APIError):
-        # The client raises a bare APIError for an error object in a stream that began with 200.
+    if isinstance(error, _sdk("APIError")):
+        # OpenAI's client raises a bare APIError for an error object in a stream that began
+        # with 200; Anthropic's a status error of that 200 for an `error` event.
         return ModelUnavailableError(
-            f"The model server at {where} reported an error mid-reply{_code(error.body)}: "
+            f"The model server at {where} reported an error mid-reply"
+            f"{_code(getattr(error, 'body', None))}: "
             f"{_server_message(error)}"
         )
     if isinstance(error, _langchain_error("_client_utils", "StreamChunkTimeoutError")):
@@ -98,7 +104,7 @@ def _served_at(model: Runnable[LanguageModelInput, BaseMessage]) -> str | None:
 
 
 def _connection_error(
-    error: openai.APIConnectionError, *, where: str, settings: Settings | None
+    error: Exception, *, where: str, settings: Settings | None
 ) -> ModelUnavailableError:
     """What went wrong with the connection: never reached, closed, cut, or too slow."""
     if _caused_by(error, _http_errors("ConnectError", "ConnectTimeout")):
@@ -108,10 +114,11 @@ def _connection_error(
                 f"{env_name('openai_base_url')} for an OpenAI-compatible server."
             )
         return ModelUnavailableError(
-            f"Cannot reach the model server at {where}: {_reach_hint(where, settings)}."
+            f"Cannot reach the model server at {where}: "
+            f"{_reach_hint(where, settings, anthropic=_anthropic(error))}."
         )
     mid_reply = _reading_body(error)
-    if isinstance(error, openai.APITimeoutError):
+    if isinstance(error, _sdk("APITimeoutError")):
         waited = _timeout(settings)
         if mid_reply:
             return ModelUnavailableError(
@@ -172,7 +179,7 @@ def _unreadable(where: str, why: str) -> ModelUnavailableError:
 
 def _server(error: BaseException, settings: Settings | None) -> str:
     """Where the failing request went (scheme://host:port), else where the settings point."""
-    request = getattr(error, "request", None) if isinstance(error, openai.APIError) else None
+    request = getattr(error, "request", None) if isinstance(error, _sdk("APIError")) else None
     if request is not None:
         return _origin(str(request.url))
     if settings is None:
@@ -204,7 +211,9 @@ def _default_endpoint(where: str, settings: Settings | None) -> bool:
     return unset and urlsplit(where).hostname == OPENAI_HOST
 
 
-def _reach_hint(where: str, settings: Settings | None) -> str:
+def _reach_hint(where: str, settings: Settings | None, *, anthropic: bool = False) -> str:
+    if anthropic:
+        return f"check {ANTHROPIC_BASE_URL} (or the agent's `llm.base_url`) and that it is running"
     base_url = settings.openai_base_url if settings is not None else None
     if settings is not None and (base_url is None or _origin(base_url) == where):
         return f"check {env_name('openai_base_url')} and that the server is running"
@@ -212,17 +221,26 @@ def _reach_hint(where: str, settings: Settings | None) -> str:
 
 
 def _code(body: object) -> str:
-    code = body.get("code") if isinstance(body, dict) else None
+    # Anthropic's error object has no code: its type (`overloaded_error`) says as much.
+    anthropic = isinstance(body, dict) and body.get("type") == "error"
+    body = _error_object(body)
+    code = body.get("type" if anthropic else "code") if isinstance(body, dict) else None
     return f" ({code})" if code not in (None, "") else ""
 
 
-def _server_message(source: openai.APIError | dict[object, object]) -> str:
+def _error_object(body: object) -> object:
+    """The `error` object of a body: OpenAI's client hands it over alone, Anthropic's whole
+    (`{"type": "error", "error": {"type": ..., "message": ...}}`)."""
+    inner = body.get("error") if isinstance(body, dict) else None
+    return inner if isinstance(inner, dict) else body
+
+
+def _server_message(source: Exception | dict[object, object]) -> str:
     """The server's own words, one line, without secrets."""
-    # The client puts the body's `error` object in `body`; its message is the server's own words.
-    body = source.body if isinstance(source, openai.APIError) else source
+    body = _error_object(getattr(source, "body", None) if isinstance(source, Exception) else source)
     text = str(body.get("message", "")) if isinstance(body, dict) else ""
-    if not text and isinstance(source, openai.APIError):
-        text = source.message
+    if not text and isinstance(source, Exception):
+        text = str(getattr(source, "message", "") or source)
     line = redact(_first_line(text)) if text.strip() else "(no message)"  # whole secrets only
     return line if len(line) <= MAX_MESSAGE_CHARS else line[:MAX_MESSAGE_CHARS] + "..."
 
@@ -232,6 +250,24 @@ def _first_line(value: object) -> str:
     if not text:
         return type(value).__name__ if isinstance(value, BaseException) else ""
     return text.splitlines()[0]
+
+
+def _sdk(name: str) -> tuple[type[BaseException], ...]:
+    """The provider clients' exception class `name`: OpenAI's, and Anthropic's once loaded
+    (imported only by an `anthropic:` model, from the `anthropic` extra)."""
+    kinds: list[type[BaseException]] = [getattr(openai, name)]
+    anthropic = sys.modules.get("anthropic")
+    kind = getattr(anthropic, name, None)
+    if isinstance(kind, type) and issubclass(kind, BaseException):
+        kinds.append(kind)
+    return tuple(kinds)
+
+
+def _anthropic(error: BaseException) -> bool:
+    """Whether `error` is one of Anthropic's client (langchain-anthropic raises subclasses)."""
+    anthropic = sys.modules.get("anthropic")
+    kind = getattr(anthropic, "AnthropicError", None)
+    return isinstance(kind, type) and isinstance(error, kind)
 
 
 def _langchain_error(module: str, name: str) -> tuple[type[BaseException], ...]:

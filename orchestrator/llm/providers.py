@@ -8,11 +8,12 @@ from typing import TYPE_CHECKING, TypedDict, Unpack
 from langchain_core.language_models import BaseChatModel
 
 from orchestrator.errors import ConfigError
-from orchestrator.install import with_this_pip
+from orchestrator.install import install_extra, with_this_pip
 from orchestrator.llm.endpoints import model_endpoint
 from orchestrator.llm.offline import OfflineChatModel
 from orchestrator.llm.openai_client import openai_client
 from orchestrator.llm.response_ids import with_response_ids
+from orchestrator.redact import remember
 from orchestrator.settings import Settings, env_name, env_value
 from orchestrator.usage.prices import warm as warm_prices
 
@@ -25,6 +26,14 @@ NO_PROVIDER = (
     "{setting}={model!r} names no provider LangChain knows: write it as `openai:{model}` for an "
     "OpenAI-compatible server (or `anthropic:NAME`, `ollama:NAME`, ... for another provider)"
 )
+# The variables a provider's client reads its key and its server from (the first set wins):
+# read here too, so that the home's `.env` sets them as it sets OPENAI_API_KEY.
+PROVIDER_VARIABLES = {
+    "anthropic": (("ANTHROPIC_API_KEY",), ("ANTHROPIC_API_URL", "ANTHROPIC_BASE_URL")),
+}
+# Providers whose LangChain package is one of this package's extras: provider -> extra.
+PROVIDER_EXTRAS = {"anthropic": "anthropic"}
+NEEDS_EXTRA = "{setting}={model!r} needs the `{extra}` extra ({package}): {command}"
 # The field each provider's chat model takes its replies' token limit in: OpenAI's,
 # Anthropic's, Mistral's, Bedrock's `max_tokens`, Google's `max_output_tokens`,
 # Ollama's `num_predict`, Hugging Face's `max_new_tokens`.
@@ -44,8 +53,13 @@ class _ModelOptions(TypedDict, total=False):
     disable_streaming: bool
 
 
-def build_chat_model(settings: Settings) -> BaseChatModel:
-    """The configured model, or the offline model when none is configured."""
+def build_chat_model(settings: Settings, *, setting: str | None = None) -> BaseChatModel:
+    """The configured model, or the offline model when none is configured.
+
+    `setting` names where the model's name came from in errors (default:
+    ORCHESTRATOR_MODEL; ORCHESTRATOR_TOOL_RESULT_MODEL's model is built from
+    the settings with its name as the model's).
+    """
     if settings.uses_offline_model:
         return OfflineChatModel()
     options: _ModelOptions = {}
@@ -53,33 +67,54 @@ def build_chat_model(settings: Settings) -> BaseChatModel:
         key = settings.openai_api_key
         options["api_key"] = key.get_secret_value() if key else PLACEHOLDER_API_KEY
         options["base_url"] = settings.openai_base_url
+    elif settings.provider in PROVIDER_VARIABLES:
+        options.update(_provider_variables(settings.provider))
     return _init(
         settings.model_name,
         settings=settings,
-        setting=env_name("model"),
+        setting=setting or env_name("model"),
         streaming=settings.model_streaming,
         **options,
     )
 
 
-def deferred_chat_model(settings: Settings) -> BaseChatModel:
+def _provider_variables(provider: str) -> _ModelOptions:
+    """The key and server `provider`'s variables give, from the environment or `.env`."""
+    keys, urls = PROVIDER_VARIABLES[provider]
+    key = next(filter(None, map(env_value, keys)), None)
+    url = next(filter(None, map(env_value, urls)), None)
+    remember(key)  # hidden from errors shown later, as the settings' keys are
+    options: _ModelOptions = {}
+    if key:
+        options["api_key"] = key
+    if url:
+        options["base_url"] = url
+    return options
+
+
+def deferred_chat_model(settings: Settings, *, setting: str | None = None) -> BaseChatModel:
     """The configured model, built at its first use (see `llm.deferred`); the offline model now."""
     if settings.uses_offline_model:
         return OfflineChatModel()
     from orchestrator.llm.deferred import DeferredChatModel
 
-    return DeferredChatModel(build=lambda: build_chat_model(settings))
+    return DeferredChatModel(build=lambda: build_chat_model(settings, setting=setting))
 
 
 def build_agent_model(
-    override: ModelOverride, *, parent: BaseChatModel, settings: Settings
+    override: ModelOverride,
+    *,
+    parent: BaseChatModel,
+    settings: Settings,
+    setting: str = "llm.model",
 ) -> BaseChatModel:
     """An agent's model: its parent's, unless its `tool_config.yaml` says `inherit: local`.
 
     Its own OpenAI model with neither `base_url` nor `api_key_env` is served by
     the orchestrator's OpenAI endpoint, with its key; one with a `base_url` and
     no key gets a placeholder key (local servers take any). It streams as its
-    `streaming` says, else as `ORCHESTRATOR_MODEL_STREAMING` does.
+    `streaming` says, else as `ORCHESTRATOR_MODEL_STREAMING` does. `setting`
+    names the model's key in errors (`llm.tool_result_model` for that one).
     """
     if not override.local or override.model is None:
         return parent
@@ -100,7 +135,7 @@ def build_agent_model(
         options["temperature"] = endpoint.temperature
     streaming = settings.model_streaming if endpoint.streaming is None else endpoint.streaming
     return _init(
-        endpoint.model, settings=settings, setting="llm.model", streaming=streaming, **options
+        endpoint.model, settings=settings, setting=setting, streaming=streaming, **options
     )
 
 
@@ -132,6 +167,14 @@ def _init(
 def _unusable(model: str, *, setting: str, error: ImportError | ValueError) -> str:
     """One line on why LangChain cannot build `model`, with what to do about it."""
     text = str(error).strip()
+    provider = model.partition(":")[0]
+    if isinstance(error, ImportError) and provider in PROVIDER_EXTRAS:
+        extra = PROVIDER_EXTRAS[provider]
+        package = f"langchain-{provider}"
+        command = install_extra(extra)
+        return NEEDS_EXTRA.format(
+            setting=setting, model=model, extra=extra, package=package, command=command
+        )
     if isinstance(error, ValueError) and "infer model provider" in text:
         provider, colon, _ = model.partition(":")
         # `nosuch:x` meant a provider; `qwen2.5:7b` is a model's name and tag (Ollama's way).

@@ -56,6 +56,11 @@ class LevelResolver:
                 parent.planning, self.settings, on=config.planning, approve=config.approve_plans
             ),
             closure=Closure(config.closure.max_rounds) if config.closure and config.closure.judge else None,
+            tool_result_model=(
+                self._tool_result_model(config.llm, parent=parent)
+                if agent
+                else parent.tool_result_model
+            ),
         )
 
     async def close(self) -> None:
@@ -67,12 +72,25 @@ class LevelResolver:
             except Exception:  # on the way out: nothing to tell the person
                 continue
 
-    def _model(self, override: ModelOverride, *, parent: BaseChatModel) -> BaseChatModel:
+    def _model(
+        self, override: ModelOverride, *, parent: BaseChatModel, setting: str = "llm.model"
+    ) -> BaseChatModel:
         if not override.local:
             return parent
         from orchestrator.llm.providers import build_agent_model
 
-        return build_agent_model(override, parent=parent, settings=self.settings)
+        return build_agent_model(override, parent=parent, settings=self.settings, setting=setting)
+
+    def _tool_result_model(
+        self, override: ModelOverride, *, parent: LevelConfig
+    ) -> BaseChatModel | None:
+        """The folder's `llm.tool_result_model`, served as an own `model` of that name would be;
+        unset, its parent's, or none with an own model (that model answers every round)."""
+        name = override.tool_result_model
+        if name is None:
+            return None if override.local else parent.tool_result_model
+        served = override.model_copy(update={"inherit": "local", "model": name})
+        return self._model(served, parent=parent.model, setting="llm.tool_result_model")
 
     def _database(self, override: DatabaseOverride) -> Database:
         url = override.url or required_env(str(override.url_env), setting="db.url_env")

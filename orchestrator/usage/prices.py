@@ -98,7 +98,11 @@ class ModelIdentity:
             or getattr(model, "model_name", "")
             or model._llm_type  # pyright: ignore[reportPrivateUsage]  # LangChain's only type name
         )
-        base_url = getattr(model, "openai_api_base", None) or getattr(model, "base_url", None)
+        base_url = (
+            getattr(model, "openai_api_base", None)
+            or getattr(model, "anthropic_api_url", None)  # ChatAnthropic's, `base_url` its alias
+            or getattr(model, "base_url", None)
+        )
         provider = params.get("ls_provider")
         return cls(
             name=name, provider=str(provider) if provider else None, base_url=_text(base_url)

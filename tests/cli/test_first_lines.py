@@ -37,15 +37,15 @@ def test_a_model_name_without_a_provider_says_how_to_write_it(model: str):
 def test_a_providers_missing_package_is_installed_with_this_environments_pip(
     monkeypatch: pytest.MonkeyPatch,
 ):
-    monkeypatch.setitem(sys.modules, "langchain_anthropic", None)  # as if not installed
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
+    # A provider that is not one of this package's extras (Anthropic's is: tests/llm/test_anthropic.py).
+    monkeypatch.setitem(sys.modules, "langchain_mistralai", None)  # as if not installed
 
     with pytest.raises(ConfigError) as caught:
-        build_chat_model(load_settings(model="anthropic:claude-sonnet-4-5"))
+        build_chat_model(load_settings(model="mistralai:mistral-large-latest"))
 
     message = str(caught.value)
-    assert message.startswith("ORCHESTRATOR_MODEL='anthropic:claude-sonnet-4-5': ")
-    assert f"`{THIS_PIP} langchain-anthropic`" in message
+    assert message.startswith("ORCHESTRATOR_MODEL='mistralai:mistral-large-latest': ")
+    assert f"`{THIS_PIP} langchain-mistralai`" in message
     assert "`pip install" not in message, "a bare pip may install into another Python"
 
 

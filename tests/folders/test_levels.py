@@ -414,6 +414,8 @@ def test_tools_show_names_secrets_and_never_prints_them(tmp_path: Path):
         "model": "openai:own", "base_url": "http://127.0.0.1:9/v1", "api_key_env": "VAULT_KEY",
         "api_key_set": True, "temperature": None, "streaming": True, "origin": "keeper",
         "inherited": False,
+        # Its own model answers the rounds after tool results too.
+        "tool_result_model": {"value": None, "origin": "keeper", "inherited": False},
     }
     assert json.loads(keeper_json.stdout)["config_keys"] == ["password"]
     assert json.loads(keeper_json.stdout)["database"]["app_url_env_set"] is True
