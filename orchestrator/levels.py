@@ -126,3 +126,4 @@ class LevelConfig:
     context_tokens: int | None = None  # the model's window when its profile has none
     max_output_tokens: int | None = None  # the most tokens a reply may have; None: the model's own
     planning: Planning | None = None  # None: its agent does not plan
+    operator: bool = False  # its agent lists and answers the user's pending authorization requests

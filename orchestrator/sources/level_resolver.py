@@ -55,6 +55,7 @@ class LevelResolver:
             planning=Planning.below(
                 parent.planning, self.settings, on=config.planning, approve=config.approve_plans
             ),
+            operator=config.operator and agent,  # never inherited: each operator is named
         )
 
     async def close(self) -> None:

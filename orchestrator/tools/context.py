@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection
 
+    from orchestrator.tools.authorizations import AuthorizationDesk
     from orchestrator.tools.request_log import BackgroundRunner, RequestObserver
     from orchestrator.usage.meter import UsageMeter
 
@@ -63,7 +64,9 @@ class RunContext:
     `lookup` is the RAG context of the turn's message, which the session
     starts looking up when the turn begins. `job` is the request a worker runs
     as a job (see `orchestrator.jobs`): that call runs here, where it was
-    handed to, and is never handed over again.
+    handed to, and is never handed over again. `authorizations` is where an
+    operator level's tools find the user's pending authorization requests
+    (None: without storage).
     """
 
     user_id: str
@@ -76,6 +79,7 @@ class RunContext:
     agent_path: tuple[str, ...] = ()
     lookup: asyncio.Future[str] | None = None  # the turn's RAG context, looked up as it began
     job: str | None = None
+    authorizations: AuthorizationDesk | None = None
 
     def below(self, request_id: str) -> RunContext:
         """The context of a nested agent run for the call `request_id`."""
