@@ -157,12 +157,14 @@ class Orchestrator:
             session_id=session_id,
             storage=self.storage,
             jobs=self.jobs,
-            authorizations=(
-                SessionDesk(self.storage.database, self._open_session)
-                if self.storage is not None
-                else None
-            ),
+            authorizations=self._desk(),
         )
+
+    def _desk(self) -> SessionDesk | None:
+        """Where an operator level's tools find the user's pending authorization requests."""
+        if self.storage is None:
+            return None
+        return SessionDesk(self.storage.database, self.graph, self._open_session)
 
     def _open_session(self, user_id: str, session_id: str) -> Session:
         return self.session(user_id=user_id, session_id=session_id)

@@ -1,11 +1,11 @@
 """The user's pending authorization requests, across their sessions, for an operator level.
 
 The request log says which `request_authorization` calls of the user wait
-(under row-level security: never another user's); each one's session says
-what it asks (the paused turn's questions). An answer resumes that session's
-turn as the person's would (`Session.answer`), in a context of its own: the
-operator's run (its config, its tool call, its span) is not the resumed
-run's parent.
+(under row-level security: never another user's); each one's session's
+checkpoint says what it asks (the paused turn's questions), read without
+opening the session. An answer resumes that session's turn as the person's
+would (`Session.answer`), in a context of its own: the operator's run (its
+config, its tool call, its span) is not the resumed run's parent.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping
 from typing import Protocol
 
-from orchestrator.conversation.turns import PendingQuestion, TurnResult
+from orchestrator.conversation.thread import ConversationGraph
+from orchestrator.conversation.turns import PendingQuestion, TurnResult, questions_of
 from orchestrator.store.engine import Database
 from orchestrator.store.request_list import paused_calls
 from orchestrator.tools.authorizations import PendingAuthorization
@@ -30,8 +31,6 @@ ANSWER_CHARS = 500
 class Answerable(Protocol):
     """A session as the desk uses it (`session.Session`)."""
 
-    async def pending(self) -> list[PendingQuestion]: ...
-
     async def answer(self, decisions: Mapping[str, Decision]) -> TurnResult: ...
 
 
@@ -42,8 +41,9 @@ OpenSession = Callable[[str, str], Answerable]
 class SessionDesk:
     """An `AuthorizationDesk` over the sessions of one runtime and its request log."""
 
-    def __init__(self, database: Database, open_session: OpenSession) -> None:
+    def __init__(self, database: Database, graph: ConversationGraph, open_session: OpenSession) -> None:
         self._database = database
+        self._graph = graph
         self._open = open_session
 
     async def pending(self, *, user_id: str) -> list[PendingAuthorization]:
@@ -53,7 +53,8 @@ class SessionDesk:
             asked[session_id].add(request_id)
         found: list[PendingAuthorization] = []
         for session_id, request_ids in asked.items():
-            for waiting in await self._open(user_id, session_id).pending():
+            state = await self._graph.aget_state({"configurable": {"thread_id": session_id}})
+            for waiting in questions_of(state):
                 question = waiting.question
                 if question["kind"] == "authorization" and question["request_id"] in request_ids:
                     found.append(_authorization(session_id, waiting))

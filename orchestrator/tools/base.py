@@ -139,8 +139,9 @@ def action(
     marks an action whose every call needs the person's decision before it
     runs; `risk_level` (low, medium, high, critical) and `urgency` (low, normal,
     high) are said at each question about a call of it, unless its folder's
-    tool_config.yaml says otherwise (see `risk`). An `async def` runs on the event loop and must not block it; a
-    plain `def` (blocking I/O, CPU work) runs on a thread of its own. Misuse is
+    `action_risk` says otherwise (see `risk`). An `async def` runs on the event
+    loop and must not block it; a plain `def` (blocking I/O, CPU work) runs on
+    a thread of its own. Misuse is
     a `ToolContractError` (a `TypeError`) when the class is defined.
     """
     if target is not None and not isinstance(target, type):

@@ -139,3 +139,15 @@ async def test_the_level_that_asked_is_refused_and_another_user_sees_nothing(
     unknown = [json.loads(m.text) for m in model.received[6] if isinstance(m, ToolMessage)][-1]
     assert unknown["status"] == "failure" and unknown["error_code"] == "not_found"
     assert still_u2 == ["authorization"], "another user's answer reaches nothing"
+
+
+async def test_without_the_database_the_operator_tools_say_so(scripted):
+    model = scripted(call_tools(("get_authorization_requests", {})), "No database.")
+    runtime = Orchestrator.create(load_settings(operator=True), model=model, tools=[])
+    session = runtime.session(user_id="u1")
+
+    await session.run("what waits?")
+
+    [said] = tool_results(await session.history(), "get_authorization_requests")
+    assert said["status"] == "failure"
+    assert "needs the database" in str(said["message"])
