@@ -96,5 +96,6 @@ def test_action_risk_naming_no_action_of_the_tool_is_refused():
 
 
 def test_a_risk_level_not_of_the_four_is_a_configuration_error():
+    assert ToolConfig.model_validate(VAULT_CONFIG).risk_level == "high"
     with pytest.raises(ValueError, match="risk_level"):
         ToolConfig.model_validate({**VAULT_CONFIG, "risk_level": "extreme"})
