@@ -41,7 +41,9 @@ OpenSession = Callable[[str, str], Answerable]
 class SessionDesk:
     """An `AuthorizationDesk` over the sessions of one runtime and its request log."""
 
-    def __init__(self, database: Database, graph: ConversationGraph, open_session: OpenSession) -> None:
+    def __init__(
+        self, database: Database, graph: ConversationGraph, open_session: OpenSession
+    ) -> None:
         self._database = database
         self._graph = graph
         self._open = open_session
@@ -49,7 +51,8 @@ class SessionDesk:
     async def pending(self, *, user_id: str) -> list[PendingAuthorization]:
         """The user's paused `request_authorization` calls, the oldest first."""
         asked: dict[str, set[str]] = defaultdict(set)
-        for request_id, session_id in await paused_calls(self._database, user_id=user_id, name=ASKING_TOOL):
+        paused = await paused_calls(self._database, user_id=user_id, name=ASKING_TOOL)
+        for request_id, session_id in paused:
             asked[session_id].add(request_id)
         found: list[PendingAuthorization] = []
         for session_id, request_ids in asked.items():

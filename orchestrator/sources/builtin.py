@@ -182,13 +182,16 @@ class AskHumanArgs(BaseModel):
     )
 
 
-async def _ask_human(question: str, context: str = "", urgency: Urgency = DEFAULT_URGENCY) -> ToolResult:
+async def _ask_human(
+    question: str, context: str = "", urgency: Urgency = DEFAULT_URGENCY
+) -> ToolResult:
     """Ask the user a question and wait for the answer; use it for what only the user can
     say (a missing detail, a choice between options), not for what a tool can find out."""
     description = f"{question}\n{context}" if context else question
     args: dict[str, object] = {"question": question, "context": context}
-    risk = Risk(risk_level=QUESTION_RISK, urgency=urgency)  # a question runs nothing
-    decision = ask_person(_question("question", "ask_human", args, description=description, risk=risk))
+    risk = Risk(risk_level=QUESTION_RISK, urgency=urgency)
+    asked = _question("question", "ask_human", args, description=description, risk=risk)
+    decision = ask_person(asked)
     if decision["type"] == "respond":
         answer = decision["message"]
         detail = {"decision": "respond", "question": question, "answer": answer, **risk}

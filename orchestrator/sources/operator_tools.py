@@ -38,7 +38,7 @@ NONE_WAITING = "No authorization request waits."
 
 
 class ListArgs(BaseModel):
-    pass
+    """`get_authorization_requests` takes no arguments."""
 
 
 async def _get_authorization_requests() -> ToolResult:
@@ -59,7 +59,9 @@ async def _get_authorization_requests() -> ToolResult:
 
 class ApproveArgs(BaseModel):
     request_id: str = Field(
-        min_length=1, max_length=200, description="The request's id, as get_authorization_requests lists it."
+        min_length=1,
+        max_length=200,
+        description="The request's id, as get_authorization_requests lists it.",
     )
     approve: bool = Field(description="True grants the authorization; false refuses it.")
     reason: str = Field(
@@ -73,11 +75,14 @@ async def _approve_authorization(request_id: str, approve: bool, reason: str = "
     """Grant or refuse one of the user's pending authorization requests (never one this level
     asked itself); the paused run resumes with the answer, as after the person's."""
     context, desk = _desk("approve_authorization")
-    found = next((w for w in await desk.pending(user_id=context.user_id) if w.request_id == request_id), None)
+    waiting = await desk.pending(user_id=context.user_id)
+    found = next((w for w in waiting if w.request_id == request_id), None)
     if found is None:
-        raise ToolError(NOT_PENDING.format(request_id=request_id), code="not_found", recoverable=False)
+        message = NOT_PENDING.format(request_id=request_id)
+        raise ToolError(message, code="not_found", recoverable=False)
     if found.session_id == context.session_id:
-        raise ToolError(OWN_SESSION.format(request_id=request_id), code="refused", recoverable=False)
+        message = OWN_SESSION.format(request_id=request_id)
+        raise ToolError(message, code="refused", recoverable=False)
     if found.agent_path == context.agent_path:
         message = OWN_LEVEL.format(request_id=request_id, level=found.asked_by)
         raise ToolError(message, code="refused", recoverable=False)

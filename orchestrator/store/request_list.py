@@ -73,7 +73,7 @@ PAUSED = text(
 async def paused_calls(
     database: Database, *, user_id: str, name: str, limit: int = 200
 ) -> list[tuple[str, str]]:
-    """The user's calls of `name` that wait for an answer: (request id, session id), oldest first."""
+    """The user's calls of `name` waiting for an answer: (request id, session id), oldest first."""
     async with database.user_transaction(user_id) as connection:
         rows = await connection.execute(PAUSED, {"name": name, "limit": limit})
         return [(row.request_id, row.session_id) for row in rows]

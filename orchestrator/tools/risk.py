@@ -36,7 +36,9 @@ class Risk(TypedDict):
 def risk_of(metadata: Mapping[str, object] | None) -> Risk:
     """What a tool's `metadata` says (see `folders.risk_marks`), else the defaults."""
     metadata = metadata or {}
-    return Risk(risk_level=_risk_level(metadata.get(RISK_KEY)), urgency=_urgency(metadata.get(URGENCY_KEY)))
+    return Risk(
+        risk_level=_risk_level(metadata.get(RISK_KEY)), urgency=_urgency(metadata.get(URGENCY_KEY))
+    )
 
 
 def _risk_level(value: object) -> RiskLevel:
