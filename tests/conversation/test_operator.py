@@ -11,16 +11,22 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from orchestrator.conversation.session import Session
+from orchestrator.errors import ToolError
 from orchestrator.runtime import Orchestrator
 from orchestrator.settings import load_settings
 from orchestrator.sources.builtin import request_authorization
+from orchestrator.sources.operator_tools import approve_authorization
 from orchestrator.store import Database
 from orchestrator.store.requests import request_history
 from orchestrator.testing import ScriptedChatModel, call_tools
 from orchestrator.testing.scripted import Step
+from orchestrator.tools.authorizations import PendingAuthorization
+from orchestrator.tools.context import RunContext, running_in
+from orchestrator.tools.decisions import Decision
 from tests.helpers import storage_for
 from tests.tool_folders import AGENT_TOOL, write_folder
 
@@ -151,3 +157,39 @@ async def test_without_the_database_the_operator_tools_say_so(scripted):
     [said] = tool_results(await session.history(), "get_authorization_requests")
     assert said["status"] == "failure"
     assert "needs the database" in str(said["message"])
+
+
+class OneRequestDesk:
+    """A desk holding one pending request, which records the answers it is given."""
+
+    def __init__(self, request: PendingAuthorization) -> None:
+        self.request = request
+        self.answers: list[Decision] = []
+
+    async def pending(self, *, user_id: str) -> list[PendingAuthorization]:
+        return [self.request]
+
+    async def answer(self, request: PendingAuthorization, decision: Decision, *, user_id: str) -> str:
+        self.answers.append(decision)
+        return "Its run resumed and ended."
+
+
+async def test_a_request_of_the_operators_own_conversation_is_left_to_the_person():
+    request = PendingAuthorization(
+        request_id="r1", session_id="s1", question_id="q1", agent_path=("top",),
+        tool_name="payments", reason="Pay.", risk_level="high", urgency="normal",
+    )
+    desk = OneRequestDesk(request)
+    arguments = {"request_id": "r1", "approve": True}
+
+    with (
+        running_in(RunContext(user_id="u1", session_id="s1", authorizations=desk)),
+        pytest.raises(ToolError, match="waits in this very conversation") as refused,
+    ):
+        await approve_authorization.ainvoke(arguments)
+    with running_in(RunContext(user_id="u1", session_id="s2", authorizations=desk)):
+        elsewhere = await approve_authorization.ainvoke(arguments)
+
+    assert refused.value.code == "refused"
+    assert desk.answers == [{"type": "approve"}], "only the answer from another conversation went through"
+    assert "r1 granted. Its run resumed and ended." in str(elsewhere)
