@@ -16,9 +16,12 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from orchestrator.conversation.session import Session
 from orchestrator.errors import ToolError
+from orchestrator.folders.tool_config import ToolConfig
+from orchestrator.levels import LevelConfig, Limits
 from orchestrator.runtime import Orchestrator
 from orchestrator.settings import load_settings
 from orchestrator.sources.builtin import request_authorization
+from orchestrator.sources.level_resolver import LevelResolver
 from orchestrator.sources.operator_tools import approve_authorization
 from orchestrator.store import Database
 from orchestrator.store.requests import request_history
@@ -193,3 +196,18 @@ async def test_a_request_of_the_operators_own_conversation_is_left_to_the_person
     assert refused.value.code == "refused"
     assert desk.answers == [{"type": "approve"}], "only the answer from another conversation went through"
     assert "r1 granted. Its run resumed and ended." in str(elsewhere)
+
+
+def test_an_operator_is_its_own_agents_level_only():
+    settings = load_settings()
+    resolver = LevelResolver(settings)
+    top = LevelConfig(model=ScriptedChatModel(), limits=Limits.from_settings(settings))
+
+    def folder(name: str, **fields: object) -> ToolConfig:
+        return ToolConfig.model_validate({"name": name, "description": "A folder.", "version": "1", **fields})
+
+    ops = resolver.child(top, folder("ops", operator=True), agent=True)
+    below = resolver.child(ops, folder("helper"), agent=True)
+    tool = resolver.child(top, folder("files", operator=True), agent=False)
+
+    assert (top.operator, ops.operator, below.operator, tool.operator) == (False, True, False, False)
