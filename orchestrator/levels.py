@@ -142,3 +142,4 @@ class LevelConfig:
     closure: Closure | None = None  # None: its agent's answer closes the request unjudged
     # Answers the rounds whose last message is a tool result; None: `model` does.
     tool_result_model: BaseChatModel | None = None
+    operator: bool = False  # its agent lists and answers the user's pending authorization requests

@@ -14,6 +14,7 @@ from langchain_core.tools import BaseTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 
+from orchestrator.conversation.authorization_desk import SessionDesk
 from orchestrator.conversation.job_board import JobBoard, LocalJobs
 from orchestrator.conversation.session import Session
 from orchestrator.dispatch.middleware import ToolMiddleware
@@ -33,6 +34,7 @@ from orchestrator.sources.folder_tools import FolderSource
 from orchestrator.sources.level_sources import AtLevel
 from orchestrator.sources.loaded import LoadedTool
 from orchestrator.sources.mcp.clients import AskServer, McpClients
+from orchestrator.sources.operator_tools import operator_tools
 from orchestrator.sources.search_messages import search_messages_tool
 from orchestrator.sources.source import LoadsNow, ToolSource, unique_tools
 from orchestrator.sources.static import StaticSource
@@ -185,7 +187,17 @@ class Orchestrator:
             session_id=session_id,
             storage=self.storage,
             jobs=self.jobs,
+            authorizations=self._desk(),
         )
+
+    def _desk(self) -> SessionDesk | None:
+        """Where an operator level's tools find the user's pending authorization requests."""
+        if self.storage is None:
+            return None
+        return SessionDesk(self.storage.database, self.graph, self._open_session)
+
+    def _open_session(self, user_id: str, session_id: str) -> Session:
+        return self.session(user_id=user_id, session_id=session_id)
 
     async def close(self) -> None:
         """Close every tool source (what a source fails to close is logged)."""
@@ -274,6 +286,8 @@ class _Plan:
             given = _default_sources(
                 settings, level=level, spec=spec, storage=storage, folders=folders
             )
+        if settings.operator:  # the orchestrator's own level answers the user's pending requests
+            given.append(StaticSource("operator", operator_tools()))
         saver = checkpointer or (storage.checkpointer if storage is not None else InMemorySaver())
         return cls(settings, spec, [*given, *top], storage, saver)
 
@@ -357,8 +371,8 @@ def _agent_spec(
     return replace(
         spec,
         model=level.model,
-        # An agent at any level may ask the person.
-        tools=unique_tools([*tools, *human_tools()]),
+        # An agent at any level may ask the person; an operator's answers pending requests.
+        tools=unique_tools([*tools, *human_tools(), *(operator_tools() if level.operator else [])]),
         limits=level.limits,
         system_prompt=system_prompt,
         name=name,

@@ -219,6 +219,13 @@ class Settings(BaseSettings):
         default=False,
         description="Show each plan for approval (approve, edit, reject) before it runs.",
     )
+    operator: bool = Field(
+        default=False,
+        description=(
+            "The orchestrator's own level lists and answers the user's pending authorization "
+            "requests (get_authorization_requests, approve_authorization)."
+        ),
+    )
     max_follow_ups: int = Field(
         default=3,
         ge=0,

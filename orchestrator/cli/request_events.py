@@ -48,6 +48,8 @@ def _question(entry: object) -> str:
     path = " › ".join(str(name) for name in question.get("agent_path") or []) or "orchestrator"
     kind, name = question.get("kind", "?"), action.get("name", "?")
     text = f"{kind} · {path} · {name} {_value(action.get('args', {}))}"
+    if question.get("risk_level"):
+        text += f" (risk: {question['risk_level']}, urgency: {question.get('urgency', '?')})"
     return f"{text} (why: {question['why']})" if question.get("why") else text
 
 

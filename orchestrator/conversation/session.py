@@ -42,6 +42,7 @@ from orchestrator.settings import Settings
 from orchestrator.store.sessions import claim_session
 from orchestrator.store.storage import Storage
 from orchestrator.store.usage_log import session_totals
+from orchestrator.tools.authorizations import AuthorizationDesk
 from orchestrator.tools.context import RunContext
 from orchestrator.tools.hitl import Decision
 from orchestrator.usage.meter import UsageMeter
@@ -52,7 +53,8 @@ class Session:
 
     With storage, the session is claimed for its user, every message is
     archived (searchable, embedded later), tool calls are tracked, and a turn
-    a killed process left unfinished can be resumed.
+    a killed process left unfinished can be resumed. `authorizations` is where
+    an operator level's tools find the user's pending authorization requests.
     """
 
     def __init__(
@@ -64,10 +66,13 @@ class Session:
         session_id: str | None = None,
         storage: Storage | None = None,
         jobs: JobBoard | None = None,
+        authorizations: AuthorizationDesk | None = None,
     ) -> None:
         usage = UsageMeter(prices=settings.price_table, budgets=settings.budgets)
         session_id = session_id or uuid.uuid4().hex[:12]
-        self._thread = thread = Thread(graph, settings, user_id, session_id, storage, jobs, usage)
+        self._thread = thread = Thread(
+            graph, settings, user_id, session_id, storage, jobs, usage, authorizations
+        )
         # What the parts share (`thread`), read here too: none of it changes.
         self.graph, self.settings, self.storage, self.jobs = graph, settings, storage, jobs
         self.user_id, self.session_id, self.usage = user_id, session_id, usage

@@ -18,6 +18,7 @@ from orchestrator.graph.state import OrchestratorState
 from orchestrator.settings import Settings
 from orchestrator.store.checkpoints import PooledPostgresSaver
 from orchestrator.store.storage import Storage
+from orchestrator.tools.authorizations import AuthorizationDesk
 from orchestrator.tools.context import RunContext, UserDatabase
 from orchestrator.usage.meter import UsageMeter
 
@@ -36,6 +37,7 @@ class Thread:
     storage: Storage | None
     jobs: JobBoard | None
     usage: UsageMeter
+    authorizations: AuthorizationDesk | None = None  # an operator level's (see `authorization_desk`)
 
     @property
     def config(self) -> RunnableConfig:
@@ -61,6 +63,7 @@ class Thread:
                 UserDatabase(self.storage.database, self.user_id) if self.storage is not None else None
             ),
             messages=self.storage.messages if self.storage is not None else None,
+            authorizations=self.authorizations,
         )
 
     @property

@@ -11,7 +11,7 @@ from langgraph.types import StateSnapshot
 
 from orchestrator.events import PlanEvent, StatusEvent, ToolEvent
 from orchestrator.plans import Plan, PlanView, nested_plan, plan_view
-from orchestrator.tools.hitl import ALLOWED, Decision, Question
+from orchestrator.tools.hitl import ALLOWED, Decision, Question, question_risk
 from orchestrator.usage.budget import BudgetStop
 from orchestrator.usage.meter import Totals
 
@@ -56,6 +56,7 @@ class PendingQuestion:
             "agent_path": list(self.question["agent_path"]),
             "tool": action["name"],
             "arguments": action["args"],
+            **question_risk(self.question),
             "decision": decision["type"] if decision else None,
             "edited_arguments": edited,
             "message": decision.get("message") if decision else None,

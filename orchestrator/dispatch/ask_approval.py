@@ -35,6 +35,7 @@ from orchestrator.sources.adapter import ActionTool
 from orchestrator.tools.hitl import ALLOWED, INTERACTIVE, Decision, Question, ask_person, can_ask
 from orchestrator.tools.request_log import APPROVED, EDITED, INVALID_EDIT, REJECTED, safely
 from orchestrator.tools.results import ToolResult
+from orchestrator.tools.risk import risk_of
 from orchestrator.tracing.spans import annotate
 
 REJECTED_MESSAGE = "The user rejected this call"
@@ -206,7 +207,8 @@ def approval_question(
     """What the person is asked about `request`: the call as the model made it, and why it asks.
 
     The arguments are the model's own (never the values the configuration
-    fixes); `args_schema` is the schema the model sees, which an edit follows.
+    fixes); `args_schema` is the schema the model sees, which an edit follows;
+    `risk_level` and `urgency` are what its folder or author say (see `risk`).
     """
     tool = request.tool
     assert tool is not None  # validation answered calls of unknown tools
@@ -222,6 +224,7 @@ def approval_question(
         allowed=list(ALLOWED["approval"]),
         args_schema=edit_schema(tool),
         why=why,
+        **risk_of(tool.metadata),
     )
     if problem is not None:
         question["problem"] = problem
@@ -280,12 +283,13 @@ async def _note(
     observer = request.context.observer
     if observer is None:
         return
+    risk = risk_of(request.tool.metadata if request.tool is not None else None)
     await safely(
         observer.decided(
             request.record.request_id,
             user_id=request.record.user_id,
             outcome=outcome,
-            detail=detail,
+            detail={**detail, **risk},
             question=number,
         )
     )

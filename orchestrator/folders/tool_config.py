@@ -32,6 +32,7 @@ from orchestrator.level_overrides import (
     LimitsOverride,
     ModelOverride,
 )
+from orchestrator.tools.risk import RiskLevel, Urgency
 
 CONFIG_FILE = "tool_config.yaml"
 # Tool names become part of function names the model calls (`<name>_<action>`, at most 64).
@@ -48,6 +49,15 @@ POLICY_FIELDS = {
     "max_cost_usd",
     "cache",
 }
+
+
+class ActionRisk(BaseModel):
+    """One action's risk level and urgency, over the folder's (see `tools.risk`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    risk_level: RiskLevel | None = None
+    urgency: Urgency | None = None
 
 
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
@@ -140,6 +150,24 @@ class ToolConfig(BaseModel):
     sensitive_actions: list[str] = Field(
         default_factory=list,
         description="Actions (by name) whose every call needs the person's decision first.",
+    )
+    risk_level: RiskLevel | None = Field(
+        default=None,
+        description="Said at each question about a call of it: low, medium, high or critical.",
+    )
+    urgency: Urgency | None = Field(
+        default=None, description="Said at each question about a call of it: low, normal or high."
+    )
+    action_risk: dict[str, ActionRisk] = Field(
+        default_factory=dict,
+        description="Per action (by name): `{risk_level, urgency}`, over the folder's.",
+    )
+    operator: bool = Field(
+        default=False,
+        description=(
+            "An agent whose model may list and answer the user's pending authorization "
+            "requests (see docs/human-in-the-loop.md); a tool folder runs no model: no effect."
+        ),
     )
     background: bool = False
     max_cost_usd: float | None = Field(

@@ -15,6 +15,7 @@ from langchain_core.tools.base import ArgsSchema
 from pydantic import BaseModel, JsonValue, PrivateAttr, SkipValidation
 from pydantic_core import to_jsonable_python
 
+from orchestrator.folders.risk_marks import Authored, action_risks
 from orchestrator.folders.scope import ActionScope
 from orchestrator.folders.sensitivity import sensitive_actions
 from orchestrator.folders.tool_config import POLICY_FIELDS, ToolConfig
@@ -43,10 +44,17 @@ def langchain_tools(
     policy = config.model_dump(include=POLICY_FIELDS) if config is not None else {}
     metadata = {"tool": tool.name, "version": tool.version, "folder": _folder(tool, folder), **policy}
     marks = sensitive_actions(tool, config)  # who marked an action sensitive (see `sensitivity`)
+    authored: dict[str, Authored] = {
+        name: (spec.risk_level, spec.urgency) for name, spec in tool.actions.items()
+    }
+    risks = action_risks(tool.name, config, known=tool.actions.keys(), authored=authored)
     scopes = scopes or {}
     return [
         _action_tool(
-            tool, spec, {**metadata, "sensitive": marks.get(spec.name)}, scopes.get(spec.name)
+            tool,
+            spec,
+            {**metadata, "sensitive": marks.get(spec.name), **risks[spec.name]},
+            scopes.get(spec.name),
         )
         for spec in tool.actions.values()
     ]

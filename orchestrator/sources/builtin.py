@@ -32,6 +32,7 @@ from orchestrator.tools.hitl import (
 )
 from orchestrator.tools.request_log import ANSWERED, DECLINED, GRANTED, REFUSED, safely
 from orchestrator.tools.results import ToolResult
+from orchestrator.tools.risk import DEFAULT_RISK, DEFAULT_URGENCY, Risk, RiskLevel, Urgency
 
 Result = TypeVar("Result")
 
@@ -160,6 +161,7 @@ calculator = _both_ways(_calculator, name="calculator", args_schema=CalculatorAr
 
 
 MAX_QUESTION_CHARS = 4000
+QUESTION_RISK: RiskLevel = "low"  # `ask_human`'s: answering runs nothing
 NOT_IN_A_CONVERSATION = "{name} can only ask the user during a conversation."
 DECLINED_TO_ANSWER = "The user declined to answer"
 GRANTED_MESSAGE = "The user granted the authorization for {tool_name}."
@@ -175,20 +177,28 @@ class AskHumanArgs(BaseModel):
         max_length=MAX_QUESTION_CHARS,
         description="What the user needs to know to answer (what you found, the options).",
     )
+    urgency: Urgency = Field(
+        default=DEFAULT_URGENCY, description="How soon you need the answer: low, normal or high."
+    )
 
 
-async def _ask_human(question: str, context: str = "") -> ToolResult:
+async def _ask_human(
+    question: str, context: str = "", urgency: Urgency = DEFAULT_URGENCY
+) -> ToolResult:
     """Ask the user a question and wait for the answer; use it for what only the user can
     say (a missing detail, a choice between options), not for what a tool can find out."""
     description = f"{question}\n{context}" if context else question
     args: dict[str, object] = {"question": question, "context": context}
-    decision = ask_person(_question("question", "ask_human", args, description=description))
+    risk = Risk(risk_level=QUESTION_RISK, urgency=urgency)
+    asked = _question("question", "ask_human", args, description=description, risk=risk)
+    decision = ask_person(asked)
     if decision["type"] == "respond":
         answer = decision["message"]
-        await _note(ANSWERED, {"decision": "respond", "question": question, "answer": answer})
+        detail = {"decision": "respond", "question": question, "answer": answer, **risk}
+        await _note(ANSWERED, detail)
         return ToolResult(message=answer)
     reason = (decision.get("message") if decision["type"] == "reject" else None) or None
-    await _note(DECLINED, {"decision": "reject", "question": question, "reason": reason})
+    await _note(DECLINED, {"decision": "reject", "question": question, "reason": reason, **risk})
     message = f"{DECLINED_TO_ANSWER}: {reason}" if reason else DECLINED_TO_ANSWER
     raise ToolError(message, code="declined", recoverable=False)
 
@@ -202,18 +212,34 @@ class AuthorizationArgs(BaseModel):
         max_length=MAX_QUESTION_CHARS,
         description="What you mean to do with it and why, for the user to judge.",
     )
+    risk_level: RiskLevel = Field(
+        default=DEFAULT_RISK,
+        description="What could go wrong if it is granted: low, medium, high or critical.",
+    )
+    urgency: Urgency = Field(
+        default=DEFAULT_URGENCY, description="How soon you need the answer: low, normal or high."
+    )
 
 
-async def _request_authorization(tool_name: str, reason: str) -> ToolResult:
+async def _request_authorization(
+    tool_name: str,
+    reason: str,
+    risk_level: RiskLevel = DEFAULT_RISK,
+    urgency: Urgency = DEFAULT_URGENCY,
+) -> ToolResult:
     """Ask the user's permission before something they may not want done (spending money,
     acting in their name, changing their data); returns whether they granted it, and why not."""
     args: dict[str, object] = {"tool_name": tool_name, "reason": reason}
-    asked = _question("authorization", "request_authorization", args, description=reason)
+    risk = Risk(risk_level=risk_level, urgency=urgency)
+    asked = _question(
+        "authorization", "request_authorization", args, description=reason, risk=risk
+    )
     decision = ask_person(asked)
     granted = decision["type"] == "approve"
     said = (decision.get("message") if decision["type"] == "reject" else None) or None
     detail: dict[str, object] = {
         "decision": decision["type"], "tool_name": tool_name, "reason": reason, "answer": said,
+        **risk,
     }
     await _note(GRANTED if granted else REFUSED, detail)
     if granted:
@@ -228,7 +254,7 @@ async def _request_authorization(tool_name: str, reason: str) -> ToolResult:
 
 
 def _question(
-    kind: QuestionKind, name: str, args: dict[str, object], *, description: str
+    kind: QuestionKind, name: str, args: dict[str, object], *, description: str, risk: Risk
 ) -> Question:
     """The question of the call running now (its request id, the agents it runs under)."""
     if not can_ask():
@@ -240,6 +266,7 @@ def _question(
         agent_path=list(context.agent_path) if context is not None else [],
         action={"name": name, "args": args, "description": description},
         allowed=list(ALLOWED[kind]),
+        **risk,
     )
 
 

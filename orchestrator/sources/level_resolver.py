@@ -61,6 +61,7 @@ class LevelResolver:
                 if agent
                 else parent.tool_result_model
             ),
+            operator=config.operator and agent,  # never inherited: each operator is named
         )
 
     async def close(self) -> None:

@@ -60,3 +60,20 @@ async def recent_requests(
             LIST, {"session": session_id, "since": since, "limit": limit}
         )
         return [ListedRequest(**row) for row in rows.mappings()]
+
+
+PAUSED = text(
+    """SELECT request_id, session_id FROM requests
+    WHERE status = 'paused' AND session_id IS NOT NULL
+      AND (call_name = :name OR (call_name IS NULL AND tool = :name))
+    ORDER BY created_at LIMIT :limit"""
+)
+
+
+async def paused_calls(
+    database: Database, *, user_id: str, name: str, limit: int = 200
+) -> list[tuple[str, str]]:
+    """The user's calls of `name` waiting for an answer: (request id, session id), oldest first."""
+    async with database.user_transaction(user_id) as connection:
+        rows = await connection.execute(PAUSED, {"name": name, "limit": limit})
+        return [(row.request_id, row.session_id) for row in rows]

@@ -25,6 +25,7 @@ from orchestrator.tools.hitl import (
     Question,
     RejectDecision,
     RespondDecision,
+    question_risk,
 )
 
 DESCRIPTION_LINES = 6
@@ -144,7 +145,8 @@ def asker_path(question: Question) -> str:
 
 
 def describe(pending: PendingQuestion, number: int, total: int) -> str:
-    """A question as rich markup: kind, who asks, the tool and its arguments, why (all escaped)."""
+    """A question as rich markup: kind, who asks, the tool and its arguments, its risk and
+    urgency, why (all escaped)."""
     question = pending.question
     action = question["action"]
     lines = [
@@ -168,11 +170,25 @@ def describe(pending: PendingQuestion, number: int, total: int) -> str:
         # The tool's description, a line at a time (its newlines are not shown as `\n`).
         described = str(action.get("description") or "").splitlines()[:DESCRIPTION_LINES]
         lines.extend(f"    {shown(one_line(line, DESCRIPTION_CHARS))}" for line in described if line.strip())
+    lines.append(f"    {risk_line(question)}")
     if why := question.get("why"):
         lines.append(f"    why: {shown(why)}")
     if problem := question.get("problem"):
         lines.append(f"    [red]problem:[/red] {shown(problem)}")
     return "\n".join(lines)
+
+
+# A risk that high is said in red, so that it is not answered in passing.
+_RISK_STYLE = {"high": "red", "critical": "bold red"}
+
+
+def risk_line(question: Question) -> str:
+    """`risk: high · urgency: normal`, as rich markup (a high or critical risk in red)."""
+    risk = question_risk(question)
+    level = risk["risk_level"]
+    style = _RISK_STYLE.get(level)
+    said = f"[{style}]{level}[/{style}]" if style else level
+    return f"risk: {said} · urgency: {risk['urgency']}"
 
 
 def _plan_tasks(tasks: list[object]) -> list[str]:

@@ -38,6 +38,7 @@ from orchestrator.errors import (
     validation_problems,
 )
 from orchestrator.tools.results import ResultFields, ToolResult
+from orchestrator.tools.risk import RiskLevel, Urgency
 from orchestrator.tools.threads import in_thread
 
 if TYPE_CHECKING:
@@ -91,6 +92,8 @@ class ActionSpec:
     params: type[BaseModel]
     handler: Callable[..., Awaitable[ToolResult] | ToolResult]
     sensitive: bool = False  # its author's mark: every call needs the person's decision first
+    risk_level: RiskLevel | None = None  # said at each question about a call of it (see `risk`)
+    urgency: Urgency | None = None
 
     @property
     def blocking(self) -> bool:
@@ -104,18 +107,28 @@ def action(handler: Handler[ToolT, Params], /) -> Handler[ToolT, Params]: ...
 
 @overload
 def action(
-    params: type[Params], /, *, sensitive: bool = False
+    params: type[Params],
+    /,
+    *,
+    sensitive: bool = False,
+    risk_level: RiskLevel | None = None,
+    urgency: Urgency | None = None,
 ) -> Callable[[Handler[ToolT, Params]], Handler[ToolT, Params]]: ...
 
 
 @overload
 def action(
-    *, sensitive: bool = False
+    *, sensitive: bool = False, risk_level: RiskLevel | None = None, urgency: Urgency | None = None
 ) -> Callable[[Handler[ToolT, Params]], Handler[ToolT, Params]]: ...
 
 
 def action(
-    target: Handler[ToolT, Params] | type[Params] | None = None, /, *, sensitive: bool = False
+    target: Handler[ToolT, Params] | type[Params] | None = None,
+    /,
+    *,
+    sensitive: bool = False,
+    risk_level: RiskLevel | None = None,
+    urgency: Urgency | None = None,
 ) -> Handler[ToolT, Params] | Callable[[Handler[ToolT, Params]], Handler[ToolT, Params]]:
     """Declare a method `(self, params, request) -> ToolResult` as an action.
 
@@ -124,18 +137,25 @@ def action(
     method's name is the action's name and its docstring the description the
     model reads. `@action(sensitive=True)` (or `@action(Model, sensitive=True)`)
     marks an action whose every call needs the person's decision before it
-    runs. An `async def` runs on the event loop and must not block it; a
-    plain `def` (blocking I/O, CPU work) runs on a thread of its own. Misuse is
+    runs; `risk_level` (low, medium, high, critical) and `urgency` (low, normal,
+    high) are said at each question about a call of it, unless its folder's
+    `action_risk` says otherwise (see `risk`). An `async def` runs on the event
+    loop and must not block it; a plain `def` (blocking I/O, CPU work) runs on
+    a thread of its own. Misuse is
     a `ToolContractError` (a `TypeError`) when the class is defined.
     """
     if target is not None and not isinstance(target, type):
-        return _mark(target, params=None, sensitive=sensitive)
+        return _mark(
+            target, params=None, sensitive=sensitive, risk_level=risk_level, urgency=urgency
+        )
     params = target
     if params is not None and BaseModel not in params.__mro__:
         raise ToolContractError(f"@action({params.__name__}): not a pydantic BaseModel")
 
     def mark(handler: Handler[ToolT, Params]) -> Handler[ToolT, Params]:
-        return _mark(handler, params=params, sensitive=sensitive)
+        return _mark(
+            handler, params=params, sensitive=sensitive, risk_level=risk_level, urgency=urgency
+        )
 
     return mark
 
@@ -146,6 +166,8 @@ class _ActionMark:
 
     params: type[BaseModel]
     sensitive: bool
+    risk_level: RiskLevel | None = None
+    urgency: Urgency | None = None
 
 
 # An attribute of the function (not a registry beside it), so that a decorator
@@ -154,7 +176,12 @@ _MARK = "__action_mark__"
 
 
 def _mark(
-    handler: Handler[ToolT, Params], *, params: type[Params] | None, sensitive: bool = False
+    handler: Handler[ToolT, Params],
+    *,
+    params: type[Params] | None,
+    sensitive: bool = False,
+    risk_level: RiskLevel | None = None,
+    urgency: Urgency | None = None,
 ) -> Handler[ToolT, Params]:
     if not inspect.isfunction(handler):
         raise ToolContractError(
@@ -164,7 +191,12 @@ def _mark(
         raise ToolContractError(
             f"action {handler.__qualname__} needs a docstring: the model reads it"
         )
-    mark = _ActionMark(params=params or _annotated_params(handler), sensitive=sensitive)
+    mark = _ActionMark(
+        params=params or _annotated_params(handler),
+        sensitive=sensitive,
+        risk_level=risk_level,
+        urgency=urgency,
+    )
     setattr(handler, _MARK, mark)
     return handler
 
@@ -278,6 +310,8 @@ class Tool(BaseModel):
                 params=mark.params,
                 handler=member,
                 sensitive=mark.sensitive,
+                risk_level=mark.risk_level,
+                urgency=mark.urgency,
             )
             for name, member in inspect.getmembers(cls, inspect.isfunction)
             if (mark := _action_mark(member)) is not None

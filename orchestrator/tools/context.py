@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
     from sqlalchemy.ext.asyncio import AsyncConnection
 
+    from orchestrator.tools.authorizations import AuthorizationDesk
     from orchestrator.tools.request_log import BackgroundRunner, RequestObserver
     from orchestrator.usage.meter import UsageMeter
 
@@ -96,7 +97,9 @@ class RunContext:
     starts looking up when the turn begins. `job` is the request a worker runs
     as a job (see `orchestrator.jobs`): that call runs here, where it was
     handed to, and is never handed over again. `messages` searches the user's
-    earlier messages (`search_messages`).
+    earlier messages (`search_messages`). `authorizations` is where an
+    operator level's tools find the user's pending authorization requests
+    (None: without storage).
     """
 
     user_id: str
@@ -109,6 +112,7 @@ class RunContext:
     agent_path: tuple[str, ...] = ()
     lookup: asyncio.Future[str] | None = None  # the turn's RAG context, looked up as it began
     job: str | None = None
+    authorizations: AuthorizationDesk | None = None
     messages: MessageSearch | None = None
 
     async def search_messages(self, query: str, k: int = 5) -> list[FoundText]:

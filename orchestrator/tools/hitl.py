@@ -29,6 +29,7 @@ from orchestrator.tools.decisions import (
     RejectDecision,
     RespondDecision,
 )
+from orchestrator.tools.risk import DEFAULT_RISK, DEFAULT_URGENCY, Risk, RiskLevel, Urgency
 
 QuestionKind = Literal["approval", "question", "authorization"]
 
@@ -49,7 +50,9 @@ class Question(TypedDict):
     for the person); `agent_path` who asks, from the top (empty for the
     orchestrator's own calls); `args_schema` the JSON schema an edit must
     match; `why` why the call needs a decision; `problem` what was wrong
-    with an earlier edit, when the question is asked again.
+    with an earlier edit, when the question is asked again; `risk_level` and
+    `urgency` how risky the call is and how soon it wants an answer (see
+    `risk`; a question from before they were asked has neither: `risk_of`).
     """
 
     kind: QuestionKind
@@ -60,6 +63,16 @@ class Question(TypedDict):
     args_schema: NotRequired[dict[str, object]]
     why: NotRequired[str]
     problem: NotRequired[str]
+    risk_level: NotRequired[RiskLevel]
+    urgency: NotRequired[Urgency]
+
+
+def question_risk(question: Question) -> Risk:
+    """The question's risk level and urgency (the defaults when it says none)."""
+    return Risk(
+        risk_level=question.get("risk_level", DEFAULT_RISK),
+        urgency=question.get("urgency", DEFAULT_URGENCY),
+    )
 
 
 DECISION: TypeAdapter[Decision] = TypeAdapter(Decision)
@@ -113,4 +126,5 @@ __all__ = [
     "RespondDecision",
     "ask_person",
     "can_ask",
+    "question_risk",
 ]

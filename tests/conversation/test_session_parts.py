@@ -46,5 +46,5 @@ def test_the_public_session_api_is_unchanged():
         "last_turn", "open", "pending", "plan", "resume", "run",
     ]
     assert list(inspect.signature(Session).parameters) == [
-        "graph", "settings", "user_id", "session_id", "storage", "jobs",
+        "graph", "settings", "user_id", "session_id", "storage", "jobs", "authorizations",
     ]

@@ -520,7 +520,7 @@ async def test_every_question_and_decision_is_in_the_request_log(
         call_tools(
             ("files_delete", {"path": "a.txt"}),
             ("ask_human", {"question": "Why?"}),
-            ("request_authorization", {"tool_name": "mail", "reason": "tell Bob"}),
+            ("request_authorization", {"tool_name": "mail", "reason": "tell Bob", "urgency": "high"}),
         ),
         "Done.",
     )
@@ -557,8 +557,12 @@ async def test_every_question_and_decision_is_in_the_request_log(
     assert invalid["decision"] == "edit" and invalid["edited_args"] == {"path": 5}
     assert "path" in invalid["problem"]
     assert second_pause["asked"][0]["question"]["problem"] == invalid["problem"]
+    assert (first_question["question"]["risk_level"], first_question["question"]["urgency"]) == (
+        "medium", "normal",
+    )
     assert edited == {
         "decision": "edit", "args": {"path": "a.txt"}, "edited_args": {"path": "b.txt"},
+        "risk_level": "medium", "urgency": "normal",
     }
 
     asked = events(await request_history(
@@ -567,7 +571,10 @@ async def test_every_question_and_decision_is_in_the_request_log(
     assert [status for status, _ in asked] == [
         "created", "running", "paused", "resumed", "running", "answered", "completed", "closed",
     ]
-    assert asked[5][1] == {"decision": "respond", "question": "Why?", "answer": "it is old"}
+    assert asked[5][1] == {
+        "decision": "respond", "question": "Why?", "answer": "it is old",
+        "risk_level": "low", "urgency": "normal",
+    }
 
     authorized = events(await request_history(
         database, messages["request_authorization"].artifact["request_id"], user_id="u1"
@@ -575,4 +582,5 @@ async def test_every_question_and_decision_is_in_the_request_log(
     assert [status for status, _ in authorized][5] == "refused"
     assert authorized[5][1] == {
         "decision": "reject", "tool_name": "mail", "reason": "tell Bob", "answer": "not Bob",
+        "risk_level": "medium", "urgency": "high",
     }

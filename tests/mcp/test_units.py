@@ -416,6 +416,20 @@ def test_sensitive_actions_naming_no_tool_fails_the_folder(tmp_path: Path):
         tools_of(definition(tool("echo")), fx_config(sensitive_actions=["erase"]), tmp_path)
 
 
+def test_an_mcp_folder_says_the_risk_of_its_tools_at_their_questions(tmp_path: Path):
+    from orchestrator.tools.risk import risk_of
+
+    served = definition(tool("echo"), tool("erase", "Erase."))
+    config = fx_config(risk_level="high", action_risk={"erase": {"risk_level": "critical", "urgency": "high"}})
+
+    tools = tools_of(served, config, tmp_path)
+
+    assert risk_of(tools["fx_echo"].metadata) == {"risk_level": "high", "urgency": "normal"}
+    assert risk_of(tools["fx_erase"].metadata) == {"risk_level": "critical", "urgency": "high"}
+    with pytest.raises(ToolLoadError, match="action_risk names 'wipe'"):
+        tools_of(served, fx_config(action_risk={"wipe": {"urgency": "low"}}), tmp_path)
+
+
 def test_function_names_fit_what_models_accept(tmp_path: Path, caplog: pytest.LogCaptureFixture):
     assert qualified_name("fx", "get.time/now") == "fx_get_time_now"
     assert len(qualified_name("fx", "t" * 100)) == 64

@@ -15,6 +15,7 @@ from langchain_core.tools.base import ArgsSchema
 from pydantic import JsonValue, SkipValidation
 
 from orchestrator.errors import ToolError
+from orchestrator.folders.risk_marks import action_risks
 from orchestrator.folders.sensitivity import BY_AUTHOR, marked_actions
 from orchestrator.folders.tool_config import POLICY_FIELDS, ToolConfig
 from orchestrator.folders.tool_names import qualified_name
@@ -70,6 +71,7 @@ def isolated_tools(process: FolderProcess, *, config: ToolConfig, folder: Path) 
     scopes = json_scopes(config.name, definitions, config.parameters)
     authored = {a.name: BY_AUTHOR for a in process.actions if a.sensitive}
     marks = marked_actions(config.name, config, known=definitions.keys(), marks=authored)
+    risks = action_risks(config.name, config, known=definitions.keys())
     metadata = {
         "tool": config.name,
         "version": config.version,
@@ -82,7 +84,12 @@ def isolated_tools(process: FolderProcess, *, config: ToolConfig, folder: Path) 
             process,
             action,
             config,
-            {**metadata, "action": action.name, "sensitive": marks.get(action.name)},
+            {
+                **metadata,
+                "action": action.name,
+                "sensitive": marks.get(action.name),
+                **risks[action.name],
+            },
             scopes.get(action.name),
         )
         for action in process.actions

@@ -16,6 +16,7 @@ from langchain_core.tools import BaseTool, StructuredTool
 from langchain_core.tools.base import ArgsSchema
 from pydantic import JsonValue, SkipValidation
 
+from orchestrator.folders.risk_marks import action_risks
 from orchestrator.folders.tool_config import POLICY_FIELDS, ToolConfig
 from orchestrator.folders.tool_names import qualified_name
 from orchestrator.sources.mcp.definitions import ServerDefinition, ToolDefinition
@@ -75,13 +76,16 @@ def mcp_tools(
         "folder": str(folder.resolve()),
         **config.model_dump(include=POLICY_FIELDS),
     }
+    risks = action_risks(config.name, config, known=definition.tools.keys())
     tools: dict[str, BaseTool] = {}
     for tool in definition.tools.values():
         name = qualified_name(config.name, tool.name)
         if name in tools:
             logger.warning(DUPLICATE, config.name, name)
             continue
-        tool_metadata = {**metadata, "action": tool.name, "sensitive": marks.get(tool.name)}
+        tool_metadata = {
+            **metadata, "action": tool.name, "sensitive": marks.get(tool.name), **risks[tool.name]
+        }
         if hint(tool, "idempotentHint"):  # the server says so: safe to run again
             tool_metadata["idempotent"] = True
         tools[name] = _tool(server, tool, name, config, tool_metadata, scopes.get(tool.name))
