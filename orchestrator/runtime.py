@@ -36,6 +36,7 @@ from orchestrator.sources.mcp.clients import AskServer, McpClients
 from orchestrator.sources.search_messages import search_messages_tool
 from orchestrator.sources.source import LoadsNow, ToolSource, unique_tools
 from orchestrator.sources.static import StaticSource
+from orchestrator.store.large_results import KeepLimits
 from orchestrator.store.storage import Storage
 from orchestrator.tracing.provider import set_exit_timeout
 from orchestrator.tracing.spans import record_content
@@ -225,6 +226,7 @@ class _Plan:
             context_tokens=settings.context_tokens,
             summary_model=_summary_model(settings),
             planning=level.planning,
+            result_keeping=KeepLimits.of(settings),
         )
         top = [source for source in sources or () if not isinstance(source, AtLevel)]
         below = [source for source in sources or () if isinstance(source, AtLevel)]

@@ -161,7 +161,15 @@ def chain_diagrams(page: Path) -> list[list[str]]:
 
 
 def test_the_chain_diagrams_are_the_order_the_defaults_are_built_in(monkeypatch):
-    from orchestrator.dispatch import ask_approval, background, log, retry, scope_check, validate
+    from orchestrator.dispatch import (
+        ask_approval,
+        background,
+        large_results,
+        log,
+        retry,
+        scope_check,
+        validate,
+    )
     from orchestrator.dispatch.dispatcher import default_middleware
     from orchestrator.dispatch.tool_budget import ToolBudgetMiddleware
     from orchestrator.dispatch.tool_tracing import ToolTracingMiddleware
@@ -186,6 +194,7 @@ def test_the_chain_diagrams_are_the_order_the_defaults_are_built_in(monkeypatch)
     tool_steps: dict[type, str] = {
         ToolTracingMiddleware: "tracing (when on)",
         log.RequestLogMiddleware: "request log",
+        large_results.LargeResultMiddleware: "large results",
         scope_check.ScopeMiddleware: "AI scope",
         validate.ValidationMiddleware: "validation",
         ToolBudgetMiddleware: "budget",

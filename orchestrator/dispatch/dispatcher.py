@@ -1,7 +1,8 @@
 """Dispatch: every tool call, at every level, runs through one pipeline of middleware.
 
-    tracing (when on) -> request log -> AI scope -> validation -> budget -> approval
-    (the person's decision) -> background handover -> usage -> timeout and retry -> the tool
+    tracing (when on) -> request log -> large results (kept by handle) -> AI scope ->
+    validation -> budget -> approval (the person's decision) -> background handover ->
+    usage -> timeout and retry -> the tool
 
 Inline calls, background calls, nested agents' calls and calls recovery runs
 again after a crash all pass here; a new policy is a new middleware.
@@ -18,6 +19,7 @@ from langchain_core.tools import BaseTool
 from orchestrator.chain import compose
 from orchestrator.dispatch.ask_approval import ApprovalMiddleware, Gate, SensitiveCallGate
 from orchestrator.dispatch.background import BackgroundMiddleware
+from orchestrator.dispatch.large_results import LargeResultMiddleware
 from orchestrator.dispatch.log import RequestLogMiddleware
 from orchestrator.dispatch.middleware import CallRequest, ToolMiddleware
 from orchestrator.dispatch.policy import ExecutionPolicy
@@ -34,6 +36,7 @@ from orchestrator.folders.sensitivity import SensitivityRules
 from orchestrator.levels import Limits
 from orchestrator.settings import Settings
 from orchestrator.sources.deferred import DeferredTool
+from orchestrator.store.large_results import KeepLimits
 from orchestrator.tools.context import RunContext
 from orchestrator.tools.request_log import CallRecord
 from orchestrator.tools.results import ToolResult
@@ -41,7 +44,10 @@ from orchestrator.tracing.provider import enabled as tracing_enabled
 
 
 def default_middleware(
-    settings: Settings | None = None, *, gates: Sequence[Gate] | None = None
+    settings: Settings | None = None,
+    *,
+    gates: Sequence[Gate] | None = None,
+    keeping: KeepLimits | None = None,
 ) -> list[ToolMiddleware]:
     """The pipeline every call runs through, outermost first.
 
@@ -49,15 +55,20 @@ def default_middleware(
     `folders.sensitivity`): those whose names match `settings`'
     ORCHESTRATOR_SENSITIVE_PATTERNS (without `settings`, the default patterns).
     `gates` replace that approval gate (where no person can be asked, say).
+    A result too long for the model is kept by handle, within `keeping` (default:
+    `settings`', see `store.large_results`).
     With tracing on (an OTLP endpoint set), a span around each call comes first.
     Yours go around these: `Orchestrator.create(settings, middleware=[Mine()])`.
     """
     rules = SensitivityRules.of(settings.sensitive_words if settings is not None else None)
     # Only with an OTLP endpoint set: without, nothing of OpenTelemetry loads.
     traced: list[ToolMiddleware] = [ToolTracingMiddleware()] if tracing_enabled() else []
+    if keeping is None:
+        keeping = KeepLimits.of(settings) if settings is not None else KeepLimits()
     return [
         *traced,
         RequestLogMiddleware(),
+        LargeResultMiddleware(keeping),
         ScopeMiddleware(),
         ValidationMiddleware(),
         ToolBudgetMiddleware(),

@@ -9,13 +9,14 @@ too, and after the tools node accepted a plan, the plan executor (see
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
-from typing import NotRequired, TypedDict
+from typing import NotRequired, TypedDict, cast
 
-from langchain_core.language_models import LanguageModelInput
+from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolCall, ToolMessage
 from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.tools import BaseTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.errors import GraphBubbleUp
 from langgraph.graph import END, START, StateGraph  # pyright: ignore[reportMissingTypeStubs]  # langgraph is a namespace package: its py.typed is not read
@@ -56,7 +57,9 @@ from orchestrator.graph.state import OrchestratorState, model_calls_this_turn
 from orchestrator.llm.deferred import DeferredChatModel, resolved
 from orchestrator.llm.providers import with_output_cap
 from orchestrator.plans import PLAN_TOOL, Plan
+from orchestrator.sources.result_reader import result_reader_tool
 from orchestrator.tools.context import RunContext
+from orchestrator.tools.results import READ_RESULT_TOOL, RESULT_HANDLE
 
 __all__ = [
     "MODEL_NODE", "STOPPED", "TOOLS_NODE", "AgentSpec", "build_agent_graph", "identified",
@@ -64,6 +67,35 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+
+class Bound:
+    """The model bound to a level's tools: the usual ones, or with the reader of results kept
+    by handle too (bound at its first use: most conversations never need it)."""
+
+    def __init__(self, model: BaseChatModel, tools: Sequence[BaseTool]) -> None:
+        self.model = model
+        self.tools = tools
+        usual = [tool for tool in tools if tool.name != READ_RESULT_TOOL]
+        self.usual = model.bind_tools(usual) if usual else model
+        self._reading: Runnable[LanguageModelInput, BaseMessage] | None = None
+
+    @property
+    def reading(self) -> Runnable[LanguageModelInput, BaseMessage]:
+        """The model with every tool, the reader included."""
+        if self._reading is None:
+            self._reading = self.model.bind_tools(self.tools)
+        return self._reading
+
+
+def gave_handle(messages: Sequence[BaseMessage]) -> bool:
+    """Whether a tool result of `messages` was kept by handle (see `dispatch.large_results`)."""
+    for message in reversed(messages):
+        if isinstance(message, ToolMessage) and isinstance(message.artifact, dict):
+            metadata = cast(dict[str, object], message.artifact).get("metadata")
+            if isinstance(metadata, dict) and RESULT_HANDLE in metadata:
+                return True
+    return False
 
 
 class ModelNode:
@@ -79,19 +111,19 @@ class ModelNode:
         self.tool_names = frozenset(tool.name for tool in spec.tools)
         self.system_prompt = SystemMessage(spec.system_prompt)
         self.plans = spec.planning is not None
-        self._ready: tuple[Runnable[LanguageModelInput, BaseMessage], ModelHandler] | None = None
+        self._ready: tuple[Bound, ModelHandler] | None = None
         if not isinstance(spec.model, DeferredChatModel):
             self._model_and_chain()  # what is wrong with them is said when the graph is built
 
-    def _model_and_chain(self) -> tuple[Runnable[LanguageModelInput, BaseMessage], ModelHandler]:
-        """The model bound to the tools, and the chain around it; a deferred model built first."""
+    def _model_and_chain(self) -> tuple[Bound, ModelHandler]:
+        """The model bound to the tools (without and with the reader of results kept by
+        handle), and the chain around it; a deferred model built first."""
         if self._ready is None:
             spec = self.spec
             summary = None if spec.summary_model is None else resolved(spec.summary_model)
             spec = replace(spec, model=resolved(spec.model), summary_model=summary)
             model = with_output_cap(spec.model, spec.reply_limits.max_output_tokens)
-            bound = model.bind_tools(spec.tools) if spec.tools else model
-            self._ready = (bound, model_chain(spec))
+            self._ready = (Bound(model, spec.tools), model_chain(spec))
         return self._ready
 
     async def __call__(
@@ -102,7 +134,9 @@ class ModelNode:
             # and the model speaks again when it ended. A step of no writes, at a plan's start
             # only: deciding after the tools node instead would cost every tool round one.
             return {}
-        model, chain = self._model_and_chain()
+        bound, chain = self._model_and_chain()
+        # The reader is offered once a result was kept by handle, to read the rest of it.
+        model = bound.reading if gave_handle(state["messages"]) else bound.usual
         iterations = model_calls_this_turn(state["messages"])
         emit_status(Stage.SUBMITTED if iterations == 0 else Stage.PROCESSING)
         request = ModelCall(
@@ -255,6 +289,10 @@ def build_agent_graph(
     planning = spec.planning
     if planning is not None:
         spec = replace(spec, tools=[*spec.tools, plan_tool(spec.tools, planning)])
+    # Known at every level (it runs and validates as any tool); offered once a handle was given.
+    if all(tool.name != READ_RESULT_TOOL for tool in spec.tools):
+        reader = result_reader_tool(max_chars=spec.limits.max_result_chars)
+        spec = replace(spec, tools=[*spec.tools, reader])
     graph = StateGraph(OrchestratorState, context_schema=RunContext)
     _add_node(graph, MODEL_NODE, ModelNode(spec))
     dispatcher = Dispatcher(spec.tools, limits=spec.limits, middleware=spec.tool_middleware())

@@ -19,6 +19,7 @@ from orchestrator.graph.prompts import ORCHESTRATOR_PROMPT
 from orchestrator.levels import Limits, Planning
 from orchestrator.llm.reply import ReplyLimits
 from orchestrator.llm.tokens import DEFAULT_CONTEXT_TOKENS
+from orchestrator.store.large_results import KeepLimits
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,8 @@ class AgentSpec:
     limit when its profile gives none (see `llm.tokens`); `summary_model`
     writes the summaries of older messages (see `model_pipeline.compaction`). With
     `planning` the model has the plan tool and the graph the plan executor (see
-    `graph.planning`). `name` names the compiled graph.
+    `graph.planning`). `name` names the compiled graph. `result_keeping` bounds the
+    results too long for the model that are kept by handle (see `store.large_results`).
     """
 
     model: BaseChatModel
@@ -56,12 +58,13 @@ class AgentSpec:
     summary_model: BaseChatModel | None = None  # writes summaries; None: `model`
     planning: Planning | None = None  # None: the agent does not plan
     name: str = "orchestrator"
+    result_keeping: KeepLimits = field(default_factory=KeepLimits)  # results kept by handle
 
     def tool_middleware(self) -> list[ToolMiddleware]:
         """The dispatch pipeline of the agent's tool calls, outermost first."""
         gate = SensitiveCallGate(SensitivityRules.of(self.sensitive_patterns))
         return with_defaults(
             self.middleware,
-            lambda: default_middleware(gates=[gate]),
+            lambda: default_middleware(gates=[gate], keeping=self.result_keeping),
             replace_defaults=self.replace_defaults,
         )

@@ -30,7 +30,7 @@ CORE = "core"  # the component this module's migrations are recorded under
 # its `component` column yet (before it, every row is core's).
 _COMPONENT = "coalesce(to_jsonb(m) ->> 'component', 'core')"
 # Every core table with a user_id, all under row-level security.
-USER_TABLES = ("sessions", "messages", "requests", "request_events", "request_usage")
+USER_TABLES = ("sessions", "messages", "requests", "request_events", "request_usage", "large_results")
 SCHEMA_DIR = Path(__file__).with_name("schema")
 FILE_NAME = re.compile(r"^(\d{3})_[a-z0-9_]+\.sql$")
 
