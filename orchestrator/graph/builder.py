@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
-from typing import NotRequired, TypedDict, cast
+from typing import NotRequired, TypedDict
 
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolCall, ToolMessage
@@ -59,7 +59,7 @@ from orchestrator.llm.providers import with_output_cap
 from orchestrator.plans import PLAN_TOOL, Plan
 from orchestrator.sources.result_reader import result_reader_tool
 from orchestrator.tools.context import RunContext
-from orchestrator.tools.results import READ_RESULT_TOOL, RESULT_HANDLE
+from orchestrator.tools.results import HANDLE_MARK, READ_RESULT_TOOL
 
 __all__ = [
     "MODEL_NODE", "STOPPED", "TOOLS_NODE", "AgentSpec", "build_agent_graph", "identified",
@@ -89,13 +89,9 @@ class Bound:
 
 
 def gave_handle(messages: Sequence[BaseMessage]) -> bool:
-    """Whether a tool result of `messages` was kept by handle (see `dispatch.large_results`)."""
-    for message in reversed(messages):
-        if isinstance(message, ToolMessage) and isinstance(message.artifact, dict):
-            metadata = cast(dict[str, object], message.artifact).get("metadata")
-            if isinstance(metadata, dict) and RESULT_HANDLE in metadata:
-                return True
-    return False
+    """Whether `messages` tell of a result kept by handle (see `dispatch.large_results`): in a
+    tool message, or in the report of a background job."""
+    return any(HANDLE_MARK in message.text for message in reversed(messages))
 
 
 class ModelNode:

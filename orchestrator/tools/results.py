@@ -12,6 +12,7 @@ from orchestrator.errors import ToolError
 from orchestrator.usage.billing import Billing
 
 __all__ = [
+    "HANDLE_MARK",
     "HANDLE_NOTE",
     "KEPT_CHARS",
     "READ_RESULT_TOOL",
@@ -35,9 +36,12 @@ TRUNCATION_NOTE = (
 RESULT_HANDLE = "result_handle"
 KEPT_CHARS = "result_kept_chars"
 READ_RESULT_TOOL = "read_result"
+# What every note of a kept result says: in a tool message, a background job's report, or a
+# plan's report (where it is inside a JSON string: no quote in it, which JSON would escape).
+HANDLE_MARK = f"call {READ_RESULT_TOOL} with handle "
 HANDLE_NOTE = (
     "\n[cut: the result is {length} characters; above are the first {limit}. It is kept as "
-    '{handle}: call {tool} with handle "{handle}" and offset {limit} to read on, or with a '
+    "{handle}: " + HANDLE_MARK + '"{handle}" and offset {limit} to read on, or with a '
     "pattern to search it{dropped}]"
 )
 DROPPED_NOTE = " (only its first {kept} characters were kept: the rest was over the size limit)"
@@ -115,9 +119,7 @@ class ToolResult(BaseModel):
             return text[:max_chars] + TRUNCATION_NOTE.format(length=len(text), limit=max_chars)
         kept = self.metadata.get(KEPT_CHARS)
         dropped = DROPPED_NOTE.format(kept=kept) if isinstance(kept, int) and kept < len(text) else ""
-        note = HANDLE_NOTE.format(
-            length=len(text), limit=max_chars, handle=handle, tool=READ_RESULT_TOOL, dropped=dropped
-        )
+        note = HANDLE_NOTE.format(length=len(text), limit=max_chars, handle=handle, dropped=dropped)
         return text[:max_chars] + note
 
     def model_text(self) -> str:

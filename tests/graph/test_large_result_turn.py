@@ -5,15 +5,16 @@ from __future__ import annotations
 import json
 import uuid
 
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 
 from orchestrator.graph import AgentSpec, build_agent_graph
+from orchestrator.graph.builder import gave_handle
 from orchestrator.levels import Limits
 from orchestrator.store import Database
 from orchestrator.testing import call_tools
 from orchestrator.tools.context import RunContext, UserDatabase
-from orchestrator.tools.results import READ_RESULT_TOOL
+from orchestrator.tools.results import READ_RESULT_TOOL, RESULT_HANDLE, ToolResult
 
 LIMIT = 1000
 REPORT = "".join(f"row {n:04d};" for n in range(2000))  # 18,000 characters
@@ -64,3 +65,15 @@ async def test_the_model_gets_a_preview_and_a_handle_then_reads_on_with_the_read
     assert offered[0] == ["report"], "no handle yet: the reader is not offered"
     assert READ_RESULT_TOOL in offered[1] and READ_RESULT_TOOL in offered[2]
     model.assert_complete()
+
+
+def test_a_background_jobs_or_a_plans_report_of_a_kept_result_offers_the_reader_too():
+    kept = ToolResult(message="y" * 5000, metadata={RESULT_HANDLE: "result:abc"})
+    cut = ToolResult(message="y" * 5000)
+    report = HumanMessage(f"[background job j1 ended] {kept.to_model_text(max_chars=LIMIT)}")
+
+    plan = ToolMessage(json.dumps({"tasks": [{"result": kept.to_model_text(max_chars=LIMIT)}]}), tool_call_id="p1")
+
+    assert gave_handle([HumanMessage("hi"), report, AIMessage("It ended.")])
+    assert gave_handle([plan]), "a plan's report holds its tasks' notes inside JSON strings"
+    assert not gave_handle([HumanMessage(cut.to_model_text(max_chars=LIMIT))])
