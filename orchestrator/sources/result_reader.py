@@ -11,6 +11,7 @@ row-level security: another user's handle is unknown, as is an expired one.
 
 from __future__ import annotations
 
+import asyncio
 import bisect
 import json
 
@@ -57,6 +58,7 @@ class ReadResultArgs(BaseModel):
     pattern: str | None = Field(
         default=None,
         min_length=1,
+        max_length=1000,
         description="Search instead of reading: the text to find from `offset` on; each "
         "match comes with its offset and the lines around it.",
     )
@@ -123,11 +125,12 @@ async def _read(
     room = max(max_chars - ANSWER_OVERHEAD, 1)
     found = await _fetched(database, handle, offset=offset, length=min(length or room, room))
     text = found.text
+    answer = _answer(found, text)
     # JSON escapes lengthen the text (a quote is two characters): cut what does not fit.
-    while len(_answer(found, text).model_text()) > max_chars and text:
-        excess = len(_answer(found, text).model_text()) - max_chars
+    while (excess := len(answer.model_text()) - max_chars) > 0 and text:
         text = text[: max(len(text) - excess, 0)]
-    return _answer(found, text)
+        answer = _answer(found, text)
+    return answer
 
 
 def _answer(found: ResultText, text: str) -> ToolResult:
@@ -157,26 +160,37 @@ async def _search(
 ) -> ToolResult:
     compiled = _compiled(pattern, regex=regex)
     found = await _fetched(database, handle, offset=0, length=None)
-    text = found.text
-    if offset > len(text):
-        raise InvalidToolArgumentsError(PAST_END.format(offset=offset, handle=handle, length=len(text)))
-    starts = [0, *(end.end() for end in LINE_END.finditer(text))]
-    matches: list[JsonValue] = []
-    next_offset: int | None = None
-    try:
-        for match in compiled.finditer(text, pos=offset, timeout=PATTERN_SECONDS):
-            shown = _match(text, starts, match.start(), match.end(), lines=lines)
-            if len(matches) == MAX_MATCHES or not _fits(matches, shown, max_chars):
-                next_offset = match.start()
-                break
-            matches.append(shown)
-    except TimeoutError:
-        raise ToolError(SLOW_PATTERN, code="invalid_arguments") from None
+    if offset > len(found.text):
+        raise InvalidToolArgumentsError(
+            PAST_END.format(offset=offset, handle=handle, length=len(found.text))
+        )
+    # On a thread: a regular expression may take its seconds (`regex` lets go of the GIL).
+    matches, next_offset = await asyncio.to_thread(
+        _matches, compiled, found.text, offset=offset, lines=lines, max_chars=max_chars
+    )
     more = f"; more from offset {next_offset} (search again with that offset)" if next_offset else ""
     return ToolResult(
-        message=f"{len(matches)} match(es) of {pattern!r} in {handle}{more}.",
+        message=f"{len(matches)} match(es) in {handle}{more}.",
         data={"matches": matches, "next_offset": next_offset, "total_chars": found.total_chars},
     )
+
+
+def _matches(
+    compiled: _regex.Pattern[str], text: str, *, offset: int, lines: int, max_chars: int
+) -> tuple[list[JsonValue], int | None]:
+    """The matches from `offset` on that fit one answer, and where the next one starts."""
+    starts = [0, *(end.end() for end in LINE_END.finditer(text))]
+    matches: list[JsonValue] = []
+    try:
+        for match in compiled.finditer(text, pos=offset, concurrent=True, timeout=PATTERN_SECONDS):
+            shown = _match(text, starts, match.start(), match.end(), lines=lines)
+            # The first match is always said, so that a search goes on from where it ends.
+            if matches and (len(matches) == MAX_MATCHES or not _fits(matches, shown, max_chars)):
+                return matches, match.start()
+            matches.append(shown)
+    except TimeoutError:
+        raise InvalidToolArgumentsError(SLOW_PATTERN) from None
+    return matches, None
 
 
 def _compiled(pattern: str, *, regex: bool) -> _regex.Pattern[str]:
@@ -187,14 +201,21 @@ def _compiled(pattern: str, *, regex: bool) -> _regex.Pattern[str]:
 
 
 def _match(text: str, starts: list[int], start: int, end: int, *, lines: int) -> dict[str, JsonValue]:
-    """The match at `start`-`end` and the `lines` lines around it (each side cut at CONTEXT_CHARS)."""
+    """The match at `start`-`end` and the `lines` lines around it; the match and each side
+    cut at CONTEXT_CHARS (a line of a JSON result may be all of it)."""
     line = bisect.bisect_right(starts, start) - 1
-    first = starts[max(line - lines, 0)]
     after = line + lines + 1
-    last = starts[after] if after < len(starts) else len(text)
-    first = max(first, start - CONTEXT_CHARS)
-    last = min(last, end + CONTEXT_CHARS)
-    return {"offset": start, "line": line + 1, "match": text[start:end], "context": text[first:last]}
+    first = max(starts[max(line - lines, 0)], start - CONTEXT_CHARS)
+    last = min(starts[after] if after < len(starts) else len(text), end + CONTEXT_CHARS)
+    found = text[start:end]
+    shown = found if len(found) <= CONTEXT_CHARS else found[:CONTEXT_CHARS] + "…"
+    return {
+        "offset": start,
+        "end": end,
+        "line": line + 1,
+        "match": shown,
+        "context": text[first:start] + shown + text[end:max(last, end)],
+    }
 
 
 def _fits(matches: list[JsonValue], more: dict[str, JsonValue], max_chars: int) -> bool:

@@ -65,6 +65,33 @@ def test_a_result_too_long_for_a_model_comes_whole_and_requests_show_names_its_h
     assert f"whole result kept as {handle}" in shown.stdout
 
 
+async def test_the_size_limit_and_the_days_of_kept_results_are_settings(
+    cli, tmp_path: Path, database: Database
+):
+    approved_echo(cli, tmp_path)
+    user = f"ann-{tmp_path.name[-6:]}"
+    settings = {"ORCHESTRATOR_LARGE_RESULT_MAX_BYTES": "20000", "ORCHESTRATOR_LARGE_RESULT_DAYS": "2"}
+
+    done = cli(
+        "run", "echo", "say", "--json", json.dumps({"text": "z" * 30_000}), "-u", user,
+        cwd=tmp_path, env_extra=settings,
+    )
+
+    handle = json.loads(done.stdout)["metadata"]["result_handle"]
+    async with database.user_transaction(user) as connection:
+        row = (
+            await connection.execute(
+                text(
+                    "SELECT kept_chars, total_chars, extract(epoch FROM expires_at - created_at) / 86400 AS days "
+                    "FROM large_results WHERE handle = :h"
+                ),
+                {"h": handle},
+            )
+        ).one()
+    assert row.kept_chars == 20_000 and row.total_chars > 30_000
+    assert round(float(row.days), 3) == 2.0
+
+
 def test_a_failure_is_an_envelope_with_its_error_and_a_nonzero_status(cli, tmp_path: Path):
     approved_echo(cli, tmp_path)
 

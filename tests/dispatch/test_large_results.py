@@ -38,9 +38,9 @@ def big_tool(content: str) -> BaseTool:
     return StructuredTool.from_function(coroutine=report, name="report", description="A long report.")
 
 
-def pipeline(content: str, *, keeping: KeepLimits | None = None) -> Dispatcher:
-    limits = Limits(max_iterations=3, max_result_chars=LIMIT, timeout_seconds=60.0)
-    tools = [big_tool(content), result_reader_tool(max_chars=LIMIT)]
+def pipeline(content: str, *, keeping: KeepLimits | None = None, limit: int = LIMIT) -> Dispatcher:
+    limits = Limits(max_iterations=3, max_result_chars=limit, timeout_seconds=60.0)
+    tools = [big_tool(content), result_reader_tool(max_chars=limit)]
     return Dispatcher(tools, limits=limits, middleware=default_middleware(keeping=keeping))
 
 
@@ -91,6 +91,8 @@ async def test_a_200000_character_result_is_read_back_whole_by_range_and_only_by
     assert "truncated" not in preview
     assert await read_whole(dispatcher, ann, handle) == whole
     assert json.loads(whole)["message"] == content
+    _, past = await call(dispatcher, ann, READ_RESULT_TOOL, handle=handle, offset=len(whole) + 10)
+    assert past.error_code == "invalid_arguments" and "past the end" in past.message
 
     refused, refusal = await call(dispatcher, bob, READ_RESULT_TOOL, handle=handle)
     assert refusal.status == "failure" and refusal.error_code == "result_not_found"
@@ -129,6 +131,30 @@ async def test_a_search_finds_each_match_with_its_lines_and_says_where_to_go_on(
 
     _, bad = await call(dispatcher, ann, READ_RESULT_TOOL, handle=result.handle, pattern="(unclosed", regex=True)
     assert bad.error_code == "invalid_arguments" and "regular expression" in bad.message
+
+
+async def test_a_search_says_at_most_20_matches_300_characters_each_side_and_stops_a_slow_pattern(
+    database: Database,
+):
+    ann = context(database, unique("ann"))
+    wide = pipeline(big_text(), limit=100_000)
+    _, kept = await call(wide, ann, "report")
+    assert kept.handle is not None
+    _, many = await call(wide, ann, READ_RESULT_TOOL, handle=kept.handle, pattern="line ")
+    assert isinstance(many.data, dict) and len(many.data["matches"]) == 20
+
+    one_line = pipeline("x" * 10_000 + "NEEDLE" + "y" * 10_000)
+    _, result = await call(one_line, ann, "report")
+    assert result.handle is not None
+    _, found = await call(one_line, ann, READ_RESULT_TOOL, handle=result.handle, pattern="NEEDLE")
+    assert isinstance(found.data, dict)
+    assert found.data["matches"][0]["context"] == "x" * 300 + "NEEDLE" + "y" * 300
+
+    backtracking = pipeline("a" * 50_000 + "b")
+    _, slow = await call(backtracking, ann, "report")
+    assert slow.handle is not None
+    _, stopped = await call(backtracking, ann, READ_RESULT_TOOL, handle=slow.handle, pattern="(a+)+$", regex=True)
+    assert stopped.error_code == "invalid_arguments" and "took too long" in stopped.message
 
 
 async def test_an_expired_result_is_not_found_and_the_next_write_purges_it(database: Database):
@@ -190,4 +216,4 @@ async def test_a_result_that_fits_and_a_run_without_a_database_keep_nothing(data
 async def test_reading_without_a_database_is_one_clear_error(handle: str):
     dispatcher = pipeline("short")
     _, result = await call(dispatcher, RunContext(user_id="nobody"), READ_RESULT_TOOL, handle=handle)
-    assert result.status == "failure" and "only with a database" in result.message
+    assert result.error_code == "not_configured" and "only with a database" in result.message
