@@ -38,6 +38,7 @@ from orchestrator.sources.operator_tools import operator_tools
 from orchestrator.sources.search_messages import search_messages_tool
 from orchestrator.sources.source import LoadsNow, ToolSource, unique_tools
 from orchestrator.sources.static import StaticSource
+from orchestrator.store.large_results import KeepLimits
 from orchestrator.store.storage import Storage
 from orchestrator.tools.agent import AgentTool
 from orchestrator.tracing.provider import set_exit_timeout
@@ -274,6 +275,7 @@ class _Plan:
             planning=level.planning,
             closure=level.closure,
             result_cache=settings.result_cache,
+            result_keeping=KeepLimits.of(settings),
         )
         top = [source for source in sources or () if not isinstance(source, AtLevel)]
         below = [source for source in sources or () if isinstance(source, AtLevel)]

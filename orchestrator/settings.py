@@ -102,6 +102,17 @@ class Settings(BaseSettings):
     sub_graphs_dir: Path = Field(default_factory=lambda: home() / "sub_graphs")
     max_tool_iterations: int = Field(default=5, ge=1, le=100)
     max_tool_result_chars: int = Field(default=4000, ge=200)
+    large_result_max_bytes: int = Field(
+        default=10 * 1024 * 1024,
+        ge=1024,
+        description="The most of one tool result kept by handle past `max_tool_result_chars` "
+        "(UTF-8 bytes); the rest is dropped, with a note saying so.",
+    )
+    large_result_days: float = Field(
+        default=7.0,
+        gt=0,
+        description="How long a result kept by handle can be read; expired ones are purged.",
+    )
     context_tokens: int = Field(
         default=32000,
         ge=1000,

@@ -164,6 +164,7 @@ def test_the_chain_diagrams_are_the_order_the_defaults_are_built_in(monkeypatch)
     from orchestrator.dispatch import (
         ask_approval,
         background,
+        large_results,
         log,
         result_cache,
         retry,
@@ -194,6 +195,7 @@ def test_the_chain_diagrams_are_the_order_the_defaults_are_built_in(monkeypatch)
     tool_steps: dict[type, str] = {
         ToolTracingMiddleware: "tracing (when on)",
         log.RequestLogMiddleware: "request log",
+        large_results.LargeResultMiddleware: "large results",
         scope_check.ScopeMiddleware: "AI scope",
         validate.ValidationMiddleware: "validation",
         ToolBudgetMiddleware: "budget",

@@ -349,6 +349,7 @@ def requests_show(
     """Print the tree of tool calls under a request, each with its events and their times."""
     from orchestrator.cli.request_events import event_line
     from orchestrator.store.requests import events_by_request, request_tree
+    from orchestrator.tools.results import READ_RESULT_TOOL
 
     if waterfall:
         with_database(lambda database: _show_waterfall(database, request_id, user=user))
@@ -367,6 +368,12 @@ def requests_show(
                 f"{state}  {node.request_id}  {escape(one_line(node.message))}",
                 highlight=False,
             )
+            if node.result_handle is not None:
+                out.print(
+                    f"{'  ' * (node.depth + 2)}whole result kept as {node.result_handle} "
+                    f"(the model reads it with {READ_RESULT_TOOL})",
+                    highlight=False,
+                )
             for event in events.get(node.request_id, []):
                 out.print(f"{'  ' * (node.depth + 2)}{event_line(event)}", highlight=False)
 

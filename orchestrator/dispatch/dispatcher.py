@@ -1,8 +1,8 @@
 """Dispatch: every tool call, at every level, runs through one pipeline of middleware.
 
-    tracing (when on) -> request log -> AI scope -> validation -> budget -> approval
-    (the person's decision) -> result cache -> background handover -> usage -> timeout and
-    retry -> the tool
+    tracing (when on) -> request log -> large results (kept by handle) -> AI scope ->
+    validation -> budget -> approval (the person's decision) -> result cache -> background
+    handover -> usage -> timeout and retry -> the tool
 
 Inline calls, background calls, nested agents' calls and calls recovery runs
 again after a crash all pass here; a new policy is a new middleware.
@@ -19,6 +19,7 @@ from langchain_core.tools import BaseTool
 from orchestrator.chain import compose
 from orchestrator.dispatch.ask_approval import ApprovalMiddleware, Gate, SensitiveCallGate
 from orchestrator.dispatch.background import BackgroundMiddleware
+from orchestrator.dispatch.large_results import LargeResultMiddleware
 from orchestrator.dispatch.log import RequestLogMiddleware
 from orchestrator.dispatch.middleware import CallRequest, ToolMiddleware
 from orchestrator.dispatch.policy import ExecutionPolicy
@@ -36,6 +37,7 @@ from orchestrator.folders.sensitivity import SensitivityRules
 from orchestrator.levels import Limits
 from orchestrator.settings import Settings
 from orchestrator.sources.deferred import DeferredTool
+from orchestrator.store.large_results import KeepLimits
 from orchestrator.tools.context import RunContext
 from orchestrator.tools.request_log import CallRecord
 from orchestrator.tools.results import ToolResult
@@ -47,6 +49,7 @@ def default_middleware(
     *,
     gates: Sequence[Gate] | None = None,
     result_cache: bool = True,
+    keeping: KeepLimits | None = None,
 ) -> list[ToolMiddleware]:
     """The pipeline every call runs through, outermost first.
 
@@ -54,6 +57,8 @@ def default_middleware(
     `folders.sensitivity`): those whose names match `settings`'
     ORCHESTRATOR_SENSITIVE_PATTERNS (without `settings`, the default patterns).
     `gates` replace that approval gate (where no person can be asked, say).
+    A result too long for the model is kept by handle, within `keeping` (default:
+    `settings`', see `store.large_results`).
     With tracing on (an OTLP endpoint set), a span around each call comes first.
     The result cache is left out with `result_cache` False or `settings` saying
     so (ORCHESTRATOR_RESULT_CACHE=false).
@@ -63,9 +68,12 @@ def default_middleware(
     # Only with an OTLP endpoint set: without, nothing of OpenTelemetry loads.
     traced: list[ToolMiddleware] = [ToolTracingMiddleware()] if tracing_enabled() else []
     cached = result_cache and (settings is None or settings.result_cache)
+    if keeping is None:
+        keeping = KeepLimits.of(settings) if settings is not None else KeepLimits()
     return [
         *traced,
         RequestLogMiddleware(),
+        LargeResultMiddleware(keeping),
         ScopeMiddleware(),
         ValidationMiddleware(),
         ToolBudgetMiddleware(),

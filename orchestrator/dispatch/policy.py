@@ -40,6 +40,7 @@ class ExecutionPolicy:
     idempotent: bool = False
     inline_budget: float | None = None  # past it, a call goes on in the background
     max_cost_usd: float | None = None  # the most one call may cost (tool_config.yaml)
+    max_result_chars: int | None = None  # past it, the result is kept by handle for the model
 
     @classmethod
     def of(cls, tool: BaseTool | None, *, limits: Limits) -> ExecutionPolicy:
@@ -52,6 +53,7 @@ class ExecutionPolicy:
             idempotent=bool(metadata.get("idempotent", False)),
             inline_budget=limits.inline_budget_seconds,
             max_cost_usd=_dollars(metadata.get("max_cost_usd")),
+            max_result_chars=limits.max_result_chars,
         )
 
 

@@ -9,13 +9,14 @@ too, and after the tools node accepted a plan, the plan executor (see
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from typing import NotRequired, TypedDict
 
-from langchain_core.language_models import LanguageModelInput
+from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolCall, ToolMessage
 from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.tools import BaseTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.errors import GraphBubbleUp
 from langgraph.graph import END, START, StateGraph  # pyright: ignore[reportMissingTypeStubs]  # langgraph is a namespace package: its py.typed is not read
@@ -57,7 +58,9 @@ from orchestrator.graph.state import OrchestratorState, model_calls_this_turn
 from orchestrator.llm.deferred import DeferredChatModel, resolved
 from orchestrator.llm.providers import with_output_cap
 from orchestrator.plans import PLAN_TOOL, Plan
+from orchestrator.sources.result_reader import result_reader_tool
 from orchestrator.tools.context import RunContext
+from orchestrator.tools.results import HANDLE_MARK, READ_RESULT_TOOL
 
 __all__ = [
     "MODEL_NODE", "STOPPED", "TOOLS_NODE", "AgentSpec", "build_agent_graph", "identified",
@@ -67,8 +70,33 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 
+class Bound:
+    """The model bound to a level's tools: the usual ones, or with the reader of results kept
+    by handle too (bound at its first use: most conversations never need it)."""
+
+    def __init__(self, model: BaseChatModel, tools: Sequence[BaseTool]) -> None:
+        self.model = model
+        self.tools = tools
+        usual = [tool for tool in tools if tool.name != READ_RESULT_TOOL]
+        self.usual = model.bind_tools(usual) if usual else model
+        self._reading: Runnable[LanguageModelInput, BaseMessage] | None = None
+
+    @property
+    def reading(self) -> Runnable[LanguageModelInput, BaseMessage]:
+        """The model with every tool, the reader included."""
+        if self._reading is None:
+            self._reading = self.model.bind_tools(self.tools)
+        return self._reading
+
+
+def gave_handle(messages: Sequence[BaseMessage]) -> bool:
+    """Whether `messages` tell of a result kept by handle (see `dispatch.large_results`): in a
+    tool message, or in the report of a background job."""
+    return any(HANDLE_MARK in message.text for message in reversed(messages))
+
+
 # A level's model bound to its tools, and the chain its calls go through.
-_ModelAndChain = tuple[Runnable[LanguageModelInput, BaseMessage], ModelHandler]
+_ModelAndChain = tuple[Bound, ModelHandler]
 
 
 class ModelNode:
@@ -105,8 +133,7 @@ class ModelNode:
             chosen = resolved(cheaper or spec.model)
             spec = replace(spec, model=chosen, summary_model=summary, tool_result_model=None)
             model = with_output_cap(spec.model, spec.reply_limits.max_output_tokens)
-            bound = model.bind_tools(spec.tools) if spec.tools else model
-            self._ready[after_tools] = (bound, model_chain(spec))
+            self._ready[after_tools] = (Bound(model, spec.tools), model_chain(spec))
         return self._ready[after_tools]
 
     async def __call__(
@@ -119,7 +146,9 @@ class ModelNode:
             return {}
         messages = valid_history(state["messages"], tool_names=self.tool_names)
         after_tools = bool(messages) and isinstance(messages[-1], ToolMessage)
-        model, chain = self._model_and_chain(after_tools=after_tools)
+        bound, chain = self._model_and_chain(after_tools=after_tools)
+        # The reader is offered once a result was kept by handle, to read the rest of it.
+        model = bound.reading if gave_handle(state["messages"]) else bound.usual
         iterations = model_calls_this_turn(state["messages"])
         stage = Stage.SUBMITTED if iterations == 0 else Stage.PROCESSING
         emit_round(stage, round=iterations + 1, messages=len(state["messages"]))
@@ -278,6 +307,10 @@ def build_agent_graph(
     planning = spec.planning
     if planning is not None:
         spec = replace(spec, tools=[*spec.tools, plan_tool(spec.tools, planning)])
+    # Known at every level (it runs and validates as any tool); offered once a handle was given.
+    if all(tool.name != READ_RESULT_TOOL for tool in spec.tools):
+        reader = result_reader_tool(max_chars=spec.limits.max_result_chars)
+        spec = replace(spec, tools=[*spec.tools, reader])
     graph = StateGraph(OrchestratorState, context_schema=RunContext)
     _add_node(graph, MODEL_NODE, ModelNode(spec))
     dispatcher = Dispatcher(spec.tools, limits=spec.limits, middleware=spec.tool_middleware())

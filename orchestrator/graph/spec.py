@@ -19,6 +19,7 @@ from orchestrator.graph.prompts import ORCHESTRATOR_PROMPT
 from orchestrator.levels import Closure, Limits, Planning
 from orchestrator.llm.reply import ReplyLimits
 from orchestrator.llm.tokens import DEFAULT_CONTEXT_TOKENS
+from orchestrator.store.large_results import KeepLimits
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,9 @@ class AgentSpec:
     (the first round of a turn is `model`'s). With
     `planning` the model has the plan tool and the graph the plan executor (see
     `graph.planning`). `result_cache` False leaves the default pipeline's result
-    cache out (ORCHESTRATOR_RESULT_CACHE). `name` names the compiled graph.
+    cache out (ORCHESTRATOR_RESULT_CACHE). `result_keeping` bounds the results too
+    long for the model that are kept by handle (see `store.large_results`). `name`
+    names the compiled graph.
     """
 
     model: BaseChatModel
@@ -62,12 +65,15 @@ class AgentSpec:
     closure: Closure | None = None  # None: its answer ends the turn unjudged (see graph.closure)
     result_cache: bool = True
     name: str = "orchestrator"
+    result_keeping: KeepLimits = field(default_factory=KeepLimits)  # results kept by handle
 
     def tool_middleware(self) -> list[ToolMiddleware]:
         """The dispatch pipeline of the agent's tool calls, outermost first."""
         gate = SensitiveCallGate(SensitivityRules.of(self.sensitive_patterns))
         return with_defaults(
             self.middleware,
-            lambda: default_middleware(gates=[gate], result_cache=self.result_cache),
+            lambda: default_middleware(
+                gates=[gate], result_cache=self.result_cache, keeping=self.result_keeping
+            ),
             replace_defaults=self.replace_defaults,
         )

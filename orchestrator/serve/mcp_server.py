@@ -30,6 +30,10 @@ from orchestrator.tools.results import ToolResult
 from orchestrator.usage.meter import UsageMeter
 
 SESSION_PREFIX = "mcp-"  # the request log's session of one served process: mcp-<hex>
+SERVED_CUT = (
+    "\n[cut: the result is {length} characters; above are the first {limit}. The whole "
+    "result is this answer's structured content]"
+)
 
 
 def unattended_middleware(
@@ -87,9 +91,16 @@ def mcp_tool(tool: BaseTool, *, rules: SensitivityRules) -> types.Tool:
 
 
 def call_result(result: ToolResult, *, max_chars: int) -> types.CallToolResult:
-    """The envelope's model text as the content, the whole envelope as structured content."""
+    """The envelope's model text as the content, the whole envelope as structured content.
+
+    A text too long is cut, saying where the whole is: the client has no `read_result`
+    (the handle is for the orchestrator's own models), but it has the structured content.
+    """
+    text = result.model_text()
+    if len(text) > max_chars:
+        text = text[:max_chars] + SERVED_CUT.format(length=len(text), limit=max_chars)
     return types.CallToolResult(
-        content=[types.TextContent(type="text", text=result.to_model_text(max_chars=max_chars))],
+        content=[types.TextContent(type="text", text=text)],
         structuredContent=result.model_dump(mode="json"),
         isError=result.status == "failure",
     )

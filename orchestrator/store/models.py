@@ -118,3 +118,17 @@ result_cache = Table(
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("expires_at", DateTime(timezone=True), nullable=False),
 )
+
+
+large_results = Table(
+    "large_results",
+    metadata,
+    Column("handle", Text, primary_key=True),
+    Column("user_id", Text, nullable=False),
+    Column("request_id", Text),
+    Column("content", Text, nullable=False),
+    Column("total_chars", BigInteger, nullable=False),
+    Column("kept_chars", BigInteger, nullable=False),
+    Column("created_at", DateTime(timezone=True)),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+)

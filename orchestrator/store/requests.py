@@ -564,6 +564,7 @@ class RequestNode:
     message: str
     created_at: datetime
     updated_at: datetime
+    result_handle: str | None = None  # where the whole result is kept, when it was too long
 
     @property
     def name(self) -> str:
@@ -584,7 +585,8 @@ TREE = text(
         FROM requests c JOIN tree ON c.parent_request_id = tree.request_id
     )
     SELECT depth, request_id, parent_request_id, tool, action, call_name, status, outcome, parameters,
-           COALESCE(result ->> 'message', error ->> 'message', '') AS message, created_at, updated_at
+           COALESCE(result ->> 'message', error ->> 'message', '') AS message, created_at, updated_at,
+           COALESCE(result, error) -> 'metadata' ->> 'result_handle' AS result_handle
     FROM tree ORDER BY path"""
 )
 

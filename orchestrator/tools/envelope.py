@@ -4,7 +4,8 @@ An agent's model gets a call's result as text (`ToolResult.to_model_text`); a
 workflow node, `orchestrator run --json` and scripts get the `Envelope`:
 
     {success, message, data,
-     metadata: {operation, tool, action, request_id, timestamp, duration_ms, provider},
+     metadata: {operation, tool, action, request_id, timestamp, duration_ms, provider,
+                result_handle},
      error: {code, message, details} | null}
 
 and a person at a terminal its readable form (`Envelope.text`).
@@ -34,6 +35,7 @@ class EnvelopeMetadata(BaseModel):
     timestamp: str  # ISO 8601, UTC: when the action was started
     duration_ms: float
     provider: str | None = None  # the service behind the action, when the tool names one
+    result_handle: str | None = None  # where the whole result is kept, when it was too long for a model
 
 
 class EnvelopeError(BaseModel):
@@ -73,6 +75,7 @@ class Envelope(BaseModel):
             timestamp=started.astimezone(UTC).isoformat(),
             duration_ms=round(duration_ms, 3),
             provider=str(provider) if provider is not None else None,
+            result_handle=result.handle,
         )
         error = None
         if result.status == "failure":

@@ -11,7 +11,18 @@ from pydantic import BaseModel, Field, JsonValue
 from orchestrator.errors import ToolError
 from orchestrator.usage.billing import Billing
 
-__all__ = ["TRUNCATION_NOTE", "Billing", "ResultFields", "ToolResult", "result_from_output"]
+__all__ = [
+    "HANDLE_MARK",
+    "HANDLE_NOTE",
+    "KEPT_CHARS",
+    "READ_RESULT_TOOL",
+    "RESULT_HANDLE",
+    "TRUNCATION_NOTE",
+    "Billing",
+    "ResultFields",
+    "ToolResult",
+    "result_from_output",
+]
 
 ResultStatus = Literal["success", "partial", "failure"]
 EnvelopeType = Literal["status", "result", "error"]
@@ -20,6 +31,20 @@ TRUNCATION_NOTE = (
     "\n[truncated: the result was {length} characters, over the limit of {limit}; "
     "ask for less (a narrower query, fewer items) to see the rest]"
 )
+# A result kept whole by handle (see `dispatch.large_results`): the metadata keys that say so,
+# the built-in tool that reads it, and the note the model reads after the preview.
+RESULT_HANDLE = "result_handle"
+KEPT_CHARS = "result_kept_chars"
+READ_RESULT_TOOL = "read_result"
+# What every note of a kept result says: in a tool message, a background job's report, or a
+# plan's report (where it is inside a JSON string: no quote in it, which JSON would escape).
+HANDLE_MARK = f"call {READ_RESULT_TOOL} with handle "
+HANDLE_NOTE = (
+    "\n[cut: the result is {length} characters; above are the first {limit}. It is kept as "
+    "{handle}: " + HANDLE_MARK + '"{handle}" and offset {limit} to read on, or with a '
+    "pattern to search it{dropped}]"
+)
+DROPPED_NOTE = " (only its first {kept} characters were kept: the rest was over the size limit)"
 
 
 class ResultFields(TypedDict, total=False):
@@ -75,8 +100,30 @@ class ToolResult(BaseModel):
             raise KeyError(field)
         return getattr(self, field)
 
+    @property
+    def handle(self) -> str | None:
+        """The handle the whole result is kept under, when it was too long for the model."""
+        handle = self.metadata.get(RESULT_HANDLE)
+        return handle if isinstance(handle, str) else None
+
     def to_model_text(self, *, max_chars: int) -> str:
-        """JSON for the model: only the fields it can use, cut past `max_chars` with a note."""
+        """JSON for the model: only the fields it can use, cut past `max_chars` with a note.
+
+        A result kept by handle ends its preview with the handle and how to read on.
+        """
+        text = self.model_text()
+        if len(text) <= max_chars:
+            return text
+        handle = self.handle
+        if handle is None:
+            return text[:max_chars] + TRUNCATION_NOTE.format(length=len(text), limit=max_chars)
+        kept = self.metadata.get(KEPT_CHARS)
+        dropped = DROPPED_NOTE.format(kept=kept) if isinstance(kept, int) and kept < len(text) else ""
+        note = HANDLE_NOTE.format(length=len(text), limit=max_chars, handle=handle, dropped=dropped)
+        return text[:max_chars] + note
+
+    def model_text(self) -> str:
+        """The whole JSON the model reads of this result (`to_model_text` cuts it)."""
         body = self.model_dump(
             mode="json",
             include={
@@ -86,10 +133,7 @@ class ToolResult(BaseModel):
             exclude_defaults=True,
         )
         # The status leads and is always said, even when it is the default.
-        text = json.dumps({"status": self.status, **body}, ensure_ascii=False, default=str)
-        if len(text) <= max_chars:
-            return text
-        return text[:max_chars] + TRUNCATION_NOTE.format(length=len(text), limit=max_chars)
+        return json.dumps({"status": self.status, **body}, ensure_ascii=False, default=str)
 
 
 def result_from_output(output: object) -> ToolResult:

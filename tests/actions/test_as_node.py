@@ -98,3 +98,20 @@ async def test_a_sensitive_action_pauses_the_workflow_and_goes_on_once_approved(
     assert done["echoed"]["metadata"]["request_id"] == question.value["request_id"], (
         "the resumed node is the same request"
     )
+
+
+async def test_a_result_too_long_for_a_model_comes_whole_with_its_handle(
+    tmp_path: Path, database_logins: Logins, closing_hosts: None
+):
+    write_folder(tmp_path / "sub_graphs", "echo")
+    settings = settings_on(database_logins, tmp_path, tmp_path / "sub_graphs")
+    review_folders(settings, approve_all)
+    part = "".join(f"{n:07d}." for n in range(5000))  # 40,000 characters
+    node = as_node("echo", "say", inputs=lambda state: {"text": state["words"], "times": 5},
+                   output_key="echoed", settings=settings)
+
+    update = await node.ainvoke({"words": part})
+
+    envelope = update["echoed"]
+    assert envelope["message"] == " ".join([part] * 5), "the whole result, 200,004 characters"
+    assert envelope["metadata"]["result_handle"].startswith("result:")

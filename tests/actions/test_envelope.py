@@ -28,7 +28,7 @@ def test_a_success_has_every_field_and_reads_as_lines():
         "metadata": {
             "operation": "email_agent.send", "tool": "email_agent", "action": "send",
             "request_id": "r1", "timestamp": "2026-11-26T12:00:00+00:00", "duration_ms": 12.5,
-            "provider": "smtp",
+            "provider": "smtp", "result_handle": None,
         },
         "error": None,
     }

@@ -39,9 +39,57 @@ def test_json_in_the_envelope_out_and_words_in_a_readable_line_out(cli, tmp_path
     assert envelope["metadata"]["operation"] == "echo.say" and envelope["error"] is None
     assert set(envelope["metadata"]) == {
         "operation", "tool", "action", "request_id", "timestamp", "duration_ms", "provider",
+        "result_handle",
     }
+    assert envelope["metadata"]["result_handle"] is None, "a short result is not kept apart"
     assert words.returncode == 0 and words.stdout.strip() == "hello, there hello, there hello, there"
     assert sentence.returncode == 0 and sentence.stdout.strip() == "a whole sentence"
+
+
+def test_a_result_too_long_for_a_model_comes_whole_and_requests_show_names_its_handle(
+    cli, tmp_path: Path
+):
+    approved_echo(cli, tmp_path)
+    user = f"ann-{tmp_path.name[-6:]}"
+    part = "".join(f"{n:07d}." for n in range(5000))  # 40,000 characters
+
+    done = cli("run", "echo", "say", "--json", json.dumps({"text": part, "times": 5}), "-u", user, cwd=tmp_path)
+
+    assert done.returncode == 0, done.stderr
+    envelope = json.loads(done.stdout)
+    assert envelope["message"] == " ".join([part] * 5), "the whole result, 200,004 characters"
+    handle = envelope["metadata"]["result_handle"]
+    assert handle.startswith("result:")
+    shown = cli("requests", "show", envelope["metadata"]["request_id"], "-u", user, cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert f"whole result kept as {handle}" in shown.stdout
+
+
+async def test_the_size_limit_and_the_days_of_kept_results_are_settings(
+    cli, tmp_path: Path, database: Database
+):
+    approved_echo(cli, tmp_path)
+    user = f"ann-{tmp_path.name[-6:]}"
+    settings = {"ORCHESTRATOR_LARGE_RESULT_MAX_BYTES": "20000", "ORCHESTRATOR_LARGE_RESULT_DAYS": "2"}
+
+    done = cli(
+        "run", "echo", "say", "--json", json.dumps({"text": "z" * 30_000}), "-u", user,
+        cwd=tmp_path, env_extra=settings,
+    )
+
+    handle = json.loads(done.stdout)["metadata"]["result_handle"]
+    async with database.user_transaction(user) as connection:
+        row = (
+            await connection.execute(
+                text(
+                    "SELECT kept_chars, total_chars, extract(epoch FROM expires_at - created_at) / 86400 AS days "
+                    "FROM large_results WHERE handle = :h"
+                ),
+                {"h": handle},
+            )
+        ).one()
+    assert row.kept_chars == 20_000 and row.total_chars > 30_000
+    assert round(float(row.days), 3) == 2.0
 
 
 def test_a_failure_is_an_envelope_with_its_error_and_a_nonzero_status(cli, tmp_path: Path):

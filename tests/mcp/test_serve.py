@@ -17,7 +17,7 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.session import RequestResponder
-from mcp.types import CallToolResult, ClientResult, ServerNotification, ServerRequest
+from mcp.types import CallToolResult, ClientResult, ServerNotification, ServerRequest, TextContent
 from sqlalchemy import make_url, text
 
 from orchestrator.folders.approvals import ApprovalStore
@@ -424,3 +424,19 @@ async def test_tools_are_listed_from_their_manifests_before_the_database_answers
     assert marker.exists(), "imported at its first call"
     assert again.isError  # the server kept running; the folder stays unavailable
     assert "Traceback" not in (tmp_path / "err.txt").read_text()
+
+
+def test_a_served_result_too_long_says_the_whole_is_the_structured_content():
+    from orchestrator.serve.mcp_server import call_result
+    from orchestrator.tools.results import READ_RESULT_TOOL, RESULT_HANDLE, ToolResult
+
+    long = ToolResult(message="x" * 10_000, metadata={RESULT_HANDLE: "result:abc"})
+
+    served = call_result(long, max_chars=1000)
+
+    [content] = served.content
+    assert isinstance(content, TextContent)
+    assert content.text.startswith(long.model_text()[:1000])
+    assert content.text.endswith("The whole result is this answer's structured content]")
+    assert READ_RESULT_TOOL not in content.text, "a client of the server has no reader"
+    assert served.structuredContent is not None and served.structuredContent["message"] == "x" * 10_000

@@ -33,6 +33,7 @@ from orchestrator.graph.spec import AgentSpec
 from orchestrator.llm.providers import reports_finish_reason
 from orchestrator.llm.reply import ReplyLimits, read_reply
 from orchestrator.llm.tokens import PROFILE, context_window
+from orchestrator.tools.results import READ_RESULT_TOOL
 from orchestrator.tracing.provider import enabled as tracing_enabled
 from orchestrator.usage.prices import ModelIdentity
 
@@ -59,7 +60,9 @@ def default_model_middleware(spec: AgentSpec) -> list[ModelMiddleware]:
         CompactionMiddleware(
             model=summariser,
             window=window,
-            tools=spec.tools,
+            # What is offered from the start: the reader of results kept by handle only
+            # comes once one was kept (see `graph.builder.Bound`).
+            tools=[tool for tool in spec.tools if tool.name != READ_RESULT_TOOL],
             window_from_profile=source == PROFILE,
             timeout_seconds=spec.reply_limits.timeout_seconds,
         )
