@@ -71,7 +71,7 @@ def test_tools_approve_shows_and_approves_an_mcp_servers_tools_without_a_chat(cl
     assert approved.returncode == 0, approved.stderr
     assert "New MCP server: fx" in approved.stdout, "what the approval covers is shown first"
     assert "echo  Repeat the text." in approved.stdout
-    assert "approved: the MCP server's 8 tool(s) above, as fx gives them now" in approved.stdout
+    assert "approved: the MCP server's 9 tool(s) above, as fx gives them now" in approved.stdout
     assert asked.returncode == 0, asked.stderr
     assert "New MCP server" not in asked.stderr, "nothing is asked again"
     assert "fx_echo" in offered(server)

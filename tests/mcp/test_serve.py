@@ -208,7 +208,10 @@ async def test_with_allow_sensitive_a_sensitive_call_runs_unasked_and_is_logged_
     request_id = str(opened.structuredContent["request_id"])  # type: ignore[index]
     history = await request_history(database, request_id, user_id="local")
     [approved] = [json.loads(detail or "{}") for status, detail in history if status == "approved"]
-    assert approved == {"decision": "approve", "args": {"text": "open"}, "by": "unattended"}
+    assert approved == {
+        "decision": "approve", "args": {"text": "open"}, "by": "unattended",
+        "risk_level": "medium", "urgency": "normal",
+    }
     assert "awaiting your decision" not in (tmp_path / "err.txt").read_text()
 
 
