@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator.errors import ConfigError
-from orchestrator.folders.isolation import isolation_of
+from orchestrator.folders.isolation import isolation_of, unconfined_by_choice
 from orchestrator.folders.sandbox_config import data_directory, policy, private_environment
 from orchestrator.sandbox import landlock
 from orchestrator.sandbox.rules import unenforced
@@ -34,7 +34,8 @@ def sandbox_report(settings: Settings, folder: ToolFolder) -> Json:
     if why != "process":
         section = config.sandbox
         declared = {"read": section.read, "write": section.write, "connect": section.connect}
-        return {"held": False, "isolation": why, "note": INLINE[why], "declared": declared}
+        warn = unconfined_by_choice(folder)
+        return {"held": False, "isolation": why, "note": INLINE[why], "warn": warn, "declared": declared}
     data = data_directory(settings.data_dir, folder.key)
     try:
         rules = policy(
@@ -112,9 +113,10 @@ def sandbox_lines(report: object) -> list[str]:
 
 
 def _inline_lines(report: dict[str, object]) -> list[str]:
-    """Not held: why (in red unless shipped), and what its section says it uses."""
+    """Not held: why (in red for code not shipped running inline), and what its section
+    says it uses."""
     line = f"sandbox: {report['note']}"
-    lines = [f"  {line}" if report["isolation"] in ("shipped", "remote") else f"  [red]{line}[/red]"]
+    lines = [f"  [red]{line}[/red]" if report["warn"] else f"  {line}"]
     declared = report.get("declared")
     if isinstance(declared, dict) and any(declared.values()):
         ports = ", ".join(map(str, declared["connect"])) or "none"

@@ -46,6 +46,13 @@ def isolation_of(folder: ToolFolder) -> Why:
     return "chosen" if config.sandbox.isolation == "inline" else "process"
 
 
+def unconfined_by_choice(folder: ToolFolder) -> bool:
+    """True when code not shipped with the orchestrator runs inline: `isolation: inline`, or
+    an agent's own Python (said in red wherever it is shown)."""
+    why = isolation_of(folder)
+    return why == "chosen" or (why == "agent" and bool(folder.sources) and not is_shipped(folder))
+
+
 def needs_database(folder: ToolFolder) -> bool:
     """True for a folder with tables of its own (`migrations/`) or a database (`db:`): a
     process of its own cannot reach the database, so it runs inline only when it says so."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from orchestrator.folders.isolation import isolation_of
+from orchestrator.folders.isolation import isolation_of, unconfined_by_choice
 from orchestrator.folders.mcp_config import McpServerConfig
 from orchestrator.folders.sandbox_config import SandboxConfig
 from orchestrator.level_overrides import DatabaseOverride, ModelOverride
@@ -94,7 +94,7 @@ def sandbox_lines(folder: ToolFolder) -> list[str]:
         return [f"  [red]{INLINE_CHOSEN}[/red]", *_indented("it says it uses: ", _reach(sandbox))]
     if why == "shipped":
         return [f"  {INLINE_SHIPPED}", *_indented("it says it uses: ", _reach(sandbox))]
-    if why == "agent" and folder.sources:
+    if unconfined_by_choice(folder):  # an agent's own Python, not shipped
         return [f"  [red]{INLINE_AGENT}[/red]"]
     return []
 
