@@ -16,7 +16,8 @@ variables and .env are ignored) but the model, which is the same server.
   defaults: the database and the warm process (`orchestrator.warm`) kept running
   between commands, as a person's second command of the day finds them. Target ≤ 1.5.
 - run_vs_llm: `orchestrator run noop nothing --json '{}'` (a no-op action of a
-  folder the bench writes and approves) ÷ the same `llm` prompt. Target ≤ 1.0.
+  folder the bench writes, `isolation: inline`, and approves) ÷ the same `llm`
+  prompt. Target ≤ 1.0.
 - long_ask_vs_llm: as ask_vs_llm with `ORCHESTRATOR_WARM_MINUTES=0`: every `ask`
   loads the product itself (the database still warm). No target.
 - cold_ask_vs_llm: as long_ask_vs_llm, with the embedded database stopped before
@@ -98,7 +99,9 @@ def environments(home: Path, base_url: str) -> tuple[dict[str, str], dict[str, s
 def prepare(ours: dict[str, str]) -> None:
     """Our home with the no-op folder in it, approved as a person would from a script."""
     sub_graphs = Path(ours["ORCHESTRATOR_HOME"]) / "sub_graphs"
-    write_noop_folder(sub_graphs, "noop", action="nothing", reply="ok")
+    # Inline, as the figures before process isolation became the default were measured: a held
+    # folder's start adds its child's (bench_overhead's process_isolation_ratio measures calls).
+    write_noop_folder(sub_graphs, "noop", action="nothing", reply="ok", sandbox={"isolation": "inline"})
     run([str(BIN / "orchestrator"), "tools", "approve", "noop"], ours)
 
 

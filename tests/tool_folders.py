@@ -84,13 +84,24 @@ def write_folder(
     config: dict[str, object] | str | None = None,
     code: str = ECHO_TOOL,
     entry: str | None = None,
+    isolation: str | None = "inline",
 ) -> Path:
-    """A tool folder `root/directory` with a config (dict, raw YAML text, or a default) and code."""
+    """A tool folder `root/directory` with a config (dict, raw YAML text, or a default) and code.
+
+    A folder not shipped runs in a held process by default; the tests that write
+    folders here are about what surrounds a folder's code, and their code runs
+    inline (it writes markers where the test says, asks the person, uses the
+    database), so a config given as a dict, or the default one, says
+    `isolation: inline` unless it has a `sandbox:` of its own. `isolation=None`
+    leaves the default (tests/sandbox tests the held process).
+    """
     folder = root / directory
     folder.mkdir(parents=True)
     name = directory.rsplit("/", 1)[-1]
     if config is None:
         config = {"name": name, "description": f"The {name} tool.", "version": "1.0"}
+    if isinstance(config, dict) and isolation is not None and "sandbox" not in config:
+        config = {**config, "sandbox": {"isolation": isolation}}
     text = config if isinstance(config, str) else yaml.safe_dump(config)
     (folder / "tool_config.yaml").write_text(text)
     (folder / (entry or f"{name}_tool.py")).write_text(code)

@@ -1,4 +1,5 @@
-"""What `orchestrator run` and `as_node` run: a folder's action, or a tool of an MCP server's folder.
+"""What `orchestrator run` and `as_node` run: a folder's action (inline or in its held process),
+or a tool of an MCP server's folder.
 
 Both go through the dispatch pipeline the same way; they differ in how they
 describe themselves. An MCP tool's parameters are a JSON schema: reading words
@@ -16,9 +17,12 @@ from typing import Any, TypeAlias
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, create_model
 
 from orchestrator.sources.adapter import ActionTool
+from orchestrator.sources.isolated.tool import IsolatedTool
 from orchestrator.sources.mcp.tool import McpTool
 
-Runnable: TypeAlias = ActionTool | McpTool
+# A folder's action inline, in its held process (described by a JSON schema, as an MCP tool), or
+# an MCP server's tool.
+Runnable: TypeAlias = ActionTool | IsolatedTool | McpTool
 Rows: TypeAlias = tuple[tuple[str, Any, bool, str | None], ...]  # name, type, required, description
 JSON_TYPES: dict[str, Any] = {  # types: what pydantic makes of each
     "string": str,
@@ -32,6 +36,8 @@ JSON_TYPES: dict[str, Any] = {  # types: what pydantic makes of each
 
 def action_name(tool: Runnable) -> str:
     """The action's name in its folder (`send`; an MCP server's own tool name)."""
+    if isinstance(tool, IsolatedTool):
+        return tool.action
     return tool.spec.name if isinstance(tool, ActionTool) else tool.remote_name
 
 

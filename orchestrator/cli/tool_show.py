@@ -23,6 +23,7 @@ from orchestrator.cli.tool_show_sandbox import sandbox_lines, sandbox_report
 from orchestrator.errors import ToolLoadError
 from orchestrator.folders.approvals import ApprovalStore, Status
 from orchestrator.folders.discovery import Discovery, FolderNode, ToolFolder
+from orchestrator.folders.isolation import in_process
 from orchestrator.folders.level_view import ORCHESTRATOR, LevelView, Sourced, describe_level
 from orchestrator.levels import LIMIT_NAMES
 from orchestrator.llm.endpoints import model_endpoint
@@ -157,7 +158,7 @@ def _load(chain: list[FolderNode], store: ApprovalStore) -> Loaded:
     status = store.status(node.folder)
     if status != Status.APPROVED and not _yaml_only(node.folder):
         return Loaded(None, note=f"not shown: the folder is {status}; its code runs once approved")
-    if node.folder.config.sandboxed:  # its code runs only in its held process, never here
+    if in_process(node.folder):  # its code runs only in its held process, never here
         return Loaded(None, note="not listed here: its code runs only in its sandboxed process")
     approved = {n.folder.key for n in _walk(node) if store.status(n.folder) == Status.APPROVED}
     try:

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator.errors import ConfigError
+from orchestrator.folders.isolation import isolation_of, unconfined_by_choice
 from orchestrator.folders.sandbox_config import data_directory, policy, private_environment
 from orchestrator.sandbox import landlock
 from orchestrator.sandbox.rules import unenforced
@@ -17,19 +18,24 @@ if TYPE_CHECKING:
 
 Json = dict[str, object]
 
-INLINE = "none: runs inline, inside the orchestrator's process, with all you can reach"
-REMOTE = "none here: a remote server (url), which runs wherever it runs"
-UNCONFINED = "none: isolation: inline, the server runs with all you can reach"
+INLINE = {
+    "chosen": "none (isolation: inline): it runs inside the orchestrator's process, "
+    "with all you can reach",
+    "shipped": "none: shipped with the orchestrator, it runs inside its process",
+    "agent": "none: an agent runs inside the orchestrator's process, with all you can reach",
+    "remote": "none here: a remote server (url), which runs wherever it runs",
+}
 
 
 def sandbox_report(settings: Settings, folder: ToolFolder) -> Json:
     """Where the folder's code runs and, when held, what it may touch."""
     config = folder.config
-    if not config.sandboxed:
-        note = REMOTE if config.mcp is not None and config.mcp.url else INLINE
-        if config.mcp is not None and config.mcp.command is not None:
-            note = UNCONFINED
-        return {"held": False, "note": note}
+    why = isolation_of(folder)
+    if why != "process":
+        section = config.sandbox
+        declared = {"read": section.read, "write": section.write, "connect": section.connect}
+        warn = unconfined_by_choice(folder)
+        return {"held": False, "isolation": why, "note": INLINE[why], "warn": warn, "declared": declared}
     data = data_directory(settings.data_dir, folder.key)
     try:
         rules = policy(
@@ -40,7 +46,7 @@ def sandbox_report(settings: Settings, folder: ToolFolder) -> Json:
             settings=config.config,
         )
     except ConfigError as error:
-        return {"held": True, "note": None, "problem": str(error)}
+        return {"held": True, "isolation": "process", "note": None, "problem": str(error)}
     if config.mcp is None:  # a Python folder's process: the worker's needs too
         from orchestrator.sources.isolated.process import child_policy
         from orchestrator.sources.level_loading import tool_data_dir
@@ -48,6 +54,7 @@ def sandbox_report(settings: Settings, folder: ToolFolder) -> Json:
         rules = child_policy(rules, tool_data=tool_data_dir(settings.data_dir, folder.key))
     return {
         "held": True,
+        "isolation": "process",
         "note": None,
         "problem": None,
         "abi": landlock.abi_version(),
@@ -80,7 +87,7 @@ def sandbox_lines(report: object) -> list[str]:
     if not isinstance(report, dict):
         return []
     if not report["held"]:
-        return [f"  sandbox: {report['note']}"]
+        return _inline_lines(report)
     if report["problem"]:
         return [f"  sandbox: cannot be resolved now: {shown(str(report['problem']))}"]
     abi = report["abi"]
@@ -103,6 +110,29 @@ def sandbox_lines(report: object) -> list[str]:
         what = "refused to start" if report["required"] else "not enforced here"
         lines.append(f"    [red]{what}: {shown(str(rule))}[/red]")
     return lines
+
+
+def _inline_lines(report: dict[str, object]) -> list[str]:
+    """Not held: why (in red for code not shipped running inline), and what its section
+    says it uses."""
+    line = f"sandbox: {report['note']}"
+    lines = [f"  [red]{line}[/red]" if report["warn"] else f"  {line}"]
+    declared = report.get("declared")
+    if isinstance(declared, dict) and any(declared.values()):
+        ports = ", ".join(map(str, declared["connect"])) or "none"
+        lines += [
+            "    it says it uses (not enforced):",
+            f"      reads: {_raw(declared['read'])}",
+            f"      writes: {_raw(declared['write'])}",
+            f"      connects to TCP ports: {ports}",
+        ]
+    return lines
+
+
+def _raw(paths: object) -> str:
+    """Paths as written in the section (not resolved: nothing holds it to them)."""
+    items = paths if isinstance(paths, list) else []
+    return ", ".join(shown(str(item)) for item in items) or "nothing more"
 
 
 def _paths(paths: object) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from functools import cache
-from typing import Protocol, runtime_checkable
+from typing import Protocol, cast, runtime_checkable
 
 from langchain_core.runnables import RunnableConfig
 
@@ -65,11 +65,13 @@ def _work(request: CallRequest) -> Callable[[], Awaitable[object]]:
         return lambda: tool.run_action(call)
     assert tool is not None
     runs_requests, calls_itself = _may_implement(type(tool))
-    if runs_requests and isinstance(tool, RunsRequests):
-        request_of = tool_request(tool.action, request.arguments, ids=request.ids)
-        return lambda: tool.run_request(request_of)
-    if calls_itself and isinstance(tool, CallsItself):
-        return lambda: tool.call_tool(request.arguments)
+    if runs_requests and isinstance(getattr(tool, "action", None), str):
+        runner = cast(RunsRequests, tool)  # its class's method, its own `action`: all it asks
+        request_of = tool_request(runner.action, request.arguments, ids=request.ids)
+        return lambda: runner.run_request(request_of)
+    if calls_itself:
+        caller = cast(CallsItself, tool)  # a protocol of one method, which its class has
+        return lambda: caller.call_tool(request.arguments)
     return langchain_work(tool, request.arguments, _with_ids(request), name=request.name)
 
 
@@ -79,8 +81,9 @@ def _may_implement(kind: type[object]) -> tuple[bool, bool]:
 
     `isinstance` against a runtime protocol walks the protocol's members and the
     class's bases at each check: some 100 us for a LangChain tool (a pydantic model),
-    each call of every plain tool paid two. The exact check runs only for a class
-    that has the method (a tool's methods are its class's: pydantic sets no others).
+    which a folder's process paid at each call. So the methods are looked for once a
+    class (a tool's methods are its class's: pydantic sets no others), and the data
+    member `RunsRequests` has too on the tool itself.
     """
     return callable(getattr(kind, "run_request", None)), callable(getattr(kind, "call_tool", None))
 

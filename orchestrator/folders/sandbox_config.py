@@ -1,9 +1,11 @@
 """The `sandbox:` section of a `tool_config.yaml`: what a folder's process may touch.
 
     sandbox:
-      isolation: process        # MCP stdio servers: always (inline: unconfined); Python: inline
+      isolation: process        # the default but for shipped folders and agents (see
+                                #   `folders.isolation`); inline: unconfined
       read: [~/code/project]    # beyond the defaults; `~` and ${VAR} (from `config:`, then
-      write: ["${repo}"]        #   the environment); relative to the folder
+      write: ["${repo}"]        #   the environment; null in `config:`: left out); relative
+                                #   to the folder
       connect: [443]            # TCP ports it may connect to (default: none)
       memory_mb: 4096           # its address space
       cpu_seconds: 600          # CPU time over its whole life (default: no limit)
@@ -41,7 +43,7 @@ class SandboxConfig(BaseModel):
     isolation: Literal["process", "inline"] | None = Field(
         default=None,
         description="process: a sandboxed child process; inline: in the orchestrator, unconfined "
-        "(default: process for an MCP stdio server, inline for Python folders)",
+        "(default: process, but inline for a folder shipped with the orchestrator and an agent)",
     )
     read: list[str] = Field(
         default_factory=list, description="Paths it may read, beyond the defaults."
@@ -51,10 +53,6 @@ class SandboxConfig(BaseModel):
     memory_mb: int = Field(default=4096, ge=16, le=1024 * 1024)
     cpu_seconds: int | None = Field(default=None, ge=1)
     max_files: int = Field(default=1024, ge=16, le=1024 * 1024)
-
-    def held(self, *, process_by_default: bool) -> bool:
-        """True when the folder's code runs in a sandboxed process."""
-        return (self.isolation or ("process" if process_by_default else "inline")) == "process"
 
 
 def data_directory(data_dir: Path, key: str) -> Path:
@@ -82,10 +80,11 @@ def policy(
     """The rules for one launch of `command` from `folder`, paths resolved now.
 
     `data` is the folder's private directory; `settings` its `config:`, for
-    `${VAR}`. Raises ConfigError for a variable set nowhere.
+    `${VAR}`. A path naming a variable its `config:` sets to null (a feature
+    left off) is left out; ConfigError for a variable set nowhere.
     """
-    declared_read = [str(_path(p, folder=folder, settings=settings)) for p in sandbox.read]
-    declared_write = [str(_path(p, folder=folder, settings=settings)) for p in sandbox.write]
+    declared_read = _declared(sandbox.read, folder=folder, settings=settings)
+    declared_write = _declared(sandbox.write, folder=folder, settings=settings)
     read = [*SYSTEM_READ, *PROC_READ, *runtimes(), str(folder), *installation(command)]
     # What its launcher needs (a shim's manager, a package's node_modules, a runner's cache).
     needs = launch_needs(command, folder=folder) if command is not None else None
@@ -140,6 +139,19 @@ def _shebang(path: Path) -> str | None:
     if Path(words[0]).name == "env" and len(words) > 1:
         return shutil.which(words[-1])
     return words[0]
+
+
+def _declared(texts: list[str], *, folder: Path, settings: dict[str, JsonValue]) -> list[str]:
+    """The section's paths resolved, less those a null `config:` value leaves off."""
+    return [
+        str(_path(text, folder=folder, settings=settings))
+        for text in texts
+        if not any(_off(name, settings) for name in VARIABLE.findall(text))
+    ]
+
+
+def _off(name: str, settings: dict[str, JsonValue]) -> bool:
+    return name in settings and settings[name] is None and name not in os.environ
 
 
 def _path(text: str, *, folder: Path, settings: dict[str, JsonValue]) -> Path:

@@ -237,7 +237,7 @@ class ToolConfig(BaseModel):
         if self.kind == "agent" and self.sandbox.isolation == "process":
             raise ValueError(
                 "sandbox: `isolation: process` is for tool folders and MCP servers: "
-                "an agent runs inline, and its tool folders may each ask for a process"
+                "an agent runs inline, and its tool folders each run in a process of their own"
             )
         return self
 
@@ -267,13 +267,6 @@ class ToolConfig(BaseModel):
                 "(`cache.actions`), never its sensitive ones: no folder-wide `ttl_seconds`"
             )
         return self
-
-    @property
-    def sandboxed(self) -> bool:
-        """True when the folder's code runs in a sandboxed process of its own."""
-        if self.mcp is not None:
-            return self.mcp.command is not None and self.sandbox.held(process_by_default=True)
-        return self.sandbox.held(process_by_default=False)
 
     @property
     def entry_file(self) -> str:

@@ -19,6 +19,7 @@ from mcp import types
 from orchestrator.errors import UserError
 from orchestrator.folders.approvals import Reviewed
 from orchestrator.folders.discovery import FolderNode
+from orchestrator.folders.isolation import in_process
 from orchestrator.folders.sensitivity import SensitivityRules
 from orchestrator.levels import Limits
 from orchestrator.settings import Settings
@@ -88,7 +89,7 @@ def offered_tools(
 def _recorded(node: FolderNode, manifests: Manifests, limits: Limits) -> list[ToolEntry] | None:
     """The folder's tools as the runtime offers them unimported (see `LevelLoader._deferred`)."""
     config = node.folder.config
-    if node.children or config.mcp is not None or config.sandboxed or config.db.local:
+    if node.children or config.mcp is not None or in_process(node.folder) or config.db.local:
         return None
     entries = manifests.read(node.folder)
     if entries is None:

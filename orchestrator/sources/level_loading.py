@@ -27,6 +27,7 @@ from orchestrator.errors import (
 from orchestrator.folders.approvals import ApprovalStore, Reviewed
 from orchestrator.folders.discovery import CHILDREN_DIR, FolderNode, ToolFolder, content_hash
 from orchestrator.folders.importer import package_name
+from orchestrator.folders.isolation import in_process, needs_database
 from orchestrator.folders.load_failures import remember_failure
 from orchestrator.folders.loader import load_tool, visible_sources
 from orchestrator.folders.scope import resolve_scopes
@@ -55,6 +56,11 @@ logger = logging.getLogger(__name__)
 NOT_STARTED = "MCP server %s: not started here (only Orchestrator.start, asynchronous, starts them)"
 CHANGED = "its files changed since this start approved them; restart to be asked about them again"
 UNAVAILABLE = "{name} could not be imported at its first call: {error}"
+NEEDS_DATABASE = (
+    "{name} has tables of its own (migrations/ or db:), which its sandboxed process cannot reach: "
+    "to run it inline, in the orchestrator's process with all you can reach, give it "
+    "`sandbox: {{isolation: inline}}`"
+)
 
 # The tools given for the level at a path (agent names from the top), beside its folders'.
 LevelTools = Callable[[tuple[str, ...]], Sequence[BaseTool]]
@@ -110,7 +116,7 @@ class LevelLoader:
             try:
                 if node.folder.config.mcp is not None:
                     loaded.extend(self._server(node.folder, parent=parent))
-                elif node.folder.config.sandboxed:
+                elif in_process(node.folder):
                     loaded.append(self._isolated(node.folder, parent=parent))
                 else:
                     later = self._deferred(node, approved, parent=parent)
@@ -205,6 +211,8 @@ class LevelLoader:
         """A folder whose actions run in a sandboxed process of its own, started now."""
         from orchestrator.sources.isolated.tool import isolated_tools
 
+        if folder.config.sandbox.isolation is None and needs_database(folder):
+            raise ConfigError(NEEDS_DATABASE.format(name=folder.name))
         level = self._levels.child(parent, folder.config, agent=False)
         tool_data = tool_data_dir(self.settings.data_dir, folder.key)
         process = self.processes.process(folder, tool_data=tool_data)

@@ -11,9 +11,9 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from orchestrator.folders.isolation import isolation_of, unconfined_by_choice
 from orchestrator.folders.mcp_config import McpServerConfig
 from orchestrator.folders.sandbox_config import SandboxConfig
-from orchestrator.folders.tool_config import ToolConfig
 from orchestrator.level_overrides import DatabaseOverride, ModelOverride
 from orchestrator.sandbox.rules import Policy, unenforced
 from orchestrator.terminal.text import display_path, one_line, shown
@@ -24,6 +24,9 @@ if TYPE_CHECKING:
 KEYISH = re.compile(r"KEY|TOKEN|AUTH", re.IGNORECASE)
 NOT_A_KEY = "[red]{variable} is not named like a key, yet its value is sent as one[/red]"
 DESCRIPTION_CHARS = 500
+INLINE_CHOSEN = "sandbox: none (isolation: inline): it runs with all you can reach"
+INLINE_SHIPPED = "sandbox: none: shipped with the orchestrator, it runs inside it"
+INLINE_AGENT = "sandbox: none: an agent's code runs inside the orchestrator, with all you can reach"
 
 
 def describe_folder(folder: ToolFolder) -> str:
@@ -38,7 +41,7 @@ def describe_folder(folder: ToolFolder) -> str:
     if server is not None:  # approving it starts this: it is said before anything else
         what = server.url or " ".join([server.command or "", *server.args])
         capabilities += f"\n  MCP server: {'connects to' if server.url else 'runs'} {shown(what)}"
-    lines = [*reach_lines(folder.config), *requirement_lines(folder)]
+    lines = [*reach_lines(folder), *requirement_lines(folder)]
     reach = "".join(f"\n{line}" for line in lines)
     return (
         f"[bold]{shown(folder.name)}[/bold] {shown(folder.config.version)}\n"
@@ -68,28 +71,36 @@ def requirement_lines(folder: ToolFolder) -> list[str]:
     return lines
 
 
-def reach_lines(config: ToolConfig) -> list[str]:
-    """Lines (rich markup) naming where the folder connects and which variables it reads."""
+def reach_lines(folder: ToolFolder) -> list[str]:
+    """Lines (rich markup) naming where the folder connects, which variables it reads, and
+    where its code runs, with what it may touch."""
+    config = folder.config
     lines = _model(config.llm) + _database(config.db)
     if config.mcp is not None:
         lines += _server(config.mcp)
-    return lines + sandbox_lines(config)
+    return lines + sandbox_lines(folder)
 
 
-def sandbox_lines(config: ToolConfig) -> list[str]:
-    """What the folder's process may touch, and the rules this machine will not enforce."""
-    if config.mcp is not None and config.mcp.command is not None and not config.sandboxed:
-        return ["  [red]sandbox: none (isolation: inline): it runs with all you can reach[/red]"]
-    if not config.sandboxed:
-        return []
-    sandbox = config.sandbox
-    lines = [
-        f"  sandbox: {line}" if n == 0 else f"           {line}"
-        for n, line in enumerate(_reach(sandbox))
-    ]
-    missing = unenforced(Policy(read=[], write=[], connect=sandbox.connect))
-    lines += [f"  [red]not enforced on this machine: {shown(rule)}[/red]" for rule in missing]
-    return lines
+def sandbox_lines(folder: ToolFolder) -> list[str]:
+    """Where its code runs: held (what it may touch, and the rules this machine will not
+    enforce), or inline (in red when chosen; what it says it uses when shipped)."""
+    why = isolation_of(folder)
+    sandbox = folder.config.sandbox
+    if why == "process":
+        lines = _indented("sandbox: ", _reach(sandbox))
+        missing = unenforced(Policy(read=[], write=[], connect=sandbox.connect))
+        return lines + [f"  [red]not enforced on this machine: {shown(rule)}[/red]" for rule in missing]
+    if why == "chosen":
+        return [f"  [red]{INLINE_CHOSEN}[/red]", *_indented("it says it uses: ", _reach(sandbox))]
+    if why == "shipped":
+        return [f"  {INLINE_SHIPPED}", *_indented("it says it uses: ", _reach(sandbox))]
+    if unconfined_by_choice(folder):  # an agent's own Python, not shipped
+        return [f"  [red]{INLINE_AGENT}[/red]"]
+    return []
+
+
+def _indented(first: str, lines: list[str]) -> list[str]:
+    return [f"  {first}{line}" if n == 0 else f"  {' ' * len(first)}{line}" for n, line in enumerate(lines)]
 
 
 def _reach(sandbox: SandboxConfig) -> list[str]:

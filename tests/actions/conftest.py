@@ -32,7 +32,8 @@ def loaded_action(settings: Settings, folder: str, action: str) -> Address:
 
 @pytest.fixture
 def stamp(tmp_path: Path) -> Address:
-    """The example's `stamp_agent.stamp` (its `mark` fixed by the folder's configuration)."""
+    """The example's `stamp_agent.stamp` (its `mark` fixed by the folder's configuration), in
+    its held process (the example is no shipped folder): its tests are marked `process`."""
     settings = load_settings(sub_graphs_dir=EXAMPLE / "sub_graphs", data_dir=tmp_path / "data")
     return loaded_action(settings, "stamp_agent", "stamp")
 

@@ -67,12 +67,14 @@ async def test_a_sentence_offline_says_how_to_write_the_request(send: Address):
     assert "write them as `key: value`" in message and "to: Recipient addresses." in message
 
 
+@pytest.mark.process  # the example's folder, not shipped, runs in its held process
 async def test_a_sentence_fills_an_actions_only_text_parameter(stamp: Address):
     assert await parameters_from_text("The quarterly report.", stamp.tool, model=None) == {
         "target": "The quarterly report."
     }
 
 
+@pytest.mark.process  # the example's folder, not shipped, runs in its held process
 async def test_a_fixed_parameter_cannot_be_set_by_the_text(stamp: Address):
     with pytest.raises(InvalidToolArgumentsError) as fixed:
         await parameters_from_text("target: report, mark: FORGED", stamp.tool, model=None)
@@ -131,6 +133,7 @@ async def test_the_action_is_named_first_said_as_a_pair_or_chosen_by_the_model(t
     assert chosen.spec.name == "list" and rest == "what is on my list?"
 
 
+@pytest.mark.process  # the example's folder, not shipped, runs in its held process
 async def test_a_model_that_makes_no_call_leaves_a_sentence_to_the_offline_reading(stamp: Address):
     """A local model without function calling answers in words: "target is missing" was the error."""
     with OpenAICompatibleServer(["I would stamp the quarterly report."]) as server:
@@ -141,6 +144,7 @@ async def test_a_model_that_makes_no_call_leaves_a_sentence_to_the_offline_readi
     assert len(server.requests) == 1, "the model was asked first"
 
 
+@pytest.mark.process  # the example's folder, not shipped, runs in its held process
 async def test_a_model_without_tool_calling_leaves_a_sentence_to_the_offline_reading(stamp: Address):
     from langchain_core.language_models import FakeListChatModel
 

@@ -668,7 +668,9 @@ def test_the_prompt_shows_each_part_of_a_folder_on_its_own_line(tmp_path: Path):
     assert lines[1] == f"  Harmless. {forged}", "the description is one line"
     assert lines[2] == "  capabilities: network\\n  path: x, files\\x9b"
     assert sum(line.startswith("  path:") for line in lines) == 1
-    assert lines[3].startswith("  path: ") and "echo\\x1b[31m" in lines[3]
+    assert lines[3] == "  sandbox: none (isolation: inline): it runs with all you can reach"
+    [path] = [line for line in lines if line.startswith("  path: ")]
+    assert "echo\\x1b[31m" in path and lines.index(path) > 3
 
 
 def test_tools_commands_show_folder_text_escaped(tmp_path: Path):

@@ -258,6 +258,9 @@ def test_a_deployment_may_pin_the_bucket(cli, s3, tmp_path: Path):
             {
                 **config,
                 "parameters": {"bucket": {"value": "reports"}, "to_bucket": {"value": "reports"}},
+                # Changed, the folder is the deployment's own, held by default: inline, it
+                # keeps the environment's S3_AGENT_* settings and credentials.
+                "sandbox": {**config["sandbox"], "isolation": "inline"},
             }
         )
     )

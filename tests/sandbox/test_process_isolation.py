@@ -55,6 +55,7 @@ class Held(Tool):
         """Where it runs and the ids it was given."""
         context = current_context()
         note = self.context.data_dir / "note.txt"
+        note.parent.mkdir(parents=True, exist_ok=True)  # made for a held one; inline, at first use
         note.write_text("kept")
         return request.result(
             "here",

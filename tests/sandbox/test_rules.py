@@ -15,14 +15,15 @@ import yaml
 from orchestrator import SandboxUnavailableError
 from orchestrator.errors import ConfigError, McpServerError, ToolConfigError
 from orchestrator.folders.approvals import ApprovalStore, Status
-from orchestrator.folders.discovery import discover_tree
+from orchestrator.folders.discovery import ToolFolder, discover_tree
+from orchestrator.folders.isolation import in_process
 from orchestrator.folders.sandbox_config import (
     data_directory,
     installation,
     policy,
     private_environment,
 )
-from orchestrator.folders.tool_config import parse_tool_config
+from orchestrator.folders.tool_config import ToolConfig, parse_tool_config
 from orchestrator.sandbox import landlock
 from orchestrator.sandbox.rules import Policy, unenforced
 from orchestrator.settings import load_settings
@@ -37,14 +38,19 @@ def config(**fields: object):
     return parse_tool_config(yaml.safe_dump(whole).encode())
 
 
-def test_the_section_is_checked_and_defaults_hold_an_mcp_stdio_server_not_a_python_folder():
+def folder_of(section: ToolConfig) -> ToolFolder:
+    """A folder (not shipped, with no folders of its own) of that configuration."""
+    return ToolFolder(path=Path("/nonexistent/srv"), key="srv", config=section, digest="0")
+
+
+def test_the_section_is_checked_and_defaults_hold_an_mcp_stdio_server_and_a_python_folder():
     server = config(mcp=TIME)
     python = config()
     remote = config(mcp={"url": "http://127.0.0.1:9/mcp"})
     unconfined = config(mcp=TIME, sandbox={"isolation": "inline"})
 
-    assert server.sandboxed and not python.sandboxed and not remote.sandboxed
-    assert not unconfined.sandboxed
+    assert in_process(folder_of(server)) and in_process(folder_of(python))
+    assert not in_process(folder_of(remote)) and not in_process(folder_of(unconfined))
     assert (server.sandbox.connect, server.sandbox.memory_mb, server.sandbox.cpu_seconds) == (
         [],
         4096,
@@ -53,7 +59,8 @@ def test_the_section_is_checked_and_defaults_hold_an_mcp_stdio_server_not_a_pyth
     for wrong in ({"connect": [70000]}, {"reads": ["/x"]}, {"isolation": "vm"}, {"memory_mb": 1}):
         with pytest.raises(ToolConfigError, match="sandbox"):
             config(mcp=TIME, sandbox=wrong)
-    assert config(sandbox={"isolation": "process"}).sandboxed  # a Python folder may ask for it
+    assert in_process(folder_of(config(sandbox={"isolation": "process"})))
+    assert not in_process(folder_of(config(sandbox={"isolation": "inline"})))  # a choice
     with pytest.raises(ToolConfigError, match="an agent runs inline"):
         config(kind="agent", sandbox={"isolation": "process"})
 
@@ -140,8 +147,10 @@ def test_the_approval_question_shows_what_it_may_touch_and_what_will_not_hold(
         in older
     )
     unconfined = config(mcp=TIME, sandbox={"isolation": "inline"})
-    assert "sandbox: none (isolation: inline)" in sandbox_lines(unconfined)[0]
-    assert sandbox_lines(config()) == []  # a Python folder, inline: as before
+    assert "sandbox: none (isolation: inline)" in sandbox_lines(folder_of(unconfined))[0]
+    assert sandbox_lines(folder_of(config()))[0] == (
+        "  sandbox: reads the system, its folder, its program"  # a Python folder: held
+    )
 
 
 def test_a_changed_sandbox_section_is_a_changed_folder(tmp_path: Path):

@@ -18,13 +18,16 @@ import threading
 from pathlib import Path
 from typing import IO
 
-from orchestrator.errors import ToolError
+from orchestrator.errors import ToolError, ToolLoadError
 from orchestrator.folders.discovery import ToolFolder
 from orchestrator.folders.loader import load_tool
 from orchestrator.folders.tool_config import ToolConfig
 from orchestrator.sources.isolated.protocol import decode, is_object, send, unpack_sources
+from orchestrator.tools.agent import AgentTool
 from orchestrator.tools.base import Tool, ToolContext, ToolRequest
 from orchestrator.tools.context import RunContext, running_in
+
+AGENT = "it is an agent (an AgentTool), which runs inside the orchestrator: say `kind: agent`"
 
 
 class Child:
@@ -86,6 +89,8 @@ def load(hello: dict[str, object]) -> Tool:
         sources=unpack_sources(sources),
     )
     tool = load_tool(folder)
+    if isinstance(tool, AgentTool):  # its graph is built over the orchestrator's, inline
+        raise ToolLoadError(AGENT)
     tool.bind_context(ToolContext(data_dir=Path(str(hello["data_dir"]))))
     return tool
 

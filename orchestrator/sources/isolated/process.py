@@ -134,6 +134,7 @@ class FolderProcess:
                 env=self._environment(),
                 cwd=self.folder.path,
                 limit=MAX_LINE,
+                start_new_session=True,  # the terminal's Ctrl-C is the orchestrator's only
             )
         assert child.stdin is not None and child.stdout is not None
         child.stdin.write(encode(self._hello()))

@@ -29,6 +29,7 @@ from pydantic import JsonValue
 from orchestrator.errors import ConfigError, McpServerError, ToolLoadError
 from orchestrator.folders.approvals import LATER, ApprovalStore, Later, Reviewed, Status
 from orchestrator.folders.discovery import FolderNode, ToolFolder
+from orchestrator.folders.isolation import in_process
 from orchestrator.folders.sandbox_config import data_directory
 from orchestrator.folders.untrusted import printable
 from orchestrator.settings import Settings
@@ -210,7 +211,7 @@ class McpClients:
 
     def _sandbox(self, folder: ToolFolder) -> ServerSandbox | None:
         """The folder's sandbox, unless its server runs unconfined (`isolation: inline`, a URL)."""
-        if not folder.config.sandboxed:
+        if not in_process(folder):
             return None
         return ServerSandbox(
             config=folder.config.sandbox,
