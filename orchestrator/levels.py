@@ -40,12 +40,14 @@ class LevelDatabase(Protocol):
 
 @dataclass(frozen=True)
 class Limits:
-    """The four limits of a level: tool rounds per turn, result size, call timeout, inline budget."""
+    """A level's limits: tool rounds per turn, result size, call timeout, inline budget; and
+    whether a result's `data` goes to the model (`include_tool_data`: else its message alone)."""
 
     max_iterations: int
     max_result_chars: int
     timeout_seconds: float
     inline_budget_seconds: float | None = None
+    include_tool_data: bool = True
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Limits:
@@ -55,6 +57,7 @@ class Limits:
             max_result_chars=settings.max_tool_result_chars,
             timeout_seconds=settings.tool_timeout_seconds,
             inline_budget_seconds=settings.inline_budget_seconds,
+            include_tool_data=settings.include_tool_data,
         )
 
     def overridden(self, local: LimitsOverride) -> Limits:
@@ -62,7 +65,8 @@ class Limits:
         return replace(self, **local.model_dump(exclude_none=True))
 
 
-LIMIT_NAMES = tuple(f.name for f in fields(Limits))
+# The limits a folder's `limits:` sets (`include_tool_data` is a key of its own).
+LIMIT_NAMES = tuple(f.name for f in fields(Limits) if f.name != "include_tool_data")
 
 
 @dataclass(frozen=True)

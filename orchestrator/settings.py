@@ -102,6 +102,10 @@ class Settings(BaseSettings):
     sub_graphs_dir: Path = Field(default_factory=lambda: home() / "sub_graphs")
     max_tool_iterations: int = Field(default=5, ge=1, le=100)
     max_tool_result_chars: int = Field(default=4000, ge=200)
+    include_tool_data: bool = Field(
+        default=True,
+        description="A tool result's data goes to the model with its message; false: the message alone.",
+    )
     large_result_max_bytes: int = Field(
         default=10 * 1024 * 1024,
         ge=1024,

@@ -56,7 +56,13 @@ class FollowUps:
     async def follow_up(self, job: BackgroundJob, *, on_event: EventHandler | None) -> TurnResult | None:
         """Tell the model how `job` ended, and let it report to the user (see the module)."""
         settings = self._thread.settings
-        body = job.result.to_model_text(max_chars=settings.max_tool_result_chars) if job.result else "{}"
+        body = (
+            job.result.to_model_text(
+                max_chars=settings.max_tool_result_chars, include_data=settings.include_tool_data
+            )
+            if job.result
+            else "{}"
+        )
         ended = job.finished_at or datetime.now(UTC)
         at = ended.astimezone(UTC).isoformat(timespec="seconds")
         notice = FOLLOW_UP.format(job_id=job.job_id, tool=job.tool, status=job.status, at=at, result=body)

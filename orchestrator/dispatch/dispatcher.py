@@ -178,9 +178,12 @@ class Dispatcher:
         return request.override(tool=real, policy=ExecutionPolicy.of(real, limits=self.limits))
 
     def message(self, call: ToolCall, result: ToolResult) -> ToolMessage:
-        """The answer to `call` in the conversation, cut to the level's result size."""
+        """The answer to `call` in the conversation, cut to the level's result size; its
+        `data` left out where the level says so (`include_tool_data`)."""
         return ToolMessage(
-            content=result.to_model_text(max_chars=self.limits.max_result_chars),
+            content=result.to_model_text(
+                max_chars=self.limits.max_result_chars, include_data=self.limits.include_tool_data
+            ),
             tool_call_id=call["id"] or str(result.request_id),
             name=call["name"],
             status="error" if result.status == "failure" else "success",

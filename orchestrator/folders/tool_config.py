@@ -122,6 +122,11 @@ class ToolConfig(BaseModel):
         default=None,
         description="An agent's plans are approved before they run (default: as its parent's).",
     )
+    include_tool_data: bool | None = Field(
+        default=None,
+        description="false: this level's model reads a tool result's message, not its data "
+        "(default: as its parent's).",
+    )
     closure: ClosureConfig | None = Field(
         default=None,
         description="An agent's judged closure: {judge: true, max_rounds: N} (docs/folders.md).",

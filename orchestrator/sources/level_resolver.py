@@ -9,10 +9,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Coroutine
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from orchestrator.errors import ConfigError, ToolLoadError
-from orchestrator.levels import Closure, LevelConfig, Planning
+from orchestrator.levels import Closure, LevelConfig, Limits, Planning
 from orchestrator.redact import remember
 from orchestrator.settings import hide_passwords, password_of, required_env
 
@@ -46,7 +47,7 @@ class LevelResolver:
         """
         return LevelConfig(
             model=self._model(config.llm, parent=parent.model) if agent else parent.model,
-            limits=parent.limits.overridden(config.limits),
+            limits=_with_tool_data(parent.limits.overridden(config.limits), config.include_tool_data),
             database=self._database(config.db) if config.db.local else parent.database,
             log_level=config.log_level or parent.log_level,
             path=(*parent.path, config.name),
@@ -143,3 +144,8 @@ def _first_line(error: BaseException) -> str:
 def _run_apart(work: Coroutine[object, object, None]) -> None:
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="level-database") as pool:
         pool.submit(asyncio.run, work).result()
+
+
+def _with_tool_data(limits: Limits, include: bool | None) -> Limits:
+    """`limits`, with the folder's `include_tool_data` when it says one (else its parent's)."""
+    return limits if include is None else replace(limits, include_tool_data=include)

@@ -44,6 +44,10 @@ HANDLE_NOTE = (
     "{handle}: " + HANDLE_MARK + '"{handle}" and offset {limit} to read on, or with a '
     "pattern to search it{dropped}]"
 )
+# What the model reads of a result.
+MODEL_FIELDS = frozenset(
+    {"type", "status", "message", "data", "next_actions", "error_code", "recoverable", "retry_strategy"}
+)
 DROPPED_NOTE = " (only its first {kept} characters were kept: the rest was over the size limit)"
 
 
@@ -106,12 +110,13 @@ class ToolResult(BaseModel):
         handle = self.metadata.get(RESULT_HANDLE)
         return handle if isinstance(handle, str) else None
 
-    def to_model_text(self, *, max_chars: int) -> str:
+    def to_model_text(self, *, max_chars: int, include_data: bool = True) -> str:
         """JSON for the model: only the fields it can use, cut past `max_chars` with a note.
 
         A result kept by handle ends its preview with the handle and how to read on.
+        `include_data` False leaves `data` out (the level's `include_tool_data`).
         """
-        text = self.model_text()
+        text = self.model_text(include_data=include_data)
         if len(text) <= max_chars:
             return text
         handle = self.handle
@@ -122,14 +127,11 @@ class ToolResult(BaseModel):
         note = HANDLE_NOTE.format(length=len(text), limit=max_chars, handle=handle, dropped=dropped)
         return text[:max_chars] + note
 
-    def model_text(self) -> str:
+    def model_text(self, *, include_data: bool = True) -> str:
         """The whole JSON the model reads of this result (`to_model_text` cuts it)."""
         body = self.model_dump(
             mode="json",
-            include={
-                "type", "status", "message", "data", "next_actions",
-                "error_code", "recoverable", "retry_strategy",
-            },
+            include=set(MODEL_FIELDS if include_data else MODEL_FIELDS - {"data"}),
             exclude_defaults=True,
         )
         # The status leads and is always said, even when it is the default.

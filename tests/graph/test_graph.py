@@ -17,6 +17,7 @@ from orchestrator.graph import AgentSpec, build_agent_graph
 from orchestrator.levels import Limits
 from orchestrator.testing import call_tools
 from orchestrator.tools.context import current_context
+from orchestrator.tools.results import ToolResult
 from tests.helpers import EventLog, make_session
 
 SNAPSHOT = Path(__file__).resolve().parents[1] / "snapshots" / "agent_graph.mmd"
@@ -65,6 +66,22 @@ async def test_tool_result_reaches_the_model_and_its_answer(scripted):
     assert isinstance(outcome, ToolMessage)
     assert outcome.tool_call_id == request.tool_calls[0]["id"]
     assert json.loads(outcome.text) == {"status": "success", "data": 5}
+
+
+async def test_a_level_without_tool_data_gives_the_model_the_message_alone(scripted):
+    @tool
+    async def lookup() -> ToolResult:
+        """Look a customer up."""
+        return ToolResult(message="Found Ada.", data={"card": "4111-1111"})
+
+    model = scripted(call_tools(("lookup", {})), "done")
+    await make_session(model, [lookup], include_tool_data=False).run("find her")
+    shown = model.received[1][-1].text
+    with_data = scripted(call_tools(("lookup", {})), "done")
+    await make_session(with_data, [lookup]).run("find her")
+
+    assert json.loads(shown) == {"status": "success", "message": "Found Ada."}
+    assert json.loads(with_data.received[1][-1].text)["data"] == {"card": "4111-1111"}
 
 
 async def test_iteration_limit_ends_the_turn_with_a_message(scripted):
