@@ -41,6 +41,12 @@ YAML_ONLY = " (no Python: tool_config.yaml only)"
 INSTRUCTION_LINES = 3  # of the instructions, each cut to LINE_CHARS: the rest is in --json
 LINE_CHARS = 120
 Json = dict[str, object]
+STATE_TEXT = {  # what each `state:` means, for people (see docs/folders.md)
+    "local": "a fresh conversation at each call",
+    "parent": "its caller's recent conversation too, within a quarter of its window",
+    "standalone": "its own conversation with each user, kept from call to call "
+    "(in its level's database; without storage, in memory)",
+}
 T = TypeVar("T")  # the value of a setting shown with where it came from
 
 
@@ -89,6 +95,7 @@ def folder_report(
         "context_tokens": _window(view, folder.name) if agent is not False else None,
         "database": _database(view.database, settings, folder.name),
         "instructions": _instructions(folder, loaded) if agent else None,
+        "state": _state(folder) if agent is not False else None,
         "actions": actions,
         "actions_note": loaded.note,
     }
@@ -113,6 +120,7 @@ def print_report(report: Json, *, as_json: bool) -> None:
         ),
         f"  log level: {_log_level_text(report['log_level'])}",
         *_window_lines(report.get("context_tokens")),
+        *_state_lines(report.get("state")),
         _calls_text(report["calls"]),
         *sandbox_lines(report.get("sandbox")),
         *_instruction_lines(report.get("instructions")),
@@ -248,6 +256,19 @@ def _instructions(folder: ToolFolder, loaded: Loaded) -> Json:
     if agent is not None:
         return {"text": agent.system_prompt(), "origin": f"class {type(agent).__name__}"}
     return {"text": None, "origin": "the agent class (its code is not loaded)"}
+
+
+def _state(folder: ToolFolder) -> Json:
+    """The agent's `state:` (never inherited: each agent folder says its own, else `local`)."""
+    own = "state" in folder.config.model_fields_set
+    return {"value": folder.config.state, "origin": "tool_config.yaml" if own else "default"}
+
+
+def _state_lines(state: object) -> list[str]:
+    if not isinstance(state, dict):
+        return []
+    value = str(state["value"])
+    return [f"  state: {value}, {STATE_TEXT.get(value, '')} ({state['origin']})"]
 
 
 def _calls(folder: ToolFolder, caller: LevelView) -> Json:

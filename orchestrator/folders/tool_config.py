@@ -32,6 +32,7 @@ from orchestrator.level_overrides import (
     LimitsOverride,
     ModelOverride,
 )
+from orchestrator.tools.agent_state import StateMode
 from orchestrator.tools.risk import RiskLevel, Urgency
 
 CONFIG_FILE = "tool_config.yaml"
@@ -130,6 +131,11 @@ class ToolConfig(BaseModel):
     closure: ClosureConfig | None = Field(
         default=None,
         description="An agent's judged closure: {judge: true, max_rounds: N} (docs/folders.md).",
+    )
+    state: StateMode = Field(
+        default="local",
+        description="An agent's conversation at each call: `local` (fresh), `parent` (its "
+        "caller's recent conversation too) or `standalone` (its own, kept per user).",
     )
     entry_point: str | None = None
     class_name: str | None = None
@@ -230,6 +236,8 @@ class ToolConfig(BaseModel):
         if self.mcp is not None:
             code = ("entry_point", "class_name", "instructions")
             given = [name for name in code if getattr(self, name)]
+            if self.state != "local":
+                given.append("state")
             if self.kind != "tool" or given:
                 what = f"`{given[0]}`" if given else "`kind: agent`"
                 raise ValueError(
