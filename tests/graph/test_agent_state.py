@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from orchestrator.folders.tool_config import ToolConfig
@@ -221,3 +221,48 @@ async def test_an_exchange_that_cannot_be_kept_is_said_and_the_answer_stands(
         "parrot: this call's exchange was not kept in its standalone conversation: OSError: the disk is full"
         in r.getMessage() for r in caplog.records
     )
+
+
+async def test_a_standalone_call_that_asks_you_first_is_kept_once_answered(tmp_path: Path):
+    """The agent runs inside the caller's run: its gated call pauses the turn, the answer
+    resumes it, and its conversation is kept once, request and all, only then."""
+    settings = settings_with(tmp_path, state="standalone")
+    echo = tmp_path / "sub_graphs" / "parrot" / "src" / "sub_graphs" / "echo" / "tool_config.yaml"
+    echo.write_text(echo.read_text() + "requires_approval: true\n")
+    approve_all(settings)
+    seen: list[list[BaseMessage]] = []
+
+    def step(messages: list[BaseMessage]) -> str | AIMessage:
+        if "You are parrot" in messages[0].text:
+            seen.append(messages)
+            if isinstance(messages[-1], ToolMessage):
+                return f"said {messages[-1].text.count('polly')} polly."
+            return call_tools(("echo_say", {"text": "polly"}))
+        if isinstance(messages[-1], ToolMessage):
+            return "done."
+        return call_tools(("parrot_ask", {"request": messages[-1].text}))
+
+    runtime = Orchestrator.create(
+        settings, model=ScriptedChatModel(steps=[step] * 20), checkpointer=InMemorySaver()
+    )
+    session = runtime.session(user_id="u")
+    paused = await session.run("req 1")
+    assert len(paused.questions) == 1 and paused.answer == ""
+    kept = runtime_state(runtime)
+    assert await kept.load("u", ["parrot"]) == SavedConversation(), "nothing kept while it waits"
+
+    done = await session.answer({paused.questions[0].id: {"type": "approve"}})
+    assert done.answer == "done."
+    assert (await session.run("req 2")).questions, "the second call asks too"
+
+    assert [m.text for m in seen[-1][1:] if isinstance(m, HumanMessage)] == ["req 1", "req 2"]
+    saved = await kept.load("u", ["parrot"])
+    assert [m.type for m in saved.messages] == ["human", "ai", "tool", "ai"]
+
+
+def runtime_state(runtime: Orchestrator) -> MemoryConversations:
+    parrot = next(t for t in runtime.tools if isinstance(t, ActionTool) and t.name == "parrot_ask")
+    assert isinstance(parrot.owner, AgentTool)
+    store = parrot.owner.state.store
+    assert isinstance(store, MemoryConversations)
+    return store
