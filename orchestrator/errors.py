@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import Literal
 
 import yaml
-from pydantic import ValidationError
+from pydantic import JsonValue, ValidationError
 
 RetryStrategy = Literal["retry_with_backoff", "fix_arguments"]
 
@@ -47,12 +47,22 @@ class ToolError(OrchestratorError):
     code: str = "tool_failed"
     recoverable: bool = True
 
-    def __init__(self, message: str, *, code: str | None = None, recoverable: bool | None = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str | None = None,
+        recoverable: bool | None = None,
+        details: dict[str, JsonValue] | None = None,
+    ):
         super().__init__(message)
         if code is not None:
             self.code = code
         if recoverable is not None:
             self.recoverable = recoverable
+        # What else is known, for a model or a script to act on: the fields that failed, the
+        # service's status code... (the error envelope's `details`).
+        self.details: dict[str, JsonValue] = details or {}
 
     @property
     def retry_strategy(self) -> RetryStrategy | None:
@@ -245,10 +255,19 @@ class RemoteConnectionBlocked(DeveloperError, ConnectionRefusedError):
 
 def validation_problems(error: ValidationError) -> str:
     """`field: problem; ...` in one line, for a model or a person to act on."""
-    return "; ".join(
-        f"{'.'.join(str(part) for part in problem['loc']) or 'value'}: {problem['msg']}"
+    return "; ".join(f"{field}: {problem}" for field, problem in _problems(error))
+
+
+def validation_details(error: ValidationError) -> dict[str, JsonValue]:
+    """The same problems as a mapping of field to problem (an error envelope's `details`)."""
+    return {"fields": dict(_problems(error))}
+
+
+def _problems(error: ValidationError) -> list[tuple[str, JsonValue]]:
+    return [
+        (".".join(str(part) for part in problem["loc"]) or "value", problem["msg"])
         for problem in error.errors()
-    )
+    ]
 
 
 __all__ = [

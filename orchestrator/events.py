@@ -105,14 +105,18 @@ def _write(event: Event) -> None:
     writer(event)
 
 
-def emit_status(stage: Stage, detail: str = "") -> None:
-    """Report a stage of the current turn."""
-    _write(StatusEvent(kind="status", stage=stage, detail=detail, at=_now()))
-
-
-def emit_round(stage: Stage, *, round: int, messages: int) -> None:  # noqa: A002  # the seed's word
-    """Report a model call's start: the `round`-th of the turn, over `messages` messages."""
-    event = StatusEvent(kind="status", stage=stage, detail="", at=_now(), round=round, messages=messages)
+def emit_status(
+    stage: Stage,
+    detail: str = "",
+    *,
+    round: int | None = None,  # noqa: A002  # the seed's word
+    messages: int | None = None,
+) -> None:
+    """Report a stage of the current turn; a model call's start says which `round` of the turn
+    it is and over how many `messages`."""
+    event = StatusEvent(kind="status", stage=stage, detail=detail, at=_now())
+    if round is not None and messages is not None:
+        event["round"], event["messages"] = round, messages
     _write(event)
 
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -219,3 +221,17 @@ async def storage_for(database_url: str, tmp_path: Path) -> AsyncIterator[Storag
         yield storage
     finally:
         await storage.close()
+
+
+TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
+
+
+def tool_json(text: str) -> dict[str, object]:
+    """The JSON a model read of a tool result, less the time it was made (checked, then left out:
+    every result a tool made carries it, and it differs from run to run)."""
+    payload = json.loads(text)
+    metadata = payload.get("metadata", {})
+    assert TIMESTAMP.fullmatch(metadata.pop("timestamp", "")), f"no timestamp in {text[:200]}"
+    if not metadata:
+        del payload["metadata"]
+    return payload

@@ -11,6 +11,7 @@ again after a crash all pass here; a new policy is a new middleware.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 
 from langchain_core.messages import ToolCall, ToolMessage
 from langchain_core.runnables import RunnableConfig
@@ -156,8 +157,9 @@ class Dispatcher:
         )
 
     async def dispatch(self, request: CallRequest) -> ToolResult:
-        """Run `request` through the pipeline; the result carries the call's ids."""
-        result = await self._handler(await self._resolved(request))
+        """Run `request` through the pipeline; the result carries the call's ids and the time
+        it was made."""
+        result = (await self._handler(await self._resolved(request))).stamped(datetime.now(UTC))
         if result.request_id is not None:
             # Stamped inside (the usual case), with the ids the call ran under: the request
             # log gives a call a new one when its own is another call's.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from functools import cache
 from typing import Protocol, cast, runtime_checkable
 
@@ -53,7 +54,10 @@ async def run_tool(request: CallRequest) -> ToolResult:
             result = await attempt(_work(request), name=request.name)
         except ToolError as error:
             result = ToolResult.from_error(error)
-    return sanitised(result, tool).model_copy(update=request.ids)
+    # Stamped here, when it was made: what keeps a long result (`large_results`) or reuses it
+    # (`result_cache`) keeps the time with it.
+    stamped = sanitised(result, tool).stamped(datetime.now(UTC))
+    return stamped.model_copy(update=request.ids)
 
 
 def _work(request: CallRequest) -> Callable[[], Awaitable[object]]:

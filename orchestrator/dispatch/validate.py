@@ -6,13 +6,18 @@ import logging
 from collections.abc import Mapping
 
 from langchain_core.tools import BaseTool
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, JsonValue, ValidationError
 
 from orchestrator.dispatch.json_check import json_problems as json_problems  # re-exported
 from orchestrator.dispatch.json_check import json_problems_within
 from orchestrator.dispatch.json_shape import call_schema, is_object, properties
 from orchestrator.dispatch.middleware import CallRequest, Handler
-from orchestrator.errors import InvalidToolArgumentsError, UnknownToolError, validation_problems
+from orchestrator.errors import (
+    InvalidToolArgumentsError,
+    UnknownToolError,
+    validation_details,
+    validation_problems,
+)
 from orchestrator.events import ToolPhase
 from orchestrator.sources.adapter import ActionTool
 from orchestrator.tools.results import ToolResult
@@ -54,7 +59,12 @@ class ValidationMiddleware:
         stray = schema_words(tool, request.arguments)
         unknown = [key for key in unknown_parameters(tool, request.arguments) if key not in stray]
         if unknown:
-            return request.failed(InvalidToolArgumentsError(unknown_arguments(tool, unknown)))
+            details: dict[str, JsonValue] = {
+                "unknown": list(unknown),
+                "known": list(visible_parameters(tool)),
+            }
+            error = InvalidToolArgumentsError(unknown_arguments(tool, unknown), details=details)
+            return request.failed(error)
         if stray:
             cleaned = {k: v for k, v in request.arguments.items() if k not in stray}
             valid = await _checked(request.override(arguments=cleaned), tool)
@@ -107,7 +117,8 @@ async def _checked(request: CallRequest, tool: BaseTool) -> CallRequest | ToolRe
         return request.override(parsed=schema.model_validate(request.arguments))
     except ValidationError as error:
         message = INVALID_ARGUMENTS.format(name=request.name, problems=validation_problems(error))
-        return request.failed(InvalidToolArgumentsError(message))
+        details = validation_details(error)
+        return request.failed(InvalidToolArgumentsError(message, details=details))
 
 
 def schema_words(tool: BaseTool, arguments: Mapping[str, object]) -> list[str]:

@@ -26,7 +26,7 @@ from langgraph.types import Send
 
 from orchestrator.dispatch.background import is_acknowledgement
 from orchestrator.dispatch.dispatcher import Dispatcher
-from orchestrator.events import BACKGROUND, Stage, ToolPhase, emit_round, emit_status, emit_tool
+from orchestrator.events import BACKGROUND, Stage, ToolPhase, emit_status, emit_tool
 from orchestrator.graph.caller_view import Route, WithCallerViews
 from orchestrator.graph.calls import Rejection, refusal
 from orchestrator.graph.closure import JUDGE_NODE, JudgeNode, judged, route_after_judge
@@ -152,7 +152,7 @@ class ModelNode:
         model = bound.reading if gave_handle(state["messages"]) else bound.usual
         iterations = model_calls_this_turn(state["messages"])
         stage = Stage.SUBMITTED if iterations == 0 else Stage.PROCESSING
-        emit_round(stage, round=iterations + 1, messages=len(state["messages"]))
+        emit_status(stage, round=iterations + 1, messages=len(state["messages"]))
         request = ModelCall(
             model=model,
             system_message=self.system_prompt,

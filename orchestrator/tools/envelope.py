@@ -79,9 +79,8 @@ class Envelope(BaseModel):
         )
         error = None
         if result.status == "failure":
-            details = result.model_dump(
-                mode="json", include=set(DETAIL_FIELDS), exclude_defaults=True
-            )
+            said = result.model_dump(mode="json", include=set(DETAIL_FIELDS), exclude_defaults=True)
+            details = {**result.details, **said}
             error = EnvelopeError(
                 code=result.error_code or "error", message=result.message, details=details
             )

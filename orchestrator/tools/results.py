@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Literal, TypedDict
 
 from pydantic import BaseModel, Field, JsonValue
@@ -44,10 +45,23 @@ HANDLE_NOTE = (
     "{handle}: " + HANDLE_MARK + '"{handle}" and offset {limit} to read on, or with a '
     "pattern to search it{dropped}]"
 )
-# What the model reads of a result.
-MODEL_FIELDS = frozenset(
-    {"type", "status", "message", "data", "next_actions", "error_code", "recoverable", "retry_strategy"}
-)
+# What the model reads of a result: its fields, then the keys of its metadata (when the
+# result was made, whose service answered), as the `run` envelope has them.
+# (Sets, not frozensets, because pydantic's `include` is typed so; never changed.)
+MODEL_FIELDS: set[str] = {
+    "type",
+    "status",
+    "message",
+    "data",
+    "details",
+    "next_actions",
+    "error_code",
+    "recoverable",
+    "retry_strategy",
+}
+_WITHOUT_DATA = MODEL_FIELDS - {"data"}
+TIMESTAMP = "timestamp"
+MODEL_METADATA = (TIMESTAMP, "provider")
 DROPPED_NOTE = " (only its first {kept} characters were kept: the rest was over the size limit)"
 
 
@@ -64,6 +78,7 @@ class ResultFields(TypedDict, total=False):
     data: object
     metadata: Mapping[str, object]
     next_actions: list[str]
+    details: Mapping[str, object]
     billing: Billing | None
     error_code: str | None
     recoverable: bool | None
@@ -81,6 +96,7 @@ class ToolResult(BaseModel):
     data: JsonValue = None
     metadata: dict[str, JsonValue] = Field(default_factory=dict)
     next_actions: list[str] = Field(default_factory=list)
+    details: dict[str, JsonValue] = Field(default_factory=dict)  # what else a failure knows
     billing: Billing | None = None
     error_code: str | None = None
     recoverable: bool | None = None
@@ -96,6 +112,7 @@ class ToolResult(BaseModel):
             error_code=error.code,
             recoverable=error.recoverable,
             retry_strategy=error.retry_strategy,
+            details=error.details,
         )
 
     def __getitem__(self, field: str) -> object:
@@ -123,7 +140,9 @@ class ToolResult(BaseModel):
         if handle is None:
             return text[:max_chars] + TRUNCATION_NOTE.format(length=len(text), limit=max_chars)
         kept = self.metadata.get(KEPT_CHARS)
-        dropped = DROPPED_NOTE.format(kept=kept) if isinstance(kept, int) and kept < len(text) else ""
+        dropped = (
+            DROPPED_NOTE.format(kept=kept) if isinstance(kept, int) and kept < len(text) else ""
+        )
         note = HANDLE_NOTE.format(length=len(text), limit=max_chars, handle=handle, dropped=dropped)
         return text[:max_chars] + note
 
@@ -131,11 +150,24 @@ class ToolResult(BaseModel):
         """The whole JSON the model reads of this result (`to_model_text` cuts it)."""
         body = self.model_dump(
             mode="json",
-            include=set(MODEL_FIELDS if include_data else MODEL_FIELDS - {"data"}),
+            include=MODEL_FIELDS if include_data else _WITHOUT_DATA,
             exclude_defaults=True,
         )
-        # The status leads and is always said, even when it is the default.
-        return json.dumps({"status": self.status, **body}, ensure_ascii=False, default=str)
+        # The status leads and is always said, even when it is the default; the metadata
+        # follows, so that a result cut for length still says when it was made.
+        head: dict[str, object] = {"status": self.status}
+        metadata = {key: self.metadata[key] for key in MODEL_METADATA if key in self.metadata}
+        if metadata:
+            head["metadata"] = metadata
+        return json.dumps({**head, **body}, ensure_ascii=False, default=str)
+
+    def stamped(self, at: datetime) -> ToolResult:
+        """This result with the time it was made in its metadata, unless it says one already
+        (a cached result keeps the time its data is from)."""
+        if TIMESTAMP in self.metadata:
+            return self
+        when = at.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+        return self.model_copy(update={"metadata": {**self.metadata, TIMESTAMP: when}})
 
 
 def result_from_output(output: object) -> ToolResult:

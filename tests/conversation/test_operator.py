@@ -30,7 +30,7 @@ from orchestrator.testing.scripted import Step
 from orchestrator.tools.authorizations import PendingAuthorization
 from orchestrator.tools.context import RunContext, running_in
 from orchestrator.tools.decisions import Decision
-from tests.helpers import storage_for
+from tests.helpers import storage_for, tool_json
 from tests.tool_folders import AGENT_TOOL, write_folder
 
 OPERATOR_TOOLS = {"get_authorization_requests", "approve_authorization"}
@@ -143,7 +143,7 @@ async def test_the_level_that_asked_is_refused_and_another_user_sees_nothing(
     assert refused["status"] == "failure" and refused["error_code"] == "refused"
     assert "asked by this level (orchestrator)" in refused["message"]
     assert still_u1 == ["authorization"], "a refused answer resumes nothing"
-    [nothing] = [json.loads(m.text) for m in model.received[5] if isinstance(m, ToolMessage)]
+    [nothing] = [tool_json(m.text) for m in model.received[5] if isinstance(m, ToolMessage)]
     assert nothing == {"status": "success", "message": "No authorization request waits.", "data": []}
     unknown = [json.loads(m.text) for m in model.received[6] if isinstance(m, ToolMessage)][-1]
     assert unknown["status"] == "failure" and unknown["error_code"] == "not_found"

@@ -24,7 +24,7 @@ from orchestrator.sources.adapter import langchain_tools
 from orchestrator.testing import call_tools
 from orchestrator.tools import Tool, ToolRequest, ToolResult, action
 from tests.dispatch.test_background import Nothing
-from tests.helpers import EventLog, make_session
+from tests.helpers import EventLog, make_session, tool_json
 
 
 class Flaky(Tool):
@@ -69,7 +69,7 @@ async def run(scripted, tools, name: str) -> tuple[dict[str, object], EventLog]:
     model = scripted(call_tools((name, {})), "ok")
     events = EventLog()
     await make_session(model, tools).run("go", on_event=events)
-    return json.loads(model.received[1][-1].text), events
+    return tool_json(model.received[1][-1].text), events
 
 
 async def test_a_call_past_its_timeout_is_a_recoverable_error(scripted):

@@ -33,7 +33,7 @@ from orchestrator.store.requests import request_history
 from orchestrator.testing import ScriptedChatModel, call_tools
 from orchestrator.tools import Tool, ToolRequest, ToolResult, action
 from orchestrator.tools.context import RunContext
-from tests.helpers import storage_for
+from tests.helpers import storage_for, tool_json
 from tests.tool_folders import three_levels, write_folder
 
 ran: Counter[str] = Counter()
@@ -94,7 +94,7 @@ def edit_to(name: str, args: dict[str, object]) -> dict[str, object]:
 
 
 async def tool_answers(session: Session) -> list[dict[str, object]]:
-    return [json.loads(m.text) for m in await session.history() if isinstance(m, ToolMessage)]
+    return [tool_json(m.text) for m in await session.history() if isinstance(m, ToolMessage)]
 
 
 async def test_approve_runs_the_call_after_the_question(scripted):
@@ -218,7 +218,7 @@ async def test_ask_human_gives_the_model_the_persons_answer(scripted):
     assert asked.value["allowed"] == ["respond", "reject"]
     assert asked.value["action"]["args"] == {"question": "Which city?", "context": "Two offices."}
     last_round = model.received[-1]
-    [answered] = [json.loads(m.text) for m in last_round if isinstance(m, ToolMessage)]
+    [answered] = [tool_json(m.text) for m in last_round if isinstance(m, ToolMessage)]
     assert answered == {"status": "success", "message": "Oslo"}
 
 
@@ -354,7 +354,7 @@ async def test_a_sensitive_call_three_levels_down_resumes_inside_the_sub_agent(
     assert len(model.received) == 6, "no model round of any level ran again"
     assert (await session.history())[-1].text == "The cache is cleared."
     mid_round = model.received[3]
-    [cleared] = [json.loads(m.text) for m in mid_round if isinstance(m, ToolMessage)]
+    [cleared] = [tool_json(m.text) for m in mid_round if isinstance(m, ToolMessage)]
     assert cleared == {"status": "success", "message": "cleared cache"}
 
 
@@ -376,7 +376,7 @@ async def test_nested_agents_may_ask_the_person_too(scripted, tmp_path: Path):
 
     assert asked.value["agent_path"] == ["top"]
     top_round = model.received[2]
-    [answered] = [json.loads(m.text) for m in top_round if isinstance(m, ToolMessage)]
+    [answered] = [tool_json(m.text) for m in top_round if isinstance(m, ToolMessage)]
     assert answered == {"status": "success", "message": "Ada"}
 
 

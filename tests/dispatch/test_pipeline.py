@@ -41,7 +41,7 @@ from orchestrator.testing import ScriptedChatModel, call_tools
 from orchestrator.tools import ToolResult
 from orchestrator.tools.context import current_context
 from orchestrator.tools.request_log import CallRecord
-from tests.helpers import storage_for
+from tests.helpers import storage_for, tool_json
 
 entered: Counter[str] = Counter()
 
@@ -108,7 +108,7 @@ async def test_an_interrupt_in_a_tool_pauses_the_turn_and_resume_finishes_it(scr
     await resume(session, "yes")
     history = await session.history()
     answer = next(m for m in history if isinstance(m, ToolMessage))
-    assert json.loads(answer.text) == {"status": "success", "message": "answer: yes"}
+    assert tool_json(answer.text) == {"status": "success", "message": "answer: yes"}
     assert history[-1].text == "Sent."
     assert await pending(session) == []
     model.assert_complete()

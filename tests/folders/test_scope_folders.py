@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 
@@ -11,6 +10,7 @@ from langchain_core.messages import ToolMessage
 from orchestrator.runtime import Orchestrator
 from orchestrator.settings import load_settings
 from orchestrator.testing import call_tools
+from tests.helpers import tool_json
 from tests.tool_folders import three_levels, write_folder
 
 FETCH_TOOL = '''
@@ -72,7 +72,7 @@ async def test_three_levels_down_the_model_sees_and_sets_only_its_own_parameters
 
     assert result.answer == "all done"
     mid_round = model.received[3]  # what mid's model saw after its two calls
-    answers = [json.loads(m.text) for m in mid_round if isinstance(m, ToolMessage)]
+    answers = [tool_json(m.text) for m in mid_round if isinstance(m, ToolMessage)]
     assert answers[0] == {"status": "success", "message": "Oslo in us with key-123"}
     assert answers[1]["error_code"] == "invalid_arguments"
     assert "'api_key'" in answers[1]["message"] and "key-123" not in answers[1]["message"]

@@ -18,7 +18,7 @@ from orchestrator.levels import Limits
 from orchestrator.testing import call_tools
 from orchestrator.tools.context import current_context
 from orchestrator.tools.results import ToolResult
-from tests.helpers import EventLog, make_session
+from tests.helpers import EventLog, make_session, tool_json
 
 SNAPSHOT = Path(__file__).resolve().parents[1] / "snapshots" / "agent_graph.mmd"
 
@@ -65,7 +65,7 @@ async def test_tool_result_reaches_the_model_and_its_answer(scripted):
     assert isinstance(request, AIMessage) and request.tool_calls[0]["name"] == "add"
     assert isinstance(outcome, ToolMessage)
     assert outcome.tool_call_id == request.tool_calls[0]["id"]
-    assert json.loads(outcome.text) == {"status": "success", "data": 5}
+    assert tool_json(outcome.text) == {"status": "success", "data": 5}
 
 
 async def test_a_level_without_tool_data_gives_the_model_the_message_alone(scripted):
@@ -80,7 +80,7 @@ async def test_a_level_without_tool_data_gives_the_model_the_message_alone(scrip
     with_data = scripted(call_tools(("lookup", {})), "done")
     await make_session(with_data, [lookup]).run("find her")
 
-    assert json.loads(shown) == {"status": "success", "message": "Found Ada."}
+    assert tool_json(shown) == {"status": "success", "message": "Found Ada."}
     assert json.loads(with_data.received[1][-1].text)["data"] == {"card": "4111-1111"}
 
 
@@ -123,8 +123,10 @@ async def test_large_results_are_truncated_with_a_note(scripted):
     [message] = tool_messages(await session.history())
     body, note = message.text.split("\n", 1)
     assert len(body) == 500
-    full_length = len(json.dumps({"status": "success", "message": "x" * 10_000}))
-    assert body.startswith('{"status": "success", "message": "xxx')
+    stamp = {"timestamp": "2026-01-01T00:00:00Z"}  # a timestamp is always this long
+    full = {"status": "success", "metadata": stamp, "message": "x" * 10_000}
+    full_length = len(json.dumps(full))
+    assert body.startswith('{"status": "success", "metadata": {"timestamp": "')
     assert "truncated" in note and f"{full_length} characters" in note and "500" in note
 
 
@@ -153,7 +155,7 @@ async def test_tool_error_keeps_its_code_and_recoverability(scripted):
     model = scripted(call_tools(("quota", {})), "done")
     await make_session(model, [quota]).run("go")
 
-    body = json.loads(tool_messages(model.received[1])[0].text)
+    body = tool_json(tool_messages(model.received[1])[0].text)
     assert body == {
         "type": "error",
         "status": "failure",

@@ -30,6 +30,7 @@ async def test_the_model_gets_a_preview_and_a_handle_then_reads_on_with_the_read
     scripted, database: Database
 ):
     offered: list[list[str]] = []
+    made: list[str] = []
     user = f"ann-{uuid.uuid4().hex[:8]}"
 
     def first(messages: list[BaseMessage]) -> AIMessage:
@@ -41,6 +42,7 @@ async def test_the_model_gets_a_preview_and_a_handle_then_reads_on_with_the_read
         result = messages[-1]
         assert isinstance(result, ToolMessage) and isinstance(result.artifact, dict)
         handle = result.artifact["metadata"]["result_handle"]
+        made.append(result.artifact["metadata"]["timestamp"])
         assert f'handle "{handle}" and offset {LIMIT}' in result.text
         return call_tools((READ_RESULT_TOOL, {"handle": handle, "offset": LIMIT, "length": 50}))
 
@@ -60,7 +62,8 @@ async def test_the_model_gets_a_preview_and_a_handle_then_reads_on_with_the_read
 
     state = await graph.ainvoke({"messages": [("user", "read the report")]}, context=run)
 
-    whole = json.dumps({"status": "success", "message": REPORT}, ensure_ascii=False)
+    stamp = {"timestamp": made[0]}
+    whole = json.dumps({"status": "success", "metadata": stamp, "message": REPORT}, ensure_ascii=False)
     assert state["messages"][-1].text == whole[LIMIT : LIMIT + 50]
     assert offered[0] == ["report"], "no handle yet: the reader is not offered"
     assert READ_RESULT_TOOL in offered[1] and READ_RESULT_TOOL in offered[2]

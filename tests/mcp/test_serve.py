@@ -28,7 +28,7 @@ from orchestrator.store import Database
 from orchestrator.store.logins import Logins
 from orchestrator.store.requests import request_history, request_tree
 from orchestrator.testing import OpenAICompatibleServer
-from tests.helpers import cli_env, server_env
+from tests.helpers import cli_env, server_env, tool_json
 from tests.tool_folders import (
     AGENT_TOOL,
     ECHO_TOOL,
@@ -125,7 +125,7 @@ async def stdio_session(
 def answer(result: CallToolResult) -> dict[str, object]:
     """The model text of a call's result, read back."""
     [content] = result.content
-    return json.loads(content.text)  # type: ignore[union-attr]
+    return tool_json(content.text)  # type: ignore[union-attr]
 
 
 async def session_of(database: Database, user: str, request_id: str) -> str:

@@ -12,7 +12,7 @@ from orchestrator.errors import InvalidToolArgumentsError, ToolError
 from orchestrator.sources.adapter import langchain_tools
 from orchestrator.testing import call_tools
 from orchestrator.tools import Tool, ToolRequest, ToolResult, action
-from tests.helpers import make_session
+from tests.helpers import make_session, tool_json
 
 
 class Forecast(BaseModel):
@@ -78,7 +78,7 @@ async def test_model_calls_reach_execute_with_ids_and_user(scripted):
     result = await session.run("weather in Oslo?")
 
     [call] = result.tool_calls
-    body = json.loads(model.received[1][-1].text)
+    body = tool_json(model.received[1][-1].text)
     assert body == {"status": "success", "message": "Sunny in Oslo", "data": {"days": 2, "user": "tester"}}
     assert call.request_id is not None
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-import threading
 from pathlib import Path
 from typing import IO
 
@@ -22,7 +21,13 @@ from orchestrator.errors import ToolError, ToolLoadError
 from orchestrator.folders.discovery import ToolFolder
 from orchestrator.folders.loader import load_tool
 from orchestrator.folders.tool_config import ToolConfig
-from orchestrator.sources.isolated.protocol import decode, is_object, send, unpack_sources
+from orchestrator.sources.isolated.protocol import (
+    MAX_LINE,
+    decode,
+    is_object,
+    send,
+    unpack_sources,
+)
 from orchestrator.tools.agent import AgentTool
 from orchestrator.tools.base import Tool, ToolContext, ToolRequest
 from orchestrator.tools.context import RunContext, running_in
@@ -127,17 +132,17 @@ def main() -> int:
 
 
 async def serve(child: Child) -> None:
-    """Run calls as their lines come, until standard input ends."""
+    """Run calls as their lines come, until standard input ends.
+
+    Its lines are read on the loop itself (no thread to hand them over: a call's way in
+    is one wake-up, not two). Nothing follows `hello` before `ready` is answered, so no
+    line waits in the buffer `hello` was read through.
+    """
     loop = asyncio.get_running_loop()
-    ended = asyncio.Event()
-
-    def read() -> None:  # a thread: a pipe's blocking reads, handed to the loop line by line
-        for line in sys.stdin.buffer:
-            loop.call_soon_threadsafe(child.handle, decode(line))
-        loop.call_soon_threadsafe(ended.set)
-
-    threading.Thread(target=read, name="calls", daemon=True).start()
-    await ended.wait()
+    reader = asyncio.StreamReader(limit=MAX_LINE, loop=loop)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin.buffer)
+    while line := await reader.readline():
+        child.handle(decode(line))
     for task in list(child.calls.values()):
         task.cancel()
 
