@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
+from pydantic import JsonValue
+
 from orchestrator.folders.approvals import ApprovalStore
 from orchestrator.folders.approved_files import FileChanges, approved_texts, unified_diff
 from orchestrator.folders.discovery import ToolFolder
+from orchestrator.folders.remote_config import shown_value
 from orchestrator.settings import Settings
 
 NO_COPY = "no copy of the approved files was kept (approved by an earlier version): no diff"
@@ -29,9 +34,25 @@ class FolderHistory:
             return None
         return FileChanges.between(decision.files, folder.files)
 
+    def remote_changes(self, folder: ToolFolder) -> list[str]:
+        """What approval covers of its remote copy, as it was when decided on, where it differs."""
+        decision = self.store.decision(folder.key)
+        if decision is None or folder.remote is None or folder.remote_digest == decision.remote:
+            return []
+        then, now = decision.remote_covered or {}, folder.remote.covered or {}
+        return [
+            f"the remote copy's {name} was {_json(name, then.get(name))} when you decided"
+            for name in sorted({*then, *now})
+            if then.get(name) != now.get(name)
+        ]
+
     def diff(self, folder: ToolFolder, changes: FileChanges) -> list[str]:
         """A unified diff of the changes, from the files as approved to the folder now."""
         texts = approved_texts(self.store.path.parent, folder.key)
         if texts is None:
             return [NO_COPY]
         return unified_diff(texts, folder, changes)
+
+
+def _json(name: str, value: JsonValue) -> str:
+    return "not set" if value is None else json.dumps(shown_value(name, value), sort_keys=True)
