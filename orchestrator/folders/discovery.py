@@ -234,7 +234,7 @@ def _inspect(
         fields = read_config_mapping(taken.config)
         config = validate_tool_config(fields)
         if config.remote_config is not None and remote is not None:
-            config, state = remote.resolve(key, fields, config.remote_config)
+            config, state = remote.resolve(key, fields, config, config.remote_config)
     except (ToolConfigError, FolderRefusedError) as error:
         found.skip(path, str(error))
         return None

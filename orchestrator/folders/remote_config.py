@@ -22,7 +22,8 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
+from contextlib import suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -63,7 +64,6 @@ UNCOVERED = frozenset(
 COVERED_LLM = ("base_url", "api_key_env")
 # Their values may be secrets: said by name only (see `shown_value`).
 UNSAID = ("config", "parameters")
-Fetch = Callable[[str], bytes]
 
 
 class Source(StrEnum):
@@ -122,16 +122,8 @@ class _Copy(BaseModel):
 class RemoteConfigs:
     """Resolves folders' remote configurations, keeping the last good copy of each in `directory`."""
 
-    def __init__(
-        self,
-        directory: Path,
-        *,
-        fetch: Fetch = fetch_document,
-        now: Callable[[], datetime] = lambda: datetime.now(UTC),
-    ) -> None:
+    def __init__(self, directory: Path) -> None:
         self.directory = directory
-        self._fetch = fetch
-        self._now = now
 
     @classmethod
     def of(cls, settings: Settings) -> RemoteConfigs:
@@ -139,32 +131,29 @@ class RemoteConfigs:
         return cls(settings.data_dir / CACHE_DIR)
 
     def resolve(
-        self, key: str, local: dict[str, object], ref: RemoteConfigRef
+        self, key: str, local: dict[str, object], own: ToolConfig, ref: RemoteConfigRef
     ) -> tuple[ToolConfig, RemoteState]:
-        """The folder `key`'s configuration in force (its file's fields are `local`), and whence."""
+        """The folder `key`'s configuration in force, and whence.
+
+        `local` are the fields of its file, `own` those validated (the file alone).
+        """
         copy = self._cached(key, ref.url)
-        now = self._now()
+        now = datetime.now(UTC)
         if copy is not None and (now - copy.fetched_at).total_seconds() < ref.refresh_seconds:
-            try:
-                config, covered = overlay(local, copy.body.encode(), source=ref.url)
-                return config, RemoteState(ref.url, Source.REMOTE, copy.fetched_at, None, covered)
-            except RemoteConfigError:
-                pass  # valid no more with this file: fetched again
+            with suppress(RemoteConfigError):  # valid no more with this file: fetched again
+                return _in_force(local, copy, Source.REMOTE)
         try:
-            body = self._fetch(ref.url)
-            config, covered = overlay(local, body, source=ref.url)
+            body = fetch_document(ref.url)
+            config, covered = overlay(local, body)
         except RemoteConfigError as error:
             reason = str(error)
         else:
             self._keep(key, _Copy(url=ref.url, fetched_at=now, body=body.decode()))
-            return config, RemoteState(ref.url, Source.REMOTE, None, None, covered)
+            return config, RemoteState(ref.url, Source.REMOTE, covered=covered)
         if copy is not None:
-            try:
-                config, covered = overlay(local, copy.body.encode(), source=ref.url)
-                return config, RemoteState(ref.url, Source.CACHED, copy.fetched_at, reason, covered)
-            except RemoteConfigError:
-                pass  # valid no more with this file: the file alone
-        return validate_tool_config(local), RemoteState(ref.url, Source.LOCAL, reason=reason)
+            with suppress(RemoteConfigError):  # valid no more with this file: the file alone
+                return _in_force(local, copy, Source.CACHED, reason=reason)
+        return own, RemoteState(ref.url, Source.LOCAL, reason=reason)
 
     def _path(self, key: str, url: str) -> Path:
         name = hashlib.sha256(f"{key}\0{url}".encode()).hexdigest()[:32]
@@ -189,9 +178,14 @@ class RemoteConfigs:
             pass  # not kept: the next unreachable start uses an older copy, or the file
 
 
-def overlay(
-    local: dict[str, object], body: bytes, *, source: str
-) -> tuple[ToolConfig, dict[str, JsonValue]]:
+def _in_force(
+    local: dict[str, object], copy: _Copy, source: Source, *, reason: str | None = None
+) -> tuple[ToolConfig, RemoteState]:
+    config, covered = overlay(local, copy.body.encode())
+    return config, RemoteState(copy.url, source, copy.fetched_at, reason, covered)
+
+
+def overlay(local: dict[str, object], body: bytes) -> tuple[ToolConfig, dict[str, JsonValue]]:
     """The file's fields with the remote document's over them, validated; and its covered parts."""
     try:
         remote = read_config_mapping(body, source="the document")

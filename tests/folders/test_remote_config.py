@@ -5,6 +5,7 @@ A real HTTP server on 127.0.0.1 serves the document; it changes, goes away and c
 
 from __future__ import annotations
 
+import io
 import json
 import socket
 import stat
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 from langchain_core.messages import SystemMessage
+from rich.console import Console
 
 from orchestrator.errors import RemoteConfigError, ToolConfigError
 from orchestrator.folders.approvals import ApprovalStore, Status, discover_approved_first
@@ -23,6 +25,8 @@ from orchestrator.folders.remote_fetch import FETCH_TIMEOUT_SECONDS, fetch_docum
 from orchestrator.folders.tool_config import parse_tool_config
 from orchestrator.runtime import Orchestrator
 from orchestrator.settings import Settings, load_settings
+from orchestrator.terminal.prompt_history import FolderHistory
+from orchestrator.terminal.tty_questions import ApprovalPrompt
 from orchestrator.testing import ScriptedChatModel, call_tools
 from tests.helpers import run_cli
 from tests.server_thread import ServedOnThread
@@ -243,6 +247,31 @@ def test_a_remote_change_to_what_approval_covers_asks_again_and_a_new_model_does
         assert start()[0] == [("parrot", Status.CHANGED)], "a new sandbox is asked about"
 
     assert start()[0] == [], "the server gone: the cached copy, as approved"
+
+
+def test_the_question_shows_what_the_remote_copy_sets_and_what_it_was(tmp_path: Path):
+    settings = settings_for(tmp_path)
+    with ConfigServer({"requires_approval": False}) as server:
+        remote_agent(
+            tmp_path / "sub_graphs", server.url, sandbox={"write": ["${workdir}"]}, config={"workdir": "/tmp"}
+        )
+        ApprovalStore.of(settings).decide(parrot(settings), approved=True)
+        server.document = yaml.safe_dump({"requires_approval": True, "config": {"workdir": "/s3cret"}})
+        changed = parrot(settings)
+
+    screen = Console(file=io.StringIO(), width=300)
+    prompt = ApprovalPrompt(
+        err=screen, stdin=io.StringIO("n\n"), history=FolderHistory.of(settings)
+    )
+    assert prompt(changed, ApprovalStore.of(settings).status(changed)) is False
+
+    said = screen.file.getvalue()
+    assert "Changed since you decided on it" in said
+    assert f"configuration from {server.url} (remote)" in said
+    assert "the remote copy sets requires_approval: true" in said
+    assert "the remote copy's requires_approval was false when you decided" in said
+    assert 'the remote copy sets config: ["workdir"]' in said, "the value the sandbox names is covered"
+    assert "s3cret" not in said, "config: values are never shown"
 
 
 def test_unanswered_a_remote_change_holds_the_folder_with_one_line(tmp_path: Path, capsys):
