@@ -259,13 +259,14 @@ def test_the_question_shows_what_the_remote_copy_sets_and_what_it_was(tmp_path: 
         server.document = yaml.safe_dump({"requires_approval": True, "config": {"workdir": "/s3cret"}})
         changed = parrot(settings)
 
-    screen = Console(file=io.StringIO(), width=300)
+    shows = io.StringIO()
+    screen = Console(file=shows, width=300)
     prompt = ApprovalPrompt(
         err=screen, stdin=io.StringIO("n\n"), history=FolderHistory.of(settings)
     )
     assert prompt(changed, ApprovalStore.of(settings).status(changed)) is False
 
-    said = screen.file.getvalue()
+    said = shows.getvalue()
     assert "Changed since you decided on it" in said
     assert f"configuration from {server.url} (remote)" in said
     assert "the remote copy sets requires_approval: true" in said
