@@ -310,6 +310,8 @@ def test_tools_show_says_which_copy_is_in_force(tmp_path: Path):
     assert text.returncode == 0, text.stderr
     assert f"  configuration from {server.url} (remote)" in text.stdout
     assert shown["remote_config"]["source"] == "remote"
+    assert shown["remote_config"]["url"] == server.url
+    assert shown["remote_config"]["reason"] is None
     assert shown["remote_config"]["approval_covers"] == ["requires_approval"]
     assert shown["model"]["model"] == "openai:remote-model"
 
@@ -317,7 +319,8 @@ def test_tools_show_says_which_copy_is_in_force(tmp_path: Path):
 def test_the_url_is_https_but_to_this_machine():
     base = "name: t\ndescription: d\nversion: '1'\nremote_config: {url: %s}\n"
     for url in ("https://config.example.com/t.yaml", "http://127.0.0.1:8000/t", "http://localhost/t"):
-        parse_tool_config((base % url).encode())
+        ref = parse_tool_config((base % url).encode()).remote_config
+        assert ref is not None and ref.refresh_seconds == 300, "the documented default"
     for url in ("http://config.example.com/t.yaml", "ftp://127.0.0.1/t", "not a url"):
         with pytest.raises(ToolConfigError, match="must be an https:// URL"):
             parse_tool_config((base % url).encode())
