@@ -205,7 +205,7 @@ def _merged(below: Mapping[str, object], above: Mapping[str, object]) -> dict[st
     for name, value in above.items():
         under = merged.get(name)
         if isinstance(under, dict) and isinstance(value, dict):
-            merged[name] = _merged(under, value)  # pyright: ignore[reportUnknownArgumentType]  # YAML mappings
+            merged[name] = _merged(under, value)
         else:
             merged[name] = value
     return merged

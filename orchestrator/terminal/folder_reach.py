@@ -12,6 +12,8 @@ import json
 import re
 from typing import TYPE_CHECKING
 
+from pydantic import JsonValue
+
 from orchestrator.folders.isolation import isolation_of, unconfined_by_choice
 from orchestrator.folders.mcp_config import McpServerConfig
 from orchestrator.folders.remote_config import shown_value
@@ -60,9 +62,16 @@ def remote_lines(folder: ToolFolder) -> list[str]:
         return []
     lines = [f"  {shown(remote.whence)}"]
     for name, value in (remote.covered or {}).items():
-        text = one_line(json.dumps(shown_value(name, value), sort_keys=True), DESCRIPTION_CHARS)
+        text = covered_text(name, value)
         lines.append(f"  [yellow]the remote copy sets {shown(name)}:[/yellow] {shown(text)}")
     return lines
+
+
+def covered_text(name: str, value: JsonValue) -> str:
+    """A covered part of a remote copy on one line (of `config:`, the names alone)."""
+    if value is None:
+        return "not set"
+    return one_line(json.dumps(shown_value(name, value), sort_keys=True), DESCRIPTION_CHARS)
 
 
 def requirement_lines(folder: ToolFolder) -> list[str]:

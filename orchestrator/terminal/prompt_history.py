@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import json
-
-from pydantic import JsonValue
-
 from orchestrator.folders.approvals import ApprovalStore
 from orchestrator.folders.approved_files import FileChanges, approved_texts, unified_diff
 from orchestrator.folders.discovery import ToolFolder
-from orchestrator.folders.remote_config import shown_value
 from orchestrator.settings import Settings
+from orchestrator.terminal.folder_reach import covered_text
 
 NO_COPY = "no copy of the approved files was kept (approved by an earlier version): no diff"
 
@@ -41,7 +37,7 @@ class FolderHistory:
             return []
         then, now = decision.remote_covered or {}, folder.remote.covered or {}
         return [
-            f"the remote copy's {name} was {_json(name, then.get(name))} when you decided"
+            f"the remote copy's {name} was {covered_text(name, then.get(name))} when you decided"
             for name in sorted({*then, *now})
             if then.get(name) != now.get(name)
         ]
@@ -52,7 +48,3 @@ class FolderHistory:
         if texts is None:
             return [NO_COPY]
         return unified_diff(texts, folder, changes)
-
-
-def _json(name: str, value: JsonValue) -> str:
-    return "not set" if value is None else json.dumps(shown_value(name, value), sort_keys=True)
