@@ -343,3 +343,21 @@ def test_a_server_that_does_not_answer_is_unreachable():
         url = f"http://127.0.0.1:{silent.getsockname()[1]}/config"
         with pytest.raises(RemoteConfigError, match=r"^no answer in 0.2 s$"):
             fetch_document(url, timeout=0.2)
+
+
+async def test_a_worker_reads_the_folder_file_alone(tmp_path: Path, database):
+    from orchestrator.jobs.trust import record_local_decisions, reviewed_by_database
+
+    settings = settings_for(tmp_path)
+    with ConfigServer({"llm": {"model": "openai:remote-model"}, "requires_approval": True}) as server:
+        remote_agent(tmp_path / "sub_graphs", server.url)
+        ApprovalStore.of(settings).decide(parrot(settings), approved=True)
+        await record_local_decisions(database, settings)
+        reviewed = await reviewed_by_database(database, settings)
+        fetched = server.requests
+
+    [node] = reviewed.tree.nodes
+    assert node.folder.remote is None and node.folder.config.llm.model == "openai:local-model"
+    assert not node.folder.config.requires_approval
+    assert "parrot" in reviewed.approved, "the database approves the folder's files"
+    assert fetched == 1, "only the approval fetched it"
