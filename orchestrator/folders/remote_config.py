@@ -22,12 +22,13 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
+from typing import TypeVar
 
 from pydantic import BaseModel, JsonValue, ValidationError
 
@@ -64,6 +65,9 @@ UNCOVERED = frozenset(
 COVERED_LLM = ("base_url", "api_key_env")
 # Their values may be secrets: said by name only (see `shown_value`).
 UNSAID = ("config", "parameters")
+T = TypeVar("T")
+# What a document is made into, with the parts of it approval covers.
+Parse = Callable[[bytes], tuple[T, dict[str, JsonValue]]]
 
 
 class Source(StrEnum):
@@ -137,22 +141,31 @@ class RemoteConfigs:
 
         `local` are the fields of its file, `own` those validated (the file alone).
         """
+        return self.resolve_with(key, ref, lambda body: overlay(local, body), own)
+
+    def resolve_with(
+        self, key: str, ref: RemoteConfigRef, parse: Parse[T], own: T
+    ) -> tuple[T, RemoteState]:
+        """What `parse` makes of the copy in force of `key`'s document, else `own`; and whence.
+
+        `parse` raises `RemoteConfigError` for a document that cannot be used.
+        """
         copy = self._cached(key, ref.url)
         now = datetime.now(UTC)
         if copy is not None and (now - copy.fetched_at).total_seconds() < ref.refresh_seconds:
-            with suppress(RemoteConfigError):  # valid no more with this file: fetched again
-                return _in_force(local, copy, Source.REMOTE)
+            with suppress(RemoteConfigError):  # valid no more with the file: fetched again
+                return _in_force(parse, copy, Source.REMOTE)
         try:
             body = fetch_document(ref.url)
-            config, covered = overlay(local, body)
+            value, covered = parse(body)
         except RemoteConfigError as error:
             reason = str(error)
         else:
             self._keep(key, _Copy(url=ref.url, fetched_at=now, body=body.decode()))
-            return config, RemoteState(ref.url, Source.REMOTE, covered=covered)
+            return value, RemoteState(ref.url, Source.REMOTE, covered=covered)
         if copy is not None:
-            with suppress(RemoteConfigError):  # valid no more with this file: the file alone
-                return _in_force(local, copy, Source.CACHED, reason=reason)
+            with suppress(RemoteConfigError):  # valid no more with the file: the file alone
+                return _in_force(parse, copy, Source.CACHED, reason=reason)
         return own, RemoteState(ref.url, Source.LOCAL, reason=reason)
 
     def _path(self, key: str, url: str) -> Path:
@@ -179,10 +192,10 @@ class RemoteConfigs:
 
 
 def _in_force(
-    local: dict[str, object], copy: _Copy, source: Source, *, reason: str | None = None
-) -> tuple[ToolConfig, RemoteState]:
-    config, covered = overlay(local, copy.body.encode())
-    return config, RemoteState(copy.url, source, copy.fetched_at, reason, covered)
+    parse: Parse[T], copy: _Copy, source: Source, *, reason: str | None = None
+) -> tuple[T, RemoteState]:
+    value, covered = parse(copy.body.encode())
+    return value, RemoteState(copy.url, source, copy.fetched_at, reason, covered)
 
 
 def overlay(local: dict[str, object], body: bytes) -> tuple[ToolConfig, dict[str, JsonValue]]:

@@ -9,7 +9,6 @@ import io
 import json
 import socket
 import stat
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -29,53 +28,10 @@ from orchestrator.terminal.prompt_history import FolderHistory
 from orchestrator.terminal.tty_questions import ApprovalPrompt
 from orchestrator.testing import ScriptedChatModel, call_tools
 from tests.helpers import run_cli
-from tests.server_thread import ServedOnThread
+from tests.remote_config_server import ConfigServer, free_port
 from tests.tool_folders import write_folder
 
 LOCAL_INSTRUCTIONS = "You are {name}, from the local file."
-
-
-class ConfigServer(ServedOnThread):
-    """Serves `document` (YAML text) at /config on 127.0.0.1:`port`; counts the requests."""
-
-    def __init__(self, document: object, *, port: int = 0, status: int = 200) -> None:
-        self.document = document if isinstance(document, str) else yaml.safe_dump(document)
-        self.status = status
-        self.requests = 0
-        self.redirect: str | None = None
-        served = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                served.requests += 1
-                if served.redirect is not None:
-                    self.send_response(302)
-                    self.send_header("Location", served.redirect)
-                    self.send_header("Content-Length", "0")
-                    self.end_headers()
-                    return
-                body = served.document.encode()
-                self.send_response(served.status)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, format: str, *args: object) -> None:  # noqa: A002
-                pass
-
-        server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self._serve(server)
-        self.port = server.server_port
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/config"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def settings_for(tmp_path: Path) -> Settings:
