@@ -78,6 +78,7 @@ def folder_report(
         # A call of the folder is made, and timed, at the level above it.
         "calls": _calls(folder, describe_level(settings, [node.folder.config for node in chain[:-1]])),
         "config_keys": sorted(folder.config.config),
+        "remote_config": _remote(folder),
         "sandbox": sandbox_report(settings, folder),
     }
     if folder.config.mcp is not None:
@@ -112,6 +113,7 @@ def print_report(report: Json, *, as_json: bool) -> None:
         *(kind_lines(server) if isinstance(server, dict) else [_kind_text(report)]),
         f"  path: {_path_text(report['path'])}",
         f"  status: {report['status']}{_blocked_text(report)}",
+        *_remote_lines(report.get("remote_config")),
         *([definitions_line(report)] if server else _model_and_database_lines(report)),
         "  limits (of the calls made at its level, below it):",
         *(
@@ -129,6 +131,24 @@ def print_report(report: Json, *, as_json: bool) -> None:
     ]
     for line in lines:
         out.print(line, highlight=False)
+
+
+def _remote(folder: ToolFolder) -> Json | None:
+    remote = folder.remote
+    if remote is None:
+        return None
+    return {
+        "url": remote.url,
+        "source": str(remote.source),
+        "fetched_at": remote.fetched_at.isoformat() if remote.fetched_at else None,
+        "reason": remote.reason,
+        "approval_covers": sorted(remote.covered or {}),  # names: `config:` values stay unsaid
+        "line": remote.whence,
+    }
+
+
+def _remote_lines(remote: object) -> list[str]:
+    return [f"  {shown(str(remote['line']))}"] if isinstance(remote, dict) else []
 
 
 def _path_text(path: object) -> str:

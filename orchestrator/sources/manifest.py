@@ -173,6 +173,8 @@ def _name(folder: ToolFolder) -> str:
         str(folder.path.absolute()),
         folder.digest,
     ]
+    if folder.remote is not None:  # its tools' policies may come from a remote copy, not the files
+        parts.append(folder.config.model_dump_json())
     return hashlib.sha256("\0".join(parts).encode("utf-8", "surrogateescape")).hexdigest()
 
 
