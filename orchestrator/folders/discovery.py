@@ -7,6 +7,7 @@ has any, live in its `src/sub_graphs/`; `discover` looks at one level, and
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
 from collections.abc import Callable, Collection, Iterator, Mapping
@@ -66,6 +67,15 @@ class ToolFolder:
     def remote_digest(self) -> str | None:
         """The hash of the approval-covered parts of its remote copy in force, if it sets any."""
         return self.remote.digest if self.remote is not None else None
+
+    @property
+    def content(self) -> str:
+        """What its tools are made of: its approved files' hash, and with a remote copy in
+        force, that copy too (a remote change of its `config:` changes what a call does)."""
+        if self.remote is None:
+            return self.digest
+        configured = self.digest + "\0" + self.config.model_dump_json()
+        return hashlib.sha256(configured.encode("utf-8", "surrogateescape")).hexdigest()
 
     @property
     def entry(self) -> str:

@@ -171,10 +171,8 @@ def _name(folder: ToolFolder) -> str:
         _product(),
         folder.key,
         str(folder.path.absolute()),
-        folder.digest,
+        folder.content,  # its tools' policies may come from a remote copy, not the files
     ]
-    if folder.remote is not None:  # its tools' policies may come from a remote copy, not the files
-        parts.append(folder.config.model_dump_json())
     return hashlib.sha256("\0".join(parts).encode("utf-8", "surrogateescape")).hexdigest()
 
 

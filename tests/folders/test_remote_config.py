@@ -117,6 +117,21 @@ def test_remote_then_cached_copy_then_the_new_remote_values(tmp_path: Path):
     assert back.remote is not None and back.remote.source == Source.REMOTE
 
 
+def test_a_remote_change_of_config_values_is_a_new_content_for_cached_results(tmp_path: Path):
+    settings = settings_for(tmp_path)
+    with ConfigServer({"config": {"units": "metric"}}) as server:
+        remote_agent(tmp_path / "sub_graphs", server.url)
+        metric = parrot(settings)
+    with ConfigServer({"config": {"units": "imperial"}}, port=server.port):
+        imperial = parrot(settings)
+    with ConfigServer({"config": {"units": "imperial"}}, port=server.port):
+        again = parrot(settings)
+
+    assert metric.digest == imperial.digest, "the files are the same"
+    # What `dispatch.result_cache` keys results by: a result made under metric is not reused.
+    assert metric.content != imperial.content == again.content
+
+
 def test_with_no_cached_copy_the_local_file_is_in_force_and_said(tmp_path: Path):
     url = f"http://127.0.0.1:{free_port()}/config"
     remote_agent(tmp_path / "sub_graphs", url)
