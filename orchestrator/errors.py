@@ -209,6 +209,11 @@ class ToolConfigError(ToolFolderError, ValueError):
     """A `tool_config.yaml` that cannot be used; the message names the file and the field."""
 
 
+class RemoteConfigError(ToolFolderError):
+    """A folder's remote configuration that cannot be used now (unreachable, too large,
+    invalid); the message says why, and the level falls back to a cached copy or its file."""
+
+
 class ToolLoadError(ToolFolderError):
     """An approved folder whose code cannot be used; the message says why."""
 
@@ -289,6 +294,7 @@ __all__ = [
     "QuestionsWaitingError",
     "OrchestratorError",
     "RefusedFileError",
+    "RemoteConfigError",
     "RemoteConnectionBlocked",
     "ScriptExhaustedError",
     "SessionOwnedError",

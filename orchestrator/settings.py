@@ -141,6 +141,17 @@ class Settings(BaseSettings):
         default=None,
         description="A UTF-8 file holding the orchestrator's system prompt (read at each start).",
     )
+    remote_config_url: str | None = Field(
+        default=None,
+        description="The orchestrator's own level's settings from a URL, over these "
+        "(https://; docs/settings: remote configuration).",
+    )
+    remote_config_refresh_seconds: int = Field(
+        default=300,
+        ge=0,
+        le=7 * 24 * 3600,
+        description="A copy of ORCHESTRATOR_REMOTE_CONFIG_URL's younger than this is used unfetched.",
+    )
     tool_result_model: str | None = Field(
         default=None,
         description="`provider:model` that answers the rounds after tool results (a cheaper "

@@ -85,9 +85,24 @@ def settings_or_exit(**overrides: object) -> Settings:
         err.print(f"[yellow]note:[/yellow] {escape(printable(line))}", highlight=False)
     with user_errors():
         settings = load_settings(**overrides)
+        settings = _remote_settings(settings, overrides)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_PrintableFormatter("%(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(level=settings.log_level, handlers=[handler])
+    return settings
+
+
+def _remote_settings(settings: Settings, overrides: dict[str, object]) -> Settings:
+    """The settings with their remote copy over them, if one is set; one line says which."""
+    if settings.remote_config_url is None:
+        return settings
+    from orchestrator.cli.remote_settings import NAME, with_remote
+    from orchestrator.folders.remote_config import Source
+
+    settings, remote = with_remote(settings, overrides)
+    if remote is not None:
+        note = "" if remote.source == Source.REMOTE else "note: "
+        err.print(f"{note}{printable(remote.line(NAME))}", markup=False, highlight=False)
     return settings
 
 

@@ -249,6 +249,7 @@ def _prepare(settings: Settings, database: DatabaseStart | None, *, keep_message
                 err=err, terminal=terminal, keep_messages=keep_messages, history=history
             )
             reviewed = review_folders(settings, prompt)
+        _remote_notes(settings, reviewed)
         servers = McpClients.of(settings, reviewed)
         servers.start()  # the approved MCP servers boot on their thread while LangChain loads
         with err.status("[dim]loading…[/dim]"):
@@ -288,8 +289,32 @@ def prepare_unattended(
     with user_errors():
         model = _deferred_model(settings) if model_at_first_use else _build_model(settings)
         reviewed = review_folders(settings, _no_answer)
+        _remote_notes(settings, reviewed)
     url = database.url if database is not None else None
     return Startup(settings, model, reviewed, url, middleware=middleware)
+
+
+def _remote_notes(settings: Settings, reviewed: Reviewed) -> None:
+    """One line per folder with a remote configuration: which copy is in force, or why it is held."""
+    from orchestrator.folders.approvals import ApprovalStore
+    from orchestrator.folders.discovery import walk
+    from orchestrator.folders.remote_config import Source
+
+    store = ApprovalStore.of(settings)
+    for node in walk(reviewed.tree.nodes):
+        folder, remote = node.folder, node.folder.remote
+        if remote is None:
+            continue
+        if folder.key in reviewed.approved:
+            note = "" if remote.source == Source.REMOTE else "[yellow]note:[/yellow] "
+            err.print(f"{note}{shown(remote.line(folder.name))}", highlight=False)
+        elif store.remote_changed(folder):
+            err.print(
+                f"[yellow]note:[/yellow] {shown(folder.name)} is held: its remote configuration "
+                f"({shown(remote.url)}) changed what your approval covers; "
+                f"`orchestrator tools approve {shown(short_path(folder))}` approves it as it is now",
+                highlight=False,
+            )
 
 
 def _no_answer(*_: object) -> None:

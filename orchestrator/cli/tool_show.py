@@ -41,6 +41,12 @@ YAML_ONLY = " (no Python: tool_config.yaml only)"
 INSTRUCTION_LINES = 3  # of the instructions, each cut to LINE_CHARS: the rest is in --json
 LINE_CHARS = 120
 Json = dict[str, object]
+STATE_TEXT = {  # what each `state:` means, for people (see docs/folders.md)
+    "local": "a fresh conversation at each call",
+    "parent": "its caller's recent conversation too, within a quarter of its window",
+    "standalone": "its own conversation with each user, kept from call to call "
+    "(in its level's database; without storage, in memory)",
+}
 T = TypeVar("T")  # the value of a setting shown with where it came from
 
 
@@ -72,6 +78,7 @@ def folder_report(
         # A call of the folder is made, and timed, at the level above it.
         "calls": _calls(folder, describe_level(settings, [node.folder.config for node in chain[:-1]])),
         "config_keys": sorted(folder.config.config),
+        "remote_config": _remote(folder),
         "sandbox": sandbox_report(settings, folder),
     }
     if folder.config.mcp is not None:
@@ -89,6 +96,7 @@ def folder_report(
         "context_tokens": _window(view, folder.name) if agent is not False else None,
         "database": _database(view.database, settings, folder.name),
         "instructions": _instructions(folder, loaded) if agent else None,
+        "state": _state(folder) if agent is not False else None,
         "actions": actions,
         "actions_note": loaded.note,
     }
@@ -105,6 +113,7 @@ def print_report(report: Json, *, as_json: bool) -> None:
         *(kind_lines(server) if isinstance(server, dict) else [_kind_text(report)]),
         f"  path: {_path_text(report['path'])}",
         f"  status: {report['status']}{_blocked_text(report)}",
+        *_remote_lines(report.get("remote_config")),
         *([definitions_line(report)] if server else _model_and_database_lines(report)),
         "  limits (of the calls made at its level, below it):",
         *(
@@ -113,6 +122,7 @@ def print_report(report: Json, *, as_json: bool) -> None:
         ),
         f"  log level: {_log_level_text(report['log_level'])}",
         *_window_lines(report.get("context_tokens")),
+        *_state_lines(report.get("state")),
         _calls_text(report["calls"]),
         *sandbox_lines(report.get("sandbox")),
         *_instruction_lines(report.get("instructions")),
@@ -121,6 +131,24 @@ def print_report(report: Json, *, as_json: bool) -> None:
     ]
     for line in lines:
         out.print(line, highlight=False)
+
+
+def _remote(folder: ToolFolder) -> Json | None:
+    remote = folder.remote
+    if remote is None:
+        return None
+    return {
+        "url": remote.url,
+        "source": str(remote.source),
+        "fetched_at": remote.fetched_at.isoformat() if remote.fetched_at else None,
+        "reason": remote.reason,
+        "approval_covers": sorted(remote.covered or {}),  # names: `config:` values stay unsaid
+        "line": remote.whence,
+    }
+
+
+def _remote_lines(remote: object) -> list[str]:
+    return [f"  {shown(str(remote['line']))}"] if isinstance(remote, dict) else []
 
 
 def _path_text(path: object) -> str:
@@ -248,6 +276,19 @@ def _instructions(folder: ToolFolder, loaded: Loaded) -> Json:
     if agent is not None:
         return {"text": agent.system_prompt(), "origin": f"class {type(agent).__name__}"}
     return {"text": None, "origin": "the agent class (its code is not loaded)"}
+
+
+def _state(folder: ToolFolder) -> Json:
+    """The agent's `state:` (never inherited: each agent folder says its own, else `local`)."""
+    own = "state" in folder.config.model_fields_set
+    return {"value": folder.config.state, "origin": "tool_config.yaml" if own else "default"}
+
+
+def _state_lines(state: object) -> list[str]:
+    if not isinstance(state, dict):
+        return []
+    value = str(state["value"])
+    return [f"  state: {value}, {STATE_TEXT.get(value, '')} ({state['origin']})"]
 
 
 def _calls(folder: ToolFolder, caller: LevelView) -> Json:

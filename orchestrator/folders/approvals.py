@@ -31,6 +31,7 @@ from orchestrator.folders.discovery import (
     discover_tree,
     walk,
 )
+from orchestrator.folders.remote_config import RemoteConfigs
 from orchestrator.folders.signing import installation_key, sign, verify
 from orchestrator.folders.skipped import report_skipped
 from orchestrator.folders.untrusted import printable
@@ -74,6 +75,10 @@ class FolderDecision(BaseModel):
     mac: str = ""  # HMAC of the fields above (but the date) and where the folder is
     # Each file's SHA-256 then, to list what changed since (shown, never trusted: not in the MAC).
     files: dict[str, str] = Field(default_factory=dict)
+    # The hash of what approval covers in its remote configuration then (see
+    # `remote_config`; None: it set none), in the MAC; and those parts, shown, never trusted.
+    remote: str | None = None
+    remote_covered: dict[str, JsonValue] | None = None
 
 
 class Pin(BaseModel):
@@ -121,9 +126,18 @@ class ApprovalStore:
         decision = self._data.folders.get(folder.key)
         if decision is None or not self._authentic(folder.key, decision):
             return Status.NEW
-        if decision.digest != folder.digest:
+        if decision.digest != folder.digest or not _remote_approved(decision, folder):
             return Status.CHANGED
         return Status.APPROVED if decision.approved else Status.DENIED
+
+    def remote_changed(self, folder: ToolFolder) -> bool:
+        """True when only what approval covers of its remote copy differs from the decision."""
+        decision = self.decision(folder.key)
+        return (
+            decision is not None
+            and decision.digest == folder.digest
+            and not _remote_approved(decision, folder)
+        )
 
     def decided_at(self, key: str) -> datetime | None:
         """When the signed decision about the folder `key` was made, if there is one."""
@@ -171,6 +185,8 @@ class ApprovalStore:
                 digest=folder.digest,
                 approved=approved,
                 files=dict(folder.files),
+                remote=folder.remote_digest,
+                remote_covered=dict(folder.remote.covered or {}) if folder.remote else None,
             )
             decision.mac = sign(self._installation_key(), self._signed(folder.key, decision))
             self._data.folders[folder.key] = decision
@@ -222,7 +238,9 @@ class ApprovalStore:
 
     def _signed(self, key: str, decision: FolderDecision) -> bytes:
         fields = [SIGNED, self._scope, key, decision.name, decision.version, decision.digest]
-        return json.dumps([*fields, decision.approved]).encode()
+        # Only when set: decisions about folders with no remote configuration keep their MAC.
+        remote = [] if decision.remote is None else [decision.remote]
+        return json.dumps([*fields, decision.approved, *remote]).encode()
 
     def _installation_key(self) -> bytes:
         if self._key is None:
@@ -256,6 +274,15 @@ class ApprovalStore:
         with os.fdopen(fd, "w", encoding="utf-8") as file:
             file.write(self._data.model_dump_json(indent=2))
         os.replace(temporary, self.path)
+
+
+def _remote_approved(decision: FolderDecision, folder: ToolFolder) -> bool:
+    """Whether what approval covers of the folder's remote copy in force is what was decided on.
+
+    A copy that sets none of it (or the file alone, when no copy can be had) needs
+    the folder's files approved, nothing more.
+    """
+    return folder.remote_digest is None or folder.remote_digest == decision.remote
 
 
 class Later(Enum):
@@ -317,13 +344,20 @@ def _say_unsigned(unsigned: set[str], tree: Discovery) -> None:
         logger.warning(UNSIGNED, len(present))
 
 
-def discover_approved_first(settings: Settings, store: ApprovalStore) -> Discovery:
+def discover_approved_first(
+    settings: Settings, store: ApprovalStore, *, remote: bool = True
+) -> Discovery:
     """The folder tree; of same-named folders in one directory, the one decided on at its path.
 
     A folder dropped beside one you decided on never takes its place, whatever
-    became of that decision since (changed, revoked).
+    became of that decision since (changed, revoked). With `remote`, folders'
+    remote configurations are resolved (see `remote_config`); else their files alone count.
     """
-    return discover_tree(settings.sub_graphs_dir, prefer=lambda folder: RANKS[store.status(folder)])
+    return discover_tree(
+        settings.sub_graphs_dir,
+        prefer=lambda folder: RANKS[store.status(folder)],
+        remote=RemoteConfigs.of(settings) if remote else None,
+    )
 
 
 def _save_unchanged(yes: list[ToolFolder], store: ApprovalStore) -> set[str]:

@@ -7,6 +7,7 @@ has any, live in its `src/sub_graphs/`; `discover` looks at one level, and
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
 from collections.abc import Callable, Collection, Iterator, Mapping
@@ -15,12 +16,14 @@ from pathlib import Path, PurePosixPath
 
 from orchestrator.folders.files import kind
 from orchestrator.folders.hashing import FolderRefusedError, SourceFile, snapshot
+from orchestrator.folders.remote_config import RemoteConfigs, RemoteState
 from orchestrator.folders.tool_config import (
     CONFIG_FILE,
     ToolConfig,
     ToolConfigError,
     config_path,
-    parse_tool_config,
+    read_config_mapping,
+    validate_tool_config,
 )
 
 CHILDREN_DIR = Path("src") / "sub_graphs"
@@ -45,6 +48,8 @@ class ToolFolder:
     migrations: Mapping[str, bytes] = field(default_factory=dict, repr=False, compare=False)
     # Its `requirements.txt` as hashed: what approval shows and `tools install` installs.
     requirements: bytes | None = field(default=None, repr=False, compare=False)
+    # Its `remote_config:` resolved: which copy `config` is, and what of it approval covers.
+    remote: RemoteState | None = field(default=None, repr=False, compare=False)
 
     @property
     def name(self) -> str:
@@ -57,6 +62,20 @@ class ToolFolder:
     @property
     def children_dir(self) -> Path:
         return self.path / CHILDREN_DIR
+
+    @property
+    def remote_digest(self) -> str | None:
+        """The hash of the approval-covered parts of its remote copy in force, if it sets any."""
+        return self.remote.digest if self.remote is not None else None
+
+    @property
+    def content(self) -> str:
+        """What its tools are made of: its approved files' hash, and with a remote copy in
+        force, that copy too (a remote change of its `config:` changes what a call does)."""
+        if self.remote is None:
+            return self.digest
+        configured = self.digest + "\0" + self.config.model_dump_json()
+        return hashlib.sha256(configured.encode("utf-8", "surrogateescape")).hexdigest()
 
     @property
     def entry(self) -> str:
@@ -107,6 +126,7 @@ def discover(
     root: Path | None = None,
     prefer: Rank | None = None,
     above: Collection[Path] = (),
+    remote: RemoteConfigs | None = None,
 ) -> Discovery:
     """The tool folders directly inside `directory`; keys are relative to `root`.
 
@@ -115,7 +135,8 @@ def discover(
     beside it); when several rank highest, none is, and one line names them
     all. A folder that is one of those `above` (real paths of the folders
     containing `directory`), reached through a link, is skipped: it would
-    contain itself.
+    contain itself. With `remote`, a folder's `remote_config:` is resolved (see
+    `remote_config`); without, its file alone is in force.
     """
     found = Discovery()
     root = root or directory
@@ -125,7 +146,7 @@ def discover(
         folder
         for path in sorted(p for p in directory.iterdir() if is_tool_folder(p))
         if not _contains_itself(path, above=above, found=found)
-        and (folder := _inspect(path, root=root, found=found)) is not None
+        and (folder := _inspect(path, root=root, found=found, remote=remote)) is not None
     ]
     rank = prefer or (lambda folder: 0)
     by_name: dict[str, list[ToolFolder]] = {}
@@ -171,15 +192,19 @@ def is_tool_folder(path: Path) -> bool:
     return os.path.lexists(config_path(path))
 
 
-def discover_tree(directory: Path, *, prefer: Rank | None = None) -> Discovery:
+def discover_tree(
+    directory: Path, *, prefer: Rank | None = None, remote: RemoteConfigs | None = None
+) -> Discovery:
     """Every level of tool folders below `directory`, each node with its children."""
-    top = discover(directory, prefer=prefer)
+    top = discover(directory, prefer=prefer, remote=remote)
     pending: list[tuple[FolderNode, tuple[Path, ...]]] = [
         (node, (_real(node.folder.path),)) for node in top.nodes
     ]
     while pending:
         node, above = pending.pop()
-        level = discover(node.folder.children_dir, root=directory, prefer=prefer, above=above)
+        level = discover(
+            node.folder.children_dir, root=directory, prefer=prefer, above=above, remote=remote
+        )
         node.children = level.nodes
         top.problems.extend(level.problems)
         top.same_named.extend(level.same_named)
@@ -205,14 +230,21 @@ def walk(nodes: list[FolderNode]) -> Iterator[FolderNode]:
         yield from walk(node.children)
 
 
-def _inspect(path: Path, *, root: Path, found: Discovery) -> ToolFolder | None:
+def _inspect(
+    path: Path, *, root: Path, found: Discovery, remote: RemoteConfigs | None
+) -> ToolFolder | None:
+    key = path.relative_to(root).as_posix()
+    state = None
     try:
         _check_regular(config_path(path))
         # One read: the configuration used is the one in the bytes the digest covers.
         taken = snapshot(path, exclude=child_folders(path))
         if taken.config is None:  # swapped for a directory since it was checked
             raise ToolConfigError(f"{CONFIG_FILE}: not a regular file")
-        config = parse_tool_config(taken.config)
+        fields = read_config_mapping(taken.config)
+        config = validate_tool_config(fields)
+        if config.remote_config is not None and remote is not None:
+            config, state = remote.resolve(key, fields, config, config.remote_config)
     except (ToolConfigError, FolderRefusedError) as error:
         found.skip(path, str(error))
         return None
@@ -221,13 +253,14 @@ def _inspect(path: Path, *, root: Path, found: Discovery) -> ToolFolder | None:
         return None
     folder = ToolFolder(
         path=path,
-        key=path.relative_to(root).as_posix(),
+        key=key,
         config=config,
         digest=taken.digest,
         sources=taken.sources,
         files=taken.files,
         migrations=taken.migrations,
         requirements=taken.requirements,
+        remote=state,
     )
     if folder.entry not in folder.sources and not config.entry_optional:  # YAML-only agents have none
         found.skip(path, f"entry point {config.entry_file} not found")

@@ -24,6 +24,7 @@ from orchestrator.folders.cache_config import CacheConfig
 from orchestrator.folders.files import read_regular
 from orchestrator.folders.hashing import CONFIG_PATHS
 from orchestrator.folders.mcp_config import McpServerConfig
+from orchestrator.folders.remote_fetch import RemoteConfigRef
 from orchestrator.folders.safe_yaml import load_bounded
 from orchestrator.folders.sandbox_config import SandboxConfig
 from orchestrator.level_overrides import (
@@ -32,6 +33,7 @@ from orchestrator.level_overrides import (
     LimitsOverride,
     ModelOverride,
 )
+from orchestrator.tools.agent_state import StateMode
 from orchestrator.tools.risk import RiskLevel, Urgency
 
 CONFIG_FILE = "tool_config.yaml"
@@ -131,9 +133,18 @@ class ToolConfig(BaseModel):
         default=None,
         description="An agent's judged closure: {judge: true, max_rounds: N} (docs/folders.md).",
     )
+    state: StateMode = Field(
+        default="local",
+        description="An agent's conversation at each call: `local` (fresh), `parent` (its "
+        "caller's recent conversation too) or `standalone` (its own, kept per user).",
+    )
     entry_point: str | None = None
     class_name: str | None = None
     config: dict[str, JsonValue] = Field(default_factory=dict)
+    remote_config: RemoteConfigRef | None = Field(
+        default=None,
+        description="This level's settings overlaid from a URL, with fallbacks (docs/folders.md).",
+    )
     capabilities: list[str] = Field(default_factory=list)
     llm: ModelOverride = Field(default_factory=ModelOverride)
     db: DatabaseOverride = Field(default_factory=DatabaseOverride)
@@ -230,6 +241,8 @@ class ToolConfig(BaseModel):
         if self.mcp is not None:
             code = ("entry_point", "class_name", "instructions")
             given = [name for name in code if getattr(self, name)]
+            if self.state != "local":
+                given.append("state")
             if self.kind != "tool" or given:
                 what = f"`{given[0]}`" if given else "`kind: agent`"
                 raise ValueError(
@@ -310,6 +323,11 @@ def parse_tool_config(data: bytes, *, source: str = CONFIG_FILE) -> ToolConfig:
 
     Problems name `source` and, for YAML, the line and column (counted from 1).
     """
+    return validate_tool_config(read_config_mapping(data, source=source), source=source)
+
+
+def read_config_mapping(data: bytes, *, source: str = CONFIG_FILE) -> dict[str, object]:
+    """The mapping of fields in a `tool_config.yaml` (or a remote document), not yet validated."""
     if len(data) > MAX_CONFIG_BYTES:
         raise ToolConfigError(f"{source}: larger than {MAX_CONFIG_BYTES:,} bytes")
     try:
@@ -320,6 +338,11 @@ def parse_tool_config(data: bytes, *, source: str = CONFIG_FILE) -> ToolConfig:
         raise ToolConfigError(_yaml_problem(error, source=source)) from None
     if not isinstance(raw, dict):
         raise ToolConfigError(f"{source}: expected a mapping of fields, found {type(raw).__name__}")
+    return {str(key): value for key, value in raw.items()}
+
+
+def validate_tool_config(raw: dict[str, object], *, source: str = CONFIG_FILE) -> ToolConfig:
+    """The fields of `raw` validated, problems naming `source`."""
     try:
         return ToolConfig.model_validate(raw)
     except ValidationError as error:

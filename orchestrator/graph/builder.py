@@ -27,6 +27,7 @@ from langgraph.types import Send
 from orchestrator.dispatch.background import is_acknowledgement
 from orchestrator.dispatch.dispatcher import Dispatcher
 from orchestrator.events import BACKGROUND, Stage, ToolPhase, emit_status, emit_tool
+from orchestrator.graph.caller_view import Route, WithCallerViews
 from orchestrator.graph.calls import Rejection, refusal
 from orchestrator.graph.closure import JUDGE_NODE, JudgeNode, judged, route_after_judge
 from orchestrator.graph.history import valid_history
@@ -194,6 +195,9 @@ class ToolTask(TypedDict):
     total: int
     turn: NotRequired[str | None]
     revising: NotRequired[Plan | None]
+    # For a call of an agent with `state: parent`: the caller's recent text turns (see
+    # `graph.caller_view`), which the agent's conversation starts with.
+    conversation: NotRequired[list[BaseMessage]]
 
 
 class ToolTaskNode:
@@ -217,6 +221,8 @@ class ToolTaskNode:
         if rejection is not None:
             return {"messages": [identified(self._refused(call, rejection, task))]}
         context = run_context(runtime, config)
+        if conversation := task.get("conversation"):
+            context = replace(context, conversation=tuple(conversation))
         request = self.dispatcher.request(
             call, context, index=task["index"], total=task["total"], config=config
         )
@@ -289,9 +295,13 @@ def route_after_model(state: OrchestratorState) -> list[Send] | str:
     return sends
 
 
-def _judged_route(state: OrchestratorState) -> list[Send] | str:
-    """`route_after_model`, the answer going to the judge (see `graph.closure`)."""
-    return judged(route_after_model(state))
+def _judged(route: Route) -> Route:
+    """`route`, the answer going to the judge (see `graph.closure`)."""
+
+    def judged_route(state: OrchestratorState) -> list[Send] | str:
+        return judged(route(state))
+
+    return judged_route
 
 
 # A compiled agent graph: its state in and out, run with a `RunContext`.
@@ -320,9 +330,9 @@ def build_agent_graph(
     graph.add_edge(TOOLS_NODE, MODEL_NODE)
     # Two steps per round, and the final answer: the tool-round limit ends first.
     steps = 2 * spec.limits.max_iterations + 5
-    route, ends = route_after_model, [END]
+    route, ends = WithCallerViews.around(route_after_model, spec.tools), [END]
     if spec.closure is not None:  # the answer goes to the judge, who may send it back
-        route, ends = _judged_route, [JUDGE_NODE]
+        route, ends = _judged(route), [JUDGE_NODE]
         _add_node(graph, JUDGE_NODE, JudgeNode(spec, spec.closure))
         graph.add_conditional_edges(JUDGE_NODE, route_after_judge, [MODEL_NODE, END])
         steps = (steps + 1) * (spec.closure.max_rounds + 1)

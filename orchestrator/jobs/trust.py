@@ -104,7 +104,8 @@ async def record(database: Database, decisions: list[RecordedApproval]) -> None:
 async def record_local_decisions(database: Database, settings: Settings) -> None:
     """Record every signed decision of this installation about the folders it finds."""
     store = ApprovalStore.of(settings)
-    await record(database, decisions_of(store, discover_approved_first(settings, store)))
+    tree = discover_approved_first(settings, store, remote=False)
+    await record(database, decisions_of(store, tree))
 
 
 def approval_of(folder: ToolFolder) -> RecordedApproval:
@@ -129,7 +130,8 @@ async def approved_contents(database: Database, keys: list[str]) -> set[tuple[st
 async def reviewed_by_database(database: Database, settings: Settings) -> Reviewed:
     """The folder tree here, and which folders to load: approved in the database at the content
     they have here, their parent agents too. MCP servers' folders do not run on workers."""
-    tree = discover_approved_first(settings, ApprovalStore.of(settings))
+    # The folders' files alone: what the database approves (see docs/workers.md).
+    tree = discover_approved_first(settings, ApprovalStore.of(settings), remote=False)
     approved = await approved_contents(database, [node.folder.key for node in walk(tree.nodes)])
     keys = set(_approved_nodes(tree.nodes, approved))
     return Reviewed(tree, keys)

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+
+from langchain_core.messages import BaseMessage, ToolMessage
 
 SUMMARY_PROMPT = (
     "Summarise the conversation below for your own later use: what the person asked and "
@@ -29,3 +32,18 @@ def extractive_summary(conversation: str) -> str:
         first = match.group(1) if match else line
         lines.append(first[:FIRST_SENTENCE_CHARS])
     return "\n".join(lines)
+
+
+def after_summary(messages: Sequence[BaseMessage], upto: str | None) -> list[BaseMessage]:
+    """The messages a summary whose last message is `upto` does not cover: those after it,
+    less the results that answer calls it covers (all of them when `upto` is not among them:
+    the covered ones were dropped already)."""
+    if upto is None:
+        return list(messages)
+    for position in range(len(messages) - 1, -1, -1):
+        if messages[position].id == upto:
+            rest = list(messages[position + 1 :])
+            while rest and isinstance(rest[0], ToolMessage):  # their call is in the summary
+                rest = rest[1:]
+            return rest
+    return list(messages)

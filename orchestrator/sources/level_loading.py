@@ -36,6 +36,7 @@ from orchestrator.folders.untrusted import printable
 from orchestrator.levels import LevelConfig
 from orchestrator.redact import redact
 from orchestrator.sources.adapter import langchain_tools
+from orchestrator.sources.agent_states import agent_state, check_state
 from orchestrator.sources.deferred import LoadOnce, deferred_tools
 from orchestrator.sources.folder_migrations import migrate_folder
 from orchestrator.sources.isolated.process import FolderProcesses
@@ -138,6 +139,7 @@ class LevelLoader:
         folder = node.folder
         tool = load_tool(folder, sources=visible_sources(node, approved))
         scopes = resolve_scopes(tool, folder.config.parameters)
+        check_state(folder.config, agent=isinstance(tool, AgentTool))
         level = self._levels.child(parent, folder.config, agent=isinstance(tool, AgentTool))
         migrate_folder(folder, level.database)  # its tables, before it can use them
         data_dir = tool_data_dir(self.settings.data_dir, folder.key)
@@ -154,7 +156,8 @@ class LevelLoader:
             below = [t for child in children for t in child.langchain]
             below += self._level_tools(level.path)
             graph = self._build_graph(level, below, name=tool.name, system_prompt=prompt)
-            tool.attach(graph=graph, tools=below)
+            state = agent_state(folder.config, level, self.settings)
+            tool.attach(graph=graph, tools=below, state=state)
         unapproved = [c.folder.name for c in node.children if c.folder.key not in approved]
         config = call_config(folder.config, level)
         tools = langchain_tools(tool, config=config, scopes=scopes, folder=folder.path)
@@ -211,6 +214,7 @@ class LevelLoader:
         """A folder whose actions run in a sandboxed process of its own, started now."""
         from orchestrator.sources.isolated.tool import isolated_tools
 
+        check_state(folder.config, agent=False)  # its tool runs in a process: no agent
         if folder.config.sandbox.isolation is None and needs_database(folder):
             raise ConfigError(NEEDS_DATABASE.format(name=folder.name))
         level = self._levels.child(parent, folder.config, agent=False)

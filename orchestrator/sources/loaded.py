@@ -31,9 +31,10 @@ class LoadedTool:
 
     def __post_init__(self) -> None:
         # Each tool carries the approved content of its folder: results cached under it
-        # are reused only while the folder is as approved then (see `dispatch.result_cache`).
+        # are reused only while the folder (and its remote configuration in force) is as
+        # then (see `dispatch.result_cache`).
         for tool in self.langchain:
-            tool.metadata = {**(tool.metadata or {}), CONTENT_KEY: self.folder.digest}
+            tool.metadata = {**(tool.metadata or {}), CONTENT_KEY: self.folder.content}
 
     async def ready(self) -> LoadedTool:
         """The folder imported: itself, or (offered from its manifest) as importing it now gives it.

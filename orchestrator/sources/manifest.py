@@ -171,7 +171,7 @@ def _name(folder: ToolFolder) -> str:
         _product(),
         folder.key,
         str(folder.path.absolute()),
-        folder.digest,
+        folder.content,  # its tools' policies may come from a remote copy, not the files
     ]
     return hashlib.sha256("\0".join(parts).encode("utf-8", "surrogateescape")).hexdigest()
 

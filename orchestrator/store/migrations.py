@@ -32,7 +32,7 @@ _COMPONENT = "coalesce(to_jsonb(m) ->> 'component', 'core')"
 # Every core table with a user_id, all under row-level security.
 USER_TABLES = (
     "sessions", "messages", "requests", "request_events", "request_usage", "result_cache",
-    "large_results",
+    "large_results", "agent_conversations",
 )
 SCHEMA_DIR = Path(__file__).with_name("schema")
 FILE_NAME = re.compile(r"^(\d{3})_[a-z0-9_]+\.sql$")

@@ -132,3 +132,14 @@ large_results = Table(
     Column("created_at", DateTime(timezone=True)),
     Column("expires_at", DateTime(timezone=True), nullable=False),
 )
+
+
+agent_conversations = Table(
+    "agent_conversations",
+    metadata,
+    Column("user_id", Text, primary_key=True),
+    Column("agent_path", Text, primary_key=True),
+    Column("messages", JSONB, nullable=False),
+    Column("summary", JSONB),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+)

@@ -8,11 +8,15 @@ a value), and says so when a variable not named like a key is sent as one.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import TYPE_CHECKING
 
+from pydantic import JsonValue
+
 from orchestrator.folders.isolation import isolation_of, unconfined_by_choice
 from orchestrator.folders.mcp_config import McpServerConfig
+from orchestrator.folders.remote_config import shown_value
 from orchestrator.folders.sandbox_config import SandboxConfig
 from orchestrator.level_overrides import DatabaseOverride, ModelOverride
 from orchestrator.sandbox.rules import Policy, unenforced
@@ -41,7 +45,7 @@ def describe_folder(folder: ToolFolder) -> str:
     if server is not None:  # approving it starts this: it is said before anything else
         what = server.url or " ".join([server.command or "", *server.args])
         capabilities += f"\n  MCP server: {'connects to' if server.url else 'runs'} {shown(what)}"
-    lines = [*reach_lines(folder), *requirement_lines(folder)]
+    lines = [*remote_lines(folder), *reach_lines(folder), *requirement_lines(folder)]
     reach = "".join(f"\n{line}" for line in lines)
     return (
         f"[bold]{shown(folder.name)}[/bold] {shown(folder.config.version)}\n"
@@ -49,6 +53,25 @@ def describe_folder(folder: ToolFolder) -> str:
         f"  capabilities: {capabilities}{reach}\n"
         f"  path: {shown(display_path(folder.path))}"
     )
+
+
+def remote_lines(folder: ToolFolder) -> list[str]:
+    """Where its configuration comes from, and what of a remote copy approval covers."""
+    remote = folder.remote
+    if remote is None:
+        return []
+    lines = [f"  {shown(remote.whence)}"]
+    for name, value in (remote.covered or {}).items():
+        text = covered_text(name, value)
+        lines.append(f"  [yellow]the remote copy sets {shown(name)}:[/yellow] {shown(text)}")
+    return lines
+
+
+def covered_text(name: str, value: JsonValue) -> str:
+    """A covered part of a remote copy on one line (of `config:`, the names alone)."""
+    if value is None:
+        return "not set"
+    return one_line(json.dumps(shown_value(name, value), sort_keys=True), DESCRIPTION_CHARS)
 
 
 def requirement_lines(folder: ToolFolder) -> list[str]:

@@ -6,6 +6,7 @@ from orchestrator.folders.approvals import ApprovalStore
 from orchestrator.folders.approved_files import FileChanges, approved_texts, unified_diff
 from orchestrator.folders.discovery import ToolFolder
 from orchestrator.settings import Settings
+from orchestrator.terminal.folder_reach import covered_text
 
 NO_COPY = "no copy of the approved files was kept (approved by an earlier version): no diff"
 
@@ -28,6 +29,18 @@ class FolderHistory:
         if decision is None or not decision.files:
             return None
         return FileChanges.between(decision.files, folder.files)
+
+    def remote_changes(self, folder: ToolFolder) -> list[str]:
+        """What approval covers of its remote copy, as it was when decided on, where it differs."""
+        decision = self.store.decision(folder.key)
+        if decision is None or folder.remote is None or folder.remote_digest == decision.remote:
+            return []
+        then, now = decision.remote_covered or {}, folder.remote.covered or {}
+        return [
+            f"the remote copy's {name} was {covered_text(name, then.get(name))} when you decided"
+            for name in sorted({*then, *now})
+            if then.get(name) != now.get(name)
+        ]
 
     def diff(self, folder: ToolFolder, changes: FileChanges) -> list[str]:
         """A unified diff of the changes, from the files as approved to the folder now."""

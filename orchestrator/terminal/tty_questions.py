@@ -84,6 +84,8 @@ class ApprovalPrompt:
         changes = history.changes(folder) if history is not None else None
         if changes is not None:
             text += "".join(f"\n  {shown(line)}" for line in changes.lines())
+        if history is not None:
+            text += "".join(f"\n  {shown(line)}" for line in history.remote_changes(folder))
         shipped = is_shipped(folder)
         if shipped and self.all_shipped:
             self.console.print(f"{text}\n{ALL_SHIPPED}")

@@ -19,6 +19,7 @@ from orchestrator.errors import ToolError
 if TYPE_CHECKING:
     from datetime import datetime
 
+    from langchain_core.messages import BaseMessage
     from sqlalchemy.ext.asyncio import AsyncConnection
 
     from orchestrator.tools.authorizations import AuthorizationDesk
@@ -99,7 +100,9 @@ class RunContext:
     handed to, and is never handed over again. `messages` searches the user's
     earlier messages (`search_messages`). `authorizations` is where an
     operator level's tools find the user's pending authorization requests
-    (None: without storage).
+    (None: without storage). `conversation` is, in the call of an agent with
+    `state: parent`, the caller's recent text turns (see `tools.agent_state`);
+    empty elsewhere.
     """
 
     user_id: str
@@ -114,6 +117,7 @@ class RunContext:
     job: str | None = None
     authorizations: AuthorizationDesk | None = None
     messages: MessageSearch | None = None
+    conversation: tuple[BaseMessage, ...] = ()
 
     async def search_messages(self, query: str, k: int = 5) -> list[FoundText]:
         """The user's `k` earlier messages (of any session) best matching `query`, best first.

@@ -47,7 +47,7 @@ from orchestrator.graph.model_pipeline.model_call import ModelAnswer, ModelCall,
 from orchestrator.graph.model_pipeline.model_usage import count_model_call, least_cost
 from orchestrator.graph.model_pipeline.window_notice import Told, WindowUse
 from orchestrator.graph.state import Summary
-from orchestrator.llm.summary import SUMMARY_PROMPT
+from orchestrator.llm.summary import SUMMARY_PROMPT, after_summary
 from orchestrator.llm.tokens import CHARS_PER_TOKEN, estimate_tokens, message_tokens, prompt_tokens
 from orchestrator.notes import turn_start
 from orchestrator.tools.context import RunContext
@@ -432,15 +432,7 @@ def _leading_system(messages: Sequence[BaseMessage]) -> tuple[list[BaseMessage],
 
 def _after(messages: list[BaseMessage], summary: Summary | None) -> list[BaseMessage]:
     """The messages the summary does not cover (all of them when its last one is gone)."""
-    if not summary:
-        return messages
-    for position in range(len(messages) - 1, -1, -1):
-        if messages[position].id == summary["upto"]:
-            rest = messages[position + 1 :]
-            while rest and isinstance(rest[0], ToolMessage):  # their call is in the summary
-                rest = rest[1:]
-            return rest
-    return messages
+    return after_summary(messages, summary["upto"]) if summary else messages
 
 
 def summarised(messages: Sequence[BaseMessage], summary: Summary | None) -> list[BaseMessage]:
@@ -500,6 +492,15 @@ def _split(
     older = [m for unit in units[: len(units) - kept_units] for m in unit]
     kept = [m for unit in units[len(units) - kept_units :] for m in unit]
     return older, kept
+
+
+def latest_within(messages: Sequence[BaseMessage], *, budget: int) -> list[BaseMessage]:
+    """The last messages that take at most `budget` tokens, whole groups as compaction keeps
+    them; at least the last one, cut with the marker when it alone would not fit."""
+    _, kept = _split(messages, budget=budget, force=False)
+    if len(kept) == 1 and prompt_tokens(kept) > budget:
+        kept = [_cut(kept[0], max(1, budget) * CHARS_PER_TOKEN)]
+    return kept
 
 
 @dataclass(frozen=True, slots=True)
