@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.markup import escape
 
-from orchestrator.cli.common import JsonOption, UserOption, out, with_database
+from orchestrator.cli.common import JsonOption, UserOption, out, settings_or_exit, with_database
 from orchestrator.errors import UserError
 from orchestrator.terminal.text import one_line, shown
 from orchestrator.tools.request_status import RequestStatus
@@ -35,21 +35,30 @@ NONE_YET = "No background jobs of {user}{where}."
 
 @jobs_app.command("list")
 def list_jobs(user: UserOption = "local", session: SessionFilter = None, as_json: JsonOption = False) -> None:
-    """Your background jobs in every session, oldest first: id, session, tool, status, where."""
+    """Your background jobs in every session, oldest first: id, session, tool, status, where,
+    and why a queued one waits when no worker holds its folder's content."""
+    from orchestrator.jobs.waiting import why_waiting
     from orchestrator.store.job_requests import JobRequests
     from orchestrator.store.queue_schema import upgrade_all
+
+    seconds = settings_or_exit().worker_stalled_seconds
 
     async def run(database: Database) -> None:
         await upgrade_all(database)
         calls = await JobRequests(database).background_calls(user_id=user, session_id=session)
+        queued = [c.job_id for c in calls if c.status == RequestStatus.QUEUED and c.job_id is not None]
+        waiting = await why_waiting(database, queued, seconds=seconds)
         if as_json:
-            print(json.dumps({"jobs": [_json(call) for call in calls]}, ensure_ascii=False))
+            jobs = [{**_json(call), "waiting": waiting.get(call.job_id or 0)} for call in calls]
+            print(json.dumps({"jobs": jobs}, ensure_ascii=False))
             return
         if not calls:
             where = f" in session {session}" if session else ""
             out.print(NONE_YET.format(user=user, where=where), markup=False)
         for call in calls:
             out.print(_line(call), highlight=False)
+            if (why := waiting.get(call.job_id or 0)) is not None:
+                out.print(f"  {escape(why)}", highlight=False)
 
     with_database(run)
 

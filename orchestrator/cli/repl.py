@@ -419,9 +419,10 @@ def job_line(task: BackgroundJob) -> str:
     """One line of `/jobs`: id, tool, status, when, and where it runs (a worker's name)."""
     ended = f", ended {task.finished_at:%H:%M:%S}" if task.finished_at else ""
     where = f" on {shown(task.where)}" if task.where and task.status == "running" else ""
+    waiting = f"\n  {escape(task.waiting)}" if task.waiting else ""
     return (
         f"{task.job_id}  {shown(task.tool)}  {task.status}{where}  "
-        f"(started {task.started_at:%H:%M:%S}{ended})"
+        f"(started {task.started_at:%H:%M:%S}{ended}){waiting}"
     )
 
 

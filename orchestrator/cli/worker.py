@@ -39,6 +39,10 @@ if TYPE_CHECKING:
 STARTED = "worker {name}: {count} folder content(s), {concurrency} job(s) at once; Ctrl-C stops"
 STOPPING = "stopping: waiting for {count} running job(s) (Ctrl-C again leaves them to other workers)"
 SKIPPED = "[yellow]note:[/yellow] not run here: {key} (content {digest}): not approved in the database"
+STALE = (
+    "[yellow]note:[/yellow] its copy of {key} changed since it loaded content {digest}: "
+    "it takes no more jobs of that content (other workers that hold it do); restart it to load the new copy"
+)
 STOPPED_BY_ITSELF = "error: the worker stopped (the database went away?); start it again"
 # A job is named by its id (its call's request id, as `jobs show` takes it); the queue's own number follows.
 JOB_STARTED = "job {job} of {user} started (queue job {number})"
@@ -108,6 +112,7 @@ async def _work(settings: Settings, concurrency: int | None, *, until_idle: bool
             queues=queues,
             concurrency=concurrency,
             on_settled=_settled_notes,
+            on_stale=_stale_notes,
         )
         await worker.start()
         err.print(
@@ -190,7 +195,11 @@ class _Announced:
         self.executor = executor
         self.database = database
 
+    async def stale(self) -> list[ToolFolder]:
+        return await self.executor.stale()
+
     async def run(self, args: JobArgs, *, job_id: int) -> None:
+        from orchestrator.jobs.queue import GiveBack
         from orchestrator.store.job_requests import JobRequests
 
         job, user = escape(args.request_id), escape(shown(args.user_id))
@@ -203,13 +212,23 @@ class _Announced:
             )
             if calls:
                 status, name = calls[0].status, calls[0].call_name
+        except GiveBack as back:
+            status = f"given back: {back}"
+            raise
         except asyncio.CancelledError:
             status = "was cancelled"
             raise
         finally:
-            ended = JOB_ENDED.format(job=job, name=escape(shown(name)), status=status, number=job_id)
+            ended = JOB_ENDED.format(job=job, name=escape(shown(name)), status=escape(status), number=job_id)
             with suppress(OSError):  # the terminal may be gone: the worker goes on
                 err.print(ended, highlight=False)
+
+
+def _stale_notes(folders: list[ToolFolder]) -> None:
+    for folder in folders:
+        line = STALE.format(key=escape(folder.key), digest=folder.digest[:12])
+        with suppress(OSError):  # the terminal may be gone: the worker goes on
+            err.print(line, highlight=False)
 
 
 def _settled_notes(settled: list[Settled]) -> None:

@@ -37,7 +37,8 @@ class BackgroundJob:
     """One background call; its id is the call's request id.
 
     `work` is its run in this process (None for a job that runs, or ran, on a
-    worker); `where` says where it runs, for the person (a worker's name).
+    worker); `where` says where it runs, for the person (a worker's name);
+    `waiting` why a queued one waits, when no worker can take it.
     """
 
     call: CallRecord
@@ -48,6 +49,7 @@ class BackgroundJob:
     started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     finished_at: datetime | None = None
     where: str | None = None
+    waiting: str | None = None
 
     @property
     def job_id(self) -> str:

@@ -24,8 +24,9 @@ from langgraph.errors import GraphBubbleUp
 from orchestrator.dispatch.dispatcher import Dispatcher
 from orchestrator.dispatch.middleware import CallRequest
 from orchestrator.errors import ToolError
-from orchestrator.folders.discovery import content_hash
+from orchestrator.folders.discovery import ToolFolder, content_hash
 from orchestrator.jobs.job import JobArgs
+from orchestrator.jobs.queue import GiveBack
 from orchestrator.jobs.trust import approved_contents, refusal, tool_folders
 from orchestrator.levels import Limits
 from orchestrator.redact import redact
@@ -46,6 +47,7 @@ logger = logging.getLogger(__name__)
 NOT_APPROVED = "not_approved"  # the error code of a refused job
 NO_LEVEL = "{name} did not run on worker {worker}: it has no agent {path} to run it at"
 ASKED = "the call asked a question, and no one can be asked in a background job: it did not end"
+GIVEN_BACK = "its copy of {key} changed since it loaded content {have}, the call's: given back for a worker that holds it"
 CHECK_SECONDS = 1.0  # how old a folder's hash, or the database's approval, may be when a job runs
 
 
@@ -70,7 +72,13 @@ class JobExecutor:
         self._checked = _Checked(storage.database)
 
     async def run(self, args: JobArgs, *, job_id: int) -> None:
-        """Run the job's call, unless it ended already (cancelled before it started, say)."""
+        """Run the job's call, unless it ended already (cancelled before it started, say).
+
+        A job of a content this worker loaded, whose copy here has changed since, is given
+        back (`GiveBack`) before anything of it runs: a worker that holds it runs it.
+        """
+        if (changed := await self._changed_since_loaded(args)) is not None:
+            raise GiveBack(GIVEN_BACK.format(key=changed.key, have=changed.digest[:12]))
         call = await self.jobs.take(args.request_id, user_id=args.user_id, job_id=job_id, worker=self.name)
         if call is None:
             logger.info("job %s: request %s has ended already", job_id, args.request_id)
@@ -142,6 +150,20 @@ class JobExecutor:
             found=self.found.get(args.folder),
             approved=await self._checked.approved(args.folder, args.digest),
         )
+
+    async def stale(self) -> list[ToolFolder]:
+        """The folders it loaded whose copy on disk has changed since (hashed at most once a
+        second): it no longer holds their content."""
+        loaded = {folder.key: folder for folder in self._folders.values() if folder.config.mcp is None}
+        return [f for f in loaded.values() if await self._checked.content(f.path) != f.digest]
+
+    async def _changed_since_loaded(self, args: JobArgs) -> ToolFolder | None:
+        """The job's folder, if this worker loaded it at the job's content and its copy has
+        changed since."""
+        loaded = next((f for f in self._folders.values() if f.key == args.folder), None)
+        if loaded is None or loaded.digest != args.digest:
+            return None
+        return loaded if await self._checked.content(loaded.path) != loaded.digest else None
 
     def _no_level(self, call: CallRecord, args: JobArgs) -> str:
         return NO_LEVEL.format(name=call.call_name, worker=self.name, path=" > ".join(args.agent_path))

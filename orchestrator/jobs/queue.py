@@ -20,17 +20,21 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal, LiteralString, Protocol
+from typing import TYPE_CHECKING, Literal, LiteralString, Protocol
 
-from procrastinate import App, JobContext, PsycopgConnector
+from procrastinate import App, BaseRetryStrategy, JobContext, PsycopgConnector, RetryDecision
 from procrastinate.exceptions import ConnectorException
-from procrastinate.jobs import Status
+from procrastinate.jobs import Job, Status
 from psycopg_pool import AsyncConnectionPool
 
+from orchestrator.errors import OrchestratorError
 from orchestrator.jobs.job import HELD, JobArgs, content_queue
 from orchestrator.store.engine import Database
 from orchestrator.store.pool import CONNECT_ARGS, RECONNECT_SECONDS, ServerPool
 from orchestrator.store.queue_schema import SCHEMA
+
+if TYPE_CHECKING:
+    from orchestrator.folders.discovery import ToolFolder
 
 TASK = "run_call"
 EXECUTOR = "executor"  # the key of the worker's executor in procrastinate's job context
@@ -54,6 +58,25 @@ class Executor(Protocol):
     """Runs one job's call in a worker (`execute.JobExecutor`)."""
 
     async def run(self, args: JobArgs, *, job_id: int) -> None: ...
+
+    async def stale(self) -> list[ToolFolder]:
+        """The folders it loaded whose copy here has changed since: it no longer holds their
+        content, and takes no job of it."""
+        ...
+
+
+class GiveBack(OrchestratorError):
+    """Raised by an executor for a job of a content it no longer holds (its copy changed
+    since it loaded it), before anything of the job ran: the job is queued again as it was,
+    for a worker that holds it, without counting as an attempt (see `worker`)."""
+
+
+class _GiveBackOnly(BaseRetryStrategy):
+    """procrastinate's retry, for jobs given back only: any other failure is recorded in the
+    request log by the executor, and the job ends."""
+
+    def get_retry_decision(self, *, exception: BaseException, job: Job) -> RetryDecision | None:
+        return RetryDecision(retry_in={"seconds": 0}) if isinstance(exception, GiveBack) else None
 
 
 async def run_call(context: JobContext, **values: object) -> None:
@@ -94,7 +117,7 @@ class JobQueue:
             pool_factory=_server_pool,
         )
         self.app = App(connector=connector)
-        self.app.task(name=TASK, pass_context=True)(run_call)
+        self.app.task(name=TASK, pass_context=True, retry=_GiveBackOnly())(run_call)
         self.connector = connector
         self._open = False
 

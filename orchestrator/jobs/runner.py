@@ -29,11 +29,13 @@ from orchestrator.jobs.handover import bare_args, job_args, record_when_done
 from orchestrator.jobs.job import content_queue
 from orchestrator.jobs.trust import approval_of, record, record_local_decisions, tool_folders
 from orchestrator.jobs.views import WAITING_HERE, settled_line, task_of
+from orchestrator.jobs.waiting import why_waiting
 from orchestrator.runtime import Orchestrator
 from orchestrator.store.job_requests import JobRequests
 from orchestrator.store.queue_schema import SCHEMA
 from orchestrator.store.requests import ANONYMOUS, OWNER, has_stopped
 from orchestrator.tools.request_log import CallRecord, Handover, RequestObserver
+from orchestrator.tools.request_status import RequestStatus
 from orchestrator.tools.results import ToolResult
 
 if TYPE_CHECKING:
@@ -228,7 +230,10 @@ class JobRunner:
         """The session's background calls, as the request log holds them (any process's)."""
         user = self._users.get(session_id, ANONYMOUS)
         calls = await self.jobs.background_calls(user_id=user, session_id=session_id)
-        return [task_of(call, user_id=user) for call in calls]
+        queued = [c.job_id for c in calls if c.status == RequestStatus.QUEUED and c.job_id is not None]
+        seconds = self.runtime.settings.worker_stalled_seconds
+        waiting = await why_waiting(self.storage.database, queued, seconds=seconds)
+        return [task_of(call, user_id=user, waiting=waiting.get(call.job_id or 0)) for call in calls]
 
     async def cancel_job(self, job_id: str) -> bool:
         """Cancel the job `job_id` wherever it is: queued, at once; running, by its worker.

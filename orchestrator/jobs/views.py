@@ -37,8 +37,9 @@ def settled_line(settled: Settled) -> str:
     return LEFT_BY_WORKER.format(name=name, request_id=settled.job.args.request_id, what=what)
 
 
-def task_of(call: BackgroundCall, *, user_id: str) -> BackgroundJob:
-    """A background call of the log as `/jobs` shows it."""
+def task_of(call: BackgroundCall, *, user_id: str, waiting: str | None = None) -> BackgroundJob:
+    """A background call of the log as `/jobs` shows it (`waiting`: why it waits, if no
+    worker can take it)."""
     record = CallRecord(
         request_id=call.request_id,
         parent_request_id=None,
@@ -59,4 +60,5 @@ def task_of(call: BackgroundCall, *, user_id: str) -> BackgroundJob:
         started_at=call.created_at,
         finished_at=call.updated_at if ended else None,
         where=call.ran_on,
+        waiting=waiting,
     )

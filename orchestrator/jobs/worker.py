@@ -18,15 +18,19 @@ import asyncio
 import contextvars
 import json
 import logging
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass
+from datetime import datetime
 
 from procrastinate.connector import BaseAsyncConnector
+from procrastinate.jobs import Job
 from procrastinate.manager import JobManager
 from procrastinate.worker import Worker
 
 from orchestrator.errors import ToolError
-from orchestrator.jobs.queue import EXECUTOR, HELD, Executor, JobArgs, JobQueue
+from orchestrator.folders.discovery import ToolFolder
+from orchestrator.jobs.job import content_queue
+from orchestrator.jobs.queue import EXECUTOR, HELD, Executor, GiveBack, JobArgs, JobQueue
 from orchestrator.jobs.stalled import Settled, settle_stalled
 from orchestrator.redact import redact
 from orchestrator.settings import Settings
@@ -40,6 +44,18 @@ logger = logging.getLogger(__name__)
 PRESENCE_SQL = f"""
     INSERT INTO {SCHEMA}.worker_processes (worker_id, owner, queues, concurrency)
     VALUES (%(worker_id)s, %(owner)s, %(queues)s, %(concurrency)s)
+"""
+HOLDING_SQL = f"UPDATE {SCHEMA}.worker_processes SET queues = %(queues)s WHERE worker_id = %(worker_id)s"
+# A job given back (see `GiveBack`) is queued again as it was (not counted as an attempt), and
+# announced as a new one so that a worker holding its content takes it at once.
+GIVE_BACK_SQL = f"""
+    WITH back AS (
+        UPDATE {SCHEMA}.procrastinate_jobs SET status = 'todo', scheduled_at = now(), worker_id = NULL
+        WHERE id = %(job_id)s AND status = 'doing' AND NOT abort_requested
+        RETURNING id, queue_name
+    )
+    SELECT pg_notify('procrastinate_queue_v1#' || queue_name,
+        json_build_object('type', 'job_inserted', 'job_id', id)::text) FROM back
 """
 WAITING_SQL = f"""
     SELECT EXISTS (
@@ -58,17 +74,53 @@ FETCH_POLL_SECONDS = 5.0  # a worker that takes jobs looks for them this often, 
 HELD_ONLY_POLL_SECONDS = 24 * 3600.0  # one that takes none has nothing to look for
 ABORTS = f"procrastinate_queue_v1#{HELD}"  # the channel of cancellations of held jobs
 OnSettled = Callable[[list[Settled]], None]
+OnStale = Callable[[list[ToolFolder]], None]
 
 
 class _Registering(JobManager):
     """procrastinate's job manager, which also records the process behind each worker it registers."""
 
-    def __init__(self, connector: BaseAsyncConnector, *, queues: list[str], concurrency: int) -> None:
+    def __init__(
+        self,
+        connector: BaseAsyncConnector,
+        *,
+        queues: list[str],
+        concurrency: int,
+        holding: Callable[[], Awaitable[list[str]]] | None = None,
+        given_back: set[int] | None = None,
+    ) -> None:
         super().__init__(connector)
         self.queues = queues
         self.concurrency = concurrency
+        self.holding = holding
+        self.given_back = given_back if given_back is not None else set()
         self.registered: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self.before_leaving: Callable[[], Awaitable[None]] | None = None
+
+    async def fetch_job(self, queues: Iterable[str] | None, worker_id: int) -> Job | None:
+        # Only from the queues of the contents it still holds: a copy changed since it
+        # loaded it leaves that content's jobs to the workers that hold it.
+        if self.holding is not None:
+            queues = await self.holding()
+            if not queues:
+                return None
+        return await super().fetch_job(queues, worker_id)
+
+    async def retry_job(
+        self,
+        job: Job,
+        retry_at: datetime | None = None,
+        priority: int | None = None,
+        queue: str | None = None,
+        lock: str | None = None,
+    ) -> None:
+        if job.id is not None and job.id in self.given_back:
+            self.given_back.discard(job.id)
+            rows = await self.connector.execute_query_all_async(GIVE_BACK_SQL, job_id=job.id)
+            if rows:
+                return
+            # Cancelled meanwhile: procrastinate's own retry ends it, as it ends an aborted job.
+        await super().retry_job(job, retry_at, priority, queue, lock)
 
     async def register_worker(self) -> int:
         worker_id = await super().register_worker()
@@ -107,6 +159,7 @@ class _Counting:
     def __init__(self, executor: Executor) -> None:
         self.executor = executor
         self.tasks: set[asyncio.Task[object]] = set()
+        self.given_back: set[int] = set()  # the queue's ids of the jobs it gave back
 
     @property
     def running(self) -> int:
@@ -118,6 +171,9 @@ class _Counting:
         self.tasks.add(task)
         try:
             await self.executor.run(args, job_id=job_id)
+        except GiveBack:
+            self.given_back.add(job_id)
+            raise
         finally:
             self.tasks.discard(task)
 
@@ -135,6 +191,7 @@ class JobWorker:
         queues: list[str] | None = None,
         concurrency: int | None = None,
         on_settled: OnSettled | None = None,
+        on_stale: OnStale | None = None,
     ) -> None:
         self.queue = queue
         self.log = log
@@ -143,6 +200,9 @@ class JobWorker:
         self.queues = sorted(set(queues or ())) if executor is not None else []
         self.concurrency = concurrency or settings.worker_concurrency
         self.on_settled = on_settled
+        self.on_stale = on_stale
+        self.holding = list(self.queues)  # the queues of the contents it still holds
+        self._stale: set[tuple[str, str]] = set()  # (key, digest) of the copies changed since loaded
         self.worker_id: int | None = None
         self._worker: Worker | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -181,7 +241,13 @@ class JobWorker:
 
     async def start(self) -> int:
         """Register and start taking jobs (if it does); its worker id, once registered."""
-        manager = _Registering(self.queue.connector, queues=self.queues, concurrency=self.concurrency)
+        manager = _Registering(
+            self.queue.connector,
+            queues=self.queues,
+            concurrency=self.concurrency,
+            holding=self._holding if self.executor is not None else None,
+            given_back=self.executor.given_back if self.executor is not None else None,
+        )
         manager.before_leaving = self._held_ended
         self.queue.app.job_manager = manager
         self._worker = Worker(
@@ -207,6 +273,22 @@ class JobWorker:
         self._tasks = [running, _task(self._watch_stalled(), name="stalled jobs")]
         return self.worker_id
 
+    async def _holding(self) -> list[str]:
+        """The queues of the contents it loaded that its copies still have; a change is recorded
+        in its row of `worker_processes` (what `jobs list` reads) and told (`on_stale`)."""
+        assert self.executor is not None
+        stale = await self.executor.executor.stale()
+        gone = {content_queue(folder.digest) for folder in stale}
+        holding = [name for name in self.queues if name not in gone]
+        if holding != self.holding and self.worker_id is not None:
+            await self.queue.execute(HOLDING_SQL, queues=holding, worker_id=self.worker_id)
+            self.holding = holding
+        newly = [f for f in stale if (f.key, f.digest) not in self._stale]
+        self._stale = {(f.key, f.digest) for f in stale}
+        if newly and self.on_stale is not None:
+            self.on_stale(newly)
+        return holding
+
     async def settle_stalled(self) -> list[Settled]:
         """Settle the jobs of stopped workers now (as each heartbeat does)."""
         settled = await settle_stalled(
@@ -218,7 +300,7 @@ class JobWorker:
 
     async def waiting_jobs(self) -> bool:
         """Whether jobs wait in the queues this worker takes jobs from."""
-        rows = await self.queue.query(WAITING_SQL, queues=self.queues)
+        rows = await self.queue.query(WAITING_SQL, queues=self.holding)
         return bool(rows[0]["waiting"])
 
     async def hold(

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
+from orchestrator.folders.discovery import content_hash
 from orchestrator.store import Database
 from orchestrator.store.logins import Logins
 from orchestrator.store.requests import request_history
@@ -252,34 +253,48 @@ async def test_cancel_reaches_the_worker_running_a_job(
     assert len(runs(noted)) == 1
 
 
-async def test_a_worker_refuses_a_folder_whose_content_differs_from_the_approved(
+async def test_a_worker_whose_copy_changed_leaves_its_jobs_to_a_worker_that_holds_them(
     cli, tmp_path: Path, database_logins: Logins, database: Database
 ):
     here, there = tmp_path / "here", tmp_path / "there"
-    noted, _ = brewer(here)
-    brewer(there)  # the worker's machine: the same folder, for now
+    noted, gate = brewer(here)
+    brewer(there)  # the stale worker's machine: the same folder, for now
     here_tool = here / "sub_graphs" / "brewer" / "brewer_tool.py"
-    (there / "sub_graphs" / "brewer" / "brewer_tool.py").write_text(here_tool.read_text())
+    copy = there / "sub_graphs" / "brewer" / "brewer_tool.py"
+    copy.write_text(here_tool.read_text())
     assert cli("tools", "approve", "brewer", cwd=here).returncode == 0  # recorded in the database
+    digest = content_hash(here / "sub_graphs" / "brewer")[:12]
+    gate.write_text("open")
     with OpenAICompatibleServer([CALL, "Brewing."]) as server:
-        async with worker(there, job_env(server, database_logins, there)) as running:
-            name = identity(running.pid)
-            copy = there / "sub_graphs" / "brewer" / "brewer_tool.py"
+        async with worker(there, job_env(server, database_logins, there), name="stale") as stale:
             copy.write_text(copy.read_text() + "\n# changed on the worker's machine\n")
-            env = job_env(server, database_logins, here)
+            env = job_env(server, database_logins, here, ORCHESTRATOR_EMBEDDED_WORKER="0")
             assert ask("--no-wait", "make coffee", home=here, env=env).returncode == 0
             request_id = await _newest_request(database)
-            await until(lambda: _ended(database, request_id), alive=running.process)
-            stop(running)
+            await until(lambda: "its copy of brewer changed" in stale.stderr(), alive=stale.process)
+            # Item 10: no live worker holds the job's content, and `jobs list` says so.
+            listed = cli("jobs", "list", "--json", cwd=here)
+            job = next(j for j in json.loads(listed.stdout)["jobs"] if j["job_id"] == request_id)
+            assert job["status"] == "queued"
+            assert job["waiting"] == (
+                f"waiting: no worker holds brewer at {digest} (workers hold: none of its contents); "
+                "start a worker on this copy of the folder, or update the workers' folders"
+            )
+            assert "waiting: no worker holds brewer" in cli("jobs", "list", cwd=here).stdout
+            async with worker(here, job_env(server, database_logins, here), name="healthy") as healthy:
+                await until(lambda: _ended(database, request_id), alive=healthy.process)
+                assert stop(healthy) == 0
+            assert stop(stale) == 0
 
-    assert runs(noted) == [], "the changed copy never ran"
-    async with database.user_transaction("local") as connection:
-        error = await connection.scalar(
-            text("SELECT error FROM requests WHERE request_id = :r"), {"r": request_id}
-        )
-    assert error["error_code"] == "not_approved"
-    assert f"brewer_brew did not run on worker {name}" in error["message"]
-    assert "its copy of brewer has content" in error["message"]
+    assert await outcome(database, request_id) == "completed"
+    assert runs(noted) == [(request_id, healthy.pid)], "the changed copy never ran it"
+    history = await request_history(database, request_id, user_id="local")
+    taken = [detail for status, detail in history if status == "running"][1:]  # after the chat's
+    assert taken == [identity(healthy.pid)], history
+    assert f"job {request_id} (brewer_brew)" not in stale.stderr(), "nor ended it"
+    listed = cli("jobs", "list", "--json", cwd=here)
+    job = next(j for j in json.loads(listed.stdout)["jobs"] if j["job_id"] == request_id)
+    assert job["waiting"] is None
 
 
 async def _ended(database: Database, request_id: str) -> bool:

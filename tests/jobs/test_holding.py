@@ -1,0 +1,136 @@
+"""Workers take only jobs of the folder contents they still hold (issue 47, items 7 and 10).
+
+A worker whose copy changed gives back a job it took, before anything of it
+ran, and takes no more of that content; a job no live worker holds says why it
+waits. (With real worker processes: `test_workers`.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from types import SimpleNamespace
+from typing import cast
+
+import pytest
+
+from orchestrator.cli.repl import job_line
+from orchestrator.folders.discovery import ToolFolder, content_hash
+from orchestrator.jobs.job import JobArgs, content_queue
+from orchestrator.jobs.queue import GiveBack, JobQueue, JobRow
+from orchestrator.jobs.runner import JobRunner
+from orchestrator.jobs.worker import JobWorker
+from orchestrator.settings import load_settings
+from orchestrator.store import Database
+from orchestrator.store.queue_schema import SCHEMA
+from orchestrator.store.requests import RequestLog
+from orchestrator.testing import call_tools
+from tests.jobs.test_handover import open_runtime
+
+pytestmark = pytest.mark.db
+
+ROW_SQL = f"SELECT queues FROM {SCHEMA}.worker_processes WHERE worker_id = %(worker_id)s"
+
+
+class _Executor:
+    """Runs nothing; notes each job it is handed. `changes`: its copy changes as it takes the
+    first one (it gives that one back, as `execute.JobExecutor` does, and holds it no more)."""
+
+    def __init__(self, folder: ToolFolder, *, changes: bool) -> None:
+        self.folder = folder
+        self.changes = changes
+        self.changed = False
+        self.runs: list[str] = []
+        self.handed = asyncio.Event()
+
+    async def stale(self) -> list[ToolFolder]:
+        return [self.folder] if self.changed else []
+
+    async def run(self, args: JobArgs, *, job_id: int) -> None:
+        self.runs.append(args.request_id)
+        self.handed.set()
+        if self.changes:
+            self.changed = True
+            raise GiveBack("its copy of brewer changed")
+
+
+async def test_a_job_given_back_by_a_worker_whose_copy_changed_runs_once_on_one_that_holds_it(
+    tmp_path: Path, database_url: str, database: Database
+):
+    settings = load_settings(data_dir=tmp_path / "data", database_url=database_url, embeddings="none")
+    digest = uuid.uuid4().hex * 2
+    folder = cast("ToolFolder", SimpleNamespace(key="brewer", digest=digest))
+    queue = JobQueue(database)
+    await queue.open()
+    stale, healthy = _Executor(folder, changes=True), _Executor(folder, changes=False)
+    stopped = []
+    workers = [
+        JobWorker(
+            queue, RequestLog(database), settings=settings, executor=executor,
+            queues=[content_queue(digest)], on_stale=stopped.append,
+        )
+        for executor in (stale, healthy)
+    ]
+    try:
+        await workers[0].start()
+        job_id = await queue.defer(JobArgs(request_id=f"r-{uuid.uuid4().hex}", user_id="u", folder="brewer", digest=digest))
+        await asyncio.wait_for(stale.handed.wait(), 60)
+        job = await _until(queue, job_id, lambda row: row.status == "todo")
+        assert job.attempts == 0, "a job given back is not an attempt"
+        await _until_stopped(workers[0], stopped)
+        assert workers[0].holding == []
+        assert (await queue.query(ROW_SQL, worker_id=workers[0].worker_id))[0]["queues"] == []
+
+        await workers[1].start()
+        await asyncio.wait_for(healthy.handed.wait(), 60)
+        await _until(queue, job_id, lambda row: row.status == "succeeded")
+    finally:
+        for worker in workers:
+            if worker.worker_id is not None:
+                await worker.stop()
+        await queue.close()
+
+    assert stale.runs == healthy.runs == [job.args.request_id], "each was handed it once"
+    assert stopped == [[folder]], "the change is told once"
+
+
+async def test_jobs_in_the_chat_say_why_a_job_no_worker_holds_waits(
+    scripted, tmp_path: Path, database_url: str, database: Database
+):
+    model = scripted(call_tools(("brewer_brew", {})), "Brewing.")
+    runtime, storage, _, _ = await open_runtime(tmp_path, database_url, model)
+    runner = JobRunner(runtime, takes_jobs=False)  # no worker here: the job waits in the queue
+    digest = content_hash(tmp_path / "sub_graphs" / "brewer")[:12]
+    try:
+        session = replace(runtime, jobs=runner).session(user_id=f"u-{uuid.uuid4().hex[:6]}")
+        await session.run("make coffee")
+        [job] = await runner.jobs_of(session.session_id)
+    finally:
+        await runner.close()
+        await storage.close()
+
+    assert job.status == "queued"
+    assert job.waiting is not None and job.waiting.startswith("waiting: no worker ")
+    assert f"brewer at {digest}" in job.waiting
+    assert job_line(job).splitlines()[1] == f"  {job.waiting}"
+
+
+async def _until(queue: JobQueue, job_id: int, condition: Callable[[JobRow], bool]) -> JobRow:
+    for _ in range(1200):
+        row = await queue.job(job_id)
+        if row is not None and condition(row):
+            return row
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"job {job_id} never got there: {await queue.job(job_id)}")
+
+
+async def _until_stopped(worker: JobWorker, stopped: list[object]) -> None:
+    """Until `worker` looked for jobs again and found its copy changed (it tells `stopped`)."""
+    for _ in range(1200):
+        if stopped:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"the worker never noticed its copy changed: {worker.holding}")
