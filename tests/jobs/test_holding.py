@@ -22,6 +22,7 @@ from orchestrator.folders.discovery import ToolFolder, content_hash
 from orchestrator.jobs.job import JobArgs, content_queue
 from orchestrator.jobs.queue import GiveBack, JobQueue, JobRow
 from orchestrator.jobs.runner import JobRunner
+from orchestrator.jobs.waiting import _Queued, _reason  # pyright: ignore[reportPrivateUsage]  # the wording, without live workers of other tests
 from orchestrator.jobs.worker import JobWorker
 from orchestrator.settings import load_settings
 from orchestrator.store import Database
@@ -116,6 +117,17 @@ async def test_jobs_in_the_chat_say_why_a_job_no_worker_holds_waits(
     assert job.waiting is not None and job.waiting.startswith("waiting: no worker ")
     assert f"brewer at {digest}" in job.waiting
     assert job_line(job).splitlines()[1] == f"  {job.waiting}"
+
+
+def test_with_no_live_worker_a_waiting_job_says_to_start_one():
+    job = _Queued(job_id=1, queue=content_queue("ab" * 32), folder="brewer", digest="ab" * 32)
+    assert _reason(job, live=None, approved=set()) == (
+        "waiting: no worker runs; start `orchestrator worker` on a copy of brewer at abababababab"
+    )
+    approved = {("brewer", "cd" * 32), ("brewer", "ef" * 32), ("other", "ab" * 32)}
+    assert _reason(job, live={content_queue("cd" * 32)}, approved=approved).startswith(
+        "waiting: no worker holds brewer at abababababab (workers hold: cdcdcdcdcdcd); "
+    )
 
 
 async def _until(queue: JobQueue, job_id: int, condition: Callable[[JobRow], bool]) -> JobRow:

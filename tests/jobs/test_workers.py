@@ -282,6 +282,7 @@ async def test_a_worker_whose_copy_changed_leaves_its_jobs_to_a_worker_that_hold
             )
             assert "waiting: no worker holds brewer" in cli("jobs", "list", cwd=here).stdout
             async with worker(here, job_env(server, database_logins, here), name="healthy") as healthy:
+                name = identity(healthy.pid)
                 await until(lambda: _ended(database, request_id), alive=healthy.process)
                 assert stop(healthy) == 0
             assert stop(stale) == 0
@@ -290,7 +291,7 @@ async def test_a_worker_whose_copy_changed_leaves_its_jobs_to_a_worker_that_hold
     assert runs(noted) == [(request_id, healthy.pid)], "the changed copy never ran it"
     history = await request_history(database, request_id, user_id="local")
     taken = [detail for status, detail in history if status == "running"][1:]  # after the chat's
-    assert taken == [identity(healthy.pid)], history
+    assert taken == [name], history
     assert f"job {request_id} (brewer_brew)" not in stale.stderr(), "nor ended it"
     listed = cli("jobs", "list", "--json", cwd=here)
     job = next(j for j in json.loads(listed.stdout)["jobs"] if j["job_id"] == request_id)
