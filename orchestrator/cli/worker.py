@@ -47,6 +47,7 @@ STOPPED_BY_ITSELF = "error: the worker stopped (the database went away?); start 
 # A job is named by its id (its call's request id, as `jobs show` takes it); the queue's own number follows.
 JOB_STARTED = "job {job} of {user} started (queue job {number})"
 JOB_ENDED = "job {job} ({name}) {status} (queue job {number})"
+GIVEN_BACK = "job {job} given back (queue job {number}): {why}"
 
 ConcurrencyOption = Annotated[
     int | None,
@@ -204,7 +205,7 @@ class _Announced:
 
         job, user = escape(args.request_id), escape(shown(args.user_id))
         err.print(JOB_STARTED.format(job=job, user=user, number=job_id), highlight=False)
-        status, name = "ended with an error", "?"
+        status, name, given_back = "ended with an error", "?", None
         try:
             await self.executor.run(args, job_id=job_id)
             calls = await JobRequests(self.database).background_calls(
@@ -213,13 +214,17 @@ class _Announced:
             if calls:
                 status, name = calls[0].status, calls[0].call_name
         except GiveBack as back:
-            status = f"given back: {back}"
+            given_back = escape(str(back))
             raise
         except asyncio.CancelledError:
             status = "was cancelled"
             raise
         finally:
-            ended = JOB_ENDED.format(job=job, name=escape(shown(name)), status=escape(status), number=job_id)
+            ended = (
+                GIVEN_BACK.format(job=job, why=given_back, number=job_id)
+                if given_back is not None
+                else JOB_ENDED.format(job=job, name=escape(shown(name)), status=status, number=job_id)
+            )
             with suppress(OSError):  # the terminal may be gone: the worker goes on
                 err.print(ended, highlight=False)
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from procrastinate.connector import BaseAsyncConnector
-from procrastinate.jobs import Job
+from procrastinate.jobs import Job, Status
 from procrastinate.manager import JobManager
 from procrastinate.worker import Worker
 
@@ -34,6 +34,7 @@ from orchestrator.jobs.queue import EXECUTOR, HELD, Executor, GiveBack, JobArgs,
 from orchestrator.jobs.stalled import Settled, settle_stalled
 from orchestrator.redact import redact
 from orchestrator.settings import Settings
+from orchestrator.store.job_requests import JobRequests
 from orchestrator.store.queue_schema import SCHEMA
 from orchestrator.store.requests import OWNER, RequestLog, is_alive
 from orchestrator.tools.request_log import CallRecord, RequestObserver
@@ -88,12 +89,14 @@ class _Registering(JobManager):
         concurrency: int,
         holding: Callable[[], Awaitable[list[str]]] | None = None,
         given_back: set[int] | None = None,
+        cancelled: Callable[[Job], Awaitable[None]] | None = None,
     ) -> None:
         super().__init__(connector)
         self.queues = queues
         self.concurrency = concurrency
         self.holding = holding
         self.given_back = given_back if given_back is not None else set()
+        self.cancelled = cancelled
         self.registered: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self.before_leaving: Callable[[], Awaitable[None]] | None = None
 
@@ -116,10 +119,13 @@ class _Registering(JobManager):
     ) -> None:
         if job.id is not None and job.id in self.given_back:
             self.given_back.discard(job.id)
-            rows = await self.connector.execute_query_all_async(GIVE_BACK_SQL, job_id=job.id)
-            if rows:
+            if await self.connector.execute_query_all_async(GIVE_BACK_SQL, job_id=job.id):
                 return
-            # Cancelled meanwhile: procrastinate's own retry ends it, as it ends an aborted job.
+            # Cancelled meanwhile (nothing of it ran): it ends cancelled, in the request log too.
+            await self.finish_job_by_id_async(job.id, Status.ABORTED, delete_job=False)
+            if self.cancelled is not None:
+                await self.cancelled(job)
+            return
         await super().retry_job(job, retry_at, priority, queue, lock)
 
     async def register_worker(self) -> int:
@@ -247,6 +253,7 @@ class JobWorker:
             concurrency=self.concurrency,
             holding=self._holding if self.executor is not None else None,
             given_back=self.executor.given_back if self.executor is not None else None,
+            cancelled=self._cancelled_before_start,
         )
         manager.before_leaving = self._held_ended
         self.queue.app.job_manager = manager
@@ -272,6 +279,13 @@ class JobWorker:
         await self._settle_logged()  # at once: what stopped workers left is known before any wait
         self._tasks = [running, _task(self._watch_stalled(), name="stalled jobs")]
         return self.worker_id
+
+    async def _cancelled_before_start(self, job: Job) -> None:
+        """Record as cancelled the call of a job cancelled while it was being given back."""
+        args = JobArgs.of(job.task_kwargs)
+        held = await JobRequests(self.queue.database).load(args.request_id, user_id=args.user_id)
+        if held is not None:
+            await self.log.cancelled(held.call)
 
     async def _holding(self) -> list[str]:
         """The queues of the contents it loaded that its copies still have; a change is recorded

@@ -16,24 +16,44 @@ from types import SimpleNamespace
 from typing import cast
 
 import pytest
+from sqlalchemy import text
 
 from orchestrator.cli.repl import job_line
 from orchestrator.folders.discovery import ToolFolder, content_hash
+from orchestrator.jobs.execute import JobExecutor
 from orchestrator.jobs.job import JobArgs, content_queue
 from orchestrator.jobs.queue import GiveBack, JobQueue, JobRow
 from orchestrator.jobs.runner import JobRunner
+from orchestrator.jobs.trust import approval_of, record, tool_folders
 from orchestrator.jobs.waiting import _Queued, _reason  # pyright: ignore[reportPrivateUsage]  # the wording, without live workers of other tests
 from orchestrator.jobs.worker import JobWorker
 from orchestrator.settings import load_settings
 from orchestrator.store import Database
 from orchestrator.store.queue_schema import SCHEMA
-from orchestrator.store.requests import RequestLog
+from orchestrator.store.requests import OWNER, RequestLog
+from orchestrator.store.sessions import claim_session
 from orchestrator.testing import call_tools
+from orchestrator.tools.request_log import CallRecord
+from tests.jobs.processes import outcome
 from tests.jobs.test_handover import open_runtime
 
 pytestmark = pytest.mark.db
 
 ROW_SQL = f"SELECT queues FROM {SCHEMA}.worker_processes WHERE worker_id = %(worker_id)s"
+
+
+class _Cancelling:
+    """Gives back the job it is handed, as one whose copy changed, once the job is cancelled."""
+
+    def __init__(self, queue: JobQueue) -> None:
+        self.queue = queue
+
+    async def stale(self) -> list[ToolFolder]:
+        return []
+
+    async def run(self, args: JobArgs, *, job_id: int) -> None:
+        assert await self.queue.cancel(args.request_id) == "aborting"
+        raise GiveBack("its copy of brewer changed")
 
 
 class _Executor:
@@ -98,6 +118,39 @@ async def test_a_job_given_back_by_a_worker_whose_copy_changed_runs_once_on_one_
     assert stopped == [[folder]], "the change is told once"
 
 
+async def test_a_job_cancelled_while_it_is_given_back_ends_cancelled(
+    tmp_path: Path, database_url: str, database: Database
+):
+    settings = load_settings(data_dir=tmp_path / "data", database_url=database_url, embeddings="none")
+    user, session, request_id = f"u-{uuid.uuid4().hex[:6]}", f"s-{uuid.uuid4().hex}", f"r-{uuid.uuid4().hex}"
+    await claim_session(database, session, user_id=user)
+    call = CallRecord(
+        request_id=request_id, parent_request_id=None, session_id=session, user_id=user,
+        tool="brewer", action="brew", call_name="brewer_brew", parameters={}, background=True,
+    )
+    await RequestLog(database).started(call)
+    digest = uuid.uuid4().hex * 2
+    queue = JobQueue(database)
+    await queue.open()
+    worker = JobWorker(
+        queue, RequestLog(database), settings=settings, executor=_Cancelling(queue),
+        queues=[content_queue(digest)],
+    )
+    try:
+        await worker.start()
+        job_id = await queue.defer(JobArgs(request_id=request_id, user_id=user, folder="brewer", digest=digest))
+        await _until(queue, job_id, lambda row: row.status == "aborted")
+        for _ in range(1200):  # the request log is told right after the queue
+            if await outcome(database, request_id, user=user) is not None:
+                break
+            await asyncio.sleep(0.05)
+    finally:
+        await worker.stop()
+        await queue.close()
+
+    assert await outcome(database, request_id, user=user) == "cancelled"
+
+
 async def test_jobs_in_the_chat_say_why_a_job_no_worker_holds_waits(
     scripted, tmp_path: Path, database_url: str, database: Database
 ):
@@ -117,6 +170,41 @@ async def test_jobs_in_the_chat_say_why_a_job_no_worker_holds_waits(
     assert job.waiting is not None and job.waiting.startswith("waiting: no worker ")
     assert f"brewer at {digest}" in job.waiting
     assert job_line(job).splitlines()[1] == f"  {job.waiting}"
+
+
+async def test_a_worker_refuses_a_job_whose_content_the_database_no_longer_approves(
+    scripted, tmp_path: Path, database_url: str, database: Database
+):
+    model = scripted(call_tools(("brewer_brew", {})), "Brewing.")
+    runtime, storage, noted, _ = await open_runtime(tmp_path, database_url, model)
+    runner = JobRunner(runtime, takes_jobs=False)  # no worker here: the job waits in the queue
+    user = f"u-{uuid.uuid4().hex[:6]}"
+    queue = JobQueue(database)
+    try:
+        result = await replace(runtime, jobs=runner).session(user_id=user).run("make coffee")
+        request_id = result.tool_calls[0].request_id
+        await queue.open()
+        job = await queue.job_of(request_id)
+        assert job is not None
+        [folder] = {f.key: f for f in tool_folders(runtime).values()}.values()
+        await record(database, [replace(approval_of(folder), approved=False)])  # revoked since
+        executor = JobExecutor(runtime, found={folder.key: folder.digest}, name="box2")
+        await executor.run(job.args, job_id=job.job_id)
+        async with database.user_transaction(user) as connection:
+            error = await connection.scalar(
+                text("SELECT error FROM requests WHERE request_id = :r"), {"r": request_id}
+            )
+    finally:
+        await queue.close()
+        await runner.close()
+        await storage.close()
+
+    assert not noted.exists(), "it never ran"
+    assert error["error_code"] == "not_approved"
+    assert error["message"] == (
+        f"brewer_brew did not run on worker {OWNER}: brewer with content {folder.digest[:12]} is not "
+        "approved in the database any more. Every worker needs the approved folders"
+    )
 
 
 def test_with_no_live_worker_a_waiting_job_says_to_start_one():
