@@ -4,7 +4,8 @@ Each worker records the queues it takes jobs from, one per folder content it
 holds (`worker.JobWorker`, table `job_queue.worker_processes`), and drops the
 queue of a content whose copy changed since it loaded it. A job waits in the
 queue of its content; when no worker that has said it is alive within
-`ORCHESTRATOR_WORKER_STALLED_SECONDS` takes that queue, `jobs list` and `/jobs`
+`ORCHESTRATOR_WORKER_STALLED_SECONDS` (and, on this machine, whose process still
+runs) takes that queue, `jobs list` and `/jobs`
 say so, with the contents of that folder the live workers do hold.
 
 No procrastinate here: `jobs list` reads the queue's tables with the owner login.
@@ -20,14 +21,15 @@ from orchestrator.jobs.job import content_queue
 from orchestrator.jobs.trust import approved_contents
 from orchestrator.store.engine import Database
 from orchestrator.store.queue_schema import SCHEMA
+from orchestrator.store.requests import is_alive
 
 QUEUED_SQL = text(
     f"""SELECT id, queue_name, args ->> 'folder' AS folder, args ->> 'digest' AS digest
     FROM {SCHEMA}.procrastinate_jobs WHERE id = ANY(:ids) AND status = 'todo'"""
 )
-# The queues each live worker takes jobs from (one silent for `seconds` has stopped).
+# The queues each live worker takes jobs from (one silent for `seconds` has stopped), and its process.
 LIVE_QUEUES_SQL = text(
-    f"""SELECT p.queues FROM {SCHEMA}.worker_processes p
+    f"""SELECT p.owner, p.queues FROM {SCHEMA}.worker_processes p
     JOIN {SCHEMA}.procrastinate_workers w ON w.id = p.worker_id
     WHERE w.last_heartbeat > now() - make_interval(secs => :seconds)"""
 )
@@ -60,7 +62,8 @@ async def why_waiting(database: Database, job_ids: list[int], *, seconds: float)
         ]
         if not queued:
             return {}
-        workers = (await connection.execute(LIVE_QUEUES_SQL, {"seconds": seconds})).all()
+        found = (await connection.execute(LIVE_QUEUES_SQL, {"seconds": seconds})).all()
+    workers = [row for row in found if is_alive(row.owner)]  # not a gone process of this machine
     live = {queue for row in workers for queue in row.queues}
     stuck = [job for job in queued if job.queue not in live]
     if not stuck:
