@@ -180,6 +180,35 @@ async def test_a_timeout_cancels_the_call_in_the_process_and_a_crash_is_one_fail
 
 
 @pytest.mark.process
+async def test_calls_from_other_threads_loops_at_once_each_get_their_own_answer(tmp_path: Path):
+    """The child's answers are read on the loop of whoever waits (see `isolated.pipes`): calls
+    from several loops at once, and from a loop after another has ended, are all answered."""
+    held_folder(tmp_path / "sub_graphs")
+
+    async with started(Person()) as runtime:
+        process = process_of(runtime)
+        here = await call(runtime, "held_who", {}, context=RunContext(user_id="here"))
+
+        def on_a_loop_of_its_own(user: str) -> list[str | None]:
+            async def calls() -> list[str | None]:
+                results = await asyncio.gather(
+                    *(call(runtime, "held_who", {}, context=RunContext(user_id=user)) for _ in range(3))
+                )
+                return [r.data["user_id"] if r.status == "success" else r.message for r in results]
+
+            return asyncio.run(calls())
+
+        users = ["a", "b", "c"]
+        answered = await asyncio.gather(*(asyncio.to_thread(on_a_loop_of_its_own, u) for u in users))
+        again = await call(runtime, "held_who", {}, context=RunContext(user_id="here"))
+
+    assert here.status == "success" and here.data["user_id"] == "here"
+    assert answered == [[u, u, u] for u in users]
+    assert again.status == "success" and again.data["user_id"] == "here", "its loops ended: read here"
+    assert process.starts == 1  # type: ignore[attr-defined]
+
+
+@pytest.mark.process
 async def test_a_required_sandbox_this_machine_cannot_hold_keeps_the_folder_out(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ):
