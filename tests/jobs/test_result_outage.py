@@ -31,7 +31,17 @@ from orchestrator.store.queue_schema import upgrade_all
 from orchestrator.store.requests import request_history
 from orchestrator.testing import OpenAICompatibleServer
 from tests.helpers import run_cli
-from tests.jobs.processes import JOB_TOOL, ask, brewer_config, job_env, outcome, runs, until, worker
+from tests.jobs.processes import (
+    JOB_TOOL,
+    ask,
+    brewer_config,
+    job_env,
+    outcome,
+    runs,
+    started,
+    until,
+    worker,
+)
 from tests.tool_folders import write_folder
 
 pytestmark = pytest.mark.process
@@ -85,11 +95,8 @@ async def until_ended(database: Database, request_id: str) -> None:
     await until(ended)
 
 
-async def a_job_ends_while_the_database_is_down(
-    home: Path, server: Server, env: dict[str, str], session: str
-) -> tuple[str, Path]:
-    """Start the brewer's job, stop the database, let the job end; its request id and kept file."""
-    assert ask("--no-wait", "-s", session, "make coffee", home=home, env=env).returncode == 0
+async def a_job_ends_while_the_database_is_down(home: Path, server: Server) -> tuple[str, Path]:
+    """Once the brewer's job runs: stop the database, let the job end; its request id and kept file."""
     await until(lambda: bool(runs(home / "runs")))
     [(request_id, _)] = runs(home / "runs")
     await asyncio.to_thread(server.stop)
@@ -126,30 +133,36 @@ async def assert_completed_once(database: Database, request_id: str, home: Path,
 async def test_a_job_that_ends_while_the_database_is_down_is_recorded_as_completed_once_it_is_back(
     tmp_path: Path, server: Server
 ):
+    """The open chat that started the job gets its result once the database is back."""
     brewer(tmp_path, server.logins)
-    session = f"s-{uuid.uuid4().hex[:8]}"
-    script = [CALL, "Brewing.", "Your coffee is ready.", "Enjoy."]
+    script = [CALL, "Brewing.", "Your coffee is ready."]
     database = Database(server.logins.owner_url, app_url=server.logins.app_url)
     with OpenAICompatibleServer(script) as model:
         env = job_env(model, server.logins, tmp_path)
+        chat_env = {**env, "ORCHESTRATOR_EMBEDDED_WORKER": "0"}  # the worker process runs it
         try:
-            async with worker(tmp_path, env, concurrency=1) as running:
-                request_id, kept = await a_job_ends_while_the_database_is_down(tmp_path, server, env, session)
+            async with worker(tmp_path, env, concurrency=1) as running, started(
+                "chat", home=tmp_path, env=chat_env, name="chat", stdin=True
+            ) as chat:
+                assert chat.process.stdin is not None
+                chat.process.stdin.write("make coffee\n")
+                chat.process.stdin.flush()
+                request_id, kept = await a_job_ends_while_the_database_is_down(tmp_path, server)
                 assert stat.S_IMODE(kept.stat().st_mode) == 0o600
                 assert stat.S_IMODE(kept.parent.stat().st_mode) == 0o700
                 await asyncio.to_thread(server.start)
-                await until_ended(database, request_id)
+                await until(lambda: "Your coffee is ready." in chat.stdout(), alive=chat.process)
                 await until(lambda: "is recorded" in running.stderr())
+                chat.process.stdin.close()
+                assert chat.process.wait(timeout=120) == 0, chat.stderr()
             await assert_completed_once(database, request_id, tmp_path, running.pid)
-            told = ask("-s", session, "and the coffee?", home=tmp_path, env=env)
         finally:
             await database.close()
 
     said = running.stderr()
     assert f"job {request_id}: its result is kept in" in said
     assert said.count(f"job {request_id}: its result, kept while the database was away, is recorded") == 1
-    assert told.returncode == 0, told.stderr
-    assert f"job {request_id} (brewer_brew): completed" in told.stderr
+    assert f"job {request_id} (brewer_brew): completed" in chat.stderr()
     assert "coffee is ready" in str(model.requests[2]), "the follow-up turn hears the result"
 
 
@@ -161,16 +174,23 @@ async def test_a_kept_result_outlives_its_worker_and_wins_over_the_stalled_job_r
     brewer(tmp_path, server.logins)
     session = f"s-{uuid.uuid4().hex[:8]}"
     database = Database(server.logins.owner_url, app_url=server.logins.app_url)
-    with OpenAICompatibleServer([CALL, "Brewing."]) as model:
+    script = [CALL, "Brewing.", "Your coffee is ready.", "Enjoy."]
+    with OpenAICompatibleServer(script) as model:
         env = job_env(model, server.logins, tmp_path)
         try:
             async with worker(tmp_path, env, name="first", concurrency=1) as first:
-                request_id, _ = await a_job_ends_while_the_database_is_down(tmp_path, server, env, session)
+                assert ask("--no-wait", "-s", session, "make coffee", home=tmp_path, env=env).returncode == 0
+                request_id, _ = await a_job_ends_while_the_database_is_down(tmp_path, server)
                 os.kill(first.pid, signal.SIGKILL)
                 first.process.wait(timeout=60)
             await asyncio.to_thread(server.start)
             async with worker(tmp_path, env, name="second", concurrency=1):
                 await until_ended(database, request_id)
             await assert_completed_once(database, request_id, tmp_path, first.pid)
+            told = ask("-s", session, "and the coffee?", home=tmp_path, env=env)
         finally:
             await database.close()
+
+    assert told.returncode == 0, told.stderr
+    assert f"job {request_id} (brewer_brew): completed" in told.stderr
+    assert "coffee is ready" in str(model.requests[2]), "the follow-up turn hears the result"
