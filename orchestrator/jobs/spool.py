@@ -15,6 +15,7 @@ call's first end: a result kept twice, or recorded by two processes, is written 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import os
@@ -89,9 +90,10 @@ class ResultSpool:
         return found
 
     def _path(self, request_id: str) -> Path:
-        # Request ids are the model's tool call ids: keep the name to safe characters.
-        safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in request_id)
-        return self.folder / f"{safe}.json"
+        # Request ids are the model's tool call ids: any other than a plain name is hashed.
+        plain = request_id.isascii() and all(c.isalnum() or c in "-_" for c in request_id)
+        name = request_id if plain and request_id else hashlib.blake2b(request_id.encode()).hexdigest()
+        return self.folder / f"{name}.json"
 
 
 class KeepingLog(RequestLog):
