@@ -5,7 +5,9 @@ memory and in a private file under the data directory (`job-results/`, one file
 per request, 0600 in a 0700 folder), and tries again with a doubling backoff
 (a line per attempt) until the database answers: the job is then recorded as
 it ended, and procrastinate marks it done. Until then it stays running on this
-worker, which is alive: no other worker settles it. A worker killed meanwhile
+worker, which is alive: no worker of this machine settles it (one of another
+machine may, once this one is silent past `worker_stalled_seconds`: the log
+then keeps that end, and the kept result is dropped). A worker killed meanwhile
 leaves the file: the next worker started on this data directory records it
 before it looks for stalled jobs, so the job reads as it ended (and, being
 ended, is not run again) rather than as interrupted. The request log keeps a
