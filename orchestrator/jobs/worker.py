@@ -27,6 +27,7 @@ from procrastinate.worker import Worker
 
 from orchestrator.errors import ToolError
 from orchestrator.jobs.queue import EXECUTOR, HELD, Executor, JobArgs, JobQueue
+from orchestrator.jobs.spool import KeepingLog, ResultSpool
 from orchestrator.jobs.stalled import Settled, settle_stalled
 from orchestrator.redact import redact
 from orchestrator.settings import Settings
@@ -203,6 +204,7 @@ class JobWorker:
             running.result()
             raise RuntimeError("the job worker stopped before it registered")
         self.worker_id = manager.registered.result()
+        await self._record_kept()  # first: a job whose result was kept has ended, not stalled
         await self._settle_logged()  # at once: what stopped workers left is known before any wait
         self._tasks = [running, _task(self._watch_stalled(), name="stalled jobs")]
         return self.worker_id
@@ -300,6 +302,13 @@ class JobWorker:
             await self.settle_stalled()
         except Exception as error:  # the database may be away a moment: look again later
             logger.warning("looking for stalled jobs failed: %s: %s", type(error).__name__, error)
+
+    async def _record_kept(self) -> None:
+        spool = ResultSpool.under(self.settings.data_dir)
+        try:
+            await KeepingLog(self.log.database, spool).record_kept()
+        except Exception as error:  # one more try at the next start
+            logger.warning("recording kept job results failed: %s: %s", type(error).__name__, error)
 
     async def _until_done(self, held: _Held, observer: RequestObserver | None) -> None:
         try:
