@@ -27,7 +27,7 @@ from orchestrator.cli.common import err, out, settings_or_exit, user_errors
 from orchestrator.terminal.text import shown
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
     from orchestrator.folders.approvals import Reviewed
     from orchestrator.folders.discovery import ToolFolder
@@ -85,26 +85,34 @@ async def _retrying(settings: Settings, concurrency: int | None, *, until_idle: 
 
     stop = asyncio.Event()
     _on_signals(stop.set)
-    delay = FIRST_RETRY_SECONDS
+    waits = retry_waits()
     while not stop.is_set():
         try:
             if await _work(settings, concurrency, until_idle=until_idle, stop=stop):
                 return 0  # told to stop, or idle
-            reason, delay = LOST, FIRST_RETRY_SECONDS  # it ran: the next break starts afresh
+            reason, waits = LOST, retry_waits()  # it ran: the next break starts afresh
         except Exception as error:
             problem = database_problem(error)
             if problem is None:
                 raise
-            reason = _reason(problem)
+            reason = retry_reason(problem)
         if stop.is_set():
             break
         _on_signals(stop.set)  # the worker's own handlers are gone with it
+        delay = next(waits)
         where = escape(_address(settings))
         err.print(RETRYING.format(where=where, reason=escape(reason), seconds=delay), highlight=False)
         with suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), delay)
-        delay = min(delay * 2, LAST_RETRY_SECONDS)
     return 0
+
+
+def retry_waits() -> Iterator[float]:
+    """The waits between attempts: FIRST_RETRY_SECONDS, doubled each time, up to LAST_RETRY_SECONDS."""
+    delay = FIRST_RETRY_SECONDS
+    while True:
+        yield delay
+        delay = min(delay * 2, LAST_RETRY_SECONDS)
 
 
 def _address(settings: Settings) -> str:
@@ -118,7 +126,7 @@ def _address(settings: Settings) -> str:
     return f"{host if isinstance(host, str) else host[0]}:{url.port or 5432}"
 
 
-def _reason(problem: str) -> str:
+def retry_reason(problem: str) -> str:
     """What the driver said last ("Connection refused"), lower-cased, from a one-line problem."""
     said = problem.rsplit(": ", 1)[-1].strip().rstrip(".")
     return said[:1].lower() + said[1:] if said else "no answer"
