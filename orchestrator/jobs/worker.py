@@ -31,6 +31,7 @@ from orchestrator.jobs.spool import KeepingLog, ResultSpool
 from orchestrator.jobs.stalled import Settled, settle_stalled
 from orchestrator.redact import redact
 from orchestrator.settings import Settings
+from orchestrator.store.engine import database_problem
 from orchestrator.store.queue_schema import SCHEMA
 from orchestrator.store.requests import OWNER, RequestLog, is_alive
 from orchestrator.tools.request_log import CallRecord, RequestObserver
@@ -272,7 +273,9 @@ class JobWorker:
             if self._tasks:
                 await asyncio.wait(self._tasks)  # the worker's own waits for the jobs it took
                 if (error := _failure(self._tasks[0])) is not None:
-                    logger.warning("the job worker stopped with an error: %s", error)
+                    logger.warning(
+                        "the job worker stopped with an error: %s", database_problem(error) or error
+                    )
         finally:
             if beating is not None:
                 beating.cancel()
@@ -301,7 +304,8 @@ class JobWorker:
         try:
             await self.settle_stalled()
         except Exception as error:  # the database may be away a moment: look again later
-            logger.warning("looking for stalled jobs failed: %s: %s", type(error).__name__, error)
+            said = database_problem(error) or f"{type(error).__name__}: {error}"
+            logger.warning("looking for stalled jobs failed: %s", said)
 
     async def _record_kept(self) -> None:
         spool = ResultSpool.under(self.settings.data_dir)
