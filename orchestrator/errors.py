@@ -162,6 +162,11 @@ class DatabaseUnavailableError(UserError):
     """The database cannot be reached or refused us."""
 
 
+class DatabasePrivilegeError(UserError):
+    """The database login lacks a privilege the schema's migrations need; the message names it
+    and the statement a superuser runs to grant it. Never retried: only a person can grant it."""
+
+
 class EmbeddingModelError(UserError):
     """The local embedding model did not load, failed a batch, or its process stopped."""
 
@@ -278,6 +283,7 @@ def _problems(error: ValidationError) -> list[tuple[str, JsonValue]]:
 __all__ = [
     "BudgetExceededError",
     "ConfigError",
+    "DatabasePrivilegeError",
     "DatabaseUnavailableError",
     "DeveloperError",
     "EmbeddingModelError",

@@ -160,7 +160,7 @@ class Orchestrator:
         no approved top-level folder of that name is an agent.
         """
         agents = {
-            loaded.folder.name: loaded
+            loaded.folder.name: (loaded.tool, loaded.level)
             for loaded in self.sub_agents
             if isinstance(loaded.tool, AgentTool) and loaded.level is not None
         }
@@ -168,10 +168,9 @@ class Orchestrator:
         if chosen is None or self.spec is None:
             names = ", ".join(sorted(agents)) or "none is approved"
             raise UserError(NO_SUCH_AGENT.format(name=name, agents=names))
-        assert isinstance(chosen.tool, AgentTool) and chosen.level is not None
-        level = chosen.level
-        prompt = level.system_prompt or chosen.tool.system_prompt()
-        spec = _agent_spec(self.spec, level, chosen.tool.tools, name=chosen.tool.name, system_prompt=prompt)
+        agent, level = chosen
+        prompt = level.system_prompt or agent.system_prompt()
+        spec = _agent_spec(self.spec, level, agent.tools, name=agent.name, system_prompt=prompt)
         saver = self.graph.checkpointer
         graph = build_agent_graph(
             spec, checkpointer=saver if isinstance(saver, BaseCheckpointSaver) else None

@@ -86,10 +86,17 @@ def settings_or_exit(**overrides: object) -> Settings:
     with user_errors():
         settings = load_settings(**overrides)
         settings = _remote_settings(settings, overrides)
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(_PrintableFormatter("%(levelname)s %(name)s: %(message)s"))
-    logging.basicConfig(level=settings.log_level, handlers=[handler])
+    logging.basicConfig(level=settings.log_level, handlers=[log_handler(settings.log_level)])
     return settings
+
+
+def log_handler(level: str) -> logging.Handler:
+    """Log records on stderr, each one line below DEBUG (see `_PrintableFormatter`)."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(
+        _PrintableFormatter("%(levelname)s %(name)s: %(message)s", one_line=level != "DEBUG")
+    )
+    return handler
 
 
 def _remote_settings(settings: Settings, overrides: dict[str, object]) -> Settings:
@@ -107,13 +114,31 @@ def _remote_settings(settings: Settings, overrides: dict[str, object]) -> Settin
 
 
 class _PrintableFormatter(logging.Formatter):
-    """Log lines with control characters escaped: messages quote folder names and errors."""
+    """Log lines with control characters escaped: messages quote folder names and errors.
+
+    `one_line`: each record is one line, without its traceback (a library's
+    errors while the database is away would fill the screen);
+    ORCHESTRATOR_LOG_LEVEL=DEBUG shows them whole.
+    """
+
+    def __init__(self, fmt: str, *, one_line: bool) -> None:
+        super().__init__(fmt)
+        self.one_line = one_line
 
     def format(self, record: logging.LogRecord) -> str:
         line = getattr(record, PERSON_LINE, None)
         if isinstance(line, str):  # a line written for the person: no level, no logger name
             return printable(line)
+        if self.one_line:
+            said = " ".join(part.strip() for part in record.getMessage().splitlines() if part.strip())
+            return printable(self.formatMessage(_with_message(record, said)))
         return "\n".join(printable(line) for line in super().format(record).split("\n"))
+
+
+def _with_message(record: logging.LogRecord, message: str) -> logging.LogRecord:
+    flat = logging.makeLogRecord(record.__dict__)
+    flat.message = message
+    return flat
 
 
 @contextmanager

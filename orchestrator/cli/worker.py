@@ -6,7 +6,9 @@ runs each through the dispatch pipeline. Ctrl-C (or SIGTERM) stops it taking
 jobs and waits for those running; a second one stops it at once, leaving
 them to the other workers (run again where idempotent, else failed).
 `--until-idle` stops it after ORCHESTRATOR_WORKER_IDLE_SECONDS with nothing
-to do: how `ask --no-wait` starts one for what it leaves queued.
+to do: how `ask --no-wait` starts one for what it leaves queued. While the
+database does not answer (at the start, or later) it tries again, with a line
+per attempt and a wait that doubles up to 30 s, and takes jobs once it is back.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from orchestrator.cli.common import err, out, settings_or_exit, user_errors
 from orchestrator.terminal.text import shown
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
     from orchestrator.folders.approvals import Reviewed
     from orchestrator.folders.discovery import ToolFolder
@@ -43,7 +45,10 @@ STALE = (
     "[yellow]note:[/yellow] its copy of {key} changed since it loaded content {digest}: "
     "it takes no more jobs of that content (other workers that hold it do); restart it to load the new copy"
 )
-STOPPED_BY_ITSELF = "error: the worker stopped (the database went away?); start it again"
+RETRYING = "worker: the database at {where} does not answer ({reason}); trying again in {seconds:g} s"
+LOST = "lost its connection"  # the reason when procrastinate's worker stopped by itself
+FIRST_RETRY_SECONDS = 1.0  # doubled after each failed attempt, up to the next
+LAST_RETRY_SECONDS = 30.0
 # A job is named by its id (its call's request id, as `jobs show` takes it); the queue's own number follows.
 JOB_STARTED = "job {job} of {user} started (queue job {number})"
 JOB_ENDED = "job {job} ({name}) {status} (queue job {number})"
@@ -74,11 +79,68 @@ def worker(concurrency: ConcurrencyOption = None, until_idle: UntilIdleOption = 
                 if not mine:
                     out.print("another idle-stopping worker runs already")
                     raise typer.Exit(0)
-                raise typer.Exit(asyncio.run(_work(settings, concurrency, until_idle=True)))
-        raise typer.Exit(asyncio.run(_work(settings, concurrency, until_idle=False)))
+                raise typer.Exit(asyncio.run(_retrying(settings, concurrency, until_idle=True)))
+        raise typer.Exit(asyncio.run(_retrying(settings, concurrency, until_idle=False)))
 
 
-async def _work(settings: Settings, concurrency: int | None, *, until_idle: bool) -> int:
+async def _retrying(settings: Settings, concurrency: int | None, *, until_idle: bool) -> int:
+    """`_work`, started again while the database does not answer (at the start, or later),
+    with a line per attempt and a wait that doubles up to LAST_RETRY_SECONDS; until a signal."""
+    from orchestrator.store.engine import database_problem
+
+    stop = asyncio.Event()
+    _on_signals(stop.set)
+    waits = retry_waits()
+    while not stop.is_set():
+        try:
+            if await _work(settings, concurrency, until_idle=until_idle, stop=stop):
+                return 0  # told to stop, or idle
+            reason, waits = LOST, retry_waits()  # it ran: the next break starts afresh
+        except Exception as error:
+            problem = database_problem(error)
+            if problem is None:
+                raise
+            reason = retry_reason(problem)
+        if stop.is_set():
+            break
+        _on_signals(stop.set)  # the worker's own handlers are gone with it
+        delay = next(waits)
+        where = escape(_address(settings))
+        err.print(RETRYING.format(where=where, reason=escape(reason), seconds=delay), highlight=False)
+        with suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), delay)
+    return 0
+
+
+def retry_waits() -> Iterator[float]:
+    """The waits between attempts: FIRST_RETRY_SECONDS, doubled each time, up to LAST_RETRY_SECONDS."""
+    delay = FIRST_RETRY_SECONDS
+    while True:
+        yield delay
+        delay = min(delay * 2, LAST_RETRY_SECONDS)
+
+
+def _address(settings: Settings) -> str:
+    """HOST:PORT of the database (a socket's directory for HOST), for the retry line."""
+    from sqlalchemy.engine import make_url
+
+    if not settings.database_url:
+        return "the embedded server"
+    url = make_url(settings.database_url)
+    host = url.host or url.query.get("host") or "localhost"
+    return f"{host if isinstance(host, str) else host[0]}:{url.port or 5432}"
+
+
+def retry_reason(problem: str) -> str:
+    """What the driver said last ("Connection refused"), lower-cased, from a one-line problem."""
+    said = problem.rsplit(": ", 1)[-1].strip().rstrip(".")
+    return said[:1].lower() + said[1:] if said else "no answer"
+
+
+async def _work(
+    settings: Settings, concurrency: int | None, *, until_idle: bool, stop: asyncio.Event
+) -> bool:
+    """Take jobs until `stop` is set (or idle); False if the worker stopped by itself first."""
     from orchestrator.jobs.execute import JobExecutor
     from orchestrator.jobs.job import content_queue
     from orchestrator.jobs.queue import JobQueue
@@ -123,22 +185,19 @@ async def _work(settings: Settings, concurrency: int | None, *, until_idle: bool
             highlight=False,
         )
         idle = settings.worker_idle_seconds if until_idle else None
-        if await _until_stopped(worker, idle_seconds=idle):
-            err.print(STOPPED_BY_ITSELF, highlight=False)
-            return 1
+        return not await _until_stopped(worker, stop=stop, idle_seconds=idle)
     finally:
         await queue.close()
         if runtime is not None:
             await runtime.close()
         await storage.close(flush_timeout=0)
-    return 0
 
 
-async def _until_stopped(worker: JobWorker, *, idle_seconds: float | None) -> bool:
-    """Run until a signal (or, with `idle_seconds`, that long with nothing to do), then stop;
-    True if the worker stopped by itself first."""
-    stop = asyncio.Event()
-    _on_signals(stop.set)
+async def _until_stopped(
+    worker: JobWorker, *, stop: asyncio.Event, idle_seconds: float | None
+) -> bool:
+    """Run until `stop` (a signal; or, with `idle_seconds`, that long with nothing to do), then
+    stop; True if the worker stopped by itself first."""
     idle_for = 0.0
     tick = worker.settings.worker_heartbeat_seconds
     signalled = asyncio.ensure_future(stop.wait())

@@ -34,7 +34,9 @@ class LargeResultMiddleware:
             return result
         if is_acknowledgement(result) or result.handle is not None:
             return result
-        text = result.model_text()
+        # What the model would read whole: its preview is the start of it, `read_result` the rest
+        # (without `data` where the level leaves it out, which a handle must not give back).
+        text = result.model_text(include_data=request.policy.include_data)
         if len(text) <= max_chars:
             return result
         try:

@@ -41,6 +41,7 @@ class ExecutionPolicy:
     inline_budget: float | None = None  # past it, a call goes on in the background
     max_cost_usd: float | None = None  # the most one call may cost (tool_config.yaml)
     max_result_chars: int | None = None  # past it, the result is kept by handle for the model
+    include_data: bool = True  # whether the model reads a result's `data` (`include_tool_data`)
 
     @classmethod
     def of(cls, tool: BaseTool | None, *, limits: Limits) -> ExecutionPolicy:
@@ -54,6 +55,7 @@ class ExecutionPolicy:
             inline_budget=limits.inline_budget_seconds,
             max_cost_usd=_dollars(metadata.get("max_cost_usd")),
             max_result_chars=limits.max_result_chars,
+            include_data=limits.include_tool_data,
         )
 
 

@@ -27,6 +27,7 @@ from orchestrator.errors import ToolError
 from orchestrator.folders.discovery import ToolFolder, content_hash
 from orchestrator.jobs.job import JobArgs
 from orchestrator.jobs.queue import GiveBack
+from orchestrator.jobs.spool import KeepingLog, ResultSpool
 from orchestrator.jobs.trust import approved_contents, refusal, tool_folders
 from orchestrator.levels import Limits
 from orchestrator.redact import redact
@@ -67,6 +68,9 @@ class JobExecutor:
         self.found = dict(found)
         self.name = name
         self.jobs = JobRequests(storage.database)
+        # A job's end the database cannot take (it is away) is kept until it can (see `spool`).
+        spool = ResultSpool.under(runtime.settings.data_dir)
+        self.log = KeepingLog(storage.database, spool, checkpoints=storage.requests.checkpoints)
         self._folders = tool_folders(runtime)
         self._levels: dict[tuple[str, ...], Dispatcher | None] = {}
         self._checked = _Checked(storage.database)
@@ -83,12 +87,19 @@ class JobExecutor:
         if call is None:
             logger.info("job %s: request %s has ended already", job_id, args.request_id)
             return
+        self.log.jobs.add(call.request_id)
+        try:
+            await self._run(call, args, job_id=job_id)
+        finally:
+            self.log.jobs.discard(call.request_id)
+
+    async def _run(self, call: CallRecord, args: JobArgs, *, job_id: int) -> None:
         level = self._level(args.agent_path)
         tool = level.tools.get(call.call_name) if level is not None else None
         why = await self._refusal(call, tool, args) if level is not None else self._no_level(call, args)
         if why is not None:
             logger.warning("job %s refused: %s", job_id, why)
-            await self.storage.requests.finished(call, _refused(call, why))
+            await self.log.finished(call, _refused(call, why))
             return
         assert level is not None
         attributes = {"orchestrator.request_id": call.request_id, "orchestrator.job_id": job_id}
@@ -105,11 +116,11 @@ class JobExecutor:
         except GraphBubbleUp:
             # The top of a job's run, as a session is of a turn's: no graph above it to pause.
             # (Calls below a job cannot ask: see `hitl.can_ask`; this is a tool's own interrupt.)
-            await self.storage.requests.finished(call, _failed(call, ASKED, code="no_one_to_ask"))
+            await self.log.finished(call, _failed(call, ASKED, code="no_one_to_ask"))
         except Exception as error:  # the pipeline returns failures as results: this is a bug
             logger.exception("job %s crashed", job_id)
             crashed = redact(f"{call.call_name} crashed: {type(error).__name__}: {error}")
-            await self.storage.requests.finished(call, _failed(call, crashed, code="crashed"))
+            await self.log.finished(call, _failed(call, crashed, code="crashed"))
 
     async def _request(self, dispatcher: Dispatcher, call: CallRecord, args: JobArgs) -> CallRequest:
         tool_call = ToolCall(name=call.call_name, args=call.parameters, id=call.request_id)
@@ -127,7 +138,7 @@ class JobExecutor:
             user_id=args.user_id,
             session_id=call.session_id,
             request_id=call.parent_request_id,
-            observer=self.storage.requests,
+            observer=self.log,
             usage=meter,
             database=UserDatabase(self.storage.database, args.user_id),
             messages=self.storage.messages,

@@ -31,9 +31,11 @@ from orchestrator.errors import ToolError
 from orchestrator.folders.discovery import ToolFolder
 from orchestrator.jobs.job import content_queue
 from orchestrator.jobs.queue import EXECUTOR, HELD, Executor, GiveBack, JobArgs, JobQueue
+from orchestrator.jobs.spool import KeepingLog, ResultSpool
 from orchestrator.jobs.stalled import Settled, settle_stalled
 from orchestrator.redact import redact
 from orchestrator.settings import Settings
+from orchestrator.store.engine import database_problem
 from orchestrator.store.job_requests import JobRequests
 from orchestrator.store.queue_schema import SCHEMA
 from orchestrator.store.requests import OWNER, RequestLog, is_alive
@@ -276,6 +278,7 @@ class JobWorker:
             running.result()
             raise RuntimeError("the job worker stopped before it registered")
         self.worker_id = manager.registered.result()
+        await self._record_kept()  # first: a job whose result was kept has ended, not stalled
         await self._settle_logged()  # at once: what stopped workers left is known before any wait
         self._tasks = [running, _task(self._watch_stalled(), name="stalled jobs")]
         return self.worker_id
@@ -366,7 +369,9 @@ class JobWorker:
             if self._tasks:
                 await asyncio.wait(self._tasks)  # the worker's own waits for the jobs it took
                 if (error := _failure(self._tasks[0])) is not None:
-                    logger.warning("the job worker stopped with an error: %s", error)
+                    logger.warning(
+                        "the job worker stopped with an error: %s", database_problem(error) or error
+                    )
         finally:
             if beating is not None:
                 beating.cancel()
@@ -395,7 +400,15 @@ class JobWorker:
         try:
             await self.settle_stalled()
         except Exception as error:  # the database may be away a moment: look again later
-            logger.warning("looking for stalled jobs failed: %s: %s", type(error).__name__, error)
+            said = database_problem(error) or f"{type(error).__name__}: {error}"
+            logger.warning("looking for stalled jobs failed: %s", said)
+
+    async def _record_kept(self) -> None:
+        spool = ResultSpool.under(self.settings.data_dir)
+        try:
+            await KeepingLog(self.log.database, spool).record_kept()
+        except Exception as error:  # one more try at the next start
+            logger.warning("recording kept job results failed: %s: %s", type(error).__name__, error)
 
     async def _until_done(self, held: _Held, observer: RequestObserver | None) -> None:
         try:

@@ -16,12 +16,14 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from psycopg.errors import InsufficientPrivilege
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from orchestrator.errors import ComponentMigrationError
 from orchestrator.store.engine import Database
 from orchestrator.store.migrations import CORE, lock, run_script, upgrade
+from orchestrator.store.privileges import migration_privileges
 
 FILE_NAME = re.compile(r"^(\d{3})_([a-z0-9][a-z0-9_]*)\.sql$")
 APPLIED = text("SELECT version, checksum FROM schema_migrations WHERE component = :component")
@@ -87,19 +89,20 @@ async def migrate_component(
         raise ComponentMigrationError(f"{CORE!r} is the core schema's component, not a folder's")
     await upgrade(database)
     applied: list[ComponentMigration] = []
-    for migration in migrations:
-        async with database.admin_transaction() as connection:
-            await lock(connection)
-            ran = await _applied(connection, component)
-            if migration.version in ran:
-                _check_unchanged(migration, ran[migration.version])
-                continue
-            await _run(connection, migration)
-            values = {"component": component, "version": migration.version}
-            await connection.execute(
-                RECORD, {**values, "description": migration.name, "checksum": migration.checksum}
-            )
-            applied.append(migration)
+    with migration_privileges(database):
+        for migration in migrations:
+            async with database.admin_transaction() as connection:
+                await lock(connection)
+                ran = await _applied(connection, component)
+                if migration.version in ran:
+                    _check_unchanged(migration, ran[migration.version])
+                    continue
+                await _run(connection, migration)
+                values = {"component": component, "version": migration.version}
+                await connection.execute(
+                    RECORD, {**values, "description": migration.name, "checksum": migration.checksum}
+                )
+                applied.append(migration)
     return applied
 
 
@@ -119,6 +122,8 @@ def _check_unchanged(migration: ComponentMigration, checksum: str | None) -> Non
 async def _run(connection: AsyncConnection, migration: ComponentMigration) -> None:
     try:
         await run_script(connection, migration.sql)
+    except InsufficientPrivilege:
+        raise  # the login's, not the folder's: said as such by `migration_privileges`
     except Exception as error:  # the folder's SQL: its failure is the folder's problem only
         detail = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise ComponentMigrationError(f"{migration.file} failed: {detail}") from None

@@ -23,6 +23,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from orchestrator.store.engine import Database
+from orchestrator.store.privileges import migration_privileges
 
 LOCK_KEY = "orchestrator.schema"
 CORE = "core"  # the component this module's migrations are recorded under
@@ -92,32 +93,34 @@ async def upgrade(database: Database) -> list[Migration]:
     if not (await schema_status(database)).pending:  # every start: one short transaction
         return []
     applied: list[Migration] = []
-    for migration in MIGRATIONS:
-        async with database.admin_transaction() as connection:
-            await lock(connection)
-            if migration.version in await _applied_versions(connection):
-                continue  # up to date, or another process got there first
-            await run_script(connection, migration.sql)
-            await connection.execute(
-                text("INSERT INTO schema_migrations (version, description) VALUES (:v, :d)"),
-                {"v": migration.version, "d": migration.description},
-            )
-            applied.append(migration)
+    with migration_privileges(database):
+        for migration in MIGRATIONS:
+            async with database.admin_transaction() as connection:
+                await lock(connection)
+                if migration.version in await _applied_versions(connection):
+                    continue  # up to date, or another process got there first
+                await run_script(connection, migration.sql)
+                await connection.execute(
+                    text("INSERT INTO schema_migrations (version, description) VALUES (:v, :d)"),
+                    {"v": migration.version, "d": migration.description},
+                )
+                applied.append(migration)
     return applied
 
 
 async def schema_status(database: Database) -> SchemaStatus:
     """The applied and pending migrations."""
-    async with database.admin_transaction() as connection:
-        await _ensure_version_table(connection)
-        rows = (
-            await connection.execute(
-                text(
-                    "SELECT version, description, applied_at FROM schema_migrations m "
-                    f"WHERE {_COMPONENT} = '{CORE}' ORDER BY version"
+    with migration_privileges(database):
+        async with database.admin_transaction() as connection:
+            await _ensure_version_table(connection)
+            rows = (
+                await connection.execute(
+                    text(
+                        "SELECT version, description, applied_at FROM schema_migrations m "
+                        f"WHERE {_COMPONENT} = '{CORE}' ORDER BY version"
+                    )
                 )
-            )
-        ).all()
+            ).all()
     done = {row[0] for row in rows}
     return SchemaStatus(
         applied=[(row[0], row[1], row[2]) for row in rows],
@@ -127,12 +130,13 @@ async def schema_status(database: Database) -> SchemaStatus:
 
 async def applied_migrations(database: Database) -> dict[str, set[int]]:
     """The versions applied, by component (`core`, `jobs`, a folder's key), in one transaction."""
-    async with database.admin_transaction() as connection:
-        await _ensure_version_table(connection)
-        rows = await connection.execute(text(f"SELECT {_COMPONENT}, version FROM schema_migrations m"))
-        applied: dict[str, set[int]] = {}
-        for component, version in rows:
-            applied.setdefault(component, set()).add(version)
+    applied: dict[str, set[int]] = {}
+    with migration_privileges(database):
+        async with database.admin_transaction() as connection:
+            await _ensure_version_table(connection)
+            rows = await connection.execute(text(f"SELECT {_COMPONENT}, version FROM schema_migrations m"))
+            for component, version in rows:
+                applied.setdefault(component, set()).add(version)
     return applied
 
 

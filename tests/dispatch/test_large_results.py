@@ -105,6 +105,25 @@ async def test_a_200000_character_result_is_read_back_whole_by_range_and_only_by
     assert seen == 0
 
 
+async def test_a_level_without_tool_data_keeps_what_its_model_reads_and_no_data(database: Database):
+    secret = "4111-1111-1111-1111"
+
+    async def report() -> ToolResult:
+        return ToolResult(message=big_text(), data={"card": secret})
+
+    tool = StructuredTool.from_function(coroutine=report, name="report", description="A report.")
+    limits = Limits(max_iterations=3, max_result_chars=LIMIT, timeout_seconds=60.0, include_tool_data=False)
+    dispatcher = Dispatcher([tool, result_reader_tool(max_chars=LIMIT)], limits=limits)
+    ann = context(database, unique("ann"))
+
+    preview, result = await call(dispatcher, ann, "report")
+
+    assert result.handle is not None
+    whole = await read_whole(dispatcher, ann, result.handle)
+    assert whole == result.model_text(include_data=False), "the preview's offsets go on in it"
+    assert preview.startswith(whole[:LIMIT]) and secret not in whole
+
+
 async def test_a_search_finds_each_match_with_its_lines_and_says_where_to_go_on(database: Database):
     dispatcher = pipeline(big_text())
     ann = context(database, unique("ann"))

@@ -93,6 +93,20 @@ class Held(Tool):
         return request.result(",".join(CANCELLED))
 
     @action(Nothing)
+    async def ask(self, params: Nothing, request: ToolRequest) -> ToolResult:
+        """Ask the person (which a held process cannot)."""
+        from langgraph.types import interrupt
+
+        return request.result(str(interrupt("may I?")))
+
+    @action(Nothing)
+    async def search(self, params: Nothing, request: ToolRequest) -> ToolResult:
+        """Search the user's messages (which stay outside a held process)."""
+        context = current_context()
+        assert context is not None
+        return request.result(str(await context.search_messages("hello")))
+
+    @action(Nothing)
     def crash(self, params: Nothing, request: ToolRequest) -> ToolResult:
         """End the process in the middle of the call."""
         os._exit(3)
@@ -177,6 +191,51 @@ async def test_a_timeout_cancels_the_call_in_the_process_and_a_crash_is_one_fail
     assert cancelled.status == "success" and cancelled.message == slow.request_id
     assert crashed.status == "failure" and "stopped during the call" in crashed.message
     assert after.status == "success" and after.data["pid"] != first_pid
+
+
+@pytest.mark.process
+async def test_a_held_folder_can_neither_ask_the_person_nor_search_messages_and_says_so(
+    tmp_path: Path,
+):
+    held_folder(tmp_path / "sub_graphs")
+
+    async with started(Person()) as runtime:
+        asked = await call(runtime, "held_ask", {})
+        searched = await call(runtime, "held_search", {})
+        after = await call(runtime, "held_who", {})
+
+    assert asked.status == "failure" and asked.message.startswith("held_ask failed: RuntimeError")
+    assert searched.status == "failure" and "needs the orchestrator's database" in searched.message
+    assert after.status == "success", "the process goes on"
+
+
+@pytest.mark.process
+async def test_calls_from_other_threads_loops_at_once_each_get_their_own_answer(tmp_path: Path):
+    """The child's answers are read on the loop of whoever waits (see `isolated.pipes`): calls
+    from several loops at once, and from a loop after another has ended, are all answered."""
+    held_folder(tmp_path / "sub_graphs")
+
+    async with started(Person()) as runtime:
+        process = process_of(runtime)
+        here = await call(runtime, "held_who", {}, context=RunContext(user_id="here"))
+
+        def on_a_loop_of_its_own(user: str) -> list[str | None]:
+            async def calls() -> list[str | None]:
+                results = await asyncio.gather(
+                    *(call(runtime, "held_who", {}, context=RunContext(user_id=user)) for _ in range(3))
+                )
+                return [r.data["user_id"] if r.status == "success" else r.message for r in results]
+
+            return asyncio.run(calls())
+
+        users = ["a", "b", "c"]
+        answered = await asyncio.gather(*(asyncio.to_thread(on_a_loop_of_its_own, u) for u in users))
+        again = await call(runtime, "held_who", {}, context=RunContext(user_id="here"))
+
+    assert here.status == "success" and here.data["user_id"] == "here"
+    assert answered == [[u, u, u] for u in users]
+    assert again.status == "success" and again.data["user_id"] == "here", "its loops ended: read here"
+    assert process.starts == 1  # type: ignore[attr-defined]
 
 
 @pytest.mark.process

@@ -31,13 +31,8 @@ from orchestrator.folders.sandbox_config import private_environment
 from orchestrator.folders.tool_names import qualified_name
 from orchestrator.private import open_private_log, private_dir
 from orchestrator.sandbox.rules import Policy
-from orchestrator.sources.isolated.protocol import (
-    MAX_LINE,
-    decode,
-    encode,
-    is_object,
-    pack_sources,
-)
+from orchestrator.sources.isolated.pipes import ChildInput, ChildOutput
+from orchestrator.sources.isolated.protocol import decode, encode, is_object, pack_sources
 from orchestrator.sources.mcp.sandboxed import ServerSandbox
 from orchestrator.sources.mcp.thread import McpThread
 from orchestrator.tools.base import ToolRequest
@@ -90,6 +85,8 @@ class FolderProcess:
         self.starts = 0
         self._child: asyncio.subprocess.Process | None = None
         self._input: ChildInput | None = None
+        self._output: ChildOutput | None = None
+        self._ready: asyncio.Future[dict[str, object]] | None = None  # its first line, at start
         # Each call's answer, and the loop it is awaited on: written by the callers' threads,
         # settled by the reader on the process thread, so only under `_guard`.
         self._pending: dict[int, tuple[asyncio.AbstractEventLoop, Answer]] = {}
@@ -123,7 +120,8 @@ class FolderProcess:
         child = self._input
         if child is None or not child.open:  # not started yet, or stopped: (re)started there
             await self.thread.run(self._started())
-        child = self._waiting(number, loop, answer)
+        child, output = self._waiting(number, loop, answer)
+        output.watch(loop)
         try:
             child.send(encode(message))
         except OSError as error:  # it ended as the call was written: said as a death
@@ -137,14 +135,37 @@ class FolderProcess:
                 child.send(encode({"cancel": number}))
             raise
 
-    def _waiting(self, number: int, loop: asyncio.AbstractEventLoop, answer: Answer) -> ChildInput:
-        """The running child's input, with `answer` waiting for call `number` of it."""
+    def _waiting(
+        self, number: int, loop: asyncio.AbstractEventLoop, answer: Answer
+    ) -> tuple[ChildInput, ChildOutput]:
+        """The running child's pipes, with `answer` waiting for call `number` of it."""
         with self._guard:
-            child = self._input
-            if child is None or not child.open:  # it ended before the call was written
+            child, output = self._input, self._output
+            if child is None or not child.open or output is None:  # it ended before the call
                 raise ToolError(DIED.format(name=self.name, reason="it ended"))
             self._pending[number] = (loop, answer)
-            return child
+            return child, output
+
+    def _on_line(self, line: bytes) -> None:
+        """An answer of the child (on whichever loop read it): to its call, or `ready` at start."""
+        try:
+            message = decode(line)
+        except ValueError as error:  # it no longer speaks the protocol: ended, its calls failed
+            self._on_broken(f"unreadable answer: {error}")
+            return
+        ready = self._ready
+        if ready is not None:
+            self._ready = None
+            ready.get_loop().call_soon_threadsafe(_settled, ready, message, None)
+            return
+        self._settle(int(str(message.get("id"))), message=message)
+
+    def _on_broken(self, reason: str) -> None:
+        logger.warning("%s: %s; its process is ended", self.name, reason)
+        child = self._child
+        if child is not None and child.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                child.kill()
 
     def _settle(
         self, number: int, *, message: dict[str, object] | None = None, error: Exception | None = None
@@ -174,43 +195,49 @@ class FolderProcess:
         command, args = self.policy().wrap(sys.executable, ["-m", CHILD])
         for path in (*private_environment(self.sandbox.data).values(), str(self.data_dir)):
             private_dir(Path(path), levels=3)
-        # Its input is a plain pipe, not the loop's transport: any thread's loop writes calls.
-        reading, writing = os.pipe()
+        # Plain pipes, not this loop's transports: any thread's loop writes calls and reads
+        # their answers (see `pipes`).
+        calls_out, calls_in = os.pipe()
+        answers_out, answers_in = os.pipe()
         try:
             with open_private_log(self.log, levels=2) as log:
                 child = await asyncio.create_subprocess_exec(
                     command,
                     *args,
-                    stdin=reading,
-                    stdout=asyncio.subprocess.PIPE,
+                    stdin=calls_out,
+                    stdout=answers_in,
                     stderr=log,
                     env=self._environment(),
                     cwd=self.folder.path,
-                    limit=MAX_LINE,
                     start_new_session=True,  # the terminal's Ctrl-C is the orchestrator's only
                 )
         except BaseException:
-            os.close(writing)
+            os.close(calls_in)
+            os.close(answers_out)
             raise
-        finally:
-            os.close(reading)
-        given = ChildInput(writing)
-        assert child.stdout is not None
+        finally:  # the child's ends: ours closed, so that its end is seen as the pipes' end
+            os.close(calls_out)
+            os.close(answers_in)
+        given = ChildInput(calls_in)
+        output = ChildOutput(answers_out, on_line=self._on_line, on_broken=self._on_broken)
+        self._ready = asyncio.get_running_loop().create_future()
+        output.watch(asyncio.get_running_loop())
         try:
             given.send(encode(self._hello()))
-            line = await asyncio.wait_for(child.stdout.readline(), START_SECONDS)
-            answer = decode(line) if line else {"failed": "it ended before answering"}
-        except (TimeoutError, ValueError, OSError) as error:
+            answer = await asyncio.wait_for(asyncio.shield(self._ready), START_SECONDS)
+        except (TimeoutError, OSError) as error:
             answer = {"failed": str(error) or "it did not answer"}
         if "ready" not in answer:  # its code failed to load (or the process to start)
-            await _ended(child, given)
+            self._ready = None
+            await _ended(child, given, output)
             reason = str(answer.get("failed"))
             raise ToolLoadError(NOT_STARTED.format(name=self.name, reason=reason, log=self.log))
         ready = answer["ready"]
         self.actions = _ACTIONS.validate_python(ready["actions"] if is_object(ready) else None)
         with self._guard:
-            self._child, self._input, self.starts = child, given, self.starts + 1
-        asyncio.create_task(self._read(child, given), name=f"process-{self.name}")
+            self._child, self._input, self._output = child, given, output
+            self.starts += 1
+        asyncio.create_task(self._watch(child, given, output), name=f"process-{self.name}")
 
     def policy(self) -> Policy:
         """The folder's sandbox, plus what the child needs (see `child_policy`)."""
@@ -232,62 +259,30 @@ class FolderProcess:
             "data_dir": str(self.data_dir),
         }
 
-    async def _read(self, child: asyncio.subprocess.Process, given: ChildInput) -> None:
-        """Hand each answer to its call; when the child ends, fail the calls it was running."""
-        assert child.stdout is not None
-        reason = "its output ended"
-        try:
-            while line := await child.stdout.readline():
-                message = decode(line)
-                self._settle(int(str(message.get("id"))), message=message)
-        except (ValueError, asyncio.LimitOverrunError) as error:
-            reason = f"unreadable answer: {error}"
+    async def _watch(
+        self, child: asyncio.subprocess.Process, given: ChildInput, output: ChildOutput
+    ) -> None:
+        """When the child ends: its last answers to their calls, then fail the calls it was
+        running."""
         code = await child.wait()
-        if code:
-            reason = f"exit status {code}"
+        output.drain()
+        reason = f"exit status {code}" if code else output.ended or "its output ended"
         with self._guard:
             if self._child is child:
-                self._child, self._input = None, None
+                self._child, self._input, self._output = None, None, None
             ended, self._pending = self._pending, {}
         given.close()
+        output.close()
         error = ToolError(DIED.format(name=self.name, reason=reason))
         for loop, answer in ended.values():
             loop.call_soon_threadsafe(_settled, answer, None, error)
 
     async def _stop(self) -> None:
         with self._guard:
-            child, given, self._child, self._input = self._child, self._input, None, None
-        if child is not None and given is not None:
-            await _ended(child, given)
-
-
-class ChildInput:
-    """The child's standard input: one line per write, from any thread (a blocking pipe, so a
-    long line waits for the child to read it, which its reading thread does at once)."""
-
-    def __init__(self, fd: int) -> None:
-        self._fd: int | None = fd
-        self._lock = threading.Lock()
-
-    @property
-    def open(self) -> bool:
-        return self._fd is not None
-
-    def send(self, line: bytes) -> None:
-        """Write `line` whole (OSError when the child is gone)."""
-        with self._lock:
-            if self._fd is None:
-                raise BrokenPipeError("the process ended")
-            view = memoryview(line)
-            while view:
-                view = view[os.write(self._fd, view) :]
-
-    def close(self) -> None:
-        """End the child's input (it then ends); closing twice is nothing."""
-        with self._lock:
-            fd, self._fd = self._fd, None
-        if fd is not None:
-            os.close(fd)
+            child, given, output = self._child, self._input, self._output
+            self._child, self._input, self._output = None, None, None
+        if child is not None and given is not None and output is not None:
+            await _ended(child, given, output)
 
 
 Answer = asyncio.Future[dict[str, object]]
@@ -330,7 +325,9 @@ def _result(answer: dict[str, object], *, name: str) -> ToolResult:
     raise ToolError(FAILED.format(name=name, error=error["message"]), recoverable=recoverable)
 
 
-async def _ended(child: asyncio.subprocess.Process, given: ChildInput) -> None:
+async def _ended(
+    child: asyncio.subprocess.Process, given: ChildInput, output: ChildOutput
+) -> None:
     given.close()
     try:
         await asyncio.wait_for(child.wait(), CLOSE_SECONDS)
@@ -338,6 +335,7 @@ async def _ended(child: asyncio.subprocess.Process, given: ChildInput) -> None:
         with contextlib.suppress(ProcessLookupError):
             child.kill()
         await child.wait()
+    output.close()
 
 
 class FolderProcesses:
