@@ -95,6 +95,15 @@ async def until_ended(database: Database, request_id: str) -> None:
     await until(ended)
 
 
+async def turn_archived(database: Database, answer: str) -> bool:
+    """Whether the chat's answer `answer` is archived (a turn's last write)."""
+    async with database.user_transaction("local") as connection:
+        found = await connection.scalar(
+            text("SELECT count(*) FROM messages WHERE role = 'assistant' AND content = :a"), {"a": answer}
+        )
+    return bool(found)
+
+
 async def a_job_ends_while_the_database_is_down(home: Path, server: Server) -> tuple[str, Path]:
     """Once the brewer's job runs: stop the database, let the job end; its request id and kept file."""
     await until(lambda: bool(runs(home / "runs")))
@@ -147,6 +156,9 @@ async def test_a_job_that_ends_while_the_database_is_down_is_recorded_as_complet
                 assert chat.process.stdin is not None
                 chat.process.stdin.write("make coffee\n")
                 chat.process.stdin.flush()
+                # The chat's turn ends before the database goes: it is the job's end that meets
+                # the outage, not the turn's last writes (its answer, archived last).
+                await until(lambda: turn_archived(database, "Brewing."), alive=chat.process)
                 request_id, kept = await a_job_ends_while_the_database_is_down(tmp_path, server)
                 assert stat.S_IMODE(kept.stat().st_mode) == 0o600
                 assert stat.S_IMODE(kept.parent.stat().st_mode) == 0o700
