@@ -135,6 +135,13 @@ class BudgetExceededError(ToolError):
     recoverable = False
 
 
+class GiveBack(OrchestratorError):
+    """Raised by a worker's executor for a job of a content it no longer holds (its copy
+    changed since it loaded it), before anything of the job ran: the job is queued again as
+    it was, for a worker that holds it, without counting as an attempt (see `jobs.worker`).
+    Nobody is told: it is the queue's business."""
+
+
 # --- the person at the terminal -----------------------------------------------------------
 
 
@@ -284,6 +291,7 @@ __all__ = [
     "BudgetExceededError",
     "ConfigError",
     "DatabasePrivilegeError",
+    "GiveBack",
     "DatabaseUnavailableError",
     "DeveloperError",
     "EmbeddingModelError",

@@ -27,7 +27,7 @@ from procrastinate.exceptions import ConnectorException
 from procrastinate.jobs import Job, Status
 from psycopg_pool import AsyncConnectionPool
 
-from orchestrator.errors import OrchestratorError
+from orchestrator.errors import GiveBack as GiveBack  # raised by executors, offered here too
 from orchestrator.jobs.job import HELD, JobArgs, content_queue
 from orchestrator.store.engine import Database
 from orchestrator.store.pool import CONNECT_ARGS, RECONNECT_SECONDS, ServerPool
@@ -63,12 +63,6 @@ class Executor(Protocol):
         """The folders it loaded whose copy here has changed since: it no longer holds their
         content, and takes no job of it."""
         ...
-
-
-class GiveBack(OrchestratorError):
-    """Raised by an executor for a job of a content it no longer holds (its copy changed
-    since it loaded it), before anything of the job ran: the job is queued again as it was,
-    for a worker that holds it, without counting as an attempt (see `worker`)."""
 
 
 class _GiveBackOnly(BaseRetryStrategy):
