@@ -284,9 +284,15 @@ def test_a_data_directory_moved_or_deleted_under_a_running_server(home: Home, ho
     elsewhere.path.mkdir()
     try:
         if how == "deleted":
-            shutil.rmtree(home.data_dir)
+            # Out of the way in one step, then deleted: a running server may still write into it,
+            # which makes a plain rmtree race it ("Directory not empty").
+            trash = home.path / "trash"
+            home.data_dir.rename(trash)
+            shutil.rmtree(trash, ignore_errors=True)
             wait_ended(keeper)  # it stopped the server first
             assert not alive(postmaster.pid)
+            shutil.rmtree(trash, ignore_errors=True)  # what it wrote meanwhile
+            assert not trash.exists()
             return
         home.data_dir.rename(elsewhere.data_dir)
 
