@@ -195,6 +195,19 @@ class QuestionsWaitingError(UserError):
         )
 
 
+class AuthenticationError(UserError):
+    """A request to `orchestrator serve` without a valid identity: no key, a revoked or unknown
+    key, a JWT that fails its checks. Answered 401; the message says which, never the key."""
+
+
+class RateLimitedError(UserError):
+    """A key sent more requests than its rate allows; answered 429 with `Retry-After`."""
+
+    def __init__(self, message: str, *, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
 # --- a developer --------------------------------------------------------------------------
 
 
@@ -288,6 +301,8 @@ def _problems(error: ValidationError) -> list[tuple[str, JsonValue]]:
 
 
 __all__ = [
+    "AuthenticationError",
+    "RateLimitedError",
     "BudgetExceededError",
     "ConfigError",
     "DatabasePrivilegeError",
