@@ -35,6 +35,7 @@ logger = logging.getLogger(__name__)
 
 DECISIONS: TypeAdapter[dict[str, Decision]] = TypeAdapter(dict[str, Decision])
 SESSIONS_KEPT = 512  # idle sessions kept open between runs (a run's own is never let go)
+SHUT_DOWN = "the server shut down before the turn ended: send the message again"
 ONE_MESSAGE = "input.messages must hold exactly one user message (the turn's)"
 
 
@@ -106,8 +107,8 @@ class RunBoard:
     async def drain(self, *, grace_seconds: float) -> list[str]:
         """Shutting down: no new run; those running finish within `grace_seconds`, else are stopped.
 
-        A stopped run stays `running` in the database: the next start resumes it
-        (see `recovery`). The ids of those left so.
+        A stopped run is cancelled as Ctrl-C cancels a turn (its history mended),
+        and ends `interrupted`, saying so. The ids of those stopped.
         """
         self.draining = True
         running = [run.task for run in self._runs.values() if run.task is not None and not run.task.done()]
@@ -117,7 +118,8 @@ class RunBoard:
         stopped = [run.run_id for run in self._runs.values() if run.task in left]
         for task in left:
             task.cancel()
-        await asyncio.wait(left)
+        if left:
+            await asyncio.wait(left)
         return stopped
 
     def _launch(
@@ -144,9 +146,7 @@ class RunBoard:
             if "custom" in run.stream.modes:
                 run.emit(("custom", {"kind": "turn_result", **_json(result.to_json())}))
         except asyncio.CancelledError:
-            if self.draining:  # left `running` in the database: the next start resumes it
-                run.finish("running")
-            status, error = "interrupted", "cancelled"
+            status, error = "interrupted", SHUT_DOWN if self.draining else "cancelled"
             raise
         except UserError as failure:
             error = str(failure)

@@ -1,0 +1,115 @@
+"""Operating `orchestrator serve`: an access-log line per request, 429 with Retry-After, and a
+shutdown that lets running turns finish and takes no new ones."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+
+import httpx
+import pytest
+from langchain_core.tools import tool
+
+from orchestrator.api.identity import Identity
+from orchestrator.errors import RateLimitedError
+from orchestrator.testing.scripted import call_tools
+from tests.api.served import KeyTable, served
+
+KEYS = {"key-ann": "ann"}
+HUMAN = {"messages": [{"role": "user", "content": "hello"}]}
+
+
+async def test_each_request_is_one_access_log_line_with_its_ids(
+    database_logins, tmp_path: Path, scripted, caplog: pytest.LogCaptureFixture
+):
+    caplog.set_level(logging.INFO, logger="orchestrator.access")
+    async with (
+        served(database_logins, tmp_path, scripted("hi"), keys=KEYS) as server,
+        httpx.AsyncClient(base_url=server.url, headers={"x-api-key": "key-ann"}) as raw,
+    ):
+        thread_id = (await raw.post("/threads", json={}, headers={"x-request-id": "req-1"})).json()["thread_id"]
+        ran = await raw.post(f"/threads/{thread_id}/runs/wait", json={"assistant_id": "orchestrator", "input": HUMAN})
+        refused = await raw.get("/threads/nope", headers={"x-api-key": "wrong"})
+
+    lines = [json.loads(r.getMessage()) for r in caplog.records if r.name == "orchestrator.access"]
+    assert [(line["method"], line["status"]) for line in lines] == [("POST", 200), ("POST", 200), ("GET", 401)]
+    made, run, unknown = lines
+    assert made["request_id"] == "req-1" and made["user"] == "ann" and made["key_id"] == "test-ann"
+    assert run["run_id"] == ran.headers["content-location"].rsplit("/", 1)[-1] and run["request_id"] == ran.headers["x-request-id"]
+    assert unknown["user"] is None and refused.status_code == 401
+    assert "key-ann" not in caplog.text and "wrong" not in caplog.text
+
+
+class Limited(KeyTable):
+    async def authenticate(self, headers: Mapping[str, str]) -> Identity:
+        raise RateLimitedError("too many requests for key test-ann: 60 a minute", retry_after=2.4)
+
+
+async def test_a_rate_limited_key_is_429_with_retry_after(database_logins, tmp_path: Path, scripted):
+    async with served(database_logins, tmp_path, scripted(), keys=KEYS) as server:
+        server.state.authenticator = Limited(KEYS)
+        async with httpx.AsyncClient(base_url=server.url, headers={"x-api-key": "key-ann"}) as raw:
+            limited = await raw.post("/threads", json={})
+
+    assert limited.status_code == 429
+    assert limited.headers["retry-after"] == "2"
+    assert "60 a minute" in limited.json()["detail"]
+
+
+async def test_a_shutdown_finishes_running_turns_and_takes_no_new_run(database_logins, tmp_path: Path, scripted):
+    started, release = asyncio.Event(), asyncio.Event()
+
+    @tool
+    async def wait_here(note: str) -> str:
+        """Wait until released."""
+        started.set()
+        await release.wait()
+        return f"released {note}"
+
+    model = scripted(call_tools(("wait_here", {"note": "z"})), "finished in time")
+    async with served(database_logins, tmp_path, model, tools=[wait_here], keys=KEYS) as server:
+        client = server.client("key-ann")
+        thread_id = (await client.threads.create())["thread_id"]
+        other = (await client.threads.create())["thread_id"]
+        run = await client.runs.create(thread_id, "orchestrator", input=HUMAN)
+        await started.wait()
+        board = server.state.board
+        draining = asyncio.ensure_future(board.drain(grace_seconds=60))
+        async with httpx.AsyncClient(base_url=server.url, headers={"x-api-key": "key-ann"}) as raw:
+            ready = await raw.get("/ready")
+            refused = await raw.post(f"/threads/{other}/runs", json={"assistant_id": "orchestrator", "input": HUMAN})
+        release.set()
+        stopped = await draining
+        finished = await client.runs.get(thread_id, run["run_id"])
+
+    assert ready.status_code == 503 and ready.json()["reason"] == "shutting down"
+    assert refused.status_code == 503
+    assert stopped == [] and finished["status"] == "success"
+
+
+async def test_a_turn_still_running_after_the_grace_time_is_stopped_and_says_so(database_logins, tmp_path: Path, scripted):
+    started = asyncio.Event()
+
+    @tool
+    async def wait_forever(note: str) -> str:
+        """Never ends."""
+        started.set()
+        await asyncio.Event().wait()
+        return note
+
+    model = scripted(call_tools(("wait_forever", {"note": "z"})))
+    async with served(database_logins, tmp_path, model, tools=[wait_forever], keys=KEYS) as server:
+        client = server.client("key-ann")
+        thread_id = (await client.threads.create())["thread_id"]
+        run = await client.runs.create(thread_id, "orchestrator", input=HUMAN)
+        await started.wait()
+        stopped = await server.state.board.drain(grace_seconds=0)
+        ended = await client.runs.get(thread_id, run["run_id"])
+        state = await client.threads.get_state(thread_id)
+
+    assert stopped == [run["run_id"]]
+    assert ended["status"] == "interrupted"
+    assert state["next"] == [] and state["values"]["messages"][0]["content"] == "hello"
