@@ -1,5 +1,5 @@
 """The `orchestrator` command: chat and ask, plus tools, new-agent, db, requests, sessions, mcp,
-usage, worker, jobs and warm (`tasks`, its old name, is a hidden alias)."""
+usage, worker, jobs, warm and users (`tasks`, its old name, is a hidden alias)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from orchestrator.cli.mcp_commands import mcp_app
 from orchestrator.cli.run_action import run_action
 from orchestrator.cli.session_commands import sessions_app
 from orchestrator.cli.usage_report import usage
+from orchestrator.cli.users import users_app
 from orchestrator.cli.warm_commands import warm_app
 from orchestrator.cli.worker import worker
 from orchestrator.process_exit import exit_now, exit_status
@@ -84,6 +85,7 @@ app.command()(usage)
 app.command()(worker)
 app.add_typer(jobs_app, name="jobs")
 app.add_typer(warm_app, name="warm")
+app.add_typer(users_app, name="users")
 app.add_typer(jobs_app, name="tasks", hidden=True)  # the old name of `jobs`, kept working
 
 
