@@ -113,3 +113,31 @@ async def test_a_turn_still_running_after_the_grace_time_is_stopped_and_says_so(
     assert stopped == [run["run_id"]]
     assert ended["status"] == "interrupted"
     assert state["next"] == [] and state["values"]["messages"][0]["content"] == "hello"
+
+
+async def test_a_runs_spans_carry_the_http_requests_trace_context(
+    database_logins, tmp_path: Path, scripted, monkeypatch: pytest.MonkeyPatch
+):
+    from orchestrator.tracing import provider
+    from tests.otlp_receiver import Receiver
+
+    trace_id, parent_id = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+    with Receiver() as receiver:
+        provider.shutdown()
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.url)
+        try:
+            async with served(database_logins, tmp_path, scripted("traced"), keys=KEYS) as server:
+                client = server.client("key-ann")
+                thread_id = (await client.threads.create())["thread_id"]
+                await client.runs.wait(
+                    thread_id, "orchestrator", input=HUMAN,
+                    headers={"traceparent": f"00-{trace_id}-{parent_id}-01"},
+                )
+            provider.flush()
+        finally:
+            provider.shutdown()
+
+    (request,) = [s for s in receiver.named("POST /threads/") if s.name.endswith("/runs/wait")]
+    (turn,) = receiver.named("turn")
+    assert request.trace_id == trace_id and request.parent_id == parent_id
+    assert request in receiver.ancestors(turn)
