@@ -118,3 +118,17 @@ async def test_a_malformed_run_is_422_or_409_and_says_why(database_logins, tmp_p
     assert refused.status_code in (409, 422) and said in refused.json()["detail"], refused.text
     assert runs == []
     assert unknown.status_code == 404
+
+
+async def test_a_body_over_a_megabyte_is_413_and_a_body_not_json_is_422(database_logins, tmp_path: Path, scripted):
+    async with (
+        served(database_logins, tmp_path, scripted(), keys=KEYS) as server,
+        httpx.AsyncClient(base_url=server.url, headers={"x-api-key": "key-ann"}) as raw,
+    ):
+        huge = await raw.post("/threads", json={"metadata": {"blob": "x" * 1_000_001}})
+        garbled = await raw.post("/threads", content=b"{not json", headers={"content-type": "application/json"})
+        listed = (await raw.post("/threads/search", json={})).json()
+
+    assert huge.status_code == 413 and "1000000 bytes" in huge.json()["detail"]
+    assert garbled.status_code == 422 and "not JSON" in garbled.json()["detail"]
+    assert listed == []
