@@ -13,6 +13,7 @@ import logging
 import uuid
 from collections import OrderedDict
 from collections.abc import Mapping
+from weakref import WeakValueDictionary
 
 from langchain_core.messages import HumanMessage, convert_to_messages
 from pydantic import JsonValue, TypeAdapter, ValidationError
@@ -34,6 +35,7 @@ from orchestrator.tools.hitl import Decision
 logger = logging.getLogger(__name__)
 
 DECISIONS: TypeAdapter[dict[str, Decision]] = TypeAdapter(dict[str, Decision])
+RUNS_KEPT = 1000  # ended runs whose events are kept, the latest
 SESSIONS_KEPT = 512  # idle sessions kept open between runs (a run's own is never let go)
 SHUT_DOWN = "the server shut down before the turn ended: send the message again"
 ONE_MESSAGE = "input.messages must hold exactly one user message (the turn's)"
@@ -45,8 +47,10 @@ class RunBoard:
     def __init__(self, storage: Storage, assistants: Assistants) -> None:
         self._storage = storage
         self._assistants = assistants
-        self._runs: dict[str, LiveRun] = {}
+        self._runs: OrderedDict[str, LiveRun] = OrderedDict()  # in the order they started
         self._busy: dict[str, LiveRun] = {}  # thread id -> its run now
+        # A lock per thread while a run of it starts; gone once no start holds or awaits it.
+        self._starting: WeakValueDictionary[str, asyncio.Lock] = WeakValueDictionary()
         self._sessions: OrderedDict[tuple[str, str, str], Session] = OrderedDict()
         self.draining = False
 
@@ -69,17 +73,19 @@ class RunBoard:
         assistant = self._assistants.named(body.assistant_id)  # 404: no such assistant
         await self._thread(thread_id, body, assistant_id=assistant.assistant_id, identity=identity)
         session = self.session(assistant.assistant_id, thread_id, identity=identity)
-        turn = await _turn_of(body, session)
-        await self._make_room(thread_id, body)
-        row = await create_run(
-            self._storage.database,
-            uuid.uuid4().hex,
-            thread_id=thread_id,
-            user_id=identity.user_id,
-            assistant_id=assistant.assistant_id,
-            metadata=body.metadata,
-        )
-        return self._launch(row, session, turn, modes=EventStream(body.stream_mode, run_id=row.run_id))
+        # One start at a time per thread: two requests at once must not both find it free.
+        async with self._starting.setdefault(thread_id, asyncio.Lock()):
+            await self._make_room(thread_id, body)
+            turn = await _turn_of(body, session)
+            row = await create_run(
+                self._storage.database,
+                uuid.uuid4().hex,
+                thread_id=thread_id,
+                user_id=identity.user_id,
+                assistant_id=assistant.assistant_id,
+                metadata=body.metadata,
+            )
+            return self._launch(row, session, turn, modes=EventStream(body.stream_mode, run_id=row.run_id))
 
     def resume(self, row: RunRow, session: Session) -> LiveRun:
         """Finish the turn a stopped server left half done, as the run it was."""
@@ -168,6 +174,16 @@ class RunBoard:
             logger.warning("run %s: its end was not recorded: %s", run.run_id, failure)
         finally:
             run.finish(status)
+            self._forget_old_runs()
+
+    def _forget_old_runs(self) -> None:
+        """Keep the events of the latest `RUNS_KEPT` runs for `join` and re-streaming; older
+        ones are read from the database (their status) and the thread (its values)."""
+        ended = [run_id for run_id, run in self._runs.items() if run.done]
+        for run_id in ended[: max(0, len(ended) - RUNS_KEPT)]:
+            run = self._runs.pop(run_id)
+            if self._busy.get(run.row.thread_id) is run:
+                del self._busy[run.row.thread_id]
 
     async def _thread(self, thread_id: str, body: RunCreate, *, assistant_id: str, identity: Identity) -> None:
         """The thread exists (or is made, `if_not_exists="create"`), and is the assistant's."""
