@@ -8,8 +8,12 @@ import hmac
 import json
 import time
 from collections.abc import AsyncIterator, Iterator
+from types import SimpleNamespace
 
 import jwt
+import jwt.api_jwk
+import jwt.jwk_set_cache
+import jwt.jwks_client
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
@@ -142,6 +146,23 @@ async def test_a_new_key_of_the_issuer_is_fetched_on_its_first_token(issuer: Iss
     identity = await server.authenticate({"x-api-key": issuer.sign(issuer.claims(sub="bob"), kid="k2")})
 
     assert identity.user_id == "bob" and issuer.jwks_fetches == 2
+
+
+async def test_the_keys_are_kept_five_minutes(issuer: Issuer, keys_unused: ApiKeys, monkeypatch: pytest.MonkeyPatch):
+    clock = [1000.0]
+    pyjwt_time = SimpleNamespace(monotonic=lambda: clock[0], time=time.time)
+    for module in (jwt.api_jwk, jwt.jwk_set_cache, jwt.jwks_client):  # the JWKS cache's clock alone
+        monkeypatch.setattr(module, "time", pyjwt_time)
+    server = authenticator(issuer, keys_unused)
+    token = {"x-api-key": issuer.sign(issuer.claims())}
+
+    await server.authenticate(token)
+    clock[0] += 299
+    await server.authenticate(token)
+    assert issuer.jwks_fetches == 1
+    clock[0] += 2
+    await server.authenticate(token)
+    assert issuer.jwks_fetches == 2
 
 
 async def test_unknown_kids_fetch_the_keys_at_most_once_per_cooldown(issuer: Issuer, keys_unused: ApiKeys):
