@@ -28,6 +28,7 @@ class Issuer(ServedOnThread):
     def __init__(self) -> None:
         self.keys: dict[str, RSAPrivateKey] = {"k1": rsa_key()}
         self.jwks_fetches = 0
+        self.jwks_text: str | None = None  # served in place of the JWKS when set
         served = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -36,7 +37,14 @@ class Issuer(ServedOnThread):
                     send_json(self, 200, {"issuer": served.url, "jwks_uri": f"{served.url}/jwks"})
                 elif self.path == "/jwks":
                     served.jwks_fetches += 1
-                    send_json(self, 200, served.jwks())
+                    if served.jwks_text is None:
+                        send_json(self, 200, served.jwks())
+                    else:
+                        body = served.jwks_text.encode()
+                        self.send_response(200)
+                        self.send_header("Content-Length", str(len(body)))
+                        self.end_headers()
+                        self.wfile.write(body)
                 else:
                     send_json(self, 404, None)
 

@@ -199,6 +199,14 @@ async def test_an_issuer_out_of_reach_fails_its_tokens_and_api_keys_still_decide
     assert "openid-configuration cannot be read now" in await refusal(no_discovery, token)
 
 
+@pytest.mark.parametrize("served", ["<html>busy</html>", '{"keys": []}', '{"keys": [{"kty": "RSA"}]}'])
+async def test_a_jwks_that_is_not_one_fails_its_tokens_in_one_line(issuer: Issuer, keys_unused: ApiKeys, served: str):
+    issuer.jwks_text = served
+    assert "the issuer's keys cannot be fetched now" in await refusal(
+        authenticator(issuer, keys_unused), issuer.sign(issuer.claims())
+    )
+
+
 async def test_api_keys_still_decide_while_the_issuer_is_out_of_reach(database: Database):
     keys = ApiKeys(database)
     await keys.add_user("frank")
