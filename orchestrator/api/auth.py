@@ -28,7 +28,7 @@ from jwt import PyJWK, PyJWKClient
 from orchestrator.api.identity import Identity
 from orchestrator.api.rate_limit import RateLimit
 from orchestrator.errors import AuthenticationError
-from orchestrator.settings import Settings
+from orchestrator.settings import Settings, oidc_url_problem
 from orchestrator.store.api_keys import ApiKeys, looks_like_a_key, user_id_problem
 from orchestrator.store.engine import Database
 
@@ -219,8 +219,8 @@ class OidcVerifier:
             raise AuthenticationError("the issuer's openid-configuration cannot be read now") from None
         found = cast(dict[str, object], document) if isinstance(document, dict) else {}
         jwks_uri = found.get("jwks_uri")
-        if found.get("issuer") != self.issuer or not isinstance(jwks_uri, str):
-            log.warning("%s does not name issuer %s and a jwks_uri", where, self.issuer)
+        if found.get("issuer") != self.issuer or not isinstance(jwks_uri, str) or oidc_url_problem(jwks_uri):
+            log.warning("%s does not name issuer %s and an https jwks_uri", where, self.issuer)
             raise AuthenticationError("the issuer's openid-configuration does not name it and its keys")
         return jwks_uri
 

@@ -218,6 +218,13 @@ async def test_api_keys_still_decide_while_the_issuer_is_out_of_reach(database: 
     assert (await server.authenticate({"x-api-key": key})).user_id == "frank"
 
 
+async def test_a_discovered_jwks_uri_that_is_not_https_is_refused(issuer: Issuer, keys_unused: ApiKeys):
+    issuer.jwks_uri = "file:///etc/passwd"
+    assert "does not name it and its keys" in await refusal(authenticator(issuer, keys_unused), issuer.sign(issuer.claims()))
+    issuer.jwks_uri = "http://login.example.org/jwks"
+    assert "does not name it and its keys" in await refusal(authenticator(issuer, keys_unused), issuer.sign(issuer.claims()))
+
+
 def test_oidc_settings_are_whole_and_https():
     with pytest.raises(ConfigError, match="ORCHESTRATOR_OIDC_ISSUER needs ORCHESTRATOR_OIDC_AUDIENCE"):
         load_settings(oidc_issuer="https://login.example.org")
