@@ -372,11 +372,8 @@ class Settings(BaseSettings):
     def _an_oidc_url(cls, value: str | None) -> str | None:
         if value is None:
             return None
-        if problem := http_url_problem(value):
+        if problem := oidc_url_problem(value):
             raise ValueError(problem)
-        parts = urlsplit(value.strip())
-        if parts.scheme != "https" and parts.hostname not in LOOPBACK:
-            raise ValueError("use https:// (http:// only for 127.0.0.1 or localhost)")
         return value.strip()  # as it is: a JWT's `iss` must be the issuer exactly
 
     @model_validator(mode="after")
@@ -469,6 +466,17 @@ def http_url_problem(url: str) -> str | None:
         example = f"http://{text}"
         return f"the URL has no scheme: write it as {example} (or https://...)"
     return f"use an http:// or https:// URL of the server, such as {example}"
+
+
+def oidc_url_problem(url: str) -> str | None:
+    """Why `url` cannot be an OpenID Connect issuer's or its keys' (None: it can): https, or
+    http on this machine."""
+    if problem := http_url_problem(url):
+        return problem
+    parts = urlsplit(url.strip())
+    if parts.scheme != "https" and parts.hostname not in LOOPBACK:
+        return "use https:// (http:// only for 127.0.0.1 or localhost)"
+    return None
 
 
 def env_name(field: str) -> str:

@@ -23,12 +23,12 @@ from typing import cast
 
 import httpx
 import jwt
-from jwt import PyJWKClient
+from jwt import PyJWK, PyJWKClient
 
 from orchestrator.api.identity import Identity
 from orchestrator.api.rate_limit import RateLimit
 from orchestrator.errors import AuthenticationError
-from orchestrator.settings import Settings
+from orchestrator.settings import Settings, oidc_url_problem
 from orchestrator.store.api_keys import ApiKeys, looks_like_a_key, user_id_problem
 from orchestrator.store.engine import Database
 
@@ -50,6 +50,7 @@ JWKS_LIFESPAN_SECONDS = 300.0  # the issuer's keys are fetched again after this
 JWKS_COOLDOWN_SECONDS = 30.0
 FETCH_TIMEOUT_SECONDS = 10.0
 DISCOVERY_PATH = "/.well-known/openid-configuration"
+KEYS_UNAVAILABLE = "the issuer's keys cannot be fetched now"
 
 # What each of PyJWT's refusals means, first match wins (subclasses before their bases).
 _JWT_REFUSALS: tuple[tuple[type[Exception], str], ...] = (
@@ -157,9 +158,8 @@ class OidcVerifier:
             raise AuthenticationError("malformed JWT") from None
         if algorithm not in ALGORITHMS:  # before any fetch: `none`, HS256 and the like
             raise AuthenticationError(f"JWT algorithm {str(algorithm)[:20]!r} is not accepted")
-        client = await self._keys()
+        key = await self._signing_key(token)
         try:
-            key = await asyncio.to_thread(client.get_signing_key_from_jwt, token)
             claims = jwt.decode(
                 token,
                 key,
@@ -170,12 +170,20 @@ class OidcVerifier:
             )
         except jwt.MissingRequiredClaimError as error:
             raise AuthenticationError(f"the JWT has no `{error.claim}` claim") from None
-        except jwt.PyJWKClientConnectionError as error:
-            log.warning("cannot fetch the keys of issuer %s: %s", self.issuer, error)
-            raise AuthenticationError("the issuer's keys cannot be fetched now") from None
-        except (jwt.InvalidTokenError, jwt.PyJWKClientError) as error:
+        except jwt.PyJWTError as error:
             raise AuthenticationError(_refusal(error)) from None
         return Identity(user_id=self._user(claims), key_id=_key_id(self.issuer, claims), via="jwt")
+
+    async def _signing_key(self, token: str) -> PyJWK:
+        """The issuer's key that `token`'s `kid` names (PyJWKClient fetches over urllib: a thread)."""
+        client = await self._keys()
+        try:
+            return await asyncio.to_thread(client.get_signing_key_from_jwt, token)
+        except (jwt.PyJWKClientConnectionError, jwt.PyJWKSetError, ValueError) as error:  # ValueError: not JSON
+            log.warning("cannot use the keys of issuer %s: %s", self.issuer, error)
+            raise AuthenticationError(KEYS_UNAVAILABLE) from None
+        except jwt.PyJWTError as error:
+            raise AuthenticationError(_refusal(error)) from None
 
     def _user(self, claims: Mapping[str, object]) -> str:
         user = claims.get(self.user_claim)
@@ -211,8 +219,8 @@ class OidcVerifier:
             raise AuthenticationError("the issuer's openid-configuration cannot be read now") from None
         found = cast(dict[str, object], document) if isinstance(document, dict) else {}
         jwks_uri = found.get("jwks_uri")
-        if found.get("issuer") != self.issuer or not isinstance(jwks_uri, str):
-            log.warning("%s does not name issuer %s and a jwks_uri", where, self.issuer)
+        if found.get("issuer") != self.issuer or not isinstance(jwks_uri, str) or oidc_url_problem(jwks_uri):
+            log.warning("%s does not name issuer %s and an https jwks_uri", where, self.issuer)
             raise AuthenticationError("the issuer's openid-configuration does not name it and its keys")
         return jwks_uri
 

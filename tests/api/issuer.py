@@ -28,15 +28,24 @@ class Issuer(ServedOnThread):
     def __init__(self) -> None:
         self.keys: dict[str, RSAPrivateKey] = {"k1": rsa_key()}
         self.jwks_fetches = 0
+        self.jwks_text: str | None = None  # served in place of the JWKS when set
+        self.jwks_uri: str | None = None  # what the openid-configuration names, if not its /jwks
         served = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 if self.path == "/.well-known/openid-configuration":
-                    send_json(self, 200, {"issuer": served.url, "jwks_uri": f"{served.url}/jwks"})
+                    send_json(self, 200, {"issuer": served.url, "jwks_uri": served.jwks_uri or f"{served.url}/jwks"})
                 elif self.path == "/jwks":
                     served.jwks_fetches += 1
-                    send_json(self, 200, served.jwks())
+                    if served.jwks_text is None:
+                        send_json(self, 200, served.jwks())
+                    else:
+                        body = served.jwks_text.encode()
+                        self.send_response(200)
+                        self.send_header("Content-Length", str(len(body)))
+                        self.end_headers()
+                        self.wfile.write(body)
                 else:
                     send_json(self, 404, None)
 

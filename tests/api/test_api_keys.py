@@ -28,6 +28,13 @@ async def a_user_with_a_key(database: Database) -> tuple[str, str, str]:
     return user, issued.key, issued.key_id
 
 
+async def table_state(database: Database) -> list[tuple[str, str]]:
+    """Every key's row version and row: what any write would change."""
+    async with database.admin_transaction() as connection:
+        rows = await connection.execute(text("SELECT xmin::text, k::text FROM api_keys k ORDER BY key_id"))
+        return [(version, row) for version, row in rows]
+
+
 async def refusal(authenticator: ServerAuthenticator, headers: dict[str, str]) -> str:
     with pytest.raises(AuthenticationError) as refused:
         await authenticator.authenticate(headers)
@@ -68,7 +75,9 @@ async def test_a_revoked_key_is_refused_from_the_next_request(database: Database
     finally:
         await other_process.close()
 
+    before = await table_state(database)
     assert await refusal(authenticator, {"x-api-key": key}) == "unknown or revoked API key"
+    assert await table_state(database) == before  # refused: nothing written, not even last used
     assert (await authenticator.authenticate({"x-api-key": kept.key})).key_id == kept.key_id
     assert (await authenticator.authenticate({"x-api-key": other_key})).user_id != user
     assert await ApiKeys(database).revoke(user) == [kept.key_id]  # all that were left

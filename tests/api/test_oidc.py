@@ -8,8 +8,12 @@ import hmac
 import json
 import time
 from collections.abc import AsyncIterator, Iterator
+from types import SimpleNamespace
 
 import jwt
+import jwt.api_jwk
+import jwt.jwk_set_cache
+import jwt.jwks_client
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
@@ -144,6 +148,23 @@ async def test_a_new_key_of_the_issuer_is_fetched_on_its_first_token(issuer: Iss
     assert identity.user_id == "bob" and issuer.jwks_fetches == 2
 
 
+async def test_the_keys_are_kept_five_minutes(issuer: Issuer, keys_unused: ApiKeys, monkeypatch: pytest.MonkeyPatch):
+    clock = [1000.0]
+    pyjwt_time = SimpleNamespace(monotonic=lambda: clock[0], time=time.time)
+    for module in (jwt.api_jwk, jwt.jwk_set_cache, jwt.jwks_client):  # the JWKS cache's clock alone
+        monkeypatch.setattr(module, "time", pyjwt_time)
+    server = authenticator(issuer, keys_unused)
+    token = {"x-api-key": issuer.sign(issuer.claims())}
+
+    await server.authenticate(token)
+    clock[0] += 299
+    await server.authenticate(token)
+    assert issuer.jwks_fetches == 1
+    clock[0] += 2
+    await server.authenticate(token)
+    assert issuer.jwks_fetches == 2
+
+
 async def test_unknown_kids_fetch_the_keys_at_most_once_per_cooldown(issuer: Issuer, keys_unused: ApiKeys):
     server = authenticator(issuer, keys_unused)  # the default cooldown: 30 seconds
     await server.authenticate({"x-api-key": issuer.sign(issuer.claims())})
@@ -178,6 +199,14 @@ async def test_an_issuer_out_of_reach_fails_its_tokens_and_api_keys_still_decide
     assert "openid-configuration cannot be read now" in await refusal(no_discovery, token)
 
 
+@pytest.mark.parametrize("served", ["<html>busy</html>", '{"keys": []}', '{"keys": [{"kty": "RSA"}]}'])
+async def test_a_jwks_that_is_not_one_fails_its_tokens_in_one_line(issuer: Issuer, keys_unused: ApiKeys, served: str):
+    issuer.jwks_text = served
+    assert "the issuer's keys cannot be fetched now" in await refusal(
+        authenticator(issuer, keys_unused), issuer.sign(issuer.claims())
+    )
+
+
 async def test_api_keys_still_decide_while_the_issuer_is_out_of_reach(database: Database):
     keys = ApiKeys(database)
     await keys.add_user("frank")
@@ -187,6 +216,13 @@ async def test_api_keys_still_decide_while_the_issuer_is_out_of_reach(database: 
         load_settings(oidc_issuer=closed, oidc_audience=AUDIENCE), database
     )
     assert (await server.authenticate({"x-api-key": key})).user_id == "frank"
+
+
+async def test_a_discovered_jwks_uri_that_is_not_https_is_refused(issuer: Issuer, keys_unused: ApiKeys):
+    issuer.jwks_uri = "file:///etc/passwd"
+    assert "does not name it and its keys" in await refusal(authenticator(issuer, keys_unused), issuer.sign(issuer.claims()))
+    issuer.jwks_uri = "http://login.example.org/jwks"
+    assert "does not name it and its keys" in await refusal(authenticator(issuer, keys_unused), issuer.sign(issuer.claims()))
 
 
 def test_oidc_settings_are_whole_and_https():
