@@ -141,3 +141,19 @@ async def test_a_runs_spans_carry_the_http_requests_trace_context(
     (turn,) = receiver.named("turn")
     assert request.trace_id == trace_id and request.parent_id == parent_id
     assert request in receiver.ancestors(turn)
+
+
+class Away(KeyTable):
+    async def authenticate(self, headers: Mapping[str, str]) -> Identity:
+        from orchestrator.errors import DatabaseUnavailableError
+
+        raise DatabaseUnavailableError("the database at db.example.com does not answer")
+
+
+async def test_keys_that_cannot_be_looked_up_are_503_not_401(database_logins, tmp_path: Path, scripted):
+    async with served(database_logins, tmp_path, scripted(), keys=KEYS) as server:
+        server.state.authenticator = Away(KEYS)
+        async with httpx.AsyncClient(base_url=server.url, headers={"x-api-key": "key-ann"}) as raw:
+            away = await raw.post("/threads", json={})
+
+    assert away.status_code == 503 and "does not answer" in away.json()["detail"]
