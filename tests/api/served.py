@@ -63,6 +63,7 @@ async def served(
     tools: Sequence[BaseTool] = (),
     keys: Mapping[str, str],
     sub_graphs: Path | None = None,
+    listen: Listen | None = None,
 ) -> AsyncIterator[Served]:
     """Serve a runtime of `model` and `tools` on the test's database until the block ends;
     with `sub_graphs`, its folders too (approved), each agent an assistant (`--agents`)."""
@@ -79,7 +80,7 @@ async def served(
     assistants = Assistants(runtime, agents=sub_graphs is not None)
     state = ServerState(storage, assistants, RunBoard(storage, assistants), KeyTable(keys))
     ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-    serving = asyncio.create_task(serve(state, Listen(port=0, grace_seconds=5), on_ready=ready.set_result))
+    serving = asyncio.create_task(serve(state, listen or Listen(port=0, grace_seconds=5), on_ready=ready.set_result))
     try:
         yield Served(await ready, state)
     finally:

@@ -157,3 +157,50 @@ async def test_keys_that_cannot_be_looked_up_are_503_not_401(database_logins, tm
             away = await raw.post("/threads", json={})
 
     assert away.status_code == 503 and "does not answer" in away.json()["detail"]
+
+
+def self_signed(tmp_path: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 and its key, as PEM files."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.UTC)
+    certificate = (
+        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+        .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=1))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    cert, key_file = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ))
+    return cert, key_file
+
+
+async def test_with_a_certificate_it_serves_https(database_logins, tmp_path: Path, scripted):
+    import ssl
+
+    from orchestrator.api.server import Listen
+
+    cert, key = self_signed(tmp_path)
+    listen = Listen(port=0, tls_cert=cert, tls_key=key, grace_seconds=5)
+    async with served(database_logins, tmp_path, scripted(), keys=KEYS, listen=listen) as server:
+        trusted = ssl.create_default_context(cafile=str(cert))
+        async with httpx.AsyncClient(base_url=server.url, verify=trusted, headers={"x-api-key": "key-ann"}) as raw:
+            made = await raw.post("/threads", json={})
+        async with httpx.AsyncClient(base_url=server.url.replace("https:", "http:")) as plain:
+            with pytest.raises(httpx.HTTPError):
+                await plain.get("/ok")
+
+    assert server.url.startswith("https://127.0.0.1:")
+    assert made.status_code == 200
