@@ -50,10 +50,12 @@ def environment(home: Path, logins: Logins, model: OpenAICompatibleServer) -> di
 
 
 @contextmanager
-def serving(home: Path, env: dict[str, str]) -> Iterator[tuple[subprocess.Popen[str], str, list[str]]]:
+def serving(
+    home: Path, env: dict[str, str], *args: str
+) -> Iterator[tuple[subprocess.Popen[str], str, list[str]]]:
     """`orchestrator serve --port 0` until the block ends: the process, its URL, its first lines."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "orchestrator", "serve", "--port", "0"],
+        [sys.executable, "-m", "orchestrator", "serve", "--port", "0", *args],
         cwd=home, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         text=True, start_new_session=True,
     )
@@ -115,3 +117,15 @@ async def test_a_revoked_key_is_refused_from_the_next_request(database_logins, t
 
     assert answered["messages"][-1]["content"] == "hello"
     assert refused.value.response.status_code == 401
+
+
+async def test_beyond_this_machine_without_a_certificate_it_says_so_and_still_asks_keys(database_logins, tmp_path: Path):
+    with OpenAICompatibleServer([]) as model:
+        env = environment(tmp_path, database_logins, model)
+        with serving(tmp_path, env, "--host", "0.0.0.0") as (_, url, lines):
+            port = url.rsplit(":", 1)[1]
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as raw:
+                refused = await raw.post("/threads", json={})
+
+    assert any("listening on 0.0.0.0" in line and "clear text" in line for line in lines), lines
+    assert refused.status_code == 401
