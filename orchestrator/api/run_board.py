@@ -52,6 +52,7 @@ class RunBoard:
         # A lock per thread while a run of it starts; gone once no start holds or awaits it.
         self._starting: WeakValueDictionary[str, asyncio.Lock] = WeakValueDictionary()
         self._sessions: OrderedDict[tuple[str, str, str], Session] = OrderedDict()
+        self._waits: dict[str, bool] = {}  # thread id -> whether questions waited at its last run's end
         self.draining = False
 
     def live(self, run_id: str, *, identity: Identity) -> LiveRun | None:
@@ -76,7 +77,7 @@ class RunBoard:
         # One start at a time per thread: two requests at once must not both find it free.
         async with self._starting.setdefault(thread_id, asyncio.Lock()):
             await self._make_room(thread_id, body)
-            turn = await _turn_of(body, session)
+            turn = await _turn_of(body, session, waits=self._waits.get(thread_id, True))
             row = await create_run(
                 self._storage.database,
                 uuid.uuid4().hex,
@@ -138,6 +139,7 @@ class RunBoard:
 
     async def _execute(self, run: LiveRun, session: Session, turn: str | dict[str, Decision] | None) -> None:
         database, user_id = self._storage.database, run.row.user_id
+        self._waits.pop(run.row.thread_id, None)  # known again once this run has ended
         status: RunStatus = "error"
         error: str | None = None
         try:
@@ -149,6 +151,7 @@ class RunBoard:
             else:
                 result = await session.resume(on_part=run.part)
             status = "interrupted" if result.questions else "success"
+            self._waits[run.row.thread_id] = bool(result.questions)
             if "custom" in run.stream.modes:
                 run.emit(("custom", {"kind": "turn_result", **_json(result.to_json())}))
         except asyncio.CancelledError:
@@ -217,11 +220,17 @@ class RunBoard:
                 return
             if key not in busy:
                 del self._sessions[key]
+                self._waits.pop(key[2], None)
 
 
-async def _turn_of(body: RunCreate, session: Session) -> str | dict[str, Decision]:
-    """The user's message, or the decisions on the questions the thread's turn waits on."""
-    waiting = await session.pending()
+async def _turn_of(body: RunCreate, session: Session, *, waits: bool) -> str | dict[str, Decision]:
+    """The user's message, or the decisions on the questions the thread's turn waits on.
+
+    `waits` False: the thread's last run here ended with no question waiting, so its
+    checkpoint is not read to know. (A background job's follow-up turn may have paused
+    it since: the session then refuses the message itself, and the run fails saying so.)
+    """
+    waiting = await session.pending() if waits or body.command is not None else []
     if body.command is not None and body.input is not None:
         raise Problem(422, "give input or command, not both")
     if body.command is None:
