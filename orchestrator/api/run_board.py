@@ -53,6 +53,7 @@ class RunBoard:
         self._starting: WeakValueDictionary[str, asyncio.Lock] = WeakValueDictionary()
         self._sessions: OrderedDict[tuple[str, str, str], Session] = OrderedDict()
         self._waits: dict[str, bool] = {}  # thread id -> whether questions waited at its last run's end
+        self._bound: dict[tuple[str, str], str] = {}  # (user, thread) -> the assistant it is bound to
         self.draining = False
 
     def live(self, run_id: str, *, identity: Identity) -> LiveRun | None:
@@ -189,8 +190,16 @@ class RunBoard:
                 del self._busy[run.row.thread_id]
 
     async def _thread(self, thread_id: str, body: RunCreate, *, assistant_id: str, identity: Identity) -> None:
-        """The thread exists (or is made, `if_not_exists="create"`), and is the assistant's."""
+        """The thread exists (or is made, `if_not_exists="create"`), and is the assistant's.
+
+        Known from an earlier run here, it is not read again (`forget` when it is deleted).
+        """
         database, user_id = self._storage.database, identity.user_id
+        known = self._bound.get((user_id, thread_id))
+        if known is not None:
+            if known != assistant_id:
+                raise Problem(409, f"thread {thread_id} belongs to assistant {known}")
+            return
         thread = await get_thread(database, thread_id, user_id=user_id)
         if thread is None and body.if_not_exists != "create":
             raise Problem(404, f"thread {thread_id} not found")
@@ -204,6 +213,14 @@ class RunBoard:
             await update_thread(database, thread_id, user_id=user_id, metadata=bound)
         elif owner != assistant_id:
             raise Problem(409, f"thread {thread_id} belongs to assistant {owner}")
+        self._bound[(user_id, thread_id)] = assistant_id
+
+    def forget(self, thread_id: str, *, user_id: str) -> None:
+        """The user's thread was deleted: nothing of it is kept here."""
+        self._bound.pop((user_id, thread_id), None)
+        self._waits.pop(thread_id, None)
+        for key in [key for key in self._sessions if key[1:] == (user_id, thread_id)]:
+            del self._sessions[key]
 
     async def _make_room(self, thread_id: str, body: RunCreate) -> None:
         current = self.busy(thread_id)
@@ -221,6 +238,7 @@ class RunBoard:
             if key not in busy:
                 del self._sessions[key]
                 self._waits.pop(key[2], None)
+                self._bound.pop(key[1:], None)
 
 
 async def _turn_of(body: RunCreate, session: Session, *, waits: bool) -> str | dict[str, Decision]:
