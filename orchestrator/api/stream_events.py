@@ -60,7 +60,7 @@ class EventStream:
             events.append(("updates", jsonable(data)))
         if "events" in self.modes and isinstance(data, dict):
             for node, update in data.items():  # pyright: ignore[reportUnknownVariableType]  # a node's update
-                chunk = {"event": "on_chain_stream", "name": str(node), "run_id": self.run_id}  # pyright: ignore[reportUnknownArgumentType]
+                chunk = {"event": "on_chain_stream", "name": str(node), "run_id": self.run_id}  # pyright: ignore[reportUnknownArgumentType]  # a node's name, shown as text
                 events.append(("events", {**chunk, "data": {"chunk": jsonable(update)}}))
         if "messages" in self.modes and isinstance(data, dict):
             events += self._completed(data)  # pyright: ignore[reportUnknownArgumentType]  # node -> update
@@ -105,4 +105,4 @@ def _messages_in(update: object) -> list[BaseMessage]:
     messages = update.get("messages")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]  # a node's update
     if not isinstance(messages, list):
         return []
-    return [m for m in messages if isinstance(m, BaseMessage) and not isinstance(m, AIMessageChunk)]  # pyright: ignore[reportUnknownVariableType]
+    return [m for m in messages if isinstance(m, BaseMessage) and not isinstance(m, AIMessageChunk)]  # pyright: ignore[reportUnknownVariableType]  # a node's update: any list

@@ -7,8 +7,10 @@ Server API to authenticated users (`orchestrator users`) until SIGTERM or Ctrl-C
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -60,7 +62,17 @@ def serve(
     async def command(startup: Startup, runtime: Orchestrator) -> int:
         return await _serve(runtime, listen, agents=agents)
 
-    raise typer.Exit(run_command(command, jobs=JobOptions(), reads_words=False))
+    raise typer.Exit(run_command(command, jobs=JobOptions(), reads_words=False, loop_factory=_event_loop()))
+
+
+def _event_loop() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's event loop where it is installed (not on Windows): a server's every request,
+    turn and database round trip is a turn of its loop, and uvloop's are the cheaper."""
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
 
 
 async def _serve(runtime: Orchestrator, listen: Listen, *, agents: bool) -> int:

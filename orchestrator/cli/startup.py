@@ -197,6 +197,7 @@ def run_command(
     embeds_here: bool = True,
     first: Callable[[Settings], None] | None = None,
     overrides: Mapping[str, object] | None = None,
+    loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None,
 ) -> int:
     """Prepare (settings, model, database, approvals), then run `command` on its event loop.
 
@@ -210,6 +211,7 @@ def run_command(
     `embeds_here` False: a short command (`ask`, `run`) neither loads an embedding
     model nor waits for one at its exit; what it stored is embedded after it.
     `overrides`: settings the command's options set, over the environment's (`--no-cache`).
+    `loop_factory`: the event loop the command runs on (`serve`: uvloop's), else asyncio's.
     """
     settings = settings_or_exit(**(overrides or {}))
     exit_on_signals()
@@ -233,7 +235,8 @@ def run_command(
         except KeyboardInterrupt:
             err.print("\ninterrupted")
             return 130
-        return asyncio.run(_open_and_run(startup, command))
+        with asyncio.Runner(loop_factory=loop_factory) as runner:
+            return runner.run(_open_and_run(startup, command))
     finally:
         if database is not None:  # does something only if the command ended mid-start
             database.settle()
