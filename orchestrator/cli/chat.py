@@ -25,6 +25,7 @@ from orchestrator.cli.common import (
 )
 from orchestrator.cli.json_out import dumps
 from orchestrator.cli.startup import JobOptions, Startup, run_command
+from orchestrator.errors import UserError
 from orchestrator.terminal.signals import Interrupts
 
 if TYPE_CHECKING:
@@ -53,21 +54,39 @@ AgentOption = Annotated[
         help="Chat with this approved agent folder alone: its tools, model and instructions.",
     ),
 ]
+ServerOption = Annotated[
+    str | None,
+    typer.Option(
+        "--server",
+        help="Talk to the `orchestrator serve` at this URL (key: ORCHESTRATOR_API_KEY) "
+        "instead of running the orchestrator here.",
+    ),
+]
 HISTORY_FILE = "chat_history"
 ONE_SESSION = "give one of --session, --continue and --resume"
+NOT_WITH_SERVER = "{flag} cannot go with --server: {why}"
+WHO_YOU_ARE = "the server knows who you are from your API key"
+LOCAL_ONLY = "it needs the orchestrator running on this machine"
 
 
 def chat(
+    context: typer.Context,
     user: UserOption = "local",
     session: SessionOption = None,
     latest: ContinueOption = False,
     pick: ResumeOption = False,
     agent: AgentOption = None,
     no_cache: NoCacheOption = False,
+    server: ServerOption = None,
 ) -> None:
     """Chat with the assistant; lines may be piped in, end of input ends the session."""
     if sum((session is not None, latest, pick)) > 1:
         raise typer.BadParameter(ONE_SESSION)
+    if server is not None:
+        from orchestrator.cli.remote_chat import chat_on_server
+
+        _local_only_flags(context, agent=agent, resume=pick, no_cache=no_cache)
+        raise typer.Exit(chat_on_server(server, session_id=session, latest=latest))
 
     async def run(startup: Startup, runtime: Orchestrator) -> int:
         from orchestrator.cli.repl import ChatRepl
@@ -128,6 +147,7 @@ NoWaitOption = Annotated[
 
 
 def ask(
+    context: typer.Context,
     text: Annotated[
         str, typer.Argument(help="The message to send ('-': standard input alone).")
     ],
@@ -137,6 +157,7 @@ def ask(
     answers_from_stdin: AnswersOption = False,
     no_wait: NoWaitOption = False,
     no_cache: NoCacheOption = False,
+    server: ServerOption = None,
 ) -> None:
     """Send one message and print the answer (--json: answer, tool_calls, questions, iterations).
 
@@ -148,8 +169,14 @@ def ask(
     """
     from orchestrator.cli.ask_input import message_to_send
 
+    if server is not None:
+        _local_only_flags(context, no_cache=no_cache)
     with user_errors():
         text = message_to_send(text, answers_from_stdin=answers_from_stdin)
+    if server is not None:
+        from orchestrator.cli.remote_ask import ask_on_server
+
+        raise typer.Exit(ask_on_server(server, text, session_id=session, as_json=as_json))
 
     async def run(startup: Startup, runtime: Orchestrator) -> int:
         from orchestrator.cli.session_commands import chosen_session
@@ -172,6 +199,21 @@ def ask(
     raise typer.Exit(
         run_command(run, jobs=jobs, embeds_here=False, overrides=cache_overrides(no_cache))
     )
+
+
+def _local_only_flags(
+    context: typer.Context, *, agent: str | None = None, resume: bool = False, no_cache: bool = False
+) -> None:
+    """With --server, a flag for what only runs here is a one-line error (the first one given)."""
+    source = context.get_parameter_source("user")
+    named = source is not None and source.name != "DEFAULT"
+    for flag, given in (
+        ("--user", named), ("--agent", agent is not None), ("--resume", resume), ("--no-cache", no_cache)
+    ):
+        if given:
+            why = WHO_YOU_ARE if flag == "--user" else LOCAL_ONLY
+            with user_errors():
+                raise UserError(NOT_WITH_SERVER.format(flag=flag, why=why))
 
 
 async def _ask(
