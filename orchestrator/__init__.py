@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from orchestrator.conversation.session import Session
     from orchestrator.conversation.turns import ToolCallRecord, TurnResult
     from orchestrator.errors import (
+        AuthenticationError,
         BudgetExceededError,
         ComponentMigrationError,
         ConfigError,
@@ -26,9 +27,7 @@ if TYPE_CHECKING:
         FileTooLargeError,
         FolderRefusedError,
         FolderUnavailableError,
-        AuthenticationError,
         GiveBack,
-        RateLimitedError,
         IncompleteReplyError,
         InvalidToolArgumentsError,
         McpServerError,
@@ -37,6 +36,7 @@ if TYPE_CHECKING:
         ModelUnavailableError,
         OrchestratorError,
         QuestionsWaitingError,
+        RateLimitedError,
         RefusedFileError,
         RemoteConfigError,
         RemoteConnectionBlocked,

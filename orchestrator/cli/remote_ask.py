@@ -56,7 +56,7 @@ def ask_on_server(url: str, text: str, *, session_id: str | None, as_json: bool)
 
 async def _ask(server: Server, text: str, session_id: str | None, asker: QuestionAsker) -> int:
     chosen = await chosen_session(server, session_id=session_id, latest=False)
-    waiting = await pending(server, chosen)
+    waiting = await pending(server, chosen) if session_id else []
     if waiting and await _answered(server, chosen, waiting, asker, live=True) is None:
         return 1
     result = await rendered(server, chosen, text=text, out=out, err=err)
@@ -121,7 +121,8 @@ async def _json_turn(
     try:
         chosen = await chosen_session(server, session_id=session_id, latest=False)
         keys["session_id"] = chosen
-        await _answered(server, chosen, await pending(server, chosen), asker, live=False)
+        if session_id:  # a session gone on with may wait for answers: given first
+            await _answered(server, chosen, await pending(server, chosen), asker, live=False)
         turn = await streamed(server, chosen, text=text)
         result = turn.result()
         bodies.append(turn.body or {})

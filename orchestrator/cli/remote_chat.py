@@ -392,7 +392,8 @@ def chat_on_server(url: str, *, session_id: str | None, latest: bool) -> int:
         server = connect(settings, url)
         try:
             chosen = await chosen_session(server, session_id=session_id, latest=latest)
-            waiting = await pending(server, chosen)
+            # A session gone on with may wait for answers; a new one waits for nothing.
+            waiting = await pending(server, chosen) if session_id or latest else []
             terminal = on_terminal()
             history = settings.data_dir / "chat_history"
             lines = TerminalLines(history=history, commands=COMMANDS) if terminal else PipedLines()
