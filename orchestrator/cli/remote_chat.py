@@ -113,7 +113,7 @@ async def streamed(
     """
     turn = RemoteTurn()
     try:
-        async for part in server.turn(session_id, text=text, decisions=decisions):
+        async for part in server.turn(session_id, text=text, decisions=decisions, on_run=turn.started):
             event = turn.feed(part.event, part.data)
             if event is not None and on_event is not None:
                 on_event(event)

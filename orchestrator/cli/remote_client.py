@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
@@ -23,7 +23,14 @@ from orchestrator.tools.hitl import Decision
 
 if TYPE_CHECKING:
     from langgraph_sdk.client import LangGraphClient
-    from langgraph_sdk.schema import Command, Input, StreamMode, StreamPart, Thread
+    from langgraph_sdk.schema import (
+        Command,
+        Input,
+        RunCreateMetadata,
+        StreamMode,
+        StreamPart,
+        Thread,
+    )
 
 logger = logging.getLogger(__name__)
 
@@ -172,18 +179,34 @@ class Server:
         *,
         text: str | None = None,
         decisions: Mapping[str, Decision] | None = None,
+        on_run: Callable[[str], None] | None = None,
     ) -> AsyncIterator[StreamPart]:
-        """A run's stream: a new message (`text`), or the answers to the waiting questions."""
-        runs = self.client.runs
+        """A run's stream: a new message (`text`), or the answers to the waiting questions.
+
+        `on_run` gets the run's id as soon as the server has made it. A client gone
+        before it knew the id (Ctrl-C at once) has the server cancel the run itself.
+        """
+
+        def created(run: RunCreateMetadata) -> None:
+            if on_run is not None:
+                on_run(run["run_id"])
+
+        command: Command | None = None
+        message: Input | None = None
+        if decisions is not None:
+            command = {"resume": dict(decisions)}
+        else:
+            message = cast("Input", {"messages": [{"role": "user", "content": text or ""}]})
         try:
-            if decisions is not None:
-                command: Command = {"resume": dict(decisions)}
-                parts = runs.stream(session_id, ASSISTANT, command=command, stream_mode=STREAM_MODES)
-            else:
-                message = {"messages": [{"role": "user", "content": text or ""}]}
-                parts = runs.stream(
-                    session_id, ASSISTANT, input=cast("Input", message), stream_mode=STREAM_MODES
-                )
+            parts = self.client.runs.stream(
+                session_id,
+                ASSISTANT,
+                input=message,
+                command=command,
+                stream_mode=STREAM_MODES,
+                on_disconnect="cancel",
+                on_run_created=created,
+            )
             async for part in parts:
                 if part.event == "error":
                     raise ServerError(RUN_FAILED.format(detail=_said(part.data)))
@@ -195,6 +218,9 @@ class Server:
         """Cancel the session's run, waiting for it to end; a failure is logged, never raised."""
         try:
             await asyncio.wait_for(self.client.runs.cancel(session_id, run_id, wait=True), 30)
+        except httpx.HTTPStatusError as error:
+            if error.response.status_code != 409:  # 409: it had ended already
+                logger.warning("could not cancel run %s on the server: %s", run_id, error)
         except (httpx.HTTPError, OSError, TimeoutError) as error:
             logger.warning("could not cancel run %s on the server: %s", run_id, error)
 

@@ -58,6 +58,10 @@ class RemoteTurn:
     _interrupts: list[JsonMap] = field(default_factory=list[JsonMap])
     _last_reply: str | None = None  # the id of the state's last model reply
 
+    def started(self, run_id: str) -> None:
+        """The server made the run `run_id` (before its first event is read)."""
+        self.run_id = run_id
+
     def feed(self, event: str, data: object) -> TurnEvent | None:
         """The turn event one streamed part makes, if any (the rest is kept for the result)."""
         if event == "metadata" and isinstance(data, dict):
