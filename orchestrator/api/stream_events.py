@@ -73,13 +73,21 @@ class EventStream:
         if "events" in self.modes:
             data = {"chunk": jsonable(message)}
             events.append(("events", {"event": "on_chat_model_stream", "run_id": self.run_id, "data": data, "metadata": metadata}))
-        if "messages" in self.modes and isinstance(message, BaseMessageChunk) and message.id:
-            so_far = self._replies.get(message.id)
-            if so_far is None:
-                events.append(("messages/metadata", {message.id: {"metadata": metadata}}))
-            self._replies[message.id] = so_far = message if so_far is None else so_far + message
-            events.append(("messages/partial", [jsonable(so_far)]))
+        if "messages" in self.modes and message.id:
+            events += self._reply(message, metadata, message.id)
         return events
+
+    def _reply(self, message: BaseMessage, metadata: JsonValue, message_id: str) -> list[Event]:
+        """`messages` mode: a reply so far, or whole (a model that does not stream sends it so)."""
+        so_far = self._replies.get(message_id)
+        events: list[Event] = []
+        if so_far is None:
+            events.append(("messages/metadata", {message_id: {"metadata": metadata}}))
+        if not isinstance(message, BaseMessageChunk):
+            self._replies.pop(message_id, None)
+            return [*events, ("messages/complete", [jsonable(message)])]
+        self._replies[message_id] = so_far = message if so_far is None else so_far + message
+        return [*events, ("messages/partial", [jsonable(so_far)])]
 
     def _completed(self, update: dict[object, object]) -> list[Event]:
         """`messages/complete` for each streamed reply a node's update holds whole."""
