@@ -258,8 +258,11 @@ class RemoteChat:
         def resume(decisions: dict[str, Decision]) -> Awaitable[TurnResult | None]:
             return self._run(self._rendered(decisions=decisions))
 
+        # The session is named in the line on questions left open: with the server, so that
+        # the command it gives (`chat --session S --server URL`) asks them again.
+        named = f"{self.session_id} --server {self.server.url}"
         _, self._ended = await answer_until_done(
-            questions, asker=self.asker, resume=resume, session_id=self.session_id, reject_at_end=False
+            questions, asker=self.asker, resume=resume, session_id=named, reject_at_end=False
         )
 
     def _rendered(

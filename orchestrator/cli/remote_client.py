@@ -226,11 +226,12 @@ class Server:
 
 
 def _said(data: object) -> str:
-    """An `error` event's message."""
+    """An `error` event's message (else the error's name)."""
     if isinstance(data, dict):
-        parts = [str(data.get(key)) for key in ("error", "message") if data.get(key)]  # pyright: ignore[reportUnknownMemberType]  # any JSON
-        if parts:
-            return ": ".join(parts)
+        for key in ("message", "error"):
+            said: object = data.get(key)  # pyright: ignore[reportUnknownMemberType]  # any JSON
+            if isinstance(said, str) and said.strip():
+                return " ".join(said.split())
     return str(data)
 
 

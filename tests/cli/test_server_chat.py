@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import subprocess
 import sys
 import threading
@@ -19,10 +20,11 @@ from langchain_core.tools import tool
 from langgraph_sdk.schema import ThreadState
 
 from orchestrator.conversation.turns import TurnResult
+from orchestrator.testing import OpenAICompatibleServer
 from orchestrator.testing.scripted import call_tools
 from tests.api.served import served
 from tests.cli.test_signals import Terminal, wait_for_screen
-from tests.helpers import cli_env, run_cli, tool_json
+from tests.helpers import cli_env, run_cli, run_cli_process, tool_json
 
 pytestmark = pytest.mark.usefixtures("database_logins")
 KEYS = {"key-ann": "ann", "key-bob": "bob"}
@@ -118,6 +120,103 @@ async def test_what_the_server_refuses_is_one_line(database_logins, tmp_path: Pa
     assert not_yours.returncode == 1
     assert not_yours.stderr.strip() == f"error: session {session} is not yours: give another id, or none for a new session"
     assert said(state) == [("human", "hi"), ("ai", "ann's answer")]  # bob's "hi" went nowhere
+
+
+async def test_a_session_running_a_turn_elsewhere_is_one_line(database_logins, tmp_path: Path, scripted):
+    entered, gate = threading.Event(), threading.Event()
+
+    @tool
+    async def slow_task() -> str:
+        """Take long."""
+        entered.set()
+        await asyncio.to_thread(gate.wait, 120)
+        return "finished"
+
+    model, session = scripted(call_tools(("slow_task", {})), "all done"), f"busy-{uuid.uuid4().hex[:8]}"
+    async with served(database_logins, tmp_path, model, tools=[slow_task], keys=KEYS) as server:
+        first = asyncio.ensure_future(ask("--server", server.url, "--session", session, "take your time", cwd=tmp_path))
+        try:
+            assert await asyncio.to_thread(entered.wait, 120)
+            second = await ask("--server", server.url, "--session", session, "and now?", cwd=tmp_path)
+        finally:
+            gate.set()
+        done = await first
+
+    assert second.returncode == 1
+    assert second.stderr.strip().endswith(
+        f"error: session {session} is running a turn already (another chat?): try again when it ends"
+    ), second.stderr
+    assert (done.returncode, done.stdout.strip()) == (0, "all done"), done.stderr
+
+
+@pytest.mark.process
+def test_ask_server_against_the_serve_process_with_a_users_key(database_logins, tmp_path: Path):
+    from tests.api.test_serve_process import environment, key_for, serving
+
+    with OpenAICompatibleServer(["hello from the served process"]) as model:
+        env = environment(tmp_path, database_logins, model)
+        key = key_for("carol", tmp_path, env)
+        with serving(tmp_path, env) as (_, url, _):
+            done = run_cli_process("ask", "--server", url, "hello", cwd=tmp_path, env={"ORCHESTRATOR_API_KEY": key})
+        limited_env = {**env, "ORCHESTRATOR_SERVER_REQUESTS_PER_MINUTE": "1"}
+        with serving(tmp_path, limited_env) as (_, url, _):
+            # one request a minute: the session is made, the turn's request is refused
+            limited = run_cli_process("ask", "--server", url, "hello", cwd=tmp_path, env={"ORCHESTRATOR_API_KEY": key})
+
+    assert (done.returncode, done.stdout.strip()) == (0, "hello from the served process"), done.stderr
+    assert limited.returncode == 1
+    assert re.fullmatch(
+        r"error: the server limits how often your key may ask: try again in \d+ s", limited.stderr.strip()
+    ), limited.stderr
+
+
+async def test_a_turn_that_fails_on_the_server_is_one_line(database_logins, tmp_path: Path, scripted):
+    def broken(messages: list[BaseMessage]) -> str:
+        raise RuntimeError("the model broke")
+
+    async with served(database_logins, tmp_path, scripted(broken, broken), keys=KEYS) as server:
+        failed = await ask("--server", server.url, "hi", cwd=tmp_path)
+        as_json = await ask("--server", server.url, "--json", "hi again", cwd=tmp_path)
+
+    assert failed.returncode == 1
+    assert failed.stderr.strip().splitlines()[-1] == "error: the turn failed on the server: internal error (RuntimeError)"
+    assert as_json.returncode == 1
+    assert json.loads(as_json.stdout)["error"].startswith("the turn failed on the server: ")
+
+
+async def test_chat_server_piped_questions_left_open_then_continued(database_logins, tmp_path: Path, scripted):
+    deleted: list[str] = []
+
+    @tool
+    async def files_delete(path: str) -> str:
+        """Delete a file."""
+        deleted.append(path)
+        return f"deleted {path}"
+
+    dan, session = {"ORCHESTRATOR_API_KEY": "key-dan"}, f"left-{uuid.uuid4().hex[:8]}"
+    model = scripted(call_tools(("files_delete", {"path": "a.txt"})), answer_with_result)
+    async with served(database_logins, tmp_path, model, tools=[files_delete], keys={"key-dan": "dan"}) as server:
+        url = server.url
+
+        def chat(*args: str, stdin: str) -> subprocess.CompletedProcess[str]:
+            return run_cli("chat", "--server", url, *args, cwd=tmp_path, env=dan, stdin=stdin)
+
+        first = await asyncio.to_thread(chat, "--session", session, stdin="clean up\n")
+        assert deleted == []  # end of input at the question: nothing approved, the question kept
+        again = await asyncio.to_thread(chat, "--continue", stdin="y\n/pending\n/history\n/sessions\n/tools\n/cost\n")
+
+    assert first.returncode == 0, first.stderr
+    assert f"1 question(s) left open; `orchestrator chat --session {session} --server {url}` asks them again" in first.stderr
+    assert again.returncode == 0, again.stderr
+    assert f"session {session} waits for your answer to 1 question(s)" in again.stderr
+    assert deleted == ["a.txt"]
+    out = again.stdout
+    assert "done (deleted a.txt)" in out and "No open questions." in out
+    assert "you: clean up" in out and "assistant: done (deleted a.txt)" in out  # /history
+    assert f"{session} (this one)" in out  # /sessions
+    assert "/tools is not available with --server" in again.stderr
+    assert "scripted" in out and "total" in out  # /cost: this chat's turn
+    assert f"session {session} kept · orchestrator chat --server {url} --session {session}" in again.stderr
 
 
 # --- `chat --server` in a pseudo-terminal ---------------------------------------------------------
