@@ -35,7 +35,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 ASSISTANT = "orchestrator"
-STREAM_MODES: list[StreamMode] = ["messages-tuple", "custom", "values"]
+# `updates`, not `values`: each step's new messages, not the whole history again and again.
+STREAM_MODES: list[StreamMode] = ["messages-tuple", "custom", "updates"]
 # Connecting and each read; a turn's stream may be quiet while a tool runs, so reads wait long.
 TIMEOUT = (30.0, None, 30.0, 30.0)  # connect, read, write, pool
 NO_KEY = "set ORCHESTRATOR_API_KEY to the key `orchestrator users key NAME` gave you"

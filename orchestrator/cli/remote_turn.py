@@ -1,7 +1,8 @@
 """A turn streamed from an `orchestrator serve`, as the terminal shows a local one.
 
 The server streams the run's parts (`messages` for the model's tokens,
-`custom` for the orchestrator's own turn events, `values` for the state);
+`custom` for the orchestrator's own turn events, `updates` for what each step
+added: the replies, and the questions a paused turn waits on);
 `RemoteTurn` makes of them the same `TurnEvent`s a local session hands its
 `on_event` handler, and, from the last event (`turn_result`: what
 `TurnResult.to_json` gives), the same `TurnResult`: so the same renderer,
@@ -14,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
-from langchain_core.messages import AIMessageChunk
+from langchain_core.messages import AIMessage, AIMessageChunk
 from pydantic import ValidationError
 
 from orchestrator.conversation.turns import (
@@ -56,7 +57,7 @@ class RemoteTurn:
     run_id: str | None = None
     body: dict[str, object] | None = None
     _interrupts: list[JsonMap] = field(default_factory=list[JsonMap])
-    _last_reply: str | None = None  # the id of the state's last model reply
+    _last_reply: str | None = None  # the id of the run's last model reply
 
     def started(self, run_id: str) -> None:
         """The server made the run `run_id` (before its first event is read)."""
@@ -72,8 +73,8 @@ class RemoteTurn:
             return _token(chunk, metadata)
         elif event == "custom" and isinstance(data, dict):
             return self._custom(cast(JsonMap, data))
-        elif event == "values" and isinstance(data, dict):
-            self._values(cast(JsonMap, data))
+        elif event == "updates" and isinstance(data, dict):
+            self._update(cast(JsonMap, data))
         return None
 
     def _custom(self, data: JsonMap) -> TurnEvent | None:
@@ -82,14 +83,16 @@ class RemoteTurn:
             return None
         return _event(data)
 
-    def _values(self, state: JsonMap) -> None:
-        found = state.get("__interrupt__")
-        if isinstance(found, list):
-            self._interrupts = [i for i in cast(list[object], found) if isinstance(i, dict)]  # pyright: ignore[reportAssignmentType]  # JSON objects
-        messages = state.get("messages")
-        if isinstance(messages, list):
-            replies = [m for m in cast(list[object], messages) if _is_reply(m)]
-            self._last_reply = _id_of(replies[-1]) if replies else None
+    def _update(self, update: JsonMap) -> None:
+        """A step's update: the questions it paused on, or each node's new messages."""
+        for node, written in update.items():
+            if node == "__interrupt__" and isinstance(written, list):
+                self._interrupts = [cast(JsonMap, i) for i in cast(list[object], written) if isinstance(i, dict)]
+                continue
+            messages = _object(written).get("messages")
+            replies = [_id_of(m) for m in _list(messages) if _is_reply(m)]
+            if replies:
+                self._last_reply = replies[-1]
 
     def result(self) -> TurnResult:
         """The turn's result; a stream that ended without one is a one-line error."""
@@ -120,8 +123,12 @@ def _token(chunk: object, metadata: object) -> TokenEvent | None:
         return None
     if cast(JsonMap, metadata).get("langgraph_node") != MODEL_NODE:
         return None
+    kind = cast(JsonMap, chunk).get("type")
+    shape = AIMessageChunk if kind == "AIMessageChunk" else AIMessage if kind == "ai" else None
+    if shape is None:  # a tool's message: not the model's reply
+        return None
     try:
-        message = AIMessageChunk.model_validate(chunk)
+        message = shape.model_validate(chunk)
     except ValidationError:
         return None
     return TokenEvent(kind="token", text=message.text, message_id=message.id) if message.text else None

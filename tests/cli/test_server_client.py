@@ -77,7 +77,8 @@ def test_a_streamed_run_makes_the_events_chat_shows_and_its_result():
         ("custom", {"kind": "tool", "phase": "completed", "tool": "search", "index": 1, "total": 1,
                     "request_id": "r1", "parent_request_id": None, "status": "success", "depth": 1}),
         ("custom", {"kind": "tool", "phase": "warp"}),  # an event this terminal cannot show
-        ("values", {"messages": [{"type": "human", "content": "hi", "id": "h1"}, {"type": "ai", "content": "Done.", "id": "m1"}]}),
+        ("updates", {"tools": {"messages": [{"type": "tool", "content": "found", "id": "t1", "tool_call_id": "c1"}]}}),
+        ("updates", {"model": {"messages": [{"type": "ai", "content": "Done.", "id": "m1"}]}}),
         ("custom", {"kind": "turn_result", **body}),
         ("end", None),
     ]
@@ -91,6 +92,18 @@ def test_a_streamed_run_makes_the_events_chat_shows_and_its_result():
     result = turn.result()
     assert result.answer == "Done." and result.answer_id == "m1"  # what was streamed is not printed again
     assert result.to_json() == body
+
+
+def test_a_paused_run_gives_its_questions_whole_and_a_whole_reply_is_a_token():
+    turn = RemoteTurn()
+    body = a_result(questions=[PendingQuestion("q1", QUESTION)]).to_json()
+    # a model that does not stream sends its reply whole, as an `ai` message
+    token = turn.feed("messages", [{"type": "ai", "content": "Let me send it.", "id": "m1"}, {"langgraph_node": "model"}])
+    turn.feed("updates", {"__interrupt__": [{"id": "q1", "value": QUESTION}]})
+    turn.feed("custom", {"kind": "turn_result", **body})
+
+    assert token == {"kind": "token", "text": "Let me send it.", "message_id": "m1"}
+    assert turn.result().questions == [PendingQuestion("q1", QUESTION)]
 
 
 def test_a_stream_that_ends_without_a_result_is_an_error():
