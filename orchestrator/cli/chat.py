@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager, redirect_stdout, suppress
-from io import UnsupportedOperation
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -23,7 +20,7 @@ from orchestrator.cli.common import (
     out,
     user_errors,
 )
-from orchestrator.cli.json_out import dumps
+from orchestrator.cli.json_out import stdout_to_stderr
 from orchestrator.cli.startup import JobOptions, Startup, run_command
 from orchestrator.errors import UserError
 from orchestrator.terminal.signals import Interrupts
@@ -83,7 +80,7 @@ def chat(
     if sum((session is not None, latest, pick)) > 1:
         raise typer.BadParameter(ONE_SESSION)
     if server is not None:
-        from orchestrator.cli.remote_chat import chat_on_server
+        from orchestrator.cli.server_client.chat import chat_on_server
 
         _local_only_flags(context, agent=agent, resume=pick, no_cache=no_cache)
         raise typer.Exit(chat_on_server(server, session_id=session, latest=latest))
@@ -174,7 +171,7 @@ def ask(
     with user_errors():
         text = message_to_send(text, answers_from_stdin=answers_from_stdin)
     if server is not None:
-        from orchestrator.cli.remote_ask import ask_on_server
+        from orchestrator.cli.server_client.ask import ask_on_server
 
         raise typer.Exit(ask_on_server(server, text, session_id=session, as_json=as_json))
 
@@ -335,51 +332,6 @@ async def _quiet_answers(
         questions, asker=asker, resume=resume, session_id=session.session_id, reject_at_end=True
     )
     return result
-
-
-@contextmanager
-def stdout_to_stderr() -> Iterator[Callable[[dict[str, object]], None]]:
-    """Send everything written to stdout to stderr; yield a printer of JSON to the real stdout.
-
-    At the file-descriptor level when stdout is a real file, so that what a
-    tool's subprocess or C code writes moves too; else (stdout replaced, as
-    under a test runner) at the level of `sys.stdout`.
-    """
-    real = sys.stdout
-    real.flush()
-    saved = _moved_descriptor()
-
-    def print_json(body: dict[str, object]) -> None:
-        line = dumps(body) + "\n"
-        if saved is None:
-            real.write(line)
-            real.flush()
-            return
-        data = line.encode(real.encoding or "utf-8", errors="backslashreplace")
-        while data:
-            data = data[os.write(saved, data):]
-
-    try:
-        with redirect_stdout(sys.stderr):
-            yield print_json
-    finally:
-        if saved is not None:
-            with suppress(OSError, ValueError):
-                sys.stdout.flush()
-            os.dup2(saved, 1)
-            os.close(saved)
-
-
-def _moved_descriptor() -> int | None:
-    """Point file descriptor 1 at stderr; a copy of the old one (None if stdout is no real file)."""
-    try:
-        if sys.stdout.fileno() != 1:
-            return None
-    except (UnsupportedOperation, AttributeError, ValueError):
-        return None
-    saved = os.dup(1)
-    os.dup2(2, 1)
-    return saved
 
 
 def _open_session(runtime: Orchestrator, user_id: str, session_id: str | None) -> Session:

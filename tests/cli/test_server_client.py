@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.cli.remote_turn import RemoteTurn, turn_result
+from orchestrator.cli.server_client.turn import RemoteTurn, turn_result
 from orchestrator.conversation.turns import PendingQuestion, ToolCallRecord, TurnResult
 from orchestrator.events import Stage, ToolPhase
 from orchestrator.tools.hitl import Question

@@ -1,13 +1,12 @@
-"""`chat --server URL` and `ask --server URL`: the terminal chat as a client of `orchestrator serve`.
+"""`chat --server URL`: the terminal chat as a client of `orchestrator serve`.
 
 The same chat as against the local orchestrator: the answer streams, tool
 progress and plans show live (the same renderer, fed the same events), Ctrl-C
 cancels the run on the server and the chat goes on, questions are asked and
-answered the same way, `/cost` adds up what the server said each turn used,
-and `ask --server --json` prints the same keys as `ask --json`. What needs the
-machine the orchestrator runs on (`/tools`, `/jobs`, `/trace`...) says it is
-not available. Nothing of the orchestrator starts here: no database, no folders,
-no model.
+answered the same way, `/cost` adds up what the server said each turn used.
+What needs the machine the orchestrator runs on (`/tools`, `/jobs`, `/trace`...)
+says it is not available. Nothing of the orchestrator starts here: no
+database, no folders, no model.
 """
 
 from __future__ import annotations
@@ -15,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from contextlib import suppress
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -24,18 +22,23 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from orchestrator.cli.common import err, fail, out, settings_or_exit
+from orchestrator.cli.common import err, out
 from orchestrator.cli.cost import cost_table, show_turn_cost
-from orchestrator.cli.remote_client import Server, ServerError
-from orchestrator.cli.remote_turn import RemoteTurn, turn_result
-from orchestrator.conversation.turns import EventHandler, PendingQuestion, TurnResult
+from orchestrator.cli.server_client.connection import Server, ServerError
+from orchestrator.cli.server_client.run import (
+    chosen_session,
+    connect,
+    pending,
+    rendered,
+    run_remote,
+)
+from orchestrator.conversation.turns import PendingQuestion, TurnResult
 from orchestrator.errors import UserError
 from orchestrator.terminal.answers import show_questions
 from orchestrator.terminal.invocation import command_name
 from orchestrator.terminal.lines import LineSource, quiet_keyboard
 from orchestrator.terminal.questions import QuestionAsker, answer_until_done
-from orchestrator.terminal.render import TurnRenderer
-from orchestrator.terminal.signals import Interrupts, exit_on_signals
+from orchestrator.terminal.signals import Interrupts
 from orchestrator.terminal.text import shown
 from orchestrator.tools.hitl import Decision
 from orchestrator.usage.meter import UsageMeter
@@ -62,108 +65,11 @@ LOCAL_ONLY = (
 )
 NOT_HERE = "{command} is not available with --server: it needs the machine the orchestrator runs on"
 UNKNOWN_COMMAND = "Unknown command {command}; /help lists the commands."
+# As `repl`'s (not imported from there: it loads the whole orchestrator, which runs elsewhere).
 EXIT_HINT = "[dim](Ctrl-C again to exit, or Ctrl-D)[/dim]"
-REPEATED_CTRL_C_SECONDS = 1.0  # as the local chat: the keypress that cancelled a turn, repeated
+REPEATED_CTRL_C_SECONDS = 1.0  # the keypress that cancelled a turn, repeated: not "exit"
 SESSIONS_SHOWN = 20
 NO_SESSIONS = "No sessions of yours on the server yet."
-NO_LATEST = "[dim]no earlier session on the server to continue: starting a new one[/dim]"
-
-RemoteCommand = Callable[["Settings", Interrupts], Awaitable[int]]
-
-
-def run_remote(command: RemoteCommand) -> int:
-    """Run `command` on an event loop of its own, signals routed as `chat`'s are; its status."""
-    settings = settings_or_exit()
-    exit_on_signals()
-    interrupts = Interrupts()
-
-    async def main() -> int:
-        with interrupts.installed():
-            try:
-                return await command(settings, interrupts)
-            except asyncio.CancelledError:
-                if interrupts.received is None:
-                    raise
-                with suppress(OSError):  # the terminal may be gone (SIGHUP)
-                    err.print(f"[dim]stopped ({interrupts.received.name})[/dim]")
-                return interrupts.exit_code
-            except UserError as error:
-                return fail(error)
-
-    return asyncio.run(main())
-
-
-def connect(settings: Settings, url: str) -> Server:
-    """The server at `url`, asked with ORCHESTRATOR_API_KEY."""
-    key = settings.api_key.get_secret_value() if settings.api_key is not None else None
-    return Server.connect(url, api_key=key)
-
-
-async def streamed(
-    server: Server,
-    session_id: str,
-    *,
-    text: str | None = None,
-    decisions: Mapping[str, Decision] | None = None,
-    on_event: EventHandler | None = None,
-) -> RemoteTurn:
-    """Run a turn (a message, or the answers to its questions) on the server, to its end.
-
-    Cancelled (Ctrl-C), it cancels the run on the server before it ends.
-    """
-    turn = RemoteTurn()
-    try:
-        async for part in server.turn(session_id, text=text, decisions=decisions, on_run=turn.started):
-            event = turn.feed(part.event, part.data)
-            if event is not None and on_event is not None:
-                on_event(event)
-    except asyncio.CancelledError:
-        if turn.run_id is not None:
-            await asyncio.shield(server.cancel(session_id, turn.run_id))
-        raise
-    return turn
-
-
-async def rendered(
-    server: Server,
-    session_id: str,
-    *,
-    text: str | None = None,
-    decisions: Mapping[str, Decision] | None = None,
-    out: Console,
-    err: Console,
-) -> TurnResult | None:
-    """A turn on the server with live output, as `terminal_turn.rendered_turn`; None on failure."""
-    renderer = TurnRenderer(out=out, err=err)
-    try:
-        turn = await streamed(server, session_id, text=text, decisions=decisions, on_event=renderer)
-        result = turn.result()
-    except asyncio.CancelledError:
-        with suppress(OSError):  # the terminal may be gone (SIGHUP)
-            renderer.cancelled()
-        raise
-    except UserError as error:
-        renderer.fail(str(error))
-        return None
-    renderer.finish(result)
-    return result
-
-
-async def pending(server: Server, session_id: str) -> list[PendingQuestion]:
-    """The questions the session's turn waits on, whole, as the server holds them."""
-    interrupts = await server.waiting(session_id)
-    body = {"questions": [{"id": i["id"]} for i in interrupts]}
-    return turn_result(body, interrupts=interrupts).questions
-
-
-async def chosen_session(server: Server, *, session_id: str | None, latest: bool) -> str:
-    """The session's id: the one given, the latest (`--continue`), or a new one's."""
-    if latest:
-        found = await server.sessions(limit=1)
-        if found:
-            return found[0]["thread_id"]
-        err.print(NO_LATEST)
-    return await server.session(session_id)
 
 
 class RemoteChat:
@@ -398,7 +304,7 @@ def chat_on_server(url: str, *, session_id: str | None, latest: bool) -> int:
             # A session gone on with may wait for answers; a new one waits for nothing.
             waiting = await pending(server, chosen) if session_id or latest else []
             terminal = on_terminal()
-            history = settings.data_dir / "chat_history"
+            history = settings.data_dir / "chat_history"  # the local chat's too (chat.HISTORY_FILE)
             lines = TerminalLines(history=history, commands=COMMANDS) if terminal else PipedLines()
             with question_asker(interrupts=interrupts, err=err, lines=lines, on_terminal=terminal) as asker:
                 chat = RemoteChat(

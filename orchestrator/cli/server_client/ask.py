@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from orchestrator.cli.ask_input import exit_status
 from orchestrator.cli.common import err, out
 from orchestrator.cli.cost import show_turn_cost
-from orchestrator.cli.remote_chat import (
+from orchestrator.cli.server_client.run import (
     chosen_session,
     connect,
     pending,
@@ -32,7 +32,7 @@ from orchestrator.terminal.signals import Interrupts
 from orchestrator.tools.hitl import Decision
 
 if TYPE_CHECKING:
-    from orchestrator.cli.remote_client import Server
+    from orchestrator.cli.server_client.connection import Server
     from orchestrator.settings import Settings
 
 JsonPrinter = Callable[[dict[str, object]], None]
@@ -102,7 +102,7 @@ async def _ask_json(
     interrupts: Interrupts,
     asker: QuestionAsker,
 ) -> int:
-    from orchestrator.cli.chat import stdout_to_stderr
+    from orchestrator.cli.json_out import stdout_to_stderr
 
     with stdout_to_stderr() as print_json:
         return await _json_turn(server, text, session_id, interrupts, asker, print_json)

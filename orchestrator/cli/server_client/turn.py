@@ -172,6 +172,11 @@ def turn_result(
     )
 
 
+def waiting_questions(interrupts: Sequence[JsonMap]) -> list[PendingQuestion]:
+    """The questions a paused turn waits on, from its interrupts (`id`, `value`)."""
+    return [_pending({"id": i.get("id")}, i.get("value")) for i in interrupts]
+
+
 def _pending(entry: JsonMap, value: object) -> PendingQuestion:
     question_id = str(entry.get("id"))
     if isinstance(value, dict) and cast(JsonMap, value).get("kind") in ALLOWED and "action" in value:
