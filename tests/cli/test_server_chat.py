@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -147,6 +148,45 @@ async def test_a_session_running_a_turn_elsewhere_is_one_line(database_logins, t
         f"error: session {session} is running a turn already (another chat?): try again when it ends"
     ), second.stderr
     assert (done.returncode, done.stdout.strip()) == (0, "all done"), done.stderr
+
+
+@pytest.mark.process
+async def test_ctrl_c_stops_ask_server_and_its_run_on_the_server(database_logins, tmp_path: Path, scripted):
+    entered, gate = threading.Event(), threading.Event()
+
+    @tool
+    async def slow_task() -> str:
+        """Take long."""
+        entered.set()
+        await asyncio.to_thread(gate.wait, 120)
+        return "finished"
+
+    model, session = scripted(call_tools(("slow_task", {})), "ready again"), f"int-{uuid.uuid4().hex[:8]}"
+    async with served(database_logins, tmp_path, model, tools=[slow_task], keys=KEYS) as server:
+        with open(tmp_path / "out.json", "w") as stdout:
+            ask_process = subprocess.Popen(
+                [sys.executable, "-m", "orchestrator", "ask", "--server", server.url, "--json", "-s", session, "go"],
+                stdin=subprocess.DEVNULL, stdout=stdout, stderr=subprocess.PIPE,
+                cwd=tmp_path, env={**cli_env(tmp_path), **ANN}, start_new_session=True,
+            )
+            try:
+                assert await asyncio.to_thread(entered.wait, 120)
+                ask_process.send_signal(signal.SIGINT)
+                status = await asyncio.to_thread(ask_process.wait, 120)
+            finally:
+                gate.set()
+                if ask_process.poll() is None:
+                    ask_process.kill()
+        # the run was cancelled on the server, not left running: the session takes the next turn
+        after = await ask("--server", server.url, "-s", session, "still there?", cwd=tmp_path)
+        state = await server.client("key-ann").threads.get_state(session)
+
+    assert status == 130
+    body = json.loads((tmp_path / "out.json").read_text())
+    assert body["error"] == "interrupted (SIGINT)" and body["answer"] is None and body["session_id"] == session
+    assert (after.returncode, after.stdout.strip()) == (0, "ready again"), after.stderr
+    kind, ended = said(state)[2]  # the message, its call, then the call's end
+    assert kind == "tool" and json.loads(str(ended))["error_code"] == "cancelled"
 
 
 @pytest.mark.process
