@@ -5,6 +5,8 @@ its `TurnResult`, and the one-line errors."""
 from __future__ import annotations
 
 import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -163,3 +165,30 @@ def test_no_key_and_a_bad_url_are_one_line(tmp_path: Path):
     bad_url = run_cli("chat", "--server", "127.0.0.1:8000", cwd=tmp_path, env=KEY)
     assert bad_url.returncode == 1
     assert bad_url.stderr.strip() == "error: --server takes the server's http:// or https:// URL, not '127.0.0.1:8000'"
+
+
+class _NotTheApi(BaseHTTPRequestHandler):
+    """A web page at every address, whatever is asked."""
+
+    def do_POST(self) -> None:  # noqa: N802  # the standard library's name
+        page = b"<html>hello</html>"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(page)))
+        self.end_headers()
+        self.wfile.write(page)
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002  # quiet
+        return
+
+
+def test_a_url_where_something_else_answers_is_one_line(tmp_path: Path):
+    web = ThreadingHTTPServer(("127.0.0.1", 0), _NotTheApi)
+    threading.Thread(target=web.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{web.server_address[1]}"
+    try:
+        result = run_cli("ask", "hi", "--server", url, cwd=tmp_path, env=KEY)
+    finally:
+        web.shutdown()
+    assert result.returncode == 1
+    assert result.stderr.strip() == f"error: what answers at {url} is not an `orchestrator serve` (its answer is no JSON)"

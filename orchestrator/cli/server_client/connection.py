@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import suppress
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
         StreamMode,
         StreamPart,
         Thread,
+        ThreadState,
     )
 
 logger = logging.getLogger(__name__)
@@ -50,6 +51,7 @@ RATE_LIMITED = "the server limits how often your key may ask: try again in {wait
 SERVER_FAILED = "the server failed ({status}): {detail}"
 RUN_FAILED = "the turn failed on the server: {detail}"
 NOT_A_URL = "--server takes the server's http:// or https:// URL, not {url!r}"
+NOT_THE_API = "what answers at {url} is not an `orchestrator serve` (its answer is no JSON)"
 
 
 class ServerError(UserError):
@@ -59,12 +61,12 @@ class ServerError(UserError):
 def server_error(error: Exception, *, url: str, session: str | None = None) -> ServerError:
     """The one line for a failed request (an HTTP error status, or a connection that failed)."""
     if isinstance(error, httpx.HTTPStatusError):
-        return _status_error(error.response, url=url, session=session)
+        return _status_error(error.response, session=session)
     reason = type(error).__name__ if not str(error).strip() else str(error).strip().splitlines()[0]
     return ServerError(UNREACHABLE.format(url=url, reason=reason))
 
 
-def _status_error(response: httpx.Response, *, url: str, session: str | None) -> ServerError:
+def _status_error(response: httpx.Response, *, session: str | None) -> ServerError:
     status = response.status_code
     detail = _detail(response)
     named = session if session is not None else "?"
@@ -99,7 +101,10 @@ def _detail(response: httpx.Response) -> str:
 
 def checked_url(url: str) -> str:
     """`url` without a trailing slash, if it is an http(s) URL; else a one-line error."""
-    parsed = httpx.URL(url) if url.startswith(("http://", "https://")) else None
+    try:
+        parsed = httpx.URL(url) if url.startswith(("http://", "https://")) else None
+    except httpx.InvalidURL:
+        parsed = None
     if parsed is None or not parsed.host:
         raise ServerError(NOT_A_URL.format(url=url))
     return url.rstrip("/")
@@ -127,9 +132,19 @@ class Server:
         with suppress(Exception):  # closing: nothing more is sent
             await self.client.aclose()
 
+    @contextmanager
+    def _asked(self, session: str | None = None) -> Iterator[None]:
+        """What goes wrong asking the server, as one line (a `ServerError`)."""
+        try:
+            yield
+        except (httpx.HTTPError, OSError) as error:
+            raise server_error(error, url=self.url, session=session) from None
+        except ValueError:  # a body that is no JSON: something else answers at that URL
+            raise ServerError(NOT_THE_API.format(url=self.url)) from None
+
     async def session(self, session_id: str | None) -> str:
         """The thread a chat goes on with: `session_id`'s (made when it is new), or a new one."""
-        try:
+        with self._asked(session_id):
             if session_id is None:
                 return (await self.client.threads.create())["thread_id"]
             try:
@@ -137,42 +152,32 @@ class Server:
             except httpx.HTTPStatusError as error:
                 if error.response.status_code != 404:
                     raise
-            thread = await self.client.threads.create(thread_id=session_id, if_exists="do_nothing")
+            try:
+                thread = await self.client.threads.create(thread_id=session_id, if_exists="do_nothing")
+            except httpx.HTTPStatusError as error:
+                if error.response.status_code in (404, 409):  # the id is another user's
+                    raise ServerError(NOT_YOURS.format(session=session_id)) from None
+                raise
             return thread["thread_id"]
-        except httpx.HTTPStatusError as error:
-            if error.response.status_code in (404, 409):  # the id is another user's
-                raise ServerError(NOT_YOURS.format(session=session_id)) from None
-            raise server_error(error, url=self.url, session=session_id) from None
-        except (httpx.HTTPError, OSError) as error:
-            raise server_error(error, url=self.url, session=session_id) from None
 
     async def sessions(self, *, limit: int) -> list[Thread]:
         """The person's sessions on the server, latest first."""
-        try:
-            return await self.client.threads.search(
-                limit=limit, sort_by="updated_at", sort_order="desc"
-            )
-        except (httpx.HTTPError, OSError) as error:
-            raise server_error(error, url=self.url) from None
+        with self._asked():
+            return await self.client.threads.search(limit=limit, sort_by="updated_at", sort_order="desc")
 
     async def waiting(self, session_id: str) -> list[dict[str, object]]:
         """The interrupts (`id`, `value`) the session's turn waits on."""
-        try:
-            state = await self.client.threads.get_state(session_id)
-        except (httpx.HTTPError, OSError) as error:
-            raise server_error(error, url=self.url, session=session_id) from None
-        found: object = state.get("interrupts") or []
-        return _interrupts(found)
+        return _interrupts((await self._state(session_id)).get("interrupts"))
 
     async def messages(self, session_id: str) -> list[object]:
         """The session's messages, as the server's state holds them (dicts)."""
-        try:
-            state = await self.client.threads.get_state(session_id)
-        except (httpx.HTTPError, OSError) as error:
-            raise server_error(error, url=self.url, session=session_id) from None
-        values: object = state.get("values")
+        values: object = (await self._state(session_id)).get("values")
         found: object = values.get("messages") if isinstance(values, dict) else None  # pyright: ignore[reportUnknownMemberType]  # any JSON
         return list(found) if isinstance(found, list) else []  # pyright: ignore[reportUnknownArgumentType]  # any JSON
+
+    async def _state(self, session_id: str) -> ThreadState:
+        with self._asked(session_id):
+            return await self.client.threads.get_state(session_id)
 
     async def turn(
         self,
@@ -198,7 +203,7 @@ class Server:
             command = {"resume": dict(decisions)}
         else:
             message = cast("Input", {"messages": [{"role": "user", "content": text or ""}]})
-        try:
+        with self._asked(session_id):
             parts = self.client.runs.stream(
                 session_id,
                 ASSISTANT,
@@ -212,8 +217,6 @@ class Server:
                 if part.event == "error":
                     raise ServerError(RUN_FAILED.format(detail=_said(part.data)))
                 yield part
-        except (httpx.HTTPError, OSError) as error:
-            raise server_error(error, url=self.url, session=session_id) from None
 
     async def cancel(self, session_id: str, run_id: str) -> None:
         """Cancel the session's run, waiting for it to end; a failure is logged, never raised."""
