@@ -214,14 +214,20 @@ async def test_a_turn_that_fails_on_the_server_is_one_line(database_logins, tmp_
     def broken(messages: list[BaseMessage]) -> str:
         raise RuntimeError("the model broke")
 
-    async with served(database_logins, tmp_path, scripted(broken, broken), keys=KEYS) as server:
+    async with served(database_logins, tmp_path, scripted(broken, broken, broken, "back again"), keys=KEYS) as server:
         failed = await ask("--server", server.url, "hi", cwd=tmp_path)
         as_json = await ask("--server", server.url, "--json", "hi again", cwd=tmp_path)
+        chat = await asyncio.to_thread(
+            run_cli, "chat", "--server", server.url, cwd=tmp_path, env=ANN, stdin="first\nsecond\n"
+        )
 
     assert failed.returncode == 1
     assert failed.stderr.strip().splitlines()[-1] == "error: the turn failed on the server: internal error (RuntimeError)"
     assert as_json.returncode == 1
     assert json.loads(as_json.stdout)["error"].startswith("the turn failed on the server: ")
+    # the chat goes on after a failed turn; its exit status says one failed
+    assert chat.returncode == 1 and chat.stdout.strip() == "back again", chat.stderr
+    assert "error: the turn failed on the server: internal error (RuntimeError)" in chat.stderr
 
 
 async def test_chat_server_piped_questions_left_open_then_continued(database_logins, tmp_path: Path, scripted):
