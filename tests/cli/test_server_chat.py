@@ -70,15 +70,18 @@ async def test_ask_server_json_prints_the_keys_of_ask_json(database_logins, tmp_
 
 
 async def test_ask_server_streams_the_answer_and_goes_on_with_a_session(database_logins, tmp_path: Path, scripted):
-    model, session = scripted("first answer", "second answer"), f"s-{uuid.uuid4().hex[:8]}"
-    async with served(database_logins, tmp_path, model, keys=KEYS) as server:
+    model = scripted(call_tools(("echo", {"text": "hi"})), answer_with_result, "second answer")
+    session = f"s-{uuid.uuid4().hex[:8]}"
+    async with served(database_logins, tmp_path, model, tools=[echo], keys=KEYS) as server:
         first = await ask("--server", server.url, "--session", session, "hello", cwd=tmp_path)
         second = await ask("--server", server.url, "--session", session, "again", cwd=tmp_path)
         state = await server.client("key-ann").threads.get_state(session)
 
-    assert (first.returncode, first.stdout.strip()) == (0, "first answer"), first.stderr
+    assert (first.returncode, first.stdout.strip()) == (0, "done (echo: hi)"), first.stderr
+    assert "tool echo (1/1): success" in first.stderr  # the tool's progress, as a local turn shows it
     assert (second.returncode, second.stdout.strip()) == (0, "second answer"), second.stderr
-    assert [content for _, content in said(state)] == ["hello", "first answer", "again", "second answer"]
+    kinds = [kind for kind, _ in said(state)]
+    assert kinds == ["human", "ai", "tool", "ai", "human", "ai"] and said(state)[-2:] == [("human", "again"), ("ai", "second answer")]
 
 
 async def test_ask_server_answers_a_question_and_the_call_runs(database_logins, tmp_path: Path, scripted):
