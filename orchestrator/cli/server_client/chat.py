@@ -24,7 +24,7 @@ from rich.text import Text
 
 from orchestrator.cli.common import err, out
 from orchestrator.cli.cost import cost_table, show_turn_cost
-from orchestrator.cli.server_client.connection import Server, ServerError
+from orchestrator.cli.server_client.connection import Server
 from orchestrator.cli.server_client.run import (
     chosen_session,
     connect,
@@ -33,7 +33,7 @@ from orchestrator.cli.server_client.run import (
     run_remote,
 )
 from orchestrator.conversation.turns import PendingQuestion, TurnResult
-from orchestrator.errors import UserError
+from orchestrator.errors import ServerConnectionError, UserError
 from orchestrator.terminal.answers import show_questions
 from orchestrator.terminal.invocation import command_name
 from orchestrator.terminal.lines import LineSource, quiet_keyboard
@@ -257,7 +257,7 @@ class RemoteChat:
         try:
             converted = convert_to_messages(messages)  # pyright: ignore[reportArgumentType]  # message dicts
         except (ValueError, TypeError, KeyError) as error:
-            raise ServerError(f"the server sent messages this chat cannot read ({error})") from None
+            raise ServerConnectionError(f"the server sent messages this chat cannot read ({error})") from None
         if not converted:
             self.out.print("No messages in this session yet.")
         for message in converted:

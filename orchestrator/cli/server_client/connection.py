@@ -4,7 +4,7 @@ It speaks the LangGraph Agent Server's API through its official client
 (`langgraph-sdk`): a session is a thread, a turn a run of the assistant
 `orchestrator` streamed with the modes the terminal shows. What goes wrong
 with the server (down, the key refused, a session that is not the person's)
-is a `ServerError`: one line for the person.
+is a `ServerConnectionError` (orchestrator.errors): one line for the person.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, cast
 
 import httpx
 
-from orchestrator.errors import UserError
+from orchestrator.errors import ServerConnectionError
 from orchestrator.tools.hitl import Decision
 
 if TYPE_CHECKING:
@@ -54,35 +54,31 @@ NOT_A_URL = "--server takes the server's http:// or https:// URL, not {url!r}"
 NOT_THE_API = "what answers at {url} is not an `orchestrator serve` (its answer is no JSON)"
 
 
-class ServerError(UserError):
-    """What went wrong with the server, as one line for the person."""
-
-
-def server_error(error: Exception, *, url: str, session: str | None = None) -> ServerError:
+def server_error(error: Exception, *, url: str, session: str | None = None) -> ServerConnectionError:
     """The one line for a failed request (an HTTP error status, or a connection that failed)."""
     if isinstance(error, httpx.HTTPStatusError):
         return _status_error(error.response, session=session)
     reason = type(error).__name__ if not str(error).strip() else str(error).strip().splitlines()[0]
-    return ServerError(UNREACHABLE.format(url=url, reason=reason))
+    return ServerConnectionError(UNREACHABLE.format(url=url, reason=reason))
 
 
-def _status_error(response: httpx.Response, *, session: str | None) -> ServerError:
+def _status_error(response: httpx.Response, *, session: str | None) -> ServerConnectionError:
     status = response.status_code
     detail = _detail(response)
     named = session if session is not None else "?"
     if status == 401:
-        return ServerError(REFUSED_KEY.format(detail=detail))
+        return ServerConnectionError(REFUSED_KEY.format(detail=detail))
     if status == 404:
-        return ServerError(NOT_FOUND.format(session=named))
+        return ServerConnectionError(NOT_FOUND.format(session=named))
     if status == 409:
-        return ServerError(BUSY.format(session=named))
+        return ServerConnectionError(BUSY.format(session=named))
     if status == 422:
-        return ServerError(BAD_REQUEST.format(detail=detail))
+        return ServerConnectionError(BAD_REQUEST.format(detail=detail))
     if status == 429:
         after = response.headers.get("retry-after", "").strip()
         wait = f"{after} s" if after.isdigit() else "a moment"
-        return ServerError(RATE_LIMITED.format(wait=wait))
-    return ServerError(SERVER_FAILED.format(status=status, detail=detail))
+        return ServerConnectionError(RATE_LIMITED.format(wait=wait))
+    return ServerConnectionError(SERVER_FAILED.format(status=status, detail=detail))
 
 
 def _detail(response: httpx.Response) -> str:
@@ -106,7 +102,7 @@ def checked_url(url: str) -> str:
     except httpx.InvalidURL:
         parsed = None
     if parsed is None or not parsed.host:
-        raise ServerError(NOT_A_URL.format(url=url))
+        raise ServerConnectionError(NOT_A_URL.format(url=url))
     return url.rstrip("/")
 
 
@@ -124,7 +120,7 @@ class Server:
 
         url = checked_url(url)
         if not api_key:
-            raise ServerError(NO_KEY)
+            raise ServerConnectionError(NO_KEY)
         return cls(url, get_client(url=url, api_key=api_key, timeout=TIMEOUT))
 
     async def close(self) -> None:
@@ -134,13 +130,13 @@ class Server:
 
     @contextmanager
     def _asked(self, session: str | None = None) -> Iterator[None]:
-        """What goes wrong asking the server, as one line (a `ServerError`)."""
+        """What goes wrong asking the server, as one line (a `ServerConnectionError`)."""
         try:
             yield
         except (httpx.HTTPError, OSError) as error:
             raise server_error(error, url=self.url, session=session) from None
         except ValueError:  # a body that is no JSON: something else answers at that URL
-            raise ServerError(NOT_THE_API.format(url=self.url)) from None
+            raise ServerConnectionError(NOT_THE_API.format(url=self.url)) from None
 
     async def session(self, session_id: str | None) -> str:
         """The thread a chat goes on with: `session_id`'s (made when it is new), or a new one."""
@@ -156,7 +152,7 @@ class Server:
                 thread = await self.client.threads.create(thread_id=session_id, if_exists="do_nothing")
             except httpx.HTTPStatusError as error:
                 if error.response.status_code in (404, 409):  # the id is another user's
-                    raise ServerError(NOT_YOURS.format(session=session_id)) from None
+                    raise ServerConnectionError(NOT_YOURS.format(session=session_id)) from None
                 raise
             return thread["thread_id"]
 
@@ -215,7 +211,7 @@ class Server:
             )
             async for part in parts:
                 if part.event == "error":
-                    raise ServerError(RUN_FAILED.format(detail=_said(part.data)))
+                    raise ServerConnectionError(RUN_FAILED.format(detail=_said(part.data)))
                 yield part
 
     async def cancel(self, session_id: str, run_id: str) -> None:
@@ -246,5 +242,5 @@ def _interrupts(found: object) -> list[dict[str, object]]:
     return [
         {"id": entry["id"], "value": entry.get("value")}  # pyright: ignore[reportUnknownMemberType]  # any JSON
         for entry in found  # pyright: ignore[reportUnknownVariableType]  # any JSON
-        if isinstance(entry, dict) and isinstance(entry.get("id"), str)  # pyright: ignore[reportUnknownMemberType]
+        if isinstance(entry, dict) and isinstance(entry.get("id"), str)  # pyright: ignore[reportUnknownMemberType]  # any JSON
     ]
