@@ -50,7 +50,7 @@ JsonMap = Mapping[str, object]
 class RemoteTurn:
     """Reads one run's stream: the events to show, then the turn's result.
 
-    `run_id` is the run's (to cancel it), once its first event came; `body`
+    `run_id` is the run's (to cancel it), once the server made it; `body`
     the turn's `ask --json` keys as the server sent them.
     """
 
