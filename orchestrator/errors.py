@@ -219,6 +219,12 @@ class RateLimitedError(UserError):
         self.retry_after = retry_after
 
 
+class ServerConnectionError(UserError):
+    """What `chat --server` and `ask --server` met talking to an `orchestrator serve` (down,
+    the key refused, a session not the person's or busy, the rate limit, a failed turn),
+    as one line for the person."""
+
+
 class ServerUserError(UserError):
     """`orchestrator users` was given a user or key it cannot act on: an unknown user or key,
     a user that exists already, a name that cannot be a user id."""
@@ -320,6 +326,7 @@ __all__ = [
     "RequestRefusedError",
     "AuthenticationError",
     "RateLimitedError",
+    "ServerConnectionError",
     "BudgetExceededError",
     "ConfigError",
     "DatabasePrivilegeError",

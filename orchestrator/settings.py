@@ -153,6 +153,11 @@ class Settings(BaseSettings):
         le=7 * 24 * 3600,
         description="A copy of ORCHESTRATOR_REMOTE_CONFIG_URL's younger than this is used unfetched.",
     )
+    api_key: SecretStr | None = Field(
+        default=None,
+        description="The key `chat --server` and `ask --server` send to an `orchestrator serve` "
+        "(`orchestrator users key NAME` issues one).",
+    )
     tool_result_model: str | None = Field(
         default=None,
         description="`provider:model` that answers the rounds after tool results (a cheaper "

@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager, redirect_stdout, suppress
-from io import UnsupportedOperation
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -23,8 +20,9 @@ from orchestrator.cli.common import (
     out,
     user_errors,
 )
-from orchestrator.cli.json_out import dumps
+from orchestrator.cli.json_out import stdout_to_stderr
 from orchestrator.cli.startup import JobOptions, Startup, run_command
+from orchestrator.errors import UserError
 from orchestrator.terminal.signals import Interrupts
 
 if TYPE_CHECKING:
@@ -53,21 +51,39 @@ AgentOption = Annotated[
         help="Chat with this approved agent folder alone: its tools, model and instructions.",
     ),
 ]
+ServerOption = Annotated[
+    str | None,
+    typer.Option(
+        "--server",
+        help="Talk to the `orchestrator serve` at this URL (key: ORCHESTRATOR_API_KEY) "
+        "instead of running the orchestrator here.",
+    ),
+]
 HISTORY_FILE = "chat_history"
 ONE_SESSION = "give one of --session, --continue and --resume"
+NOT_WITH_SERVER = "{flag} cannot go with --server: {why}"
+WHO_YOU_ARE = "the server knows who you are from your API key"
+LOCAL_ONLY = "it needs the orchestrator running on this machine"
 
 
 def chat(
+    context: typer.Context,
     user: UserOption = "local",
     session: SessionOption = None,
     latest: ContinueOption = False,
     pick: ResumeOption = False,
     agent: AgentOption = None,
     no_cache: NoCacheOption = False,
+    server: ServerOption = None,
 ) -> None:
     """Chat with the assistant; lines may be piped in, end of input ends the session."""
     if sum((session is not None, latest, pick)) > 1:
         raise typer.BadParameter(ONE_SESSION)
+    if server is not None:
+        from orchestrator.cli.server_client.chat import chat_on_server
+
+        _local_only_flags(context, agent=agent, resume=pick, no_cache=no_cache)
+        raise typer.Exit(chat_on_server(server, session_id=session, latest=latest))
 
     async def run(startup: Startup, runtime: Orchestrator) -> int:
         from orchestrator.cli.repl import ChatRepl
@@ -128,6 +144,7 @@ NoWaitOption = Annotated[
 
 
 def ask(
+    context: typer.Context,
     text: Annotated[
         str, typer.Argument(help="The message to send ('-': standard input alone).")
     ],
@@ -137,6 +154,7 @@ def ask(
     answers_from_stdin: AnswersOption = False,
     no_wait: NoWaitOption = False,
     no_cache: NoCacheOption = False,
+    server: ServerOption = None,
 ) -> None:
     """Send one message and print the answer (--json: answer, tool_calls, questions, iterations).
 
@@ -148,8 +166,14 @@ def ask(
     """
     from orchestrator.cli.ask_input import message_to_send
 
+    if server is not None:
+        _local_only_flags(context, no_cache=no_cache)
     with user_errors():
         text = message_to_send(text, answers_from_stdin=answers_from_stdin)
+    if server is not None:
+        from orchestrator.cli.server_client.ask import ask_on_server
+
+        raise typer.Exit(ask_on_server(server, text, session_id=session, as_json=as_json))
 
     async def run(startup: Startup, runtime: Orchestrator) -> int:
         from orchestrator.cli.session_commands import chosen_session
@@ -172,6 +196,21 @@ def ask(
     raise typer.Exit(
         run_command(run, jobs=jobs, embeds_here=False, overrides=cache_overrides(no_cache))
     )
+
+
+def _local_only_flags(
+    context: typer.Context, *, agent: str | None = None, resume: bool = False, no_cache: bool = False
+) -> None:
+    """With --server, a flag for what only runs here is a one-line error (the first one given)."""
+    source = context.get_parameter_source("user")
+    named = source is not None and source.name != "DEFAULT"
+    for flag, given in (
+        ("--user", named), ("--agent", agent is not None), ("--resume", resume), ("--no-cache", no_cache)
+    ):
+        if given:
+            why = WHO_YOU_ARE if flag == "--user" else LOCAL_ONLY
+            with user_errors():
+                raise UserError(NOT_WITH_SERVER.format(flag=flag, why=why))
 
 
 async def _ask(
@@ -293,51 +332,6 @@ async def _quiet_answers(
         questions, asker=asker, resume=resume, session_id=session.session_id, reject_at_end=True
     )
     return result
-
-
-@contextmanager
-def stdout_to_stderr() -> Iterator[Callable[[dict[str, object]], None]]:
-    """Send everything written to stdout to stderr; yield a printer of JSON to the real stdout.
-
-    At the file-descriptor level when stdout is a real file, so that what a
-    tool's subprocess or C code writes moves too; else (stdout replaced, as
-    under a test runner) at the level of `sys.stdout`.
-    """
-    real = sys.stdout
-    real.flush()
-    saved = _moved_descriptor()
-
-    def print_json(body: dict[str, object]) -> None:
-        line = dumps(body) + "\n"
-        if saved is None:
-            real.write(line)
-            real.flush()
-            return
-        data = line.encode(real.encoding or "utf-8", errors="backslashreplace")
-        while data:
-            data = data[os.write(saved, data):]
-
-    try:
-        with redirect_stdout(sys.stderr):
-            yield print_json
-    finally:
-        if saved is not None:
-            with suppress(OSError, ValueError):
-                sys.stdout.flush()
-            os.dup2(saved, 1)
-            os.close(saved)
-
-
-def _moved_descriptor() -> int | None:
-    """Point file descriptor 1 at stderr; a copy of the old one (None if stdout is no real file)."""
-    try:
-        if sys.stdout.fileno() != 1:
-            return None
-    except (UnsupportedOperation, AttributeError, ValueError):
-        return None
-    saved = os.dup(1)
-    os.dup2(2, 1)
-    return saved
 
 
 def _open_session(runtime: Orchestrator, user_id: str, session_id: str | None) -> Session:
