@@ -200,6 +200,17 @@ class AuthenticationError(UserError):
     key, a JWT that fails its checks. Answered 401; the message says which, never the key."""
 
 
+class RequestRefusedError(UserError):
+    """A request `orchestrator serve` refuses: its HTTP status (404, 409, 422, 503) and why.
+
+    Another user's thread or run is 404, never 403: its existence is not told.
+    """
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
 class RateLimitedError(UserError):
     """A key sent more requests than its rate allows; answered 429 with `Retry-After`."""
 
@@ -301,6 +312,7 @@ def _problems(error: ValidationError) -> list[tuple[str, JsonValue]]:
 
 
 __all__ = [
+    "RequestRefusedError",
     "AuthenticationError",
     "RateLimitedError",
     "BudgetExceededError",

@@ -1,5 +1,5 @@
 """The `orchestrator` command: chat and ask, plus tools, new-agent, db, requests, sessions, mcp,
-usage, worker, jobs and warm (`tasks`, its old name, is a hidden alias)."""
+usage, serve, worker, jobs and warm (`tasks`, its old name, is a hidden alias)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from orchestrator.cli.jobs import jobs_app
 from orchestrator.cli.manage import db_app, new_agent, requests_app, tools_app
 from orchestrator.cli.mcp_commands import mcp_app
 from orchestrator.cli.run_action import run_action
+from orchestrator.cli.serve_command import serve
 from orchestrator.cli.session_commands import sessions_app
 from orchestrator.cli.usage_report import usage
 from orchestrator.cli.warm_commands import warm_app
@@ -80,6 +81,7 @@ app.add_typer(db_app, name="db")
 app.add_typer(requests_app, name="requests")
 app.add_typer(sessions_app, name="sessions")
 app.add_typer(mcp_app, name="mcp")
+app.command()(serve)
 app.command()(usage)
 app.command()(worker)
 app.add_typer(jobs_app, name="jobs")

@@ -131,9 +131,9 @@ def _start_server(
     Raises (as one line) UserError for an unknown `agent` or an address that cannot be listened on.
     """
     from orchestrator.folders.approvals import review_folders
+    from orchestrator.listening import listen
     from orchestrator.serve.listing import offered_tools
     from orchestrator.serve.server_thread import Endpoint, ServerThread
-    from orchestrator.serve.transports import listen
 
     with user_errors():
         offered = offered_tools(settings, review_folders(settings, _decide_nothing), agent=agent)

@@ -27,6 +27,7 @@ from orchestrator.conversation.thread import ConversationGraph, Thread
 from orchestrator.conversation.turn_run import Outcome, TurnRunner, TurnWindow
 from orchestrator.conversation.turns import (
     EventHandler,
+    PartHandler,
     PendingQuestion,
     TokenEvent,
     ToolCallRecord,
@@ -105,14 +106,18 @@ class Session:
         """The last turn this object ran (`/trace`)."""
         return self._run.last_turn
 
-    async def run(self, text: str, *, on_event: EventHandler | None = None) -> TurnResult:
+    async def run(
+        self, text: str, *, on_event: EventHandler | None = None, on_part: PartHandler | None = None
+    ) -> TurnResult:
         """Send one user message and run the graph until the model answers or a question waits.
 
         While the session's turn waits for answers (see `pending`), a new message
         would drop the paused calls: it raises `QuestionsWaitingError` instead.
+        `on_part` gets the graph's own stream (what `orchestrator serve` streams).
         """
         self._follow_ups.user_wrote()
-        return await self._turn_with(HumanMessage(content=text, id=uuid.uuid4().hex), on_event)
+        message = HumanMessage(content=text, id=uuid.uuid4().hex)
+        return await self._turn_with(message, on_event, on_part=on_part)
 
     async def follow_up(
         self, job: BackgroundJob, *, on_event: EventHandler | None = None
@@ -141,7 +146,11 @@ class Session:
         return await self._questions.pending()
 
     async def answer(
-        self, decisions: Mapping[str, Decision], *, on_event: EventHandler | None = None
+        self,
+        decisions: Mapping[str, Decision],
+        *,
+        on_event: EventHandler | None = None,
+        on_part: PartHandler | None = None,
     ) -> TurnResult:
         """Resume the waiting turn once, with the person's decisions keyed by question id.
 
@@ -155,7 +164,8 @@ class Session:
             self._questions.accept(state, decisions)
             if decisions:
                 async with self._run.traced(turn_start(messages_of(state)), kind="turn (answered)"):
-                    outcome = await self._run.stream(Command(resume=dict(decisions)), on_event)
+                    resume: Command[str] = Command(resume=dict(decisions))
+                    outcome = await self._run.stream(resume, on_event, on_part=on_part)
                 return self._result(outcome)
         return self._result(Outcome.of(state))
 
@@ -172,7 +182,9 @@ class Session:
             state = await self._archive.update()
             return bool(state.next) and not state.interrupts
 
-    async def resume(self, *, on_event: EventHandler | None = None) -> TurnResult:
+    async def resume(
+        self, *, on_event: EventHandler | None = None, on_part: PartHandler | None = None
+    ) -> TurnResult:
         """Finish the turn a stopped process left half done (see `open`).
 
         A turn that waits for answers is not run: the result holds its questions.
@@ -188,7 +200,7 @@ class Session:
             start = turn_start(messages_of(state))
             self.usage.start_turn(start)
             async with self._run.traced(start, kind="turn (resumed)"):
-                outcome = await self._run.stream(None, on_event)
+                outcome = await self._run.stream(None, on_event, on_part=on_part)
             return self._result(outcome)
 
     async def history(self) -> list[BaseMessage]:
@@ -200,7 +212,13 @@ class Session:
         async with self._holding():
             await self._archive.keep_summary(summary)
 
-    async def _turn_with(self, message: HumanMessage, on_event: EventHandler | None) -> TurnResult:
+    async def _turn_with(
+        self,
+        message: HumanMessage,
+        on_event: EventHandler | None,
+        *,
+        on_part: PartHandler | None = None,
+    ) -> TurnResult:
         # First of all: it reads the user's other sessions only, so neither the claim
         # nor this session's lease need come before it.
         lookup = look_up(self._thread, message)
@@ -215,7 +233,9 @@ class Session:
                     self._questions.new_turn()
                     self.usage.start_turn(message.id)
                     turn_input = OrchestratorState(messages=[*kept, message])
-                    outcome = await self._run.stream(turn_input, on_event, lookup=lookup)
+                    outcome = await self._run.stream(
+                        turn_input, on_event, lookup=lookup, on_part=on_part
+                    )
                 finally:
                     self._questions.forget_peek()
         finally:
@@ -247,6 +267,7 @@ class Session:
 # The turn's types are imported from here too, as before they had a module of their own.
 __all__ = [
     "EventHandler",
+    "PartHandler",
     "PendingQuestion",
     "QuestionsWaitingError",
     "Session",

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
-from langgraph.types import Command, StateSnapshot, StreamPart, ValuesStreamPart
+from langgraph.types import Command, StateSnapshot, StreamMode, StreamPart, ValuesStreamPart
 
 from orchestrator.conversation.archive import Archive
 from orchestrator.conversation.cancelled import close_cancelled_turn, unanswered_calls
@@ -23,6 +23,7 @@ from orchestrator.conversation.thread import Thread
 from orchestrator.conversation.turns import (
     AnsweredQuestion,
     EventHandler,
+    PartHandler,
     PendingQuestion,
     TokenEvent,
     TurnEvent,
@@ -79,8 +80,12 @@ class TurnRunner:
         on_event: EventHandler | None,
         *,
         lookup: asyncio.Future[str] | None = None,
+        on_part: PartHandler | None = None,
     ) -> Outcome:
-        """Run the graph, forwarding its events; where it left the turn, its history archived."""
+        """Run the graph, forwarding its events; where it left the turn, its history archived.
+
+        `on_part` gets every part of the top-level graph's stream as it comes.
+        """
         thread = self._thread
         held = HeldText() if thread.settings.text_tool_calls else None
         last: ValuesStreamPart[OrchestratorState] | None = None  # the run's last top-level state
@@ -90,14 +95,15 @@ class TurnRunner:
                 turn_input,
                 thread.config,
                 context=replace(thread.context, lookup=lookup),
-                # Without a handler nothing shows tokens or progress: only states are read.
-                stream_mode=["custom", "messages", "values"] if on_event is not None else ["values"],
+                stream_mode=_modes(on_event=on_event, on_part=on_part),
                 subgraphs=True,
                 # With storage, each step is saved before the next starts: a killed
                 # process resumes from the last one.
                 durability="sync" if thread.storage is not None else "async",
                 version="v2",
             ):
+                if on_part is not None and not part["ns"]:
+                    on_part(part)
                 if part["type"] == "values":
                     if not part["ns"]:  # as LangGraph's `ainvoke` reads a run
                         last, interrupted = part, interrupted or bool(part["interrupts"])
@@ -186,6 +192,13 @@ def _compacted(summary: Summary | None, *, start: str | None) -> dict[str, objec
     if not summary or start is None or summary.get("turn") != start:
         return None
     return {"saved_tokens": summary.get("saved", 0), "failed": bool(summary.get("failed"))}
+
+
+def _modes(*, on_event: EventHandler | None, on_part: PartHandler | None) -> list[StreamMode]:
+    if on_part is not None:
+        return ["custom", "messages", "updates", "values"]
+    # Without a handler nothing shows tokens or progress: only states are read.
+    return ["custom", "messages", "values"] if on_event is not None else ["values"]
 
 
 def _to_event(part: StreamPart) -> TurnEvent | None:

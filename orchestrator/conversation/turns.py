@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Literal, TypedDict, TypeGuard
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
-from langgraph.types import StateSnapshot
+from langgraph.types import StateSnapshot, StreamPart
 
 from orchestrator.events import PlanEvent, StatusEvent, ToolEvent
 from orchestrator.plans import Plan, PlanView, nested_plan, plan_view
@@ -26,6 +26,9 @@ class TokenEvent(TypedDict):
 
 TurnEvent = StatusEvent | ToolEvent | PlanEvent | TokenEvent
 EventHandler = Callable[[TurnEvent], None]
+# Every part of the top-level graph's stream as LangGraph gives it (values, updates, messages,
+# custom): what a client of `orchestrator serve` asks for by `stream_mode`.
+PartHandler = Callable[[StreamPart], None]
 
 
 @dataclass(frozen=True)

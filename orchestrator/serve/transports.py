@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import stat
 import sys
 from collections.abc import AsyncIterable, AsyncIterator
@@ -21,12 +20,9 @@ import anyio
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
-from orchestrator.errors import UserError
-
 # The longest message line read from a pipe; a tool call's arguments may be large.
 MAX_LINE_BYTES = 64 * 1024 * 1024
 GRACE_SECONDS = 3  # how long a stop waits for open requests and streams
-CANNOT_LISTEN = "Cannot listen on {host} port {port}: {reason}"
 
 
 @dataclass(frozen=True)
@@ -85,13 +81,3 @@ async def _input_lines(fd: int) -> AsyncIterable[str]:
     pipe = os.fdopen(fd, "rb", 0)
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
     return _PipeLines(reader)
-
-
-def listen(host: str, port: int) -> socket.socket:
-    """A socket listening on HOST:PORT (port 0: a free one); UserError when it cannot be."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    try:
-        return socket.create_server((host, port), family=family)
-    except OSError as error:
-        reason = error.strerror or str(error)
-        raise UserError(CANNOT_LISTEN.format(host=host, port=port, reason=reason)) from None

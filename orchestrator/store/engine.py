@@ -148,6 +148,11 @@ class Database:
         async with self._begin(self.engine) as connection:
             yield connection
 
+    async def ping(self) -> None:
+        """One round trip to the server as the application's login (raises if it does not answer)."""
+        async with self._begin(self.app_engine) as connection:
+            await connection.execute(text("SELECT 1"))
+
     async def user_token(self, user_id: str) -> str:
         """What lets a transaction act as `user_id`: HMAC-SHA256 of the id, hex."""
         if self._key is None:

@@ -126,6 +126,23 @@ def traceparent() -> str | None:
     return carrier.get("traceparent")
 
 
+@contextmanager
+def continued(headers: Mapping[str, str]) -> Iterator[None]:
+    """Within the block, the trace a request's `traceparent` (and `tracestate`) header names is
+    the current one: spans made in it, and in tasks started in it, are its children."""
+    if "traceparent" not in headers or tracer() is None:
+        yield
+        return
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    otel = _otel()
+    token = otel.attach(TraceContextTextMapPropagator().extract(dict(headers)))
+    try:
+        yield
+    finally:
+        otel.detach(token)
+
+
 def linked(parent: str | None) -> list[SpanContext]:
     """The span a `traceparent` names, to link to (none when tracing is off or it is None)."""
     if parent is None or tracer() is None:

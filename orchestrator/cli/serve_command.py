@@ -1,0 +1,103 @@
+"""`orchestrator serve`: the orchestrator over HTTP for a team (see docs/server.md).
+
+It starts as `chat` does (the owner approves folders at the terminal; without
+one, what awaits a decision stays undecided), then serves the LangGraph Agent
+Server API to authenticated users (`orchestrator users`) until SIGTERM or Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.markup import escape
+
+from orchestrator.cli.common import err
+from orchestrator.cli.startup import JobOptions, Startup, run_command
+
+if TYPE_CHECKING:
+    from orchestrator.api.server import Listen
+    from orchestrator.runtime import Orchestrator
+
+HostOption = Annotated[str, typer.Option("--host", help="The address to listen on.")]
+PortOption = Annotated[int, typer.Option("--port", help="The port to listen on (0: a free one).")]
+CertOption = Annotated[
+    Path | None, typer.Option("--tls-cert", help="A PEM certificate: serve HTTPS (with --tls-key).")
+]
+KeyOption = Annotated[Path | None, typer.Option("--tls-key", help="The certificate's PEM private key.")]
+AgentsOption = Annotated[
+    bool, typer.Option("--agents", help="Offer each approved agent folder as an assistant of its own.")
+]
+GraceOption = Annotated[
+    int,
+    typer.Option("--grace", help="Seconds running turns get to finish at shutdown; the rest resume at the next start."),
+]
+TLS_PAIR = "--tls-cert and --tls-key go together"
+NOT_LOOPBACK = (
+    "note: listening on {host}: every request needs a key, but without --tls-cert keys cross "
+    "the network in clear text; put a TLS reverse proxy in front (docs/server.md)"
+)
+
+
+def serve(
+    host: HostOption = "127.0.0.1",
+    port: PortOption = 8123,
+    tls_cert: CertOption = None,
+    tls_key: KeyOption = None,
+    agents: AgentsOption = False,
+    grace: GraceOption = 30,
+) -> None:
+    """Serve the orchestrator over HTTP (the LangGraph Agent Server's API) to authenticated users."""
+    if (tls_cert is None) != (tls_key is None):
+        raise typer.BadParameter(TLS_PAIR)
+    from orchestrator.api.server import Listen as ListenAt
+
+    listen = ListenAt(host, port, tls_cert, tls_key, grace)
+
+    async def command(startup: Startup, runtime: Orchestrator) -> int:
+        return await _serve(runtime, listen, agents=agents)
+
+    raise typer.Exit(run_command(command, jobs=JobOptions(), reads_words=False))
+
+
+async def _serve(runtime: Orchestrator, listen: Listen, *, agents: bool) -> int:
+    from orchestrator.api.assistants import Assistants
+    from orchestrator.api.auth import ServerAuthenticator
+    from orchestrator.api.recovery import settle_left_runs
+    from orchestrator.api.run_board import RunBoard
+    from orchestrator.api.server import serve as serve_http
+    from orchestrator.api.server_state import ServerState
+
+    storage = runtime.storage
+    if storage is None:  # run_command always opens it; said in case that ever changes
+        err.print("error: `orchestrator serve` needs its database", highlight=False)
+        return 1
+    _access_log_on_stderr()
+    assistants = Assistants(runtime, agents=agents)
+    board = RunBoard(storage, assistants)
+    authenticator = ServerAuthenticator.from_settings(runtime.settings, storage.database)
+    server = ServerState(storage, assistants, board, authenticator)
+    for line in await settle_left_runs(board, storage):
+        err.print(f"[yellow]note:[/yellow] {escape(line)}", highlight=False)
+    if listen.host not in ("127.0.0.1", "localhost", "::1") and listen.tls_cert is None:
+        err.print(NOT_LOOPBACK.format(host=listen.host), markup=False, highlight=False)
+    names = ", ".join(a.graph_id for a in assistants.all())
+    await serve_http(server, listen, on_ready=lambda url: _ready(url, names))
+    return 0
+
+
+def _ready(url: str, names: str) -> None:
+    err.print(f"serving {names} at {url} (Ctrl-C stops)", markup=False, highlight=False)
+
+
+def _access_log_on_stderr() -> None:
+    """One line per request, whatever the log level of the rest (see `api.access_log`)."""
+    access = logging.getLogger("orchestrator.access")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    access.addHandler(handler)
+    access.setLevel(logging.INFO)
+    access.propagate = False

@@ -1,0 +1,120 @@
+"""Runs under the client's control: one at a time per thread, cancelled, joined, re-streamed from
+an event id, each stream mode, and what a malformed run is told."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import httpx
+import pytest
+from langchain_core.tools import tool
+
+from orchestrator.testing.scripted import call_tools
+from tests.api.served import served
+
+KEYS = {"key-ann": "ann"}
+HUMAN = {"messages": [{"role": "user", "content": "hello"}]}
+
+
+def blocking_tool() -> tuple[object, asyncio.Event, asyncio.Event]:
+    started, release = asyncio.Event(), asyncio.Event()
+
+    @tool
+    async def wait_here(note: str) -> str:
+        """Wait until released."""
+        started.set()
+        await release.wait()
+        return f"released {note}"
+
+    return wait_here, started, release
+
+
+async def test_a_busy_thread_refuses_a_second_run_and_a_cancelled_run_leaves_it_usable(
+    database_logins, tmp_path: Path, scripted
+):
+    wait_here, started, _ = blocking_tool()
+    model = scripted(call_tools(("wait_here", {"note": "x"})), "after the cancel")
+    async with served(database_logins, tmp_path, model, tools=[wait_here], keys=KEYS) as server:
+        client = server.client("key-ann")
+        thread_id = (await client.threads.create())["thread_id"]
+        run = await client.runs.create(thread_id, "orchestrator", input=HUMAN)
+        await started.wait()
+        with pytest.raises(httpx.HTTPStatusError) as busy:
+            await client.runs.create(thread_id, "orchestrator", input=HUMAN)
+        busy_status = (await client.threads.get(thread_id))["status"]
+        await client.runs.cancel(thread_id, run["run_id"], wait=True)
+        cancelled = await client.runs.get(thread_id, run["run_id"])
+        state = await client.threads.get_state(thread_id)
+        again = await client.runs.wait(thread_id, "orchestrator", input=HUMAN)
+
+    assert busy.value.response.status_code == 409
+    assert busy_status == "busy"
+    assert cancelled["status"] == "interrupted"
+    assert state["next"] == []  # the cancelled turn's call answered, the turn ended
+    assert again["messages"][-1]["content"] == "after the cancel"
+
+
+async def test_a_run_is_joined_and_streamed_again_from_an_event_id(database_logins, tmp_path: Path, scripted):
+    wait_here, started, release = blocking_tool()
+    model = scripted(call_tools(("wait_here", {"note": "y"})), "all done")
+    async with served(database_logins, tmp_path, model, tools=[wait_here], keys=KEYS) as server:
+        client = server.client("key-ann")
+        thread_id = (await client.threads.create())["thread_id"]
+        run = await client.runs.create(thread_id, "orchestrator", input=HUMAN, stream_mode=["values", "custom"])
+        await started.wait()
+        joined = asyncio.ensure_future(client.runs.join(thread_id, run["run_id"]))
+        release.set()
+        values = await joined
+        whole = [p async for p in client.runs.join_stream(thread_id, run["run_id"])]
+        later = [p async for p in client.runs.join_stream(thread_id, run["run_id"], last_event_id="2")]
+
+    assert values["messages"][-1]["content"] == "all done"
+    assert whole[0].event == "metadata" and whole[-1].event == "end"
+    assert later == whole[3:]
+
+
+async def test_each_stream_mode(database_logins, tmp_path: Path, scripted):
+    model = scripted("first reply", "second reply", "third reply")
+    async with served(database_logins, tmp_path, model, keys=KEYS) as server:
+        client = server.client("key-ann")
+        thread_id = (await client.threads.create())["thread_id"]
+        streamed = {}
+        for mode in ("messages-tuple", "messages", "events"):
+            streamed[mode] = [p async for p in client.runs.stream(thread_id, "orchestrator", input=HUMAN, stream_mode=mode)]
+
+    tuples = [p.data for p in streamed["messages-tuple"] if p.event == "messages"]
+    assert "".join(chunk["content"] for chunk, _ in tuples) == "first reply"
+    assert all(meta["langgraph_node"] == "model" for _, meta in tuples)
+    partial = [p.data for p in streamed["messages"] if p.event == "messages/partial"]
+    complete = [p.data for p in streamed["messages"] if p.event == "messages/complete"]
+    assert all(reply[0]["content"] for reply in partial)  # none from a model that does not stream
+    assert [reply[0]["content"] for reply in complete] == ["second reply"]
+    tokens = [p.data for p in streamed["events"] if p.event == "events" and p.data["event"] == "on_chat_model_stream"]
+    assert "".join(t["data"]["chunk"]["content"] for t in tokens) == "third reply"
+
+
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        ({"input": {"messages": []}}, "exactly one user message"),
+        ({"input": {"messages": [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]}}, "exactly one"),
+        ({"input": HUMAN, "interrupt_before": ["tools"]}, "interrupt_before is not supported"),
+        ({"input": HUMAN, "stream_mode": "debug"}, "stream_mode"),
+        ({"input": HUMAN, "command": {"resume": "yes"}}, "not both"),
+        ({"command": {"resume": {"type": "approve"}}}, "nothing in this thread waits"),
+    ],
+)
+async def test_a_malformed_run_is_422_or_409_and_says_why(database_logins, tmp_path: Path, scripted, body, said):
+    async with (
+        served(database_logins, tmp_path, scripted(), keys=KEYS) as server,
+        httpx.AsyncClient(base_url=server.url, headers={"x-api-key": "key-ann"}) as raw,
+    ):
+        thread_id = (await raw.post("/threads", json={})).json()["thread_id"]
+        refused = await raw.post(f"/threads/{thread_id}/runs", json={"assistant_id": "orchestrator", **body})
+        runs = (await raw.get(f"/threads/{thread_id}/runs")).json()
+        unknown = await raw.post(f"/threads/{thread_id}/runs", json={"assistant_id": "nobody", "input": HUMAN})
+
+    assert refused.status_code in (409, 422) and said in refused.json()["detail"], refused.text
+    assert runs == []
+    assert unknown.status_code == 404
