@@ -15,7 +15,9 @@ so no embedding model runs, as none runs on the peer), with two users made by
 clients on each. Theirs is `langgraph dev` (langgraph-cli[inmem]: threads and
 checkpoints in memory) on `server_peer_graph.py`, the same graph without our
 storage, `--n-jobs-per-worker` as many as the clients so that its queue does not
-hold runs back, `--no-reload`. The developer's ORCHESTRATOR_*, OPENAI_*, DATABASE_*,
+hold runs back, `--no-reload`, `--allow-blocking` (blockbuster, a check of `langgraph
+dev`'s own that a deployed server does not run, fails the first call of our folder's
+tool, which hashes the folder's files). The developer's ORCHESTRATOR_*, OPENAI_*, DATABASE_*,
 LANGSMITH_* ... variables reach neither.
 
 Both servers run the whole time; the figures are measured on one, then on the
@@ -258,17 +260,13 @@ def start_theirs(home: Path, env: dict[str, str], clients: int) -> Server:
         json.dumps({"dependencies": ["."], "graphs": {ASSISTANT: graph}})
     )
     port = free_port()
+    # --allow-blocking: without it, blockbuster (a check of `langgraph dev`'s alone, not of a
+    # deployed server) fails the first call of a folder's tool loaded from its manifest,
+    # which hashes the folder's files as the orchestrator does before running it.
     args = [
-        str(BIN / "langgraph"),
-        "dev",
-        "--no-browser",
-        "--no-reload",
-        "--port",
-        str(port),
-        "--config",
-        str(project / "langgraph.json"),
-        "--n-jobs-per-worker",
-        str(clients),
+        *(str(BIN / "langgraph"), "dev", "--no-browser", "--no-reload", "--allow-blocking"),
+        *("--port", str(port), "--config", str(project / "langgraph.json")),
+        *("--n-jobs-per-worker", str(clients)),
     ]
     users = [User(context={"user_id": name}) for name in USERS]
     return start("theirs", args, env=env, cwd=project, port=port, users=users)
