@@ -27,7 +27,11 @@ the rounds' paired ratios:
 - turns_per_s_ratio: turns per second of `--clients` concurrent clients (each its
   own langgraph-sdk client and thread, `--turns` turns of `runs.wait` one after
   another), from the first turn sent to the last answered, ours ÷ theirs; target
-  ≥ 1.0. Beside it turns_per_s and peer_turns_per_s (medians).
+  ≥ 1.0. Beside it turns_per_s and peer_turns_per_s (medians), and where the
+  time goes: cpu_ms_per_turn, the CPU our server's processes used in the batch
+  (`orchestrator serve`, its children, its embedded PostgreSQL's processes) per
+  turn, database_cpu_ms_per_turn the database's part of it, and
+  peer_cpu_ms_per_turn, `langgraph dev`'s (the process and its children).
 - stream_first_event_ratio: from sending `runs.stream` (stream_mode values, on a
   new thread) to its first event (the run's `metadata`), one run at a time, the
   median of `--samples` runs per round; ours ÷ theirs, target ≤ 1.2. Beside it
@@ -59,18 +63,19 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import psutil
 from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
 from langgraph_sdk.errors import NotFoundError
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+SCRIPTS = Path(__file__).resolve().parent
+sys.path.insert(0, str(SCRIPTS))
 from noop_folder import write_noop_folder  # noqa: E402
 
-SCRIPTS = Path(__file__).resolve().parent
 BIN = Path(sys.executable).parent
 ASSISTANT = "orchestrator"
 TOOL = "noop_nothing"  # the no-op folder's one action, as the model calls it
@@ -99,11 +104,12 @@ class BenchFailed(Exception):
 def serve_model() -> None:
     """Serves the echoing model until stdin closes; prints its base URL first."""
     from orchestrator.testing import OpenAICompatibleServer
+    from orchestrator.testing.openai_server import Reply
 
     class EchoServer(OpenAICompatibleServer):
         """After a user's message, a call of the no-op tool; after its result, `echo: MESSAGE`."""
 
-        def next_reply(self, request: dict[str, object]) -> Any:  # noqa: ANN401 (the server's Reply)
+        def next_reply(self, request: dict[str, object]) -> Reply | None:
             messages = request.get("messages")
             messages = messages if isinstance(messages, list) else []
             if messages and messages[-1].get("role") == "tool":
@@ -214,14 +220,44 @@ class Server:
     users: list[User]
     process: subprocess.Popen[bytes]
     log: Path
+    database: Path | None = None  # ours: its embedded PostgreSQL's data, whose CPU counts too
 
     @property
     def authenticates(self) -> bool:
         return any(user.key for user in self.users)
 
+    def cpu_seconds(self) -> tuple[float, float]:
+        """CPU seconds so far of the server's processes (its own, its children's, its
+        database's), and of its database's alone."""
+        postmaster = self.database / "postmaster.pid" if self.database else None
+        database = (
+            int(postmaster.read_text().split()[0]) if postmaster and postmaster.exists() else None
+        )
+        server_tree, database_tree = _tree(self.process.pid), _tree(database)
+        return _cpu(server_tree | database_tree), _cpu(database_tree)
+
     def failure(self) -> str:
         lines = self.log.read_text(errors="replace").strip().splitlines()
         return lines[-1] if lines else "no output"
+
+
+def _tree(pid: int | None) -> dict[int, psutil.Process]:
+    """The process `pid` and its descendants, by pid (none if it has ended)."""
+    if pid is None:
+        return {}
+    with contextlib.suppress(psutil.Error):
+        root = psutil.Process(pid)
+        return {p.pid: p for p in [root, *root.children(recursive=True)]}
+    return {}
+
+
+def _cpu(processes: dict[int, psutil.Process]) -> float:
+    total = 0.0
+    for process in processes.values():
+        with contextlib.suppress(psutil.Error):  # a process that ended meanwhile
+            times = process.cpu_times()
+            total += times.user + times.system
+    return total
 
 
 def start(
@@ -248,7 +284,9 @@ def start_ours(home: Path, env: dict[str, str]) -> Server:
         users.append(User(key=command(["users", "key", name], env).strip()))
     port = free_port()
     args = [str(BIN / "orchestrator"), "serve", "--host", "127.0.0.1", "--port", str(port)]
-    return start("ours", args, env=env, cwd=home, port=port, users=users)
+    server = start("ours", args, env=env, cwd=home, port=port, users=users)
+    server.database = home / "data" / "pgdata"
+    return server
 
 
 def start_theirs(home: Path, env: dict[str, str], clients: int) -> Server:
@@ -397,22 +435,25 @@ class Batch:
     """One server's figures of one round."""
 
     turns_per_s: float
+    cpu_ms_per_turn: float
+    database_cpu_ms_per_turn: float
     first_event_s: float
     lost: int
     crossed: int
 
 
-async def throughput(server: Server, count: int, turns: int) -> tuple[float, int, int]:
-    """Turns per second of `count` concurrent clients, and the lost and crossed turns."""
+async def throughput(server: Server, count: int, turns: int) -> Batch:
+    """Turns per second of `count` concurrent clients, the server's CPU per turn, and the
+    lost and crossed turns (the first event not measured here)."""
     clients = clients_of(server, count)
     try:
         for client, thread in zip(
             clients, await asyncio.gather(*(c.sdk.threads.create() for c in clients)), strict=True
         ):
             client.thread_id = thread["thread_id"]
-        started = time.perf_counter()
+        (cpu, database), started = server.cpu_seconds(), time.perf_counter()
         await asyncio.gather(*(converse(client, turns) for client in clients))
-        elapsed = time.perf_counter() - started
+        elapsed, (cpu_after, database_after) = time.perf_counter() - started, server.cpu_seconds()
         lost, crossed = await check(server, clients)
         errors = [error for client in clients for error in client.errors]
         if errors:
@@ -420,7 +461,15 @@ async def throughput(server: Server, count: int, turns: int) -> tuple[float, int
                 f"  {server.name}: {len(errors)} turn(s) failed, the first: {errors[0]}",
                 file=sys.stderr,
             )
-        return count * turns / elapsed, lost, crossed
+        ms_per_turn = 1000 / (count * turns)
+        return Batch(
+            turns_per_s=count * turns / elapsed,
+            cpu_ms_per_turn=(cpu_after - cpu) * ms_per_turn,
+            database_cpu_ms_per_turn=(database_after - database) * ms_per_turn,
+            first_event_s=0.0,
+            lost=lost,
+            crossed=crossed,
+        )
     finally:
         await asyncio.gather(*(client.sdk.aclose() for client in clients))
 
@@ -460,9 +509,9 @@ async def first_events(server: Server, samples: int) -> tuple[float, int]:
 
 
 async def batch(server: Server, options: argparse.Namespace) -> Batch:
-    rate, lost, crossed = await throughput(server, options.clients, options.turns)
+    done = await throughput(server, options.clients, options.turns)
     first, stream_lost = await first_events(server, options.samples)
-    return Batch(rate, first, lost + stream_lost, crossed)
+    return replace(done, first_event_s=first, lost=done.lost + stream_lost)
 
 
 # --- the rounds --------------------------------------------------------------------------------
@@ -481,7 +530,8 @@ async def measure(servers: list[Server], options: argparse.Namespace) -> dict[st
             done = await batch(server, options)
             batches[server.name].append(done)
             print(
-                f"round {number + 1} {server.name}: {done.turns_per_s:.1f} turns/s, first event "
+                f"round {number + 1} {server.name}: {done.turns_per_s:.1f} turns/s "
+                f"({done.cpu_ms_per_turn:.0f} CPU ms each), first event "
                 f"{done.first_event_s * 1000:.1f} ms, lost {done.lost}, crossed {done.crossed}",
                 file=sys.stderr,
                 flush=True,
@@ -496,6 +546,7 @@ def figures(batches: dict[str, list[Batch]]) -> dict[str, float | int]:
         "peer_stream_first_event_ms": round(
             statistics.median(b.first_event_s for b in theirs) * 1000, 1
         ),
+        "peer_cpu_ms_per_turn": round(statistics.median(b.cpu_ms_per_turn for b in theirs)),
         "peer_lost": sum(b.lost for b in theirs),
         "peer_crossed": sum(b.crossed for b in theirs),
     }
@@ -514,6 +565,10 @@ def figures(batches: dict[str, list[Batch]]) -> dict[str, float | int]:
         "crossed": sum(b.crossed for b in ours),
         "turns_per_s": round(statistics.median(b.turns_per_s for b in ours), 1),
         "stream_first_event_ms": round(statistics.median(b.first_event_s for b in ours) * 1000, 1),
+        "cpu_ms_per_turn": round(statistics.median(b.cpu_ms_per_turn for b in ours)),
+        "database_cpu_ms_per_turn": round(
+            statistics.median(b.database_cpu_ms_per_turn for b in ours)
+        ),
     } | peer
 
 
@@ -535,12 +590,17 @@ def run(options: argparse.Namespace, home: Path) -> dict[str, float | int]:
                     command(["db", "stop"], env)  # before its data directory goes
 
 
+# The sizes of a run, and of a `--quick` one; an option given explicitly wins over either.
+SIZES = {"clients": 50, "turns": 4, "rounds": 4, "samples": 15}
+QUICK = {"clients": 10, "turns": 2, "rounds": 2, "samples": 5}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
-    parser.add_argument("--clients", type=int, default=50, help="concurrent clients")
-    parser.add_argument("--turns", type=int, default=4, help="turns per client and round")
-    parser.add_argument("--rounds", type=int, default=4, help="rounds per server, alternated")
-    parser.add_argument("--samples", type=int, default=15, help="streamed runs timed per round")
+    parser.add_argument("--clients", type=int, help="concurrent clients (50)")
+    parser.add_argument("--turns", type=int, help="turns per client and round (4)")
+    parser.add_argument("--rounds", type=int, help="rounds per server, alternated (4)")
+    parser.add_argument("--samples", type=int, help="streamed runs timed per round (15)")
     parser.add_argument(
         "--quick", action="store_true", help="10 clients, 2 turns, 2 rounds, 5 samples"
     )
@@ -549,8 +609,9 @@ def main() -> None:
     options = parser.parse_args()
     if options.serve_model:
         return serve_model()
-    if options.quick:
-        options.clients, options.turns, options.rounds, options.samples = 10, 2, 2, 5
+    for name, size in (QUICK if options.quick else SIZES).items():
+        if getattr(options, name) is None:
+            setattr(options, name, size)
     with tempfile.TemporaryDirectory(prefix="bench-server-") as directory:
         try:
             result = run(options, Path(directory))
