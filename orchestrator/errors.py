@@ -219,6 +219,11 @@ class RateLimitedError(UserError):
         self.retry_after = retry_after
 
 
+class ServerUserError(UserError):
+    """`orchestrator users` was given a user or key it cannot act on: an unknown user or key,
+    a user that exists already, a name that cannot be a user id."""
+
+
 # --- a developer --------------------------------------------------------------------------
 
 
@@ -339,6 +344,7 @@ __all__ = [
     "RemoteConnectionBlocked",
     "ScriptExhaustedError",
     "SessionOwnedError",
+    "ServerUserError",
     "ToolConfigError",
     "ToolContractError",
     "ToolError",

@@ -40,6 +40,7 @@ LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 # Settings that may hold a password: an error names them but never shows it.
 URL_SETTINGS = ("database_url", "database_app_url", "openai_base_url")
 HIDDEN = "***"
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
 # `user:password@` after `//`, or at the start of what has no `://` (a missing
 # scheme), up to the last `@`; and libpq's `password=...` in a query or keywords.
 _URL_PASSWORD = re.compile(r"(?:(?<=//)|^(?!\S*://))([^\s:/@]*):\S*@")
@@ -290,6 +291,27 @@ class Settings(BaseSettings):
         "after this long with nothing to do.",
     )
 
+    server_requests_per_minute: int = Field(
+        default=600,
+        ge=0,
+        description="Requests one API key (or one JWT's user) may send `orchestrator serve` a "
+        "minute: a burst of that many, then one each 60/N seconds; 0: no limit.",
+    )
+    oidc_issuer: str | None = Field(
+        default=None,
+        description="`orchestrator serve` also takes JWTs from this OpenID Connect issuer "
+        "(its `iss`); its /.well-known/openid-configuration names the keys (jwks_uri).",
+    )
+    oidc_audience: str | None = Field(
+        default=None, description="The `aud` a JWT must name: this server's client id or API name."
+    )
+    oidc_jwks_url: str | None = Field(
+        default=None, description="The issuer's JWKS, if not the one its openid-configuration names."
+    )
+    oidc_user_claim: str = Field(
+        default="sub", description="The claim of a JWT that names its user (`sub`, `email`...)."
+    )
+
     max_turn_cost_usd: float | None = Field(
         default=None,
         gt=0,
@@ -344,6 +366,24 @@ class Settings(BaseSettings):
         if problem := http_url_problem(value):
             raise ValueError(problem)
         return value.strip()
+
+    @field_validator("oidc_issuer", "oidc_jwks_url")
+    @classmethod
+    def _an_oidc_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if problem := oidc_url_problem(value):
+            raise ValueError(problem)
+        return value.strip()  # as it is: a JWT's `iss` must be the issuer exactly
+
+    @model_validator(mode="after")
+    def _oidc_whole(self) -> Settings:
+        if self.oidc_issuer is not None and not self.oidc_audience:
+            raise ValueError(f"{env_name('oidc_issuer')} needs {env_name('oidc_audience')} too")
+        if self.oidc_issuer is None and (self.oidc_audience or self.oidc_jwks_url):
+            set_ = env_name("oidc_audience") if self.oidc_audience else env_name("oidc_jwks_url")
+            raise ValueError(f"{set_} needs {env_name('oidc_issuer')} too")
+        return self
 
     @field_validator("data_dir")
     @classmethod
@@ -426,6 +466,17 @@ def http_url_problem(url: str) -> str | None:
         example = f"http://{text}"
         return f"the URL has no scheme: write it as {example} (or https://...)"
     return f"use an http:// or https:// URL of the server, such as {example}"
+
+
+def oidc_url_problem(url: str) -> str | None:
+    """Why `url` cannot be an OpenID Connect issuer's or its keys' (None: it can): https, or
+    http on this machine."""
+    if problem := http_url_problem(url):
+        return problem
+    parts = urlsplit(url.strip())
+    if parts.scheme != "https" and parts.hostname not in LOOPBACK:
+        return "use https:// (http:// only for 127.0.0.1 or localhost)"
+    return None
 
 
 def env_name(field: str) -> str:

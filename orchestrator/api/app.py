@@ -90,6 +90,8 @@ class Gate:
             response = json_response({"detail": str(limited)}, status=429, headers=retry)
         except AuthenticationError as refused:
             response = json_response({"detail": str(refused)}, status=401, headers={"WWW-Authenticate": "Bearer"})
+        except DatabaseUnavailableError as away:  # the keys cannot be looked up: no one is let in
+            response = json_response({"detail": str(away)}, status=503)
         await response(scope, _no_body, send)
         return None
 

@@ -13,6 +13,7 @@ import logging
 import uuid
 from collections import OrderedDict
 from collections.abc import Mapping
+from weakref import WeakValueDictionary
 
 from langchain_core.messages import HumanMessage, convert_to_messages
 from pydantic import JsonValue, TypeAdapter, ValidationError
@@ -34,7 +35,9 @@ from orchestrator.tools.hitl import Decision
 logger = logging.getLogger(__name__)
 
 DECISIONS: TypeAdapter[dict[str, Decision]] = TypeAdapter(dict[str, Decision])
+RUNS_KEPT = 1000  # ended runs whose events are kept, the latest
 SESSIONS_KEPT = 512  # idle sessions kept open between runs (a run's own is never let go)
+SHUT_DOWN = "the server shut down before the turn ended: send the message again"
 ONE_MESSAGE = "input.messages must hold exactly one user message (the turn's)"
 
 
@@ -44,8 +47,10 @@ class RunBoard:
     def __init__(self, storage: Storage, assistants: Assistants) -> None:
         self._storage = storage
         self._assistants = assistants
-        self._runs: dict[str, LiveRun] = {}
+        self._runs: OrderedDict[str, LiveRun] = OrderedDict()  # in the order they started
         self._busy: dict[str, LiveRun] = {}  # thread id -> its run now
+        # A lock per thread while a run of it starts; gone once no start holds or awaits it.
+        self._starting: WeakValueDictionary[str, asyncio.Lock] = WeakValueDictionary()
         self._sessions: OrderedDict[tuple[str, str, str], Session] = OrderedDict()
         self.draining = False
 
@@ -68,17 +73,19 @@ class RunBoard:
         assistant = self._assistants.named(body.assistant_id)  # 404: no such assistant
         await self._thread(thread_id, body, assistant_id=assistant.assistant_id, identity=identity)
         session = self.session(assistant.assistant_id, thread_id, identity=identity)
-        turn = await _turn_of(body, session)
-        await self._make_room(thread_id, body)
-        row = await create_run(
-            self._storage.database,
-            uuid.uuid4().hex,
-            thread_id=thread_id,
-            user_id=identity.user_id,
-            assistant_id=assistant.assistant_id,
-            metadata=body.metadata,
-        )
-        return self._launch(row, session, turn, modes=EventStream(body.stream_mode, run_id=row.run_id))
+        # One start at a time per thread: two requests at once must not both find it free.
+        async with self._starting.setdefault(thread_id, asyncio.Lock()):
+            await self._make_room(thread_id, body)
+            turn = await _turn_of(body, session)
+            row = await create_run(
+                self._storage.database,
+                uuid.uuid4().hex,
+                thread_id=thread_id,
+                user_id=identity.user_id,
+                assistant_id=assistant.assistant_id,
+                metadata=body.metadata,
+            )
+            return self._launch(row, session, turn, modes=EventStream(body.stream_mode, run_id=row.run_id))
 
     def resume(self, row: RunRow, session: Session) -> LiveRun:
         """Finish the turn a stopped server left half done, as the run it was."""
@@ -106,8 +113,8 @@ class RunBoard:
     async def drain(self, *, grace_seconds: float) -> list[str]:
         """Shutting down: no new run; those running finish within `grace_seconds`, else are stopped.
 
-        A stopped run stays `running` in the database: the next start resumes it
-        (see `recovery`). The ids of those left so.
+        A stopped run is cancelled as Ctrl-C cancels a turn (its history mended),
+        and ends `interrupted`, saying so. The ids of those stopped.
         """
         self.draining = True
         running = [run.task for run in self._runs.values() if run.task is not None and not run.task.done()]
@@ -117,7 +124,8 @@ class RunBoard:
         stopped = [run.run_id for run in self._runs.values() if run.task in left]
         for task in left:
             task.cancel()
-        await asyncio.wait(left)
+        if left:
+            await asyncio.wait(left)
         return stopped
 
     def _launch(
@@ -144,9 +152,7 @@ class RunBoard:
             if "custom" in run.stream.modes:
                 run.emit(("custom", {"kind": "turn_result", **_json(result.to_json())}))
         except asyncio.CancelledError:
-            if self.draining:  # left `running` in the database: the next start resumes it
-                run.finish("running")
-            status, error = "interrupted", "cancelled"
+            status, error = "interrupted", SHUT_DOWN if self.draining else "cancelled"
             raise
         except UserError as failure:
             error = str(failure)
@@ -168,6 +174,16 @@ class RunBoard:
             logger.warning("run %s: its end was not recorded: %s", run.run_id, failure)
         finally:
             run.finish(status)
+            self._forget_old_runs()
+
+    def _forget_old_runs(self) -> None:
+        """Keep the events of the latest `RUNS_KEPT` runs for `join` and re-streaming; older
+        ones are read from the database (their status) and the thread (its values)."""
+        ended = [run_id for run_id, run in self._runs.items() if run.done]
+        for run_id in ended[: max(0, len(ended) - RUNS_KEPT)]:
+            run = self._runs.pop(run_id)
+            if self._busy.get(run.row.thread_id) is run:
+                del self._busy[run.row.thread_id]
 
     async def _thread(self, thread_id: str, body: RunCreate, *, assistant_id: str, identity: Identity) -> None:
         """The thread exists (or is made, `if_not_exists="create"`), and is the assistant's."""

@@ -38,7 +38,7 @@ async def wait(request: Request) -> Response:
     """A run, answered with the thread's values once it ended."""
     run = await _start(request)
     await run.ended()
-    return json_response(await _values(request, run.row.thread_id, run))
+    return json_response(await _values(request, run.row.thread_id, run), headers=_where(run))
 
 
 async def join(request: Request) -> Response:

@@ -2,8 +2,9 @@
 
 On SIGTERM or Ctrl-C the server stops taking runs (`/ready` says 503, a new run
 is refused with 503), lets those running finish within the grace time, stops
-the rest (left `running`, the next start resumes them: see `recovery`), and
-then closes its connections.
+the rest (each `interrupted`, its history mended, as a cancelled run's), and
+then closes its connections. A server killed outright leaves its runs to the
+next start (see `recovery`).
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ async def serve(server: ServerState, listen: Listen, *, on_ready: Callable[[str]
     except asyncio.CancelledError:
         stopped = await server.board.drain(grace_seconds=listen.grace_seconds)
         if stopped:
-            logger.warning("stopped %d run(s) at shutdown; the next start resumes them", len(stopped))
+            logger.warning("stopped %d run(s) still running after the grace time", len(stopped))
         http.should_exit = True
         await running
         raise

@@ -1,5 +1,5 @@
 """The `orchestrator` command: chat and ask, plus tools, new-agent, db, requests, sessions, mcp,
-usage, serve, worker, jobs and warm (`tasks`, its old name, is a hidden alias)."""
+usage, serve, worker, jobs, warm and users (`tasks`, its old name, is a hidden alias)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from orchestrator.cli.run_action import run_action
 from orchestrator.cli.serve_command import serve
 from orchestrator.cli.session_commands import sessions_app
 from orchestrator.cli.usage_report import usage
+from orchestrator.cli.users import users_app
 from orchestrator.cli.warm_commands import warm_app
 from orchestrator.cli.worker import worker
 from orchestrator.process_exit import exit_now, exit_status
@@ -86,6 +87,7 @@ app.command()(usage)
 app.command()(worker)
 app.add_typer(jobs_app, name="jobs")
 app.add_typer(warm_app, name="warm")
+app.add_typer(users_app, name="users")
 app.add_typer(jobs_app, name="tasks", hidden=True)  # the old name of `jobs`, kept working
 
 

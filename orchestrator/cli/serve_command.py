@@ -33,7 +33,7 @@ AgentsOption = Annotated[
 ]
 GraceOption = Annotated[
     int,
-    typer.Option("--grace", help="Seconds running turns get to finish at shutdown; the rest resume at the next start."),
+    typer.Option("--grace", help="Seconds running turns get to finish at shutdown; the rest are stopped (interrupted)."),
 ]
 TLS_PAIR = "--tls-cert and --tls-key go together"
 NOT_LOOPBACK = (

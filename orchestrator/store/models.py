@@ -14,6 +14,7 @@ from sqlalchemy import (
     Column,
     DateTime,
     Float,
+    LargeBinary,
     MetaData,
     Table,
     Text,
@@ -131,6 +132,26 @@ large_results = Table(
     Column("kept_chars", BigInteger, nullable=False),
     Column("created_at", DateTime(timezone=True)),
     Column("expires_at", DateTime(timezone=True), nullable=False),
+)
+
+
+# The server's users and their API keys: the machine owner's, never orchestrator_app's (migration 15).
+api_users = Table(
+    "api_users",
+    metadata,
+    Column("user_id", Text, primary_key=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+)
+
+api_keys = Table(
+    "api_keys",
+    metadata,
+    Column("key_id", Text, primary_key=True),
+    Column("user_id", Text, nullable=False),
+    Column("key_hash", LargeBinary, nullable=False, unique=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("revoked_at", DateTime(timezone=True)),
+    Column("last_used_at", DateTime(timezone=True)),
 )
 
 

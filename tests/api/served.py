@@ -62,21 +62,25 @@ async def served(
     *,
     tools: Sequence[BaseTool] = (),
     keys: Mapping[str, str],
+    sub_graphs: Path | None = None,
+    listen: Listen | None = None,
 ) -> AsyncIterator[Served]:
-    """Serve a runtime of `model` and `tools` on the test's database until the block ends."""
+    """Serve a runtime of `model` and `tools` on the test's database until the block ends;
+    with `sub_graphs`, its folders too (approved), each agent an assistant (`--agents`)."""
     settings = load_settings(
         database_url=logins.owner_url,
         database_app_url=logins.app_url,
         data_dir=tmp_path,
-        sub_graphs_dir=tmp_path / "none",
+        sub_graphs_dir=sub_graphs or tmp_path / "none",
         embeddings="none",
     )
     storage = await Storage.open(settings)
-    runtime = Orchestrator.create(settings, storage=storage, model=model, tools=list(tools))
-    assistants = Assistants(runtime)
+    given = {"tools": list(tools)} if tools else {}  # tools given replace the folders
+    runtime = await Orchestrator.start(settings, storage=storage, model=model, ask=lambda *_: True, **given)
+    assistants = Assistants(runtime, agents=sub_graphs is not None)
     state = ServerState(storage, assistants, RunBoard(storage, assistants), KeyTable(keys))
     ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-    serving = asyncio.create_task(serve(state, Listen(port=0, grace_seconds=5), on_ready=ready.set_result))
+    serving = asyncio.create_task(serve(state, listen or Listen(port=0, grace_seconds=5), on_ready=ready.set_result))
     try:
         yield Served(await ready, state)
     finally:

@@ -118,3 +118,36 @@ async def test_a_malformed_run_is_422_or_409_and_says_why(database_logins, tmp_p
     assert refused.status_code in (409, 422) and said in refused.json()["detail"], refused.text
     assert runs == []
     assert unknown.status_code == 404
+
+
+async def test_a_body_over_a_megabyte_is_413_and_a_body_not_json_is_422(database_logins, tmp_path: Path, scripted):
+    async with (
+        served(database_logins, tmp_path, scripted(), keys=KEYS) as server,
+        httpx.AsyncClient(base_url=server.url, headers={"x-api-key": "key-ann"}) as raw,
+    ):
+        huge = await raw.post("/threads", json={"metadata": {"blob": "x" * 1_000_001}})
+        garbled = await raw.post("/threads", content=b"{not json", headers={"content-type": "application/json"})
+        listed = (await raw.post("/threads/search", json={})).json()
+
+    assert huge.status_code == 413 and "1000000 bytes" in huge.json()["detail"]
+    assert garbled.status_code == 422 and "not JSON" in garbled.json()["detail"]
+    assert not any("blob" in thread["metadata"] for thread in listed)
+
+
+async def test_two_runs_asked_at_once_of_one_thread_start_one(database_logins, tmp_path: Path, scripted):
+    wait_here, started, release = blocking_tool()
+    model = scripted(call_tools(("wait_here", {"note": "w"})), "one answer")
+    async with served(database_logins, tmp_path, model, tools=[wait_here], keys=KEYS) as server:
+        client = server.client("key-ann")
+        thread_id = (await client.threads.create())["thread_id"]
+        asked = [client.runs.create(thread_id, "orchestrator", input=HUMAN) for _ in range(4)]
+        outcomes = await asyncio.gather(*asked, return_exceptions=True)
+        await started.wait()
+        release.set()
+        (run,) = [o for o in outcomes if isinstance(o, dict)]
+        await client.runs.join(thread_id, run["run_id"])
+        runs = await client.runs.list(thread_id)
+
+    refused = [o for o in outcomes if not isinstance(o, dict)]
+    assert [e.response.status_code for e in refused] == [409, 409, 409]
+    assert [r["run_id"] for r in runs] == [run["run_id"]]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import httpx
 import pytest
 from langchain_core.messages import BaseMessage
 from langchain_core.tools import tool
@@ -118,3 +119,26 @@ async def test_the_store_search_finds_the_users_own_messages_only(database_login
     contents = [item["value"]["content"] for item in found["items"]]
     assert "my parrot is called Kiwi" in contents
     assert not any("Mango" in text for text in contents)
+
+
+async def test_with_agents_each_agent_folder_is_an_assistant_and_a_thread_keeps_its_own(
+    database_logins, tmp_path: Path, scripted
+):
+    from tests.tool_folders import parrot_agent
+
+    parrot_agent(tmp_path / "sub_graphs")
+    model = scripted("the parrot speaks")
+    async with served(database_logins, tmp_path, model, keys=KEYS, sub_graphs=tmp_path / "sub_graphs") as server:
+        client = server.client("key-ann")
+        assistants = await client.assistants.search()
+        thread_id = (await client.threads.create())["thread_id"]
+        values = await client.runs.wait(thread_id, "parrot", input={"messages": [{"role": "user", "content": "hi"}]})
+        with pytest.raises(httpx.HTTPStatusError) as other:
+            await client.runs.wait(thread_id, "orchestrator", input={"messages": [{"role": "user", "content": "hi"}]})
+        thread = await client.threads.get(thread_id)
+
+    assert [a["graph_id"] for a in assistants] == ["orchestrator", "parrot"]
+    assert values["messages"][-1]["content"] == "the parrot speaks"
+    assert "You are parrot" in model.received[0][0].text  # the parrot's own instructions
+    assert other.value.response.status_code == 409 and "belongs to assistant" in other.value.response.json()["detail"]
+    assert thread["metadata"]["graph_id"] == "parrot"
