@@ -264,19 +264,28 @@ def _cpu(processes: dict[int, psutil.Process]) -> float:
 
 
 def start(
-    name: str, args: list[str], *, env: dict[str, str], cwd: Path, port: int, users: list[User]
+    name: str,
+    args: list[str],
+    *,
+    env: dict[str, str],
+    cwd: Path,
+    port: int,
+    users: list[User],
+    database: Path | None = None,
 ) -> Server:
+    """The server `args` in a session of its own (stopped whole), its output in `cwd/NAME.log`."""
     log = cwd / f"{name}.log"
-    process = subprocess.Popen(
-        args,
-        env=env,
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-        stdout=log.open("w"),
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    return Server(name, f"http://127.0.0.1:{port}", users, process, log)
+    with log.open("w") as output:
+        process = subprocess.Popen(
+            args,
+            env=env,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    return Server(name, f"http://127.0.0.1:{port}", users, process, log, database)
 
 
 def start_ours(home: Path, env: dict[str, str]) -> Server:
@@ -287,9 +296,8 @@ def start_ours(home: Path, env: dict[str, str]) -> Server:
         users.append(User(key=command(["users", "key", name], env).strip()))
     port = free_port()
     args = [str(BIN / "orchestrator"), "serve", "--host", "127.0.0.1", "--port", str(port)]
-    server = start("ours", args, env=env, cwd=home, port=port, users=users)
-    server.database = home / "data" / "pgdata"
-    return server
+    database = home / "data" / "pgdata"  # the embedded PostgreSQL's, under the home's data
+    return start("ours", args, env=env, cwd=home, port=port, users=users, database=database)
 
 
 def start_theirs(home: Path, env: dict[str, str], clients: int) -> Server:
@@ -411,8 +419,8 @@ async def check(server: Server, clients: list[Client]) -> tuple[int, int]:
         asked = [_text(m.get("content")) for m in messages if m.get("type") == "human"]
         answers = [_text(m.get("content")) for m in messages if m.get("type") == "ai"]
         for text in client.sent:
-            if text not in client.answered or text not in asked or ECHO + text not in answers:
-                lost += 1
+            answer = any(ECHO + text in said for said in answers)
+            lost += not (text in client.answered and text in asked and answer)
         seen = " ".join(_text(m.get("content")) for m in messages)
         crossed += sum(token in seen for token in tokens - {client.token})
     if server.authenticates:

@@ -11,11 +11,12 @@ refuses a graph that brings a checkpointer of its own.
 from __future__ import annotations
 
 from orchestrator.graph import build_agent_graph
+from orchestrator.graph.builder import AgentGraph
 from orchestrator.runtime import Orchestrator
 from orchestrator.settings import load_settings
 
 
-def _graph():  # noqa: ANN202 (LangGraph's compiled graph, whatever its type parameters)
+def _graph() -> AgentGraph:
     runtime = Orchestrator.create(load_settings())
     if runtime.spec is None:
         raise RuntimeError("the orchestrator's runtime has no spec to build the graph from")
