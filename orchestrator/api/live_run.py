@@ -7,9 +7,9 @@ read the same events from where they left, and wait for the rest.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 
-from langgraph.types import StreamPart
+from langgraph.types import Interrupt, StreamPart
 
 from orchestrator.api.stream_events import Event, EventStream
 from orchestrator.store.runs import RunRow, RunStatus
@@ -26,6 +26,10 @@ class LiveRun:
         self.events: list[Event] = [("metadata", {"run_id": row.run_id, "attempt": 1})]
         self.status: RunStatus = row.status
         self.task: asyncio.Task[None] | None = None
+        # The top-level state the run's stream last showed, and its interrupts: what `wait`
+        # and `join` answer with, read from no checkpoint.
+        self.values: dict[str, object] | None = None
+        self.interrupts: Sequence[Interrupt] = ()
         self._more = asyncio.Event()  # set, and replaced, at each new event
 
     @property
@@ -38,6 +42,8 @@ class LiveRun:
 
     def part(self, part: StreamPart) -> None:
         """A part of the graph's stream: the events it makes for this run's client."""
+        if part["type"] == "values":
+            self.values, self.interrupts = dict(part["data"]), part["interrupts"]
         for event in self.stream.events(part):
             self.emit(event)
 

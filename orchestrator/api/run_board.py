@@ -52,6 +52,8 @@ class RunBoard:
         # A lock per thread while a run of it starts; gone once no start holds or awaits it.
         self._starting: WeakValueDictionary[str, asyncio.Lock] = WeakValueDictionary()
         self._sessions: OrderedDict[tuple[str, str, str], Session] = OrderedDict()
+        self._waits: dict[str, bool] = {}  # thread id -> whether questions waited at its last run's end
+        self._bound: dict[tuple[str, str], str] = {}  # (user, thread) -> the assistant it is bound to
         self.draining = False
 
     def live(self, run_id: str, *, identity: Identity) -> LiveRun | None:
@@ -76,7 +78,7 @@ class RunBoard:
         # One start at a time per thread: two requests at once must not both find it free.
         async with self._starting.setdefault(thread_id, asyncio.Lock()):
             await self._make_room(thread_id, body)
-            turn = await _turn_of(body, session)
+            turn = await _turn_of(body, session, waits=self._waits.get(thread_id, True))
             row = await create_run(
                 self._storage.database,
                 uuid.uuid4().hex,
@@ -138,6 +140,7 @@ class RunBoard:
 
     async def _execute(self, run: LiveRun, session: Session, turn: str | dict[str, Decision] | None) -> None:
         database, user_id = self._storage.database, run.row.user_id
+        self._waits.pop(run.row.thread_id, None)  # known again once this run has ended
         status: RunStatus = "error"
         error: str | None = None
         try:
@@ -149,6 +152,7 @@ class RunBoard:
             else:
                 result = await session.resume(on_part=run.part)
             status = "interrupted" if result.questions else "success"
+            self._waits[run.row.thread_id] = bool(result.questions)
             if "custom" in run.stream.modes:
                 run.emit(("custom", {"kind": "turn_result", **_json(result.to_json())}))
         except asyncio.CancelledError:
@@ -186,8 +190,16 @@ class RunBoard:
                 del self._busy[run.row.thread_id]
 
     async def _thread(self, thread_id: str, body: RunCreate, *, assistant_id: str, identity: Identity) -> None:
-        """The thread exists (or is made, `if_not_exists="create"`), and is the assistant's."""
+        """The thread exists (or is made, `if_not_exists="create"`), and is the assistant's.
+
+        Known from an earlier run here, it is not read again (`forget` when it is deleted).
+        """
         database, user_id = self._storage.database, identity.user_id
+        known = self._bound.get((user_id, thread_id))
+        if known is not None:
+            if known != assistant_id:
+                raise Problem(409, f"thread {thread_id} belongs to assistant {known}")
+            return
         thread = await get_thread(database, thread_id, user_id=user_id)
         if thread is None and body.if_not_exists != "create":
             raise Problem(404, f"thread {thread_id} not found")
@@ -201,6 +213,14 @@ class RunBoard:
             await update_thread(database, thread_id, user_id=user_id, metadata=bound)
         elif owner != assistant_id:
             raise Problem(409, f"thread {thread_id} belongs to assistant {owner}")
+        self._bound[(user_id, thread_id)] = assistant_id
+
+    def forget(self, thread_id: str, *, user_id: str) -> None:
+        """The user's thread was deleted: nothing of it is kept here."""
+        self._bound.pop((user_id, thread_id), None)
+        self._waits.pop(thread_id, None)
+        for key in [key for key in self._sessions if key[1:] == (user_id, thread_id)]:
+            del self._sessions[key]
 
     async def _make_room(self, thread_id: str, body: RunCreate) -> None:
         current = self.busy(thread_id)
@@ -217,11 +237,18 @@ class RunBoard:
                 return
             if key not in busy:
                 del self._sessions[key]
+                self._waits.pop(key[2], None)
+                self._bound.pop(key[1:], None)
 
 
-async def _turn_of(body: RunCreate, session: Session) -> str | dict[str, Decision]:
-    """The user's message, or the decisions on the questions the thread's turn waits on."""
-    waiting = await session.pending()
+async def _turn_of(body: RunCreate, session: Session, *, waits: bool) -> str | dict[str, Decision]:
+    """The user's message, or the decisions on the questions the thread's turn waits on.
+
+    `waits` False: the thread's last run here ended with no question waiting, so its
+    checkpoint is not read to know. (A background job's follow-up turn may have paused
+    it since: the session then refuses the message itself, and the run fails saying so.)
+    """
+    waiting = await session.pending() if waits or body.command is not None else []
     if body.command is not None and body.input is not None:
         raise Problem(422, "give input or command, not both")
     if body.command is None:

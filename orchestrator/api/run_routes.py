@@ -109,17 +109,28 @@ def _with_status(row: RunRow, live: LiveRun) -> RunRow:
 
 
 async def _values(request: Request, thread_id: str, live: LiveRun | None) -> dict[str, object]:
-    """The thread's values now, `__interrupt__` beside them while questions wait."""
-    server = server_of(request)
-    assistant = live.row.assistant_id if live is not None else ORCHESTRATOR
-    session = server.board.session(assistant, thread_id, identity=caller(request))
-    state = await session.graph.aget_state(session.config)
-    values: dict[str, object] = dict(state.values)
-    if state.interrupts:
-        values["__interrupt__"] = interrupts_of(state.interrupts)
+    """The thread's values once the run ended, `__interrupt__` beside them while questions wait.
+
+    A run that ended as its stream showed it answers from that; a cancelled or
+    failed one (its history mended since), or one no longer held, from the thread.
+    """
+    if live is not None and live.values is not None and live.status in ("success", "interrupted") and not _cancelled(live):
+        values, interrupts = dict(live.values), live.interrupts
+    else:
+        server = server_of(request)
+        assistant = live.row.assistant_id if live is not None else ORCHESTRATOR
+        session = server.board.session(assistant, thread_id, identity=caller(request))
+        state = await session.graph.aget_state(session.config)
+        values, interrupts = dict(state.values), state.interrupts
+    if interrupts:
+        values["__interrupt__"] = interrupts_of(interrupts)
     if live is not None and live.status == "error":
         values["__error__"] = next((data for name, data in live.events if name == "error"), None)
     return values
+
+
+def _cancelled(live: LiveRun) -> bool:
+    return live.status == "interrupted" and not live.interrupts
 
 
 def _event_stream(run: LiveRun, request: Request, *, after: int, cancel_on_disconnect: bool) -> Response:

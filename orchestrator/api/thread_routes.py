@@ -68,7 +68,9 @@ async def delete(request: Request) -> Response:
     server, thread = await _own_thread(request)
     if server.board.busy(thread.thread_id) is not None:
         raise RequestRefusedError(409, f"thread {thread.thread_id} is running: cancel its run first")
-    if await delete_thread(server.storage.database, thread.thread_id, user_id=caller(request).user_id):
+    user_id = caller(request).user_id
+    if await delete_thread(server.storage.database, thread.thread_id, user_id=user_id):
+        server.board.forget(thread.thread_id, user_id=user_id)
         await server.storage.checkpointer.adelete_thread(thread.thread_id)
     return Response(status_code=204)
 

@@ -7,15 +7,15 @@ users: the owner's login) and settles each.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
+from psycopg import AsyncCursor
+from psycopg.types.json import Jsonb
 from pydantic import JsonValue
 from sqlalchemy import text
-from sqlalchemy.engine import Row
 
 from orchestrator.store.engine import Database
 
@@ -23,26 +23,22 @@ RunStatus = Literal["pending", "running", "success", "error", "interrupted"]
 SETTLED: frozenset[RunStatus] = frozenset({"success", "error", "interrupted"})
 
 COLUMNS = "run_id, thread_id, user_id, assistant_id, status, metadata, error, created_at, updated_at"
-CREATE = text(
-    f"""
+CREATE = f"""
     INSERT INTO runs (run_id, thread_id, user_id, assistant_id, status, metadata)
-    VALUES (:run_id, :thread_id, :user_id, :assistant_id, 'pending', :metadata)
+    VALUES (%(run_id)s, %(thread_id)s, %(user_id)s, %(assistant_id)s, 'pending', %(metadata)s)
     RETURNING {COLUMNS}
-    """
-)
-SET_STATUS = text(
-    """
+"""
+SET_STATUS = """
     WITH run AS (
-        UPDATE runs SET status = :status, error = :error, updated_at = now()
-        WHERE run_id = :run_id RETURNING thread_id
+        UPDATE runs SET status = %(status)s, error = %(error)s, updated_at = now()
+        WHERE run_id = %(run_id)s RETURNING thread_id
     )
     UPDATE sessions SET updated_at = now() WHERE session_id = (SELECT thread_id FROM run)
-    """
-)
-ONE = text(f"SELECT {COLUMNS} FROM runs WHERE run_id = :run_id AND thread_id = :thread_id")
-OF_THREAD = text(
-    f"SELECT {COLUMNS} FROM runs WHERE thread_id = :thread_id "
-    "ORDER BY created_at DESC, run_id LIMIT :limit OFFSET :offset"
+"""
+ONE = f"SELECT {COLUMNS} FROM runs WHERE run_id = %(run_id)s AND thread_id = %(thread_id)s"
+OF_THREAD = (
+    f"SELECT {COLUMNS} FROM runs WHERE thread_id = %(thread_id)s "
+    "ORDER BY created_at DESC, run_id LIMIT %(limit)s OFFSET %(offset)s"
 )
 UNSETTLED = text(f"SELECT {COLUMNS} FROM runs WHERE status IN ('pending', 'running') ORDER BY created_at")
 
@@ -62,11 +58,8 @@ class RunRow:
     updated_at: datetime
 
     @classmethod
-    def of(cls, row: Row[Any]) -> RunRow:  # a `text()` query's row, of COLUMNS
-        return cls(
-            row.run_id, row.thread_id, row.user_id, row.assistant_id, row.status,
-            row.metadata, row.error, row.created_at, row.updated_at,
-        )
+    def of(cls, row: Sequence[Any]) -> RunRow:  # COLUMNS, in order
+        return cls(*row)
 
 
 async def create_run(
@@ -84,25 +77,31 @@ async def create_run(
         "thread_id": thread_id,
         "user_id": user_id,
         "assistant_id": assistant_id,
-        "metadata": json.dumps(metadata or {}),
+        "metadata": Jsonb(metadata or {}),
     }
-    async with database.user_transaction(user_id) as connection:
-        return RunRow.of((await connection.execute(CREATE, values)).one())
+    async with database.user_pipeline(user_id) as connection:
+        made = await connection.execute(CREATE, values)
+    return RunRow.of(await _fetched(made))
 
 
 async def set_run_status(
     database: Database, run_id: str, *, user_id: str, status: RunStatus, error: str | None = None
 ) -> None:
-    """Say how the user's run stands now (its thread changed with it)."""
+    """Say how the user's run stands now (its thread changed with it).
+
+    `running` does not wait for the disk: lost in a crash, the run is still
+    `pending`, which the next start settles as it would a running one.
+    """
     values = {"run_id": run_id, "status": status, "error": error}
-    async with database.user_transaction(user_id) as connection:
+    async with database.user_pipeline(user_id, durable=status != "running") as connection:
         await connection.execute(SET_STATUS, values)
 
 
 async def get_run(database: Database, run_id: str, *, thread_id: str, user_id: str) -> RunRow | None:
     """The user's run `run_id` of `thread_id`, or None: there is none, or it is another user's."""
-    async with database.user_transaction(user_id) as connection:
-        row = (await connection.execute(ONE, {"run_id": run_id, "thread_id": thread_id})).first()
+    async with database.user_pipeline(user_id) as connection:
+        found = await connection.execute(ONE, {"run_id": run_id, "thread_id": thread_id})
+    row = await found.fetchone()
     return RunRow.of(row) if row is not None else None
 
 
@@ -111,9 +110,15 @@ async def thread_runs(
 ) -> list[RunRow]:
     """The user's runs of `thread_id`, the newest first."""
     values = {"thread_id": thread_id, "limit": limit, "offset": offset}
-    async with database.user_transaction(user_id) as connection:
-        rows = (await connection.execute(OF_THREAD, values)).all()
-    return [RunRow.of(row) for row in rows]
+    async with database.user_pipeline(user_id) as connection:
+        found = await connection.execute(OF_THREAD, values)
+    return [RunRow.of(row) for row in await found.fetchall()]
+
+
+async def _fetched(cursor: AsyncCursor[tuple[Any, ...]]) -> tuple[Any, ...]:
+    row = await cursor.fetchone()
+    assert row is not None  # INSERT ... RETURNING returns its row
+    return row
 
 
 async def unsettled_runs(database: Database) -> list[RunRow]:

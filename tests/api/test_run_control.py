@@ -151,3 +151,30 @@ async def test_two_runs_asked_at_once_of_one_thread_start_one(database_logins, t
     refused = [o for o in outcomes if not isinstance(o, dict)]
     assert [e.response.status_code for e in refused] == [409, 409, 409]
     assert [r["run_id"] for r in runs] == [run["run_id"]]
+
+
+async def test_enqueue_runs_after_the_current_run_and_interrupt_cancels_it_first(database_logins, tmp_path: Path, scripted):
+    wait_here, started, release = blocking_tool()
+    second = {"messages": [{"role": "user", "content": "second"}]}
+    model = scripted(call_tools(("wait_here", {"note": "a"})), "first answered", "second answered", call_tools(("wait_here", {"note": "b"})), "fourth answered")
+    async with served(database_logins, tmp_path, model, tools=[wait_here], keys=KEYS) as server:
+        client = server.client("key-ann")
+        thread_id = (await client.threads.create())["thread_id"]
+        first = await client.runs.create(thread_id, "orchestrator", input=HUMAN)
+        await started.wait()
+        queued = await client.runs.create(thread_id, "orchestrator", input=second, multitask_strategy="enqueue")
+        release.set()
+        after = await client.runs.join(thread_id, queued["run_id"])
+        statuses = [(await client.runs.get(thread_id, r["run_id"]))["status"] for r in (first, queued)]
+
+        started.clear()
+        release.clear()
+        third = await client.runs.create(thread_id, "orchestrator", input=HUMAN)
+        await started.wait()
+        fourth = await client.runs.wait(thread_id, "orchestrator", input=second, multitask_strategy="interrupt")
+        cancelled = await client.runs.get(thread_id, third["run_id"])
+
+    assert statuses == ["success", "success"]
+    assert [m["content"] for m in after["messages"] if m["type"] == "ai"][-2:] == ["first answered", "second answered"]
+    assert cancelled["status"] == "interrupted"
+    assert fourth["messages"][-1]["content"] == "fourth answered"

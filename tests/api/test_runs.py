@@ -142,3 +142,26 @@ async def test_with_agents_each_agent_folder_is_an_assistant_and_a_thread_keeps_
     assert "You are parrot" in model.received[0][0].text  # the parrot's own instructions
     assert other.value.response.status_code == 409 and "belongs to assistant" in other.value.response.json()["detail"]
     assert thread["metadata"]["graph_id"] == "parrot"
+
+
+async def test_a_deleted_thread_takes_its_messages_runs_and_checkpoints_with_it(database_logins, tmp_path: Path, scripted):
+    model = scripted("kept for now")
+    async with served(database_logins, tmp_path, model, keys=KEYS) as server:
+        client = server.client("key-ann")
+        thread_id = (await client.threads.create())["thread_id"]
+        await client.runs.wait(thread_id, "orchestrator", input={"messages": [{"role": "user", "content": "hi"}]})
+        await client.threads.delete(thread_id)
+        refused = []
+        for attempt in (
+            client.threads.get(thread_id),
+            client.runs.list(thread_id),
+            client.runs.wait(thread_id, "orchestrator", input={"messages": [{"role": "user", "content": "again"}]}),
+        ):
+            with pytest.raises(httpx.HTTPStatusError) as gone:
+                await attempt
+            refused.append(gone.value.response.status_code)
+        checkpoint = await server.state.storage.checkpointer.aget_tuple({"configurable": {"thread_id": thread_id}})
+        found = await server.state.storage.messages.search_messages("hi", "ann", session_id=thread_id)
+
+    assert refused == [404, 404, 404]
+    assert checkpoint is None and found == []
