@@ -23,13 +23,19 @@ from orchestrator.folders.loader import load_tool
 from orchestrator.folders.tool_config import ToolConfig
 from orchestrator.sources.isolated.protocol import (
     MAX_LINE,
+    TO_CHILD,
+    Answer,
+    Call,
+    Cancel,
+    Failure,
     decode,
+    encode_model,
     is_object,
     send,
     unpack_sources,
 )
 from orchestrator.tools.agent import AgentTool
-from orchestrator.tools.base import Tool, ToolContext, ToolRequest
+from orchestrator.tools.base import Tool, ToolContext
 from orchestrator.tools.context import RunContext, running_in
 
 AGENT = "it is an agent (an AgentTool), which runs inside the orchestrator: say `kind: agent`"
@@ -43,43 +49,43 @@ class Child:
         self.out = out
         self.calls: dict[int, asyncio.Task[None]] = {}
 
-    def handle(self, message: dict[str, object]) -> None:
+    def handle(self, message: Call | Cancel) -> None:
         """A message from the orchestrator: a call to start or one to cancel."""
-        if "cancel" in message:
-            task = self.calls.get(int(str(message["cancel"])))
+        if isinstance(message, Cancel):
+            task = self.calls.get(message.cancel)
             if task is not None:
                 task.cancel()
             return
-        number = int(str(message["id"]))
-        self.calls[number] = asyncio.create_task(self._run(number, message))
+        self.calls[message.id] = asyncio.create_task(self._run(message))
 
-    async def _run(self, number: int, message: dict[str, object]) -> None:
-        request = ToolRequest.model_validate(message["request"])
-        given = message.get("context")
-        ids: dict[str, object] = given if is_object(given) else {}
+    async def _run(self, call: Call) -> None:
+        request, number = call.request, call.id
         context = RunContext(
-            user_id=str(ids.get("user_id") or request.user_id or "local"),
+            user_id=call.context.user_id or request.user_id or "local",
             session_id=request.session_id,
             request_id=request.request_id,
         )
         try:
             with running_in(context):
                 result = await self.tool.execute(request)
-            self._answer({"id": number, "result": result.model_dump(mode="json")})
+            self._answer(Answer(id=number, result=result))
         except asyncio.CancelledError:
-            self._answer({"id": number, "cancelled": True})
+            self._answer(Answer(id=number, cancelled=True))
         except ToolError as error:
-            failure = {"kind": "tool", "message": str(error), "code": error.code}
-            self._answer({"id": number, "error": {**failure, "recoverable": error.recoverable}})
+            failure = Failure(
+                kind="tool", message=str(error), code=error.code, recoverable=error.recoverable
+            )
+            self._answer(Answer(id=number, error=failure))
         except Exception as error:  # a tool's bug, or the OS's refusal: said as inline
             kind = "os" if isinstance(error, OSError) else "bug"
             text = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
-            self._answer({"id": number, "error": {"kind": kind, "message": text}})
+            self._answer(Answer(id=number, error=Failure(kind=kind, message=text)))
         finally:
             self.calls.pop(number, None)
 
-    def _answer(self, message: dict[str, object]) -> None:
-        send(self.out, message)
+    def _answer(self, answer: Answer) -> None:
+        self.out.write(encode_model(answer))
+        self.out.flush()
 
 
 def load(hello: dict[str, object]) -> Tool:
@@ -134,17 +140,59 @@ def main() -> int:
 async def serve(child: Child) -> None:
     """Run calls as their lines come, until standard input ends.
 
-    Its lines are read on the loop itself (no thread to hand them over: a call's way in
-    is one wake-up, not two). Nothing follows `hello` before `ready` is answered, so no
-    line waits in the buffer `hello` was read through.
+    Its lines are read on the loop itself, each call started as its line is read
+    (no thread, nor a reading task, to hand it over: a call's way in is one
+    wake-up and one turn of the loop). Nothing follows `hello` before `ready` is
+    answered, so no line waits in the buffer `hello` was read through.
     """
     loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=MAX_LINE, loop=loop)
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin.buffer)
-    while line := await reader.readline():
-        child.handle(decode(line))
-    for task in list(child.calls.values()):
-        task.cancel()
+    calls = Calls(child, ended=loop.create_future())
+    await loop.connect_read_pipe(lambda: calls, sys.stdin.buffer)
+    try:
+        await calls.ended
+    finally:
+        for task in list(child.calls.values()):
+            task.cancel()
+
+
+class Calls(asyncio.Protocol):
+    """The orchestrator's lines, each handed to the child as it comes; `ended` when they end,
+    with the error when a line is no message (the child then ends, as the orchestrator
+    expects of one that no longer speaks the protocol)."""
+
+    def __init__(self, child: Child, *, ended: asyncio.Future[None]) -> None:
+        self.child = child
+        self.ended = ended
+        self._buffer = bytearray()
+        self._transport: asyncio.BaseTransport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self._buffer += data
+        *lines, rest = self._buffer.split(b"\n")
+        self._buffer = bytearray(rest)
+        try:
+            if len(self._buffer) > MAX_LINE:
+                raise ValueError(f"a line over {MAX_LINE} bytes")
+            for line in lines:
+                self.child.handle(TO_CHILD.validate_json(line))
+        except Exception as error:  # no message (the transport would only log it, and read on)
+            self._end(error)
+            if self._transport is not None:
+                self._transport.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._end(exc)
+
+    def _end(self, error: Exception | None) -> None:
+        if self.ended.done():
+            return
+        if error is None:
+            self.ended.set_result(None)
+        else:
+            self.ended.set_exception(error)
 
 
 if __name__ == "__main__":

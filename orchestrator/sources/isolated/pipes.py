@@ -102,7 +102,7 @@ class ChildOutput:
             loop, self._loop = self._loop, None
         if loop is None or loop.is_closed():
             os.close(self._fd)
-        elif _running_here(loop):
+        elif running_here(loop):
             self._release(loop)
         else:
             loop.call_soon_threadsafe(self._release, loop)
@@ -150,7 +150,8 @@ class ChildOutput:
         os.close(self._fd)
 
 
-def _running_here(loop: asyncio.AbstractEventLoop) -> bool:
+def running_here(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether `loop` is the one running on this thread."""
     try:
         return asyncio.get_running_loop() is loop
     except RuntimeError:

@@ -23,16 +23,27 @@ import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from pydantic import JsonValue, TypeAdapter
+from pydantic import JsonValue, TypeAdapter, ValidationError
 
-from orchestrator.errors import ToolError, ToolLoadError
+from orchestrator.errors import ToolError, ToolLoadError, validation_problems
 from orchestrator.folders.discovery import ToolFolder
 from orchestrator.folders.sandbox_config import private_environment
 from orchestrator.folders.tool_names import qualified_name
 from orchestrator.private import open_private_log, private_dir
 from orchestrator.sandbox.rules import Policy
-from orchestrator.sources.isolated.pipes import ChildInput, ChildOutput
-from orchestrator.sources.isolated.protocol import decode, encode, is_object, pack_sources
+from orchestrator.sources.isolated.pipes import ChildInput, ChildOutput, running_here
+from orchestrator.sources.isolated.protocol import (
+    Answer,
+    Call,
+    CallContext,
+    Cancel,
+    Failure,
+    decode,
+    encode,
+    encode_model,
+    is_object,
+    pack_sources,
+)
 from orchestrator.sources.mcp.sandboxed import ServerSandbox
 from orchestrator.sources.mcp.thread import McpThread
 from orchestrator.tools.base import ToolRequest
@@ -89,7 +100,7 @@ class FolderProcess:
         self._ready: asyncio.Future[dict[str, object]] | None = None  # its first line, at start
         # Each call's answer, and the loop it is awaited on: written by the callers' threads,
         # settled by the reader on the process thread, so only under `_guard`.
-        self._pending: dict[int, tuple[asyncio.AbstractEventLoop, Answer]] = {}
+        self._pending: dict[int, tuple[asyncio.AbstractEventLoop, Answered]] = {}
         self._guard = threading.Lock()
         self._numbers = itertools.count(1)
         self._lock: asyncio.Lock | None = None
@@ -110,20 +121,16 @@ class FolderProcess:
     async def call(self, request: ToolRequest, *, user_id: str | None) -> ToolResult:
         """Run one call in the child; cancelling this cancels it there."""
         loop = asyncio.get_running_loop()
-        answer: Answer = loop.create_future()
+        answer: Answered = loop.create_future()
         number = next(self._numbers)
-        message = {
-            "id": number,
-            "request": request.model_dump(mode="json"),
-            "context": {"user_id": user_id},
-        }
+        message = Call(id=number, request=request, context=CallContext(user_id=user_id))
         child = self._input
         if child is None or not child.open:  # not started yet, or stopped: (re)started there
             await self.thread.run(self._started())
         child, output = self._waiting(number, loop, answer)
         output.watch(loop)
         try:
-            child.send(encode(message))
+            child.send(encode_model(message))
         except OSError as error:  # it ended as the call was written: said as a death
             self._settle(number, error=ToolError(DIED.format(name=self.name, reason=error)))
         try:
@@ -132,11 +139,11 @@ class FolderProcess:
             with self._guard:
                 self._pending.pop(number, None)
             with contextlib.suppress(OSError):
-                child.send(encode({"cancel": number}))
+                child.send(encode_model(Cancel(cancel=number)))
             raise
 
     def _waiting(
-        self, number: int, loop: asyncio.AbstractEventLoop, answer: Answer
+        self, number: int, loop: asyncio.AbstractEventLoop, answer: Answered
     ) -> tuple[ChildInput, ChildOutput]:
         """The running child's pipes, with `answer` waiting for call `number` of it."""
         with self._guard:
@@ -147,18 +154,27 @@ class FolderProcess:
             return child, output
 
     def _on_line(self, line: bytes) -> None:
-        """An answer of the child (on whichever loop read it): to its call, or `ready` at start."""
-        try:
-            message = decode(line)
-        except ValueError as error:  # it no longer speaks the protocol: ended, its calls failed
-            self._on_broken(f"unreadable answer: {error}")
-            return
+        """An answer of the child (on whichever loop read it): to its call, or `ready` at start.
+
+        One that is not an `Answer` means it no longer speaks the protocol: it is ended,
+        and its calls fail.
+        """
         ready = self._ready
-        if ready is not None:
-            self._ready = None
-            ready.get_loop().call_soon_threadsafe(_settled, ready, message, None)
+        try:
+            if ready is not None:
+                self._ready = None
+                hello = decode(line)
+                ready.get_loop().call_soon_threadsafe(_hello_settled, ready, hello)
+                return
+            answer = Answer.model_validate_json(line)
+        except ValueError as error:  # pydantic's ValidationError is one
+            reason = f"unreadable answer: {_why(error)}"
+            if ready is not None:  # said at once, not after the start's time is up
+                failed: dict[str, object] = {"failed": reason}
+                ready.get_loop().call_soon_threadsafe(_hello_settled, ready, failed)
+            self._on_broken(reason)
             return
-        self._settle(int(str(message.get("id"))), message=message)
+        self._settle(answer.id, message=answer)
 
     def _on_broken(self, reason: str) -> None:
         logger.warning("%s: %s; its process is ended", self.name, reason)
@@ -168,13 +184,16 @@ class FolderProcess:
                 child.kill()
 
     def _settle(
-        self, number: int, *, message: dict[str, object] | None = None, error: Exception | None = None
+        self, number: int, *, message: Answer | None = None, error: Exception | None = None
     ) -> None:
         with self._guard:
             waiting = self._pending.pop(number, None)
         if waiting is not None:
             loop, answer = waiting
-            loop.call_soon_threadsafe(_settled, answer, message, error)
+            if running_here(loop):  # read on the loop awaiting it: nothing to hand over
+                _settled(answer, message, error)
+            else:
+                loop.call_soon_threadsafe(_settled, answer, message, error)
 
     async def close(self) -> None:
         """End the child (its standard input closed, then killed if it lingers)."""
@@ -285,17 +304,26 @@ class FolderProcess:
             await _ended(child, given, output)
 
 
-Answer = asyncio.Future[dict[str, object]]
+Answered = asyncio.Future[Answer]
 
 
-def _settled(answer: Answer, message: dict[str, object] | None, error: Exception | None) -> None:
+def _settled(answer: Answered, message: Answer | None, error: Exception | None) -> None:
     """On the caller's loop: its call's answer, unless it stopped waiting."""
     if answer.done():
         return
     if error is not None:
         answer.set_exception(error)
-    else:
-        answer.set_result(message or {})
+    elif message is not None:
+        answer.set_result(message)
+
+
+def _hello_settled(ready: asyncio.Future[dict[str, object]], message: dict[str, object]) -> None:
+    if not ready.done():
+        ready.set_result(message)
+
+
+def _why(error: ValueError) -> str:
+    return validation_problems(error) if isinstance(error, ValidationError) else str(error)
 
 
 def child_policy(rules: Policy, *, tool_data: Path) -> Policy:
@@ -310,19 +338,16 @@ def child_policy(rules: Policy, *, tool_data: Path) -> Policy:
     )
 
 
-def _result(answer: dict[str, object], *, name: str) -> ToolResult:
-    if "result" in answer:
-        return ToolResult.model_validate(answer["result"])
-    if answer.get("cancelled"):
+def _result(answer: Answer, *, name: str) -> ToolResult:
+    if answer.result is not None:
+        return answer.result
+    if answer.cancelled:
         raise asyncio.CancelledError
-    error = answer.get("error")
-    assert is_object(error)
-    if error.get("kind") == "tool":
-        raise ToolError(
-            str(error["message"]), code=str(error["code"]), recoverable=bool(error["recoverable"])
-        )
-    recoverable = error.get("kind") == "os"  # as inline: the OS's errors are worth another try
-    raise ToolError(FAILED.format(name=name, error=error["message"]), recoverable=recoverable)
+    error = answer.error or Failure(kind="bug", message="it answered neither a result nor an error")
+    if error.kind == "tool":
+        raise ToolError(error.message, code=error.code, recoverable=bool(error.recoverable))
+    recoverable = error.kind == "os"  # as inline: the OS's errors are worth another try
+    raise ToolError(FAILED.format(name=name, error=error.message), recoverable=recoverable)
 
 
 async def _ended(

@@ -6,6 +6,10 @@ configuration and Python sources, base64), then `call` (an id, the
 first `ready` (each action's name, description, JSON schema and the author's
 sensitivity mark) or `failed` (why it cannot load), then one `result` or
 `error` per call id. One JSON object a line, UTF-8.
+
+Calls and answers are pydantic models (`Call`, `Cancel`, `Answer`), read and
+written by pydantic's own JSON: a call's hot path is one parse-and-validate
+on each side, not a parse and then a validation of what it gave.
 """
 
 from __future__ import annotations
@@ -13,11 +17,61 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Mapping
-from typing import IO, TypeGuard
+from typing import IO, Literal, TypeGuard
+
+from pydantic import BaseModel, Field, TypeAdapter
 
 from orchestrator.folders.hashing import SourceFile
+from orchestrator.tools.base import ToolRequest
+from orchestrator.tools.results import ToolResult
 
 MAX_LINE = 64 * 1024 * 1024  # a result larger than this is refused by the reader
+
+
+class CallContext(BaseModel):
+    """The run's ids a call carries besides its request's."""
+
+    user_id: str | None = None
+
+
+class Call(BaseModel):
+    """A call for the child to run; its answer carries the same `id`."""
+
+    id: int
+    request: ToolRequest
+    context: CallContext = Field(default_factory=CallContext)
+
+
+class Cancel(BaseModel):
+    """Stop the call `cancel` (its answer then says `cancelled`)."""
+
+    cancel: int
+
+
+class Failure(BaseModel):
+    """Why a call failed: a ToolError of the tool's, the OS's refusal, or a bug."""
+
+    kind: Literal["tool", "os", "bug"]
+    message: str
+    code: str | None = None
+    recoverable: bool | None = None
+
+
+class Answer(BaseModel):
+    """The child's answer to call `id`: its result, its failure, or that it was cancelled."""
+
+    id: int
+    result: ToolResult | None = None
+    error: Failure | None = None
+    cancelled: bool = False
+
+
+TO_CHILD: TypeAdapter[Call | Cancel] = TypeAdapter(Call | Cancel)
+
+
+def encode_model(message: BaseModel) -> bytes:
+    """One call or answer as its line."""
+    return message.model_dump_json().encode() + b"\n"
 
 
 def encode(message: Mapping[str, object]) -> bytes:
