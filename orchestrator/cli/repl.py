@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
@@ -14,7 +13,8 @@ from rich.console import Console
 from rich.markup import escape
 
 from orchestrator.cli.background_results import show_background_results
-from orchestrator.cli.cost import cost_table, show_turn_cost
+from orchestrator.cli.chat_loop import ChatLoop
+from orchestrator.cli.cost import cost_table
 from orchestrator.cli.terminal_turn import (
     data_dir_gone,
     failure_line,
@@ -32,7 +32,7 @@ from orchestrator.sources.loaded import LoadedTool
 from orchestrator.terminal.answers import show_questions
 from orchestrator.terminal.checklist import checklist
 from orchestrator.terminal.invocation import command_name
-from orchestrator.terminal.lines import LineSource, quiet_keyboard
+from orchestrator.terminal.lines import LineSource
 from orchestrator.terminal.questions import AnswerChannel, QuestionAsker, answer_until_done
 from orchestrator.terminal.render import shown_name
 from orchestrator.terminal.signals import Interrupts
@@ -64,14 +64,11 @@ COMMANDS = (
 )  # `/tasks`, the old name of /jobs, still works but is not offered
 # The database's clock and this process's may differ a little: the turn's window is widened.
 TRACE_SLACK = timedelta(seconds=1)
-# A Ctrl-C this soon after the one that cancelled a turn is the same keypress repeated, not "exit".
-REPEATED_CTRL_C_SECONDS = 1.0
-EXIT_HINT = "[dim](Ctrl-C again to exit, or Ctrl-D)[/dim]"
 UNKNOWN_COMMAND = "Unknown command {command}; /help lists the commands."
 PREVIEW_CHARS = 200
 
 
-class ChatRepl:
+class ChatRepl(ChatLoop):
     """Reads lines until end of input or /exit; returns the exit code (1 if a turn failed).
 
     A turn that asks questions has them answered (by `asker`; by default with
@@ -94,21 +91,12 @@ class ChatRepl:
         asker: QuestionAsker | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        super().__init__(lines=lines, interrupts=interrupts, out=out, err=err, clock=clock)
         self.runtime = runtime
         self.session = session
-        self.lines = lines
         # By default questions are answered with the next lines of the chat's input.
         channel = AnswerChannel(lines=lines, console=err, echo=True)
         self.asker = asker or QuestionAsker(lambda: channel, interrupts=interrupts)
-        self.interrupts = interrupts
-        self.out = out
-        self.err = err
-        self.costs = out if out.is_terminal else err  # where each turn's cost line goes
-        self.failed_turns = 0
-        self._exit_armed = False  # the last thing was a Ctrl-C: another one at the prompt exits
-        self._clock = clock
-        self._cancelled_at: float | None = None  # when a Ctrl-C last cancelled a turn
-        self._ended = False  # the input ended at a question
         self._questions_left = False  # a follow-up turn paused on questions meanwhile
         show_background_results(runtime, session, out=out, err=err, costs=self.costs)
         reported = session.on_follow_up
@@ -128,30 +116,7 @@ class ChatRepl:
         )
         if questions:
             await self.answer(questions)
-        while not self._ended:
-            try:
-                line = await self.lines.readline()
-            except KeyboardInterrupt:  # Ctrl-C at an empty prompt
-                if self._repeated_ctrl_c():
-                    continue
-                if self._exit_armed:
-                    break
-                self._exit_armed = True
-                self.err.print(EXIT_HINT)
-                continue
-            if line is None:
-                break
-            line = line.strip()
-            if not line:
-                continue
-            self._exit_armed = False
-            if line.startswith("/"):
-                if not await self.command(line):
-                    break
-                continue
-            await self.turn(line)
-            if data_dir_gone(self.session):  # said by the turn's error line: every turn would fail
-                break
+        await self.read_lines()
         # Ended: the questions' line said it; its data directory gone: the error line said it.
         if self.session.storage is not None and not self._ended and not data_dir_gone(self.session):
             session_id = self.session.session_id
@@ -190,30 +155,8 @@ class ChatRepl:
             reject_at_end=False,
         )
 
-    async def _run(self, work: Coroutine[object, object, TurnResult | None]) -> TurnResult | None:
-        """Run a turn's work; Ctrl-C cancels it (None), a failure counts (None)."""
-        task = asyncio.ensure_future(work)
-        with self.interrupts.turn(task), quiet_keyboard():
-            try:
-                result = await task
-            except asyncio.CancelledError:
-                current = asyncio.current_task()  # never None here: this runs in a task
-                if current is not None and current.cancelling():
-                    raise  # the command itself is ending
-                self._exit_armed = True
-                self._cancelled_at = self._clock()
-                self.err.print(EXIT_HINT)
-                return None
-        if result is None:
-            self.failed_turns += 1
-        show_turn_cost(result, self.costs)
-        return result
-
-    def _repeated_ctrl_c(self) -> bool:
-        """Whether this Ctrl-C came right after the one that cancelled a turn (then it is ignored)."""
-        if self._cancelled_at is None:
-            return False
-        return self._clock() - self._cancelled_at < REPEATED_CTRL_C_SECONDS
+    def stops_after_turn(self) -> bool:
+        return data_dir_gone(self.session) is not None  # said by the turn's error line: every turn would fail
 
     async def command(self, line: str) -> bool:
         """Run a slash command; False ends the session."""

@@ -22,8 +22,9 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from orchestrator.cli.chat_loop import ChatLoop
 from orchestrator.cli.common import err, out
-from orchestrator.cli.cost import cost_table, show_turn_cost
+from orchestrator.cli.cost import cost_table
 from orchestrator.cli.server_client.connection import Server
 from orchestrator.cli.server_client.run import (
     chosen_session,
@@ -36,7 +37,7 @@ from orchestrator.conversation.turns import PendingQuestion, TurnResult
 from orchestrator.errors import ServerConnectionError, UserError
 from orchestrator.terminal.answers import show_questions
 from orchestrator.terminal.invocation import command_name
-from orchestrator.terminal.lines import LineSource, quiet_keyboard
+from orchestrator.terminal.lines import LineSource
 from orchestrator.terminal.questions import QuestionAsker, answer_until_done
 from orchestrator.terminal.signals import Interrupts
 from orchestrator.terminal.text import shown
@@ -65,14 +66,11 @@ LOCAL_ONLY = (
 )
 NOT_HERE = "{command} is not available with --server: it needs the machine the orchestrator runs on"
 UNKNOWN_COMMAND = "Unknown command {command}; /help lists the commands."
-# As `repl`'s (not imported from there: it loads the whole orchestrator, which runs elsewhere).
-EXIT_HINT = "[dim](Ctrl-C again to exit, or Ctrl-D)[/dim]"
-REPEATED_CTRL_C_SECONDS = 1.0  # the keypress that cancelled a turn, repeated: not "exit"
 SESSIONS_SHOWN = 20
 NO_SESSIONS = "No sessions of yours on the server yet."
 
 
-class RemoteChat:
+class RemoteChat(ChatLoop):
     """The chat loop against a server: lines become turns there, slash commands act here.
 
     The same prompt, output, questions and Ctrl-C as `ChatRepl`'s; returns the
@@ -91,20 +89,13 @@ class RemoteChat:
         err: Console,
         clock: Callable[[], float] | None = None,
     ) -> None:
+        super().__init__(
+            lines=lines, interrupts=interrupts, out=out, err=err, clock=clock or asyncio.get_running_loop().time
+        )
         self.server = server
         self.session_id = session_id
-        self.lines = lines
         self.asker = asker
-        self.interrupts = interrupts
-        self.out = out
-        self.err = err
-        self.costs = out if out.is_terminal else err  # where each turn's cost line goes
         self.usage = UsageMeter()  # what this chat's turns used, as the server said
-        self.failed_turns = 0
-        self._clock = clock or asyncio.get_running_loop().time
-        self._exit_armed = False
-        self._cancelled_at: float | None = None
-        self._ended = False  # the input ended at a question
         self._questions_left = False  # /pending showed questions: asked before the next message
 
     async def run(self, questions: list[PendingQuestion] | None = None) -> int:
@@ -115,28 +106,7 @@ class RemoteChat:
         )
         if questions:
             await self.answer(questions)
-        while not self._ended:
-            try:
-                line = await self.lines.readline()
-            except KeyboardInterrupt:  # Ctrl-C at an empty prompt
-                if self._repeated_ctrl_c():
-                    continue
-                if self._exit_armed:
-                    break
-                self._exit_armed = True
-                self.err.print(EXIT_HINT)
-                continue
-            if line is None:
-                break
-            line = line.strip()
-            if not line:
-                continue
-            self._exit_armed = False
-            if line.startswith("/"):
-                if not await self.command(line):
-                    break
-                continue
-            await self.turn(line)
+        await self.read_lines()
         if not self._ended:
             again = f"{command_name()} chat --server {self.server.url} --session {self.session_id}"
             self.err.print(f"[dim]session {escape(self.session_id)} kept · {escape(again)}[/dim]")
@@ -178,32 +148,8 @@ class RemoteChat:
             self.server, self.session_id, text=text, decisions=decisions, out=self.out, err=self.err
         )
 
-    async def _run(self, work: Coroutine[object, object, TurnResult | None]) -> TurnResult | None:
-        """Run a turn's work; Ctrl-C cancels it (None), a failure counts (None)."""
-        task = asyncio.ensure_future(work)
-        with self.interrupts.turn(task), quiet_keyboard():
-            try:
-                result = await task
-            except asyncio.CancelledError:
-                current = asyncio.current_task()  # never None here: this runs in a task
-                if current is not None and current.cancelling():
-                    raise  # the command itself is ending
-                self._exit_armed = True
-                self._cancelled_at = self._clock()
-                self.err.print(EXIT_HINT)
-                return None
-        if result is None:
-            self.failed_turns += 1
-            return None
+    def counted(self, result: TurnResult) -> None:
         self.usage.session.merge(result.usage)
-        show_turn_cost(result, self.costs)
-        return result
-
-    def _repeated_ctrl_c(self) -> bool:
-        """Whether this Ctrl-C came right after the one that cancelled a turn (then it is ignored)."""
-        if self._cancelled_at is None:
-            return False
-        return self._clock() - self._cancelled_at < REPEATED_CTRL_C_SECONDS
 
     async def command(self, line: str) -> bool:
         """Run a slash command; False ends the chat. A failure is one line, the chat goes on."""
