@@ -27,8 +27,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from orchestrator.cli.common import err, fail, settings_or_exit, user_errors
-from orchestrator.errors import UserError
+from orchestrator.cli.common import err, settings_or_exit, user_errors
+from orchestrator.cli.interrupted import until_interrupted
 from orchestrator.folders.approvals import Reviewed, review_folders
 from orchestrator.folders.naming import short_path
 from orchestrator.settings import Settings
@@ -366,18 +366,7 @@ async def _open_and_run(startup: Startup, command: Command) -> int:
     from orchestrator.runtime import use_tool_threads
 
     use_tool_threads()
-    interrupts = startup.interrupts
-    with interrupts.installed():
-        try:
-            return await _with_runtime(startup, command)
-        except asyncio.CancelledError:
-            if interrupts.received is None:
-                raise
-            with suppress(OSError):  # the terminal may be gone (SIGHUP)
-                err.print(f"[dim]stopped ({interrupts.received.name})[/dim]")
-            return interrupts.exit_code
-        except UserError as error:
-            return fail(error)
+    return await until_interrupted(startup.interrupts, _with_runtime(startup, command))
 
 
 async def _with_runtime(startup: Startup, command: Command) -> int:

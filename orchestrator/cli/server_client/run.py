@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from orchestrator.cli.common import err, fail, settings_or_exit
+from orchestrator.cli.common import err, settings_or_exit
+from orchestrator.cli.interrupted import until_interrupted
 from orchestrator.cli.server_client.connection import Server
 from orchestrator.cli.server_client.turn import RemoteTurn, waiting_questions
 from orchestrator.conversation.turns import EventHandler, PendingQuestion, TurnResult
@@ -38,20 +39,7 @@ def run_remote(command: RemoteCommand) -> int:
     exit_on_signals()
     interrupts = Interrupts()
 
-    async def main() -> int:
-        with interrupts.installed():
-            try:
-                return await command(settings, interrupts)
-            except asyncio.CancelledError:
-                if interrupts.received is None:
-                    raise
-                with suppress(OSError):  # the terminal may be gone (SIGHUP)
-                    err.print(f"[dim]stopped ({interrupts.received.name})[/dim]")
-                return interrupts.exit_code
-            except UserError as error:
-                return fail(error)
-
-    return asyncio.run(main())
+    return asyncio.run(until_interrupted(interrupts, command(settings, interrupts)))
 
 
 def connect(settings: Settings, url: str) -> Server:
