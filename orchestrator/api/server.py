@@ -9,10 +9,8 @@ next start (see `recovery`).
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +19,7 @@ import uvicorn
 from orchestrator.api.app import build_app
 from orchestrator.api.server_state import ServerState
 from orchestrator.listening import listen as bind
+from orchestrator.listening import serve_on
 
 logger = logging.getLogger(__name__)
 
@@ -53,23 +52,11 @@ async def serve(server: ServerState, listen: Listen, *, on_ready: Callable[[str]
         lifespan="off",
         timeout_graceful_shutdown=listen.grace_seconds,
     )
-    http = _Server(config)
-    running = asyncio.ensure_future(http.serve(sockets=[listening]))
-    on_ready(listen.url(listening.getsockname()[1]))  # clients that come before it accepts wait in the socket's backlog
-    try:
-        await asyncio.shield(running)
-    except asyncio.CancelledError:
+    port = listening.getsockname()[1]
+
+    async def drain() -> None:
         stopped = await server.board.drain(grace_seconds=listen.grace_seconds)
         if stopped:
             logger.warning("stopped %d run(s) still running after the grace time", len(stopped))
-        http.should_exit = True
-        await running
-        raise
 
-
-class _Server(uvicorn.Server):
-    """uvicorn's server, leaving the signals to the command (see `cli.signals`)."""
-
-    @contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
+    await serve_on(config, listening, on_ready=lambda: on_ready(listen.url(port)), before_stop=drain)

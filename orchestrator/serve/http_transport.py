@@ -6,11 +6,9 @@ neither uvicorn nor Starlette.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import socket
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
 import anyio
 import uvicorn
@@ -21,6 +19,7 @@ from starlette.applications import Starlette
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from orchestrator.listening import serve_on
 from orchestrator.serve.transports import GRACE_SECONDS
 
 HTTP_PATH = "/mcp"
@@ -51,23 +50,7 @@ async def serve_http(
         lifespan="on",
         timeout_graceful_shutdown=GRACE_SECONDS,
     )
-    http = _Server(config)
-    running = asyncio.ensure_future(http.serve(sockets=[listening]))
-    on_ready(f"http://{shown}:{bound}{HTTP_PATH}")
-    try:
-        await asyncio.shield(running)
-    except asyncio.CancelledError:  # the command ends (a signal): stop serving in order
-        http.should_exit = True
-        await running
-        raise
-
-
-class _Server(uvicorn.Server):
-    """uvicorn's server, leaving the signals to the command (see `cli.signals`)."""
-
-    @contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
+    await serve_on(config, listening, on_ready=lambda: on_ready(f"http://{shown}:{bound}{HTTP_PATH}"))
 
 
 class _Endpoint:
