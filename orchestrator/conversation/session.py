@@ -13,6 +13,7 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
+from typing import Unpack
 
 from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
@@ -33,6 +34,7 @@ from orchestrator.conversation.turns import (
     ToolCallRecord,
     TurnEvent,
     TurnResult,
+    Watchers,
     messages_of,
 )
 from orchestrator.errors import QuestionsWaitingError
@@ -106,18 +108,15 @@ class Session:
         """The last turn this object ran (`/trace`)."""
         return self._run.last_turn
 
-    async def run(
-        self, text: str, *, on_event: EventHandler | None = None, on_part: PartHandler | None = None
-    ) -> TurnResult:
+    async def run(self, text: str, **watchers: Unpack[Watchers]) -> TurnResult:
         """Send one user message and run the graph until the model answers or a question waits.
 
         While the session's turn waits for answers (see `pending`), a new message
         would drop the paused calls: it raises `QuestionsWaitingError` instead.
-        `on_part` gets the graph's own stream (what `orchestrator serve` streams).
         """
         self._follow_ups.user_wrote()
         message = HumanMessage(content=text, id=uuid.uuid4().hex)
-        return await self._turn_with(message, on_event, on_part=on_part)
+        return await self._turn_with(message, watchers.get("on_event"), on_part=watchers.get("on_part"))
 
     async def follow_up(
         self, job: BackgroundJob, *, on_event: EventHandler | None = None
@@ -145,13 +144,7 @@ class Session:
         """The questions the session's turn waits on, in the order of its calls (empty: none)."""
         return await self._questions.pending()
 
-    async def answer(
-        self,
-        decisions: Mapping[str, Decision],
-        *,
-        on_event: EventHandler | None = None,
-        on_part: PartHandler | None = None,
-    ) -> TurnResult:
+    async def answer(self, decisions: Mapping[str, Decision], **watchers: Unpack[Watchers]) -> TurnResult:
         """Resume the waiting turn once, with the person's decisions keyed by question id.
 
         A question left without a decision is asked again (its call pauses once
@@ -165,7 +158,7 @@ class Session:
             if decisions:
                 async with self._run.traced(turn_start(messages_of(state)), kind="turn (answered)"):
                     resume: Command[str] = Command(resume=dict(decisions))
-                    outcome = await self._run.stream(resume, on_event, on_part=on_part)
+                    outcome = await self._run.stream(resume, **watchers)
                 return self._result(outcome)
         return self._result(Outcome.of(state))
 
@@ -182,9 +175,7 @@ class Session:
             state = await self._archive.update()
             return bool(state.next) and not state.interrupts
 
-    async def resume(
-        self, *, on_event: EventHandler | None = None, on_part: PartHandler | None = None
-    ) -> TurnResult:
+    async def resume(self, **watchers: Unpack[Watchers]) -> TurnResult:
         """Finish the turn a stopped process left half done (see `open`).
 
         A turn that waits for answers is not run: the result holds its questions.
@@ -200,7 +191,7 @@ class Session:
             start = turn_start(messages_of(state))
             self.usage.start_turn(start)
             async with self._run.traced(start, kind="turn (resumed)"):
-                outcome = await self._run.stream(None, on_event, on_part=on_part)
+                outcome = await self._run.stream(None, **watchers)
             return self._result(outcome)
 
     async def history(self) -> list[BaseMessage]:
@@ -213,11 +204,7 @@ class Session:
             await self._archive.keep_summary(summary)
 
     async def _turn_with(
-        self,
-        message: HumanMessage,
-        on_event: EventHandler | None,
-        *,
-        on_part: PartHandler | None = None,
+        self, message: HumanMessage, on_event: EventHandler | None, *, on_part: PartHandler | None = None
     ) -> TurnResult:
         # First of all: it reads the user's other sessions only, so neither the claim
         # nor this session's lease need come before it.
@@ -233,9 +220,8 @@ class Session:
                     self._questions.new_turn()
                     self.usage.start_turn(message.id)
                     turn_input = OrchestratorState(messages=[*kept, message])
-                    outcome = await self._run.stream(
-                        turn_input, on_event, lookup=lookup, on_part=on_part
-                    )
+                    watchers = Watchers(on_event=on_event, on_part=on_part)
+                    outcome = await self._run.stream(turn_input, lookup=lookup, **watchers)
                 finally:
                     self._questions.forget_peek()
         finally:

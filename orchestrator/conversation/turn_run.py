@@ -12,29 +12,26 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from typing import Unpack
 
-from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
-from langgraph.types import Command, StateSnapshot, StreamMode, StreamPart, ValuesStreamPart
+from langchain_core.messages import BaseMessage
+from langgraph.types import Command, StateSnapshot, ValuesStreamPart
 
 from orchestrator.conversation.archive import Archive
 from orchestrator.conversation.cancelled import close_cancelled_turn, unanswered_calls
 from orchestrator.conversation.held_text import HeldText
+from orchestrator.conversation.stream_read import stream_modes, turn_event
 from orchestrator.conversation.thread import Thread
 from orchestrator.conversation.turns import (
     AnsweredQuestion,
-    EventHandler,
-    PartHandler,
     PendingQuestion,
-    TokenEvent,
-    TurnEvent,
     TurnResult,
+    Watchers,
     collect_turn,
     messages_of,
     questions_of,
     turn_plan,
 )
-from orchestrator.events import PlanEvent, Stage, StatusEvent, ToolEvent
-from orchestrator.graph.builder import MODEL_NODE
 from orchestrator.graph.state import OrchestratorState, Summary
 from orchestrator.notes import turn_start
 from orchestrator.plans import Plan
@@ -77,15 +74,13 @@ class TurnRunner:
     async def stream(
         self,
         turn_input: OrchestratorState | Command[str] | None,
-        on_event: EventHandler | None,
         *,
         lookup: asyncio.Future[str] | None = None,
-        on_part: PartHandler | None = None,
+        **watchers: Unpack[Watchers],
     ) -> Outcome:
-        """Run the graph, forwarding its events; where it left the turn, its history archived.
-
-        `on_part` gets every part of the top-level graph's stream as it comes.
-        """
+        """Run the graph, forwarding its events (`on_part`: every part of the top-level graph's
+        stream); where it left the turn, its history archived."""
+        on_event, on_part = watchers.get("on_event"), watchers.get("on_part")
         thread = self._thread
         held = HeldText() if thread.settings.text_tool_calls else None
         last: ValuesStreamPart[OrchestratorState] | None = None  # the run's last top-level state
@@ -95,7 +90,7 @@ class TurnRunner:
                 turn_input,
                 thread.config,
                 context=replace(thread.context, lookup=lookup),
-                stream_mode=_modes(on_event=on_event, on_part=on_part),
+                stream_mode=stream_modes(on_event=on_event, on_part=on_part),
                 subgraphs=True,
                 # With storage, each step is saved before the next starts: a killed
                 # process resumes from the last one.
@@ -108,7 +103,7 @@ class TurnRunner:
                     if not part["ns"]:  # as LangGraph's `ainvoke` reads a run
                         last, interrupted = part, interrupted or bool(part["interrupts"])
                     continue
-                event = _to_event(part)
+                event = turn_event(part)
                 if event is not None and on_event is not None:
                     for shown in held.filter(event) if held is not None else [event]:
                         on_event(shown)
@@ -192,31 +187,3 @@ def _compacted(summary: Summary | None, *, start: str | None) -> dict[str, objec
     if not summary or start is None or summary.get("turn") != start:
         return None
     return {"saved_tokens": summary.get("saved", 0), "failed": bool(summary.get("failed"))}
-
-
-def _modes(*, on_event: EventHandler | None, on_part: PartHandler | None) -> list[StreamMode]:
-    if on_part is not None:
-        return ["custom", "messages", "updates", "values"]
-    # Without a handler nothing shows tokens or progress: only states are read.
-    return ["custom", "messages", "values"] if on_event is not None else ["values"]
-
-
-def _to_event(part: StreamPart) -> TurnEvent | None:
-    # Sub-agents run as subgraphs (a non-empty namespace): their tool progress is
-    # shown one level deeper per graph, and their compactions (which name them);
-    # their other stages and replies are theirs.
-    namespace = part["ns"]
-    if part["type"] == "custom":
-        event: StatusEvent | ToolEvent | PlanEvent = part["data"]  # only our nodes write it
-        if event["kind"] == "status":
-            return None if namespace and event["stage"] != Stage.COMPACTED else event
-        shown = event.copy()
-        shown["depth"] = len(namespace)
-        return shown
-    if part["type"] != "messages":  # the values mode's are read by the caller
-        return None
-    message, metadata = part["data"]
-    is_reply = isinstance(message, AIMessageChunk | AIMessage)
-    if namespace or not is_reply or metadata.get("langgraph_node") != MODEL_NODE:
-        return None
-    return TokenEvent(kind="token", text=message.text, message_id=message.id) if message.text else None

@@ -31,6 +31,13 @@ EventHandler = Callable[[TurnEvent], None]
 PartHandler = Callable[[StreamPart], None]
 
 
+class Watchers(TypedDict, total=False):
+    """Who watches a turn as it runs: its events (`chat`), the graph's own stream (`serve`)."""
+
+    on_event: EventHandler | None
+    on_part: PartHandler | None
+
+
 @dataclass(frozen=True)
 class ToolCallRecord:
     """One tool call the model made during a turn, and how it ended."""

@@ -29,6 +29,23 @@ sessions = Table(
     Column("session_id", Text, primary_key=True),
     Column("user_id", Text, nullable=False),
     Column("created_at", DateTime(timezone=True)),
+    Column("metadata", JSONB, nullable=False),  # a thread's, as `orchestrator serve` keeps it
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+)
+
+# `orchestrator serve`'s runs (see store/runs.py)
+runs = Table(
+    "runs",
+    metadata,
+    Column("run_id", Text, primary_key=True),
+    Column("thread_id", Text, nullable=False),
+    Column("user_id", Text, nullable=False),
+    Column("assistant_id", Text, nullable=False),
+    Column("status", Text, nullable=False),
+    Column("metadata", JSONB, nullable=False),
+    Column("error", Text),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
 )
 
 messages = Table(
