@@ -23,7 +23,6 @@ from orchestrator.api.bodies import RunCreate
 from orchestrator.api.identity import Identity
 from orchestrator.api.live_run import LiveRun
 from orchestrator.api.stream_events import EventStream
-from orchestrator.api.wire import jsonable
 from orchestrator.conversation.session import Session
 from orchestrator.errors import RequestRefusedError as Problem
 from orchestrator.errors import UserError, validation_problems
@@ -87,11 +86,11 @@ class RunBoard:
                 assistant_id=assistant.assistant_id,
                 metadata=body.metadata,
             )
-            return self._launch(row, session, turn, modes=EventStream(body.stream_mode, run_id=row.run_id))
+            return self._launch(row, session, turn, stream=EventStream(body.stream_mode, run_id=row.run_id))
 
     def resume(self, row: RunRow, session: Session) -> LiveRun:
         """Finish the turn a stopped server left half done, as the run it was."""
-        return self._launch(row, session, None, modes=EventStream(["values"], run_id=row.run_id))
+        return self._launch(row, session, None, stream=EventStream(["values"], run_id=row.run_id))
 
     def session(self, assistant_id: str, thread_id: str, *, identity: Identity | str) -> Session:
         """The thread's session (kept open between runs), for its user."""
@@ -131,9 +130,10 @@ class RunBoard:
         return stopped
 
     def _launch(
-        self, row: RunRow, session: Session, turn: str | dict[str, Decision] | None, *, modes: EventStream
+        self, row: RunRow, session: Session, turn: str | dict[str, Decision] | None, *, stream: EventStream
     ) -> LiveRun:
-        run = LiveRun(row, modes)
+        """The run's task started: a message (str), answers (decisions) or a resumed turn (None)."""
+        run = LiveRun(row, stream)
         self._runs[row.run_id] = self._busy[row.thread_id] = run
         run.task = asyncio.create_task(self._execute(run, session, turn), name=f"run {row.run_id}")
         return run
@@ -154,7 +154,7 @@ class RunBoard:
             status = "interrupted" if result.questions else "success"
             self._waits[run.row.thread_id] = bool(result.questions)
             if "custom" in run.stream.modes:
-                run.emit(("custom", {"kind": "turn_result", **_json(result.to_json())}))
+                run.emit(("custom", {"kind": "turn_result", **result.to_json()}))
         except asyncio.CancelledError:
             status, error = "interrupted", SHUT_DOWN if self.draining else "cancelled"
             raise
@@ -275,8 +275,3 @@ def _message_text(given: Mapping[str, JsonValue] | None) -> str:
     if len(messages) != 1 or not isinstance(messages[0], HumanMessage) or not messages[0].text:
         raise Problem(422, ONE_MESSAGE)
     return messages[0].text
-
-
-def _json(value: dict[str, object]) -> dict[str, JsonValue]:
-    converted = jsonable(value)
-    return converted if isinstance(converted, dict) else {}

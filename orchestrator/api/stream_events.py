@@ -18,13 +18,14 @@ from typing import Literal, cast, get_args
 
 from langchain_core.messages import AIMessageChunk, BaseMessage, BaseMessageChunk
 from langgraph.types import Interrupt, StreamPart
-from pydantic import JsonValue
 
-from orchestrator.api.wire import interrupts_of, jsonable
+from orchestrator.api.wire import interrupts_of
 
 Mode = Literal["values", "updates", "messages", "messages-tuple", "custom", "events"]
 MODES: frozenset[str] = frozenset(get_args(Mode))
-Event = tuple[str, JsonValue]
+# An event's data as the graph gave it (messages, interrupts...): written as JSON when sent,
+# never before, so that what no client reads (a waited-for run's states) costs nothing.
+Event = tuple[str, object]
 
 
 class EventStream:
@@ -43,41 +44,41 @@ class EventStream:
             return self._updates(part["data"])
         if part["type"] == "messages":
             message, metadata = part["data"]
-            return self._tokens(cast(BaseMessage, message), jsonable(metadata))
+            return self._tokens(cast(BaseMessage, message), metadata)
         if part["type"] == "custom" and "custom" in self.modes:
-            return [("custom", jsonable(part["data"]))]
+            return [("custom", part["data"])]
         return []
 
     def _values(self, state: object, interrupts: Sequence[Interrupt]) -> list[Event]:
-        values = cast(dict[str, JsonValue], jsonable(state))  # a state: a mapping
+        values = dict(cast(dict[str, object], state))  # a state: a mapping
         if interrupts:
-            values["__interrupt__"] = cast(list[JsonValue], interrupts_of(interrupts))
+            values["__interrupt__"] = interrupts_of(interrupts)
         return [("values", values)]
 
     def _updates(self, data: object) -> list[Event]:
         events: list[Event] = []
         if "updates" in self.modes:
-            events.append(("updates", jsonable(data)))
+            events.append(("updates", data))
         if "events" in self.modes and isinstance(data, dict):
             for node, update in data.items():  # pyright: ignore[reportUnknownVariableType]  # a node's update
                 chunk = {"event": "on_chain_stream", "name": str(node), "run_id": self.run_id}  # pyright: ignore[reportUnknownArgumentType]  # a node's name, shown as text
-                events.append(("events", {**chunk, "data": {"chunk": jsonable(update)}}))
+                events.append(("events", {**chunk, "data": {"chunk": update}}))
         if "messages" in self.modes and isinstance(data, dict):
             events += self._completed(data)  # pyright: ignore[reportUnknownArgumentType]  # node -> update
         return events
 
-    def _tokens(self, message: BaseMessage, metadata: JsonValue) -> list[Event]:
+    def _tokens(self, message: BaseMessage, metadata: object) -> list[Event]:
         events: list[Event] = []
         if "messages-tuple" in self.modes:
-            events.append(("messages", [jsonable(message), metadata]))
+            events.append(("messages", [message, metadata]))
         if "events" in self.modes:
-            data = {"chunk": jsonable(message)}
+            data = {"chunk": message}
             events.append(("events", {"event": "on_chat_model_stream", "run_id": self.run_id, "data": data, "metadata": metadata}))
         if "messages" in self.modes and message.id:
             events += self._reply(message, metadata, message.id)
         return events
 
-    def _reply(self, message: BaseMessage, metadata: JsonValue, message_id: str) -> list[Event]:
+    def _reply(self, message: BaseMessage, metadata: object, message_id: str) -> list[Event]:
         """`messages` mode: a reply so far, or whole (a model that does not stream sends it so)."""
         so_far = self._replies.get(message_id)
         events: list[Event] = []
@@ -85,9 +86,9 @@ class EventStream:
             events.append(("messages/metadata", {message_id: {"metadata": metadata}}))
         if not isinstance(message, BaseMessageChunk):
             self._replies.pop(message_id, None)
-            return [*events, ("messages/complete", [jsonable(message)])]
+            return [*events, ("messages/complete", [message])]
         self._replies[message_id] = so_far = message if so_far is None else so_far + message
-        return [*events, ("messages/partial", [jsonable(so_far)])]
+        return [*events, ("messages/partial", [so_far])]
 
     def _completed(self, update: dict[object, object]) -> list[Event]:
         """`messages/complete` for each streamed reply a node's update holds whole."""
@@ -95,7 +96,7 @@ class EventStream:
         for value in update.values():
             for message in _messages_in(value):
                 if message.id is not None and self._replies.pop(message.id, None) is not None:
-                    done.append(("messages/complete", [jsonable(message)]))
+                    done.append(("messages/complete", [message]))
         return done
 
 
