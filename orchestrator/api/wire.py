@@ -15,18 +15,13 @@ from uuid import UUID
 
 from langchain_core.messages import BaseMessage
 from langgraph.types import Interrupt, PregelTask, StateSnapshot
-from pydantic import BaseModel, JsonValue
+from pydantic import BaseModel
 from starlette.responses import Response
 
 from orchestrator.store.runs import RunRow
 from orchestrator.store.threads import ThreadRow
 
 GRAPH_ID = "orchestrator"
-
-
-def jsonable(value: object) -> JsonValue:
-    """`value` as plain JSON: messages, interrupts, models, dataclasses and times included."""
-    return json.loads(dumps(value))
 
 
 def dumps(value: object) -> str:
@@ -59,7 +54,7 @@ def _default(value: object) -> object:
 
 def thread_json(
     thread: ThreadRow, *, status: str, values: Mapping[str, object] | None = None
-) -> dict[str, JsonValue]:
+) -> dict[str, object]:
     """A thread as the API's `Thread`."""
     return {
         "thread_id": thread.thread_id,
@@ -67,12 +62,12 @@ def thread_json(
         "updated_at": thread.updated_at.isoformat(),
         "metadata": thread.metadata,
         "status": status,
-        "values": jsonable(values or {}),
+        "values": dict(values or {}),
         "interrupts": {},
     }
 
 
-def run_json(run: RunRow) -> dict[str, JsonValue]:
+def run_json(run: RunRow) -> dict[str, object]:
     """A run as the API's `Run`."""
     return {
         "run_id": run.run_id,
@@ -87,23 +82,23 @@ def run_json(run: RunRow) -> dict[str, JsonValue]:
     }
 
 
-def state_json(state: StateSnapshot) -> dict[str, JsonValue]:
+def state_json(state: StateSnapshot) -> dict[str, object]:
     """A checkpoint of a thread as the API's `ThreadState`."""
     configurable = state.config.get("configurable", {})
     parent = (state.parent_config or {}).get("configurable")
     return {
-        "values": jsonable(state.values),
+        "values": dict(state.values),
         "next": list(state.next),
         "tasks": [_task_json(task) for task in state.tasks],
         "checkpoint": _checkpoint_json(configurable),
-        "metadata": jsonable(state.metadata or {}),
+        "metadata": dict(state.metadata or {}),
         "created_at": state.created_at,
         "parent_checkpoint": _checkpoint_json(parent) if parent else None,
         "interrupts": [_interrupt_json(i) for i in state.interrupts],
     }
 
 
-def _task_json(task: PregelTask) -> dict[str, JsonValue]:
+def _task_json(task: PregelTask) -> dict[str, object]:
     return {
         "id": task.id,
         "name": task.name,
@@ -111,15 +106,15 @@ def _task_json(task: PregelTask) -> dict[str, JsonValue]:
         "interrupts": [_interrupt_json(i) for i in task.interrupts],
         "checkpoint": None,
         "state": None,  # a subgraph's: not sent
-        "result": jsonable(task.result),
+        "result": task.result,
     }
 
 
-def _interrupt_json(interrupt: Interrupt) -> dict[str, JsonValue]:
-    return {"id": interrupt.id, "value": jsonable(interrupt.value)}
+def _interrupt_json(interrupt: Interrupt) -> dict[str, object]:
+    return {"id": interrupt.id, "value": interrupt.value}
 
 
-def _checkpoint_json(configurable: Mapping[str, object]) -> dict[str, JsonValue]:
+def _checkpoint_json(configurable: Mapping[str, object]) -> dict[str, object]:
     return {
         "thread_id": str(configurable.get("thread_id", "")),
         "checkpoint_ns": str(configurable.get("checkpoint_ns", "")),
@@ -127,6 +122,6 @@ def _checkpoint_json(configurable: Mapping[str, object]) -> dict[str, JsonValue]
     }
 
 
-def interrupts_of(values: Sequence[Interrupt]) -> list[dict[str, JsonValue]]:
+def interrupts_of(values: Sequence[Interrupt]) -> list[dict[str, object]]:
     """Interrupts as the API lists them (`__interrupt__` in a values or updates event)."""
     return [_interrupt_json(i) for i in values]
