@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.tools import BaseTool
+from langchain_core.tools import BaseTool, tool
 from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
 
@@ -88,3 +88,17 @@ async def served(
         await asyncio.gather(serving, return_exceptions=True)
         await runtime.close()
         await storage.close()
+
+
+def blocking_tool() -> tuple[BaseTool, asyncio.Event, asyncio.Event]:
+    """A tool that says it started and then waits to be released: a run held mid-turn."""
+    started, release = asyncio.Event(), asyncio.Event()
+
+    @tool
+    async def wait_here(note: str) -> str:
+        """Wait until released."""
+        started.set()
+        await release.wait()
+        return f"released {note}"
+
+    return wait_here, started, release

@@ -16,7 +16,7 @@ from langchain_core.tools import tool
 from orchestrator.api.identity import Identity
 from orchestrator.errors import RateLimitedError
 from orchestrator.testing.scripted import call_tools
-from tests.api.served import KeyTable, served
+from tests.api.served import KeyTable, blocking_tool, served
 
 KEYS = {"key-ann": "ann"}
 HUMAN = {"messages": [{"role": "user", "content": "hello"}]}
@@ -60,15 +60,7 @@ async def test_a_rate_limited_key_is_429_with_retry_after(database_logins, tmp_p
 
 
 async def test_a_shutdown_finishes_running_turns_and_takes_no_new_run(database_logins, tmp_path: Path, scripted):
-    started, release = asyncio.Event(), asyncio.Event()
-
-    @tool
-    async def wait_here(note: str) -> str:
-        """Wait until released."""
-        started.set()
-        await release.wait()
-        return f"released {note}"
-
+    wait_here, started, release = blocking_tool()
     model = scripted(call_tools(("wait_here", {"note": "z"})), "finished in time")
     async with served(database_logins, tmp_path, model, tools=[wait_here], keys=KEYS) as server:
         client = server.client("key-ann")

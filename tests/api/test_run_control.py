@@ -8,26 +8,12 @@ from pathlib import Path
 
 import httpx
 import pytest
-from langchain_core.tools import tool
 
 from orchestrator.testing.scripted import call_tools
-from tests.api.served import served
+from tests.api.served import blocking_tool, served
 
 KEYS = {"key-ann": "ann"}
 HUMAN = {"messages": [{"role": "user", "content": "hello"}]}
-
-
-def blocking_tool() -> tuple[object, asyncio.Event, asyncio.Event]:
-    started, release = asyncio.Event(), asyncio.Event()
-
-    @tool
-    async def wait_here(note: str) -> str:
-        """Wait until released."""
-        started.set()
-        await release.wait()
-        return f"released {note}"
-
-    return wait_here, started, release
 
 
 async def test_a_busy_thread_refuses_a_second_run_and_a_cancelled_run_leaves_it_usable(
