@@ -8,6 +8,7 @@ the product); the tests wait on processes ending, never on a sleep.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import pwd
 import re
@@ -26,6 +27,7 @@ import psutil
 import pytest
 
 from orchestrator.store.postmaster import PGDATA, running_postmaster
+from orchestrator.store.warm_server import KEEPER_FILE
 from tests.helpers import cli_env, run_cli
 from tests.store.test_embedded_server import WAIT_SECONDS, alive, wait_until
 
@@ -101,16 +103,23 @@ class Home:
         return None if running is None else running.process
 
     def keeper(self) -> psutil.Process:
-        """The keeper of this data directory (it is started as the first command joins)."""
+        """The keeper of this data directory (it is started as the first command joins), once it
+        keeps it: its file says so, which `db status` reads."""
         found: list[psutil.Process] = []
 
         def there() -> bool:
             found[:] = [p for p in psutil.process_iter(["cmdline"]) if _keeps(p, self.data_dir)]
-            return bool(found)
+            return bool(found) and self._keeper_says(found[0].pid)
 
         wait_until(there, "the keeper")
         assert len(found) == 1, [p.info["cmdline"] for p in found]
         return found[0]
+
+    def _keeper_says(self, pid: int) -> bool:
+        try:
+            return json.loads((self.data_dir / KEEPER_FILE).read_text()).get("pid") == pid
+        except (FileNotFoundError, ValueError):  # not written yet, or being replaced
+            return False
 
     def cleanly_shut_down(self) -> bool:
         """Whether the server's log ends with a clean shutdown (a fast one, never a kill)."""
