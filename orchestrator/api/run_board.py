@@ -100,6 +100,8 @@ class RunBoard:
         session = self._sessions.get(key)
         if session is None:
             session = assistant.runtime.session(user_id=user_id, session_id=thread_id)
+            # A background job's follow-up turn may leave questions waiting: read at the next start.
+            session.on_follow_up = lambda _job, _turn: self._forget_waits(thread_id)
             self._sessions[key] = session
             self._let_go_of_idle()
         self._sessions.move_to_end(key)
@@ -215,6 +217,9 @@ class RunBoard:
             raise Problem(409, f"thread {thread_id} belongs to assistant {owner}")
         self._bound[(user_id, thread_id)] = assistant_id
 
+    def _forget_waits(self, thread_id: str) -> None:
+        self._waits.pop(thread_id, None)
+
     def forget(self, thread_id: str, *, user_id: str) -> None:
         """The user's thread was deleted: nothing of it is kept here."""
         self._bound.pop((user_id, thread_id), None)
@@ -244,9 +249,8 @@ class RunBoard:
 async def _turn_of(body: RunCreate, session: Session, *, waits: bool) -> str | dict[str, Decision]:
     """The user's message, or the decisions on the questions the thread's turn waits on.
 
-    `waits` False: the thread's last run here ended with no question waiting, so its
-    checkpoint is not read to know. (A background job's follow-up turn may have paused
-    it since: the session then refuses the message itself, and the run fails saying so.)
+    `waits` False: the thread's last turn here (a run, or a background job's follow-up)
+    ended with no question waiting, so its checkpoint is not read to know.
     """
     waiting = await session.pending() if waits or body.command is not None else []
     if body.command is not None and body.input is not None:

@@ -3,6 +3,7 @@ streamed and waited for, a paused sensitive call resumed, state, history and the
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import httpx
@@ -13,10 +14,12 @@ from langgraph_sdk.schema import Command
 
 from orchestrator.testing.scripted import call_tools
 from tests.api.served import served
+from tests.dispatch.test_background import slow_tools
 from tests.helpers import tool_json
 
 pytestmark = pytest.mark.usefixtures("database_logins")
 KEYS = {"key-ann": "ann", "key-bob": "bob"}
+HUMAN = {"messages": [{"role": "user", "content": "hello"}]}
 
 
 @tool
@@ -104,6 +107,42 @@ async def test_a_paused_sensitive_call_is_resumed_with_a_command(database_logins
     assert resumed["messages"][-1]["content"] == "done (deleted a.txt)"
     assert "__interrupt__" not in resumed
 
+
+
+async def test_a_background_jobs_follow_up_that_paused_the_thread_refuses_a_message_with_409(
+    database_logins, tmp_path: Path, scripted
+):
+    deleted: list[str] = []
+
+    @tool
+    async def files_delete(path: str) -> str:
+        """Delete a file."""
+        deleted.append(path)
+        return f"deleted {path}"
+
+    gate = asyncio.Event()
+    model = scripted(
+        call_tools(("slow_work", {})),
+        "Started.",
+        call_tools(("files_delete", {"path": "b.txt"})),  # the follow-up turn asks first
+        answer_with_result,
+    )
+    tools = [*slow_tools(gate, background=True), files_delete]
+    async with served(database_logins, tmp_path, model, tools=tools, keys=KEYS) as server:
+        client = server.client("key-ann")
+        thread_id = (await client.threads.create())["thread_id"]
+        started = await client.runs.wait(thread_id, "orchestrator", input=HUMAN)
+        gate.set()
+        await server.state.assistants.named("orchestrator").runtime.jobs.drain()
+        with pytest.raises(httpx.HTTPStatusError) as refused:
+            await client.runs.create(thread_id, "orchestrator", input=HUMAN)
+        resumed = await client.runs.wait(thread_id, "orchestrator", command=Command(resume={"type": "approve"}))
+
+    assert started["messages"][-1]["content"] == "Started."
+    assert refused.value.response.status_code == 409
+    assert "waits for answers to 1 question" in refused.value.response.json()["detail"]
+    assert deleted == ["b.txt"]
+    assert resumed["messages"][-1]["content"] == "done (deleted b.txt)"
 
 async def test_the_store_search_finds_the_users_own_messages_only(database_logins, tmp_path: Path, scripted):
     model = scripted("noted", "noted too")
