@@ -65,6 +65,11 @@ class RunBoard:
         run = self._busy.get(thread_id)
         return run if run is not None and not run.done else None
 
+    @property
+    def running(self) -> int:
+        """How many runs are running now."""
+        return sum(1 for run in self._runs.values() if run.task is not None and not run.task.done())
+
     async def start(self, thread_id: str, body: RunCreate, *, identity: Identity) -> LiveRun:
         """Start a run of the user's thread as `body` asks; a `Problem` says why not."""
         if self.draining:

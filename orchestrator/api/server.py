@@ -55,6 +55,8 @@ async def serve(server: ServerState, listen: Listen, *, on_ready: Callable[[str]
     port = listening.getsockname()[1]
 
     async def drain() -> None:
+        if running := server.board.running:
+            logger.warning("stopping: %d run(s) get up to %d s to finish", running, listen.grace_seconds)
         stopped = await server.board.drain(grace_seconds=listen.grace_seconds)
         if stopped:
             logger.warning("stopped %d run(s) still running after the grace time", len(stopped))

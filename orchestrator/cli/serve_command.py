@@ -97,7 +97,16 @@ async def _serve(runtime: Orchestrator, listen: Listen, *, agents: bool) -> int:
     if listen.host not in ("127.0.0.1", "localhost", "::1") and listen.tls_cert is None:
         err.print(NOT_LOOPBACK.format(host=listen.host), markup=False, highlight=False)
     names = ", ".join(a.graph_id for a in assistants.all())
-    await serve_http(server, listen, on_ready=lambda url: _ready(url, names))
+    try:
+        await serve_http(server, listen, on_ready=lambda url: _ready(url, names))
+    except asyncio.CancelledError:
+        # Only the command's signal (SIGTERM, Ctrl-C) cancels it, and the server has stopped in
+        # order: a process manager's stop is a success (systemd counts status 143 a failure),
+        # as for `orchestrator worker`.
+        task = asyncio.current_task()
+        if task is not None:
+            task.uncancel()
+        err.print("[dim]stopped[/dim]")
     return 0
 
 

@@ -174,3 +174,73 @@ async def test_beyond_this_machine_without_a_certificate_it_says_so_and_still_as
 
     assert any("listening on 0.0.0.0" in line and "clear text" in line for line in lines), lines
     assert refused.status_code == 401
+
+
+def line_with(process: subprocess.Popen[str], text: str) -> str:
+    """The first line of the process's standard error holding `text` (its end: what it read)."""
+    assert process.stderr is not None
+    lines: list[str] = []
+    for line in process.stderr:
+        if text in line:
+            return line
+        lines.append(line)
+    return "".join(lines)
+
+
+class HeldModel(GatedModel):
+    """A model server whose first answer waits until the test releases it."""
+
+    def __init__(self, replies: list[Reply]) -> None:
+        super().__init__(replies)
+        self.release = threading.Event()
+
+    def next_reply(self, request: JsonObject) -> Reply | None:
+        reply = super().next_reply(request)
+        if len(self.requests) == 1:
+            self.release.wait(60)
+        return reply
+
+
+async def test_sigterm_lets_a_turn_finish_within_grace_and_stops_one_past_it(database_logins, tmp_path: Path):
+    with HeldModel(["finished in time"]) as model:
+        env = environment(tmp_path, database_logins, model)
+        key = key_for("gus", tmp_path, env)
+        with serving(tmp_path, env, "--grace", "60") as (process, url, _):
+            client = get_client(url=url, api_key=key)
+            thread_id = (await client.threads.create())["thread_id"]
+            finished = await client.runs.create(thread_id, "orchestrator", input=HUMAN)
+            assert await asyncio.to_thread(model.asked[0].wait, 60)
+            process.send_signal(signal.SIGTERM)
+            stopping = await asyncio.to_thread(line_with, process, "stopping: 1 run(s) get up to 60 s")
+            async with httpx.AsyncClient(base_url=url) as http:  # draining: no new run, not ready
+                ready = await http.get("/ready")
+                refused = await http.post(
+                    f"/threads/{thread_id}/runs", json={"assistant_id": "orchestrator", "input": HUMAN},
+                    headers={"x-api-key": key},
+                )
+            model.release.set()
+            _, drained = process.communicate(timeout=60)
+            codes = [process.returncode]
+
+    with GatedModel([Endless(text="")]) as model:
+        env = environment(tmp_path, database_logins, model)
+        with serving(tmp_path, env, "--grace", "1") as (process, url, _):
+            client = get_client(url=url, api_key=key)
+            stopped = await client.runs.create(thread_id, "orchestrator", input=HUMAN)
+            assert await asyncio.to_thread(model.asked[0].wait, 60)
+            process.send_signal(signal.SIGTERM)
+            _, cut = process.communicate(timeout=60)
+            codes.append(process.returncode)
+        with serving(tmp_path, env) as (_, url, _):
+            client = get_client(url=url, api_key=key)
+            runs = {run["run_id"]: run["status"] for run in await client.runs.list(thread_id)}
+            state = await client.threads.get_state(thread_id)
+
+    assert "stopping" in stopping, stopping
+    assert ready.status_code == 503 and refused.status_code == 503
+    assert codes == [0, 0], "a process manager's stop is a success"
+    assert "after the grace time" not in drained, drained
+    assert "stopped 1 run(s) still running after the grace time" in cut, cut
+    assert runs == {finished["run_id"]: "success", stopped["run_id"]: "interrupted"}
+    assert [m["type"] for m in state["values"]["messages"]][:2] == ["human", "ai"]
+    assert state["values"]["messages"][1]["content"] == "finished in time"
