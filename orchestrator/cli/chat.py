@@ -82,8 +82,8 @@ def chat(
     if server is not None:
         from orchestrator.cli.server_client.chat import chat_on_server
 
-        _local_only_flags(context, agent=agent, resume=pick, no_cache=no_cache)
-        raise typer.Exit(chat_on_server(server, session_id=session, latest=latest))
+        _local_only_flags(context, resume=pick, no_cache=no_cache)
+        raise typer.Exit(chat_on_server(server, session_id=session, latest=latest, agent=agent))
 
     async def run(startup: Startup, runtime: Orchestrator) -> int:
         from orchestrator.cli.repl import ChatRepl
@@ -198,15 +198,11 @@ def ask(
     )
 
 
-def _local_only_flags(
-    context: typer.Context, *, agent: str | None = None, resume: bool = False, no_cache: bool = False
-) -> None:
+def _local_only_flags(context: typer.Context, *, resume: bool = False, no_cache: bool = False) -> None:
     """With --server, a flag for what only runs here is a one-line error (the first one given)."""
     source = context.get_parameter_source("user")
     named = source is not None and source.name != "DEFAULT"
-    for flag, given in (
-        ("--user", named), ("--agent", agent is not None), ("--resume", resume), ("--no-cache", no_cache)
-    ):
+    for flag, given in (("--user", named), ("--resume", resume), ("--no-cache", no_cache)):
         if given:
             why = WHO_YOU_ARE if flag == "--user" else LOCAL_ONLY
             with user_errors():

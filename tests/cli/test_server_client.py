@@ -145,7 +145,6 @@ def test_a_server_that_is_down_is_one_line(tmp_path: Path, command: list[str]):
 @pytest.mark.parametrize(
     ("flags", "line"),
     [
-        (["chat", "--agent", "mailer"], "error: --agent cannot go with --server: it needs the orchestrator running on this machine"),
         (["chat", "--resume"], "error: --resume cannot go with --server: it needs the orchestrator running on this machine"),
         (["chat", "--user", "bob"], "error: --user cannot go with --server: the server knows who you are from your API key"),
         (["ask", "-u", "bob", "hi"], "error: --user cannot go with --server: the server knows who you are from your API key"),

@@ -108,7 +108,7 @@ class RemoteChat(ChatLoop):
             await self.answer(questions)
         await self.read_lines()
         if not self._ended:
-            again = f"{command_name()} chat --server {self.server.url} --session {self.session_id}"
+            again = f"{command_name()} chat {self.server.flags} --session {self.session_id}"
             self.err.print(f"[dim]session {escape(self.session_id)} kept · {escape(again)}[/dim]")
         return 1 if self.failed_turns else 0
 
@@ -136,7 +136,7 @@ class RemoteChat(ChatLoop):
 
         # The session is named in the line on questions left open: with the server, so that
         # the command it gives (`chat --session S --server URL`) asks them again.
-        named = f"{self.session_id} --server {self.server.url}"
+        named = f"{self.session_id} {self.server.flags}"
         _, self._ended = await answer_until_done(
             questions, asker=self.asker, resume=resume, session_id=named, reject_at_end=False
         )
@@ -238,14 +238,16 @@ def on_terminal() -> bool:
     return sys.stdin.isatty() and out.is_terminal
 
 
-def chat_on_server(url: str, *, session_id: str | None, latest: bool) -> int:
-    """`chat --server URL`: the chat against that server; the exit status."""
+def chat_on_server(url: str, *, session_id: str | None, latest: bool, agent: str | None = None) -> int:
+    """`chat --server URL [--agent NAME]`: the chat against that server; the exit status."""
     from orchestrator.terminal.lines import PipedLines, TerminalLines
     from orchestrator.terminal.questions import question_asker
 
     async def run(settings: Settings, interrupts: Interrupts) -> int:
-        server = connect(settings, url)
+        server = connect(settings, url, agent=agent)
         try:
+            if agent is not None:
+                err.print(f"Chatting with the agent {escape(agent)} alone.", highlight=False)
             chosen = await chosen_session(server, session_id=session_id, latest=latest)
             # A session gone on with may wait for answers; a new one waits for nothing.
             waiting = await pending(server, chosen) if session_id or latest else []

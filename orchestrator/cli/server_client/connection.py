@@ -2,7 +2,8 @@
 
 It speaks the LangGraph Agent Server's API through its official client
 (`langgraph-sdk`): a session is a thread, a turn a run of the assistant
-`orchestrator` streamed with the modes the terminal shows. What goes wrong
+`orchestrator` (or of an agent folder the server serves as its own assistant,
+`serve --agents`) streamed with the modes the terminal shows. What goes wrong
 with the server (down, the key refused, a session that is not the person's)
 is a `ServerConnectionError` (orchestrator.errors): one line for the person.
 """
@@ -46,6 +47,8 @@ REFUSED_KEY = "the server refused the API key ({detail}): check ORCHESTRATOR_API
 NOT_FOUND = "the server has no session {session} of yours"
 NOT_YOURS = "session {session} is not yours: give another id, or none for a new session"
 BUSY = "session {session} is running a turn already (another chat?): try again when it ends"
+NO_AGENT = "the server has no agent {agent}: it serves agent folders only when started with --agents"
+OTHER_AGENT = "session {session} is a chat with another assistant ({detail}): give another session"
 BAD_REQUEST = "the server refused the request: {detail}"
 RATE_LIMITED = "the server limits how often your key may ask: try again in {wait}"
 SERVER_FAILED = "the server failed ({status}): {detail}"
@@ -54,22 +57,28 @@ NOT_A_URL = "--server takes the server's http:// or https:// URL, not {url!r}"
 NOT_THE_API = "what answers at {url} is not an `orchestrator serve` (its answer is no JSON)"
 
 
-def server_error(error: Exception, *, url: str, session: str | None = None) -> ServerConnectionError:
+def server_error(
+    error: Exception, *, url: str, session: str | None = None, agent: str = ASSISTANT
+) -> ServerConnectionError:
     """The one line for a failed request (an HTTP error status, or a connection that failed)."""
     if isinstance(error, httpx.HTTPStatusError):
-        return _status_error(error.response, session=session)
+        return _status_error(error.response, session=session, agent=agent)
     reason = type(error).__name__ if not str(error).strip() else str(error).strip().splitlines()[0]
     return ServerConnectionError(UNREACHABLE.format(url=url, reason=reason))
 
 
-def _status_error(response: httpx.Response, *, session: str | None) -> ServerConnectionError:
+def _status_error(response: httpx.Response, *, session: str | None, agent: str) -> ServerConnectionError:
     status = response.status_code
     detail = _detail(response)
     named = session if session is not None else "?"
     if status == 401:
         return ServerConnectionError(REFUSED_KEY.format(detail=detail))
+    if status == 404 and detail.startswith("assistant "):
+        return ServerConnectionError(NO_AGENT.format(agent=agent))
     if status == 404:
         return ServerConnectionError(NOT_FOUND.format(session=named))
+    if status == 409 and "belongs to assistant" in detail:
+        return ServerConnectionError(OTHER_AGENT.format(session=named, detail=detail))
     if status == 409:
         return ServerConnectionError(BUSY.format(session=named))
     if status == 422:
@@ -108,20 +117,28 @@ def checked_url(url: str) -> str:
 
 @dataclass
 class Server:
-    """An `orchestrator serve` at `url`, asked with the person's key."""
+    """An `orchestrator serve` at `url`, asked with the person's key; its turns are runs of
+    `assistant` (the orchestrator, or an agent folder's name)."""
 
     url: str
     client: LangGraphClient
+    assistant: str = ASSISTANT
 
     @classmethod
-    def connect(cls, url: str, *, api_key: str | None) -> Server:
+    def connect(cls, url: str, *, api_key: str | None, assistant: str = ASSISTANT) -> Server:
         """The server at `url` (nothing is sent yet); no key is a one-line error."""
         from langgraph_sdk import get_client
 
         url = checked_url(url)
         if not api_key:
             raise ServerConnectionError(NO_KEY)
-        return cls(url, get_client(url=url, api_key=api_key, timeout=TIMEOUT))
+        return cls(url, get_client(url=url, api_key=api_key, timeout=TIMEOUT), assistant)
+
+    @property
+    def flags(self) -> str:
+        """The command line's flags that reach this server and assistant again."""
+        agent = f" --agent {self.assistant}" if self.assistant != ASSISTANT else ""
+        return f"--server {self.url}{agent}"
 
     async def close(self) -> None:
         """Close the connections (nothing the server runs is stopped)."""
@@ -134,7 +151,7 @@ class Server:
         try:
             yield
         except (httpx.HTTPError, OSError) as error:
-            raise server_error(error, url=self.url, session=session) from None
+            raise server_error(error, url=self.url, session=session, agent=self.assistant) from None
         except ValueError:  # a body that is no JSON: something else answers at that URL
             raise ServerConnectionError(NOT_THE_API.format(url=self.url)) from None
 
@@ -157,9 +174,13 @@ class Server:
             return thread["thread_id"]
 
     async def sessions(self, *, limit: int) -> list[Thread]:
-        """The person's sessions on the server, latest first."""
+        """The person's sessions on the server, latest first (with an agent: its chats only)."""
+        # A thread is bound to its assistant's graph at its first run (`api.run_board`).
+        metadata = None if self.assistant == ASSISTANT else {"graph_id": self.assistant}
         with self._asked():
-            return await self.client.threads.search(limit=limit, sort_by="updated_at", sort_order="desc")
+            return await self.client.threads.search(
+                metadata=metadata, limit=limit, sort_by="updated_at", sort_order="desc"
+            )
 
     async def waiting(self, session_id: str) -> list[dict[str, object]]:
         """The interrupts (`id`, `value`) the session's turn waits on."""
@@ -202,7 +223,7 @@ class Server:
         with self._asked(session_id):
             parts = self.client.runs.stream(
                 session_id,
-                ASSISTANT,
+                self.assistant,
                 input=message,
                 command=command,
                 stream_mode=STREAM_MODES,

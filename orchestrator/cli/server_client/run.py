@@ -42,10 +42,12 @@ def run_remote(command: RemoteCommand) -> int:
     return asyncio.run(until_interrupted(interrupts, command(settings, interrupts)))
 
 
-def connect(settings: Settings, url: str) -> Server:
-    """The server at `url`, asked with ORCHESTRATOR_API_KEY."""
+def connect(settings: Settings, url: str, *, agent: str | None = None) -> Server:
+    """The server at `url`, asked with ORCHESTRATOR_API_KEY; turns go to `agent` if named."""
     key = settings.api_key.get_secret_value() if settings.api_key is not None else None
-    return Server.connect(url, api_key=key)
+    if agent is None:
+        return Server.connect(url, api_key=key)
+    return Server.connect(url, api_key=key, assistant=agent)
 
 
 async def streamed(
