@@ -20,6 +20,7 @@ from rich.markup import escape
 from orchestrator.errors import ConfigError, UserError
 from orchestrator.folders.skipped import PERSON_LINE
 from orchestrator.folders.untrusted import printable
+from orchestrator.identifiers import RULE, can_name
 from orchestrator.settings import Settings, load_settings, misspelled_settings
 
 if TYPE_CHECKING:
@@ -39,17 +40,12 @@ def reopen_consoles() -> None:
     out.__init__(soft_wrap=True)
     err.__init__(stderr=True, soft_wrap=True)
 
-MAX_ID_CHARS = 200
-
-
 def identifier(value: str | None) -> str | None:
-    """A user or session id as given, if it can name one: not blank, printable, not too long."""
+    """A user or session id as given, if it can name one (`identifiers.can_name`)."""
     if value is None:
         return None
-    if not value.strip() or not value.isprintable() or len(value) > MAX_ID_CHARS:
-        raise typer.BadParameter(
-            f"must be 1 to {MAX_ID_CHARS} printable characters, not only spaces (got {printable(value[:40])!r})"
-        )
+    if not can_name(value):
+        raise typer.BadParameter(f"must be {RULE} (got {printable(value[:40])!r})")
     return value
 
 

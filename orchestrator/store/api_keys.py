@@ -28,6 +28,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from orchestrator.errors import ServerUserError
+from orchestrator.identifiers import RULE, can_name
 from orchestrator.store.engine import Database
 from orchestrator.store.models import api_keys, api_users
 
@@ -38,7 +39,6 @@ KEY_PREFIX = "orch_"
 KEY_ID_HEX = 12  # characters of a key id: 48 random bits, unique among one machine's keys
 SECRET_BYTES = 32
 KEY_SHAPE = re.compile(rf"{KEY_PREFIX}([0-9a-f]{{{KEY_ID_HEX}}})_[A-Za-z0-9_-]{{43}}")
-MAX_USER_ID_CHARS = 200  # as `--user` takes elsewhere (cli.common.identifier)
 # The key's owner, and `last_used_at` written when a minute old (checked again on the row
 # itself: another request may have written it meanwhile).
 STALE: LiteralString = "(last_used_at IS NULL OR last_used_at < now() - interval '1 minute')"
@@ -95,9 +95,7 @@ class UserSummary:
 
 def user_id_problem(user_id: str) -> str | None:
     """Why `user_id` cannot name a user (None: it can), by the rule every `--user` follows."""
-    if not user_id.strip() or not user_id.isprintable() or len(user_id) > MAX_USER_ID_CHARS:
-        return f"a user name is 1 to {MAX_USER_ID_CHARS} printable characters, not only spaces"
-    return None
+    return None if can_name(user_id) else f"a user name is {RULE}"
 
 
 def key_hash(key: str) -> bytes:
