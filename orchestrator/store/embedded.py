@@ -344,7 +344,15 @@ def _server_user(pgdata: Path) -> str:
 
 
 def _leave(server: PostgresServer, *, idle_minutes: float) -> None:
-    """Drop the departed users of `server`, then remove this one; the last one stops it, unless kept warm."""
+    """Drop the departed users of `server`, then remove this one; the last one stops it, unless kept warm.
+
+    A server whose data directory was deleted or moved while it ran can serve no one: its
+    users' list went with the directory, so the package's own exit would leave it running.
+    """
+    if not server.pgdata.exists():
+        logger.info("%s was deleted or moved while the embedded PostgreSQL ran: stopping it", server.pgdata)
+        _stop_postmaster(server)
+        return
     with package_lock():
         drop_departed(_pid_file(server))
         _see_current_postmaster(server)

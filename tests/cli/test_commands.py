@@ -10,10 +10,12 @@ import uuid
 from http import HTTPStatus
 from pathlib import Path
 
+import psutil
 import pytest
 from langchain_core.messages import HumanMessage
 
 from orchestrator.store import Database, MessageStore
+from orchestrator.store.embedded import leave_embedded_server
 from orchestrator.store.embeddings import Embedder, EmbeddingWorker
 from orchestrator.store.migrations import MIGRATIONS
 from orchestrator.store.queue_schema import queue_migrations
@@ -126,6 +128,10 @@ def test_a_data_directory_deleted_mid_chat_is_said_once_and_no_session_is_kept(t
     ], done.stderr
     assert "kept ·" not in done.stderr and "could not restart" not in done.stderr, done.stderr
     assert "calculator" not in done.stderr, "the chat ended: every turn would have failed"
+    leave_embedded_server(tmp_path / "data")  # as the command's exit does (run here: the test's)
+    pgdata = str(tmp_path / "data" / "pgdata")
+    left = [p.pid for p in psutil.process_iter(["cmdline"]) if pgdata in (p.info["cmdline"] or [])]
+    assert left == [], "its server is stopped though its list of users went with the directory"
 
 
 async def test_db_status_says_which_models_made_the_vectors(cli, database: Database, tmp_path: Path):
