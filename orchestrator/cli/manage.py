@@ -101,7 +101,7 @@ def show_tool(
     """Show a folder's resolved configuration: model, database, limits, log level, actions.
 
     Secrets are named, never shown. The folder's code is imported (to list its
-    actions) only if it is approved.
+    actions) only if it is approved; a folder held in its own process is asked there.
     """
     from orchestrator.cli.tool_show import folder_report, print_report
 

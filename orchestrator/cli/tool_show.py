@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from orchestrator.cli.common import out
 from orchestrator.cli.tool_show_actions import action_lines, folder_actions
+from orchestrator.cli.tool_show_held import held_actions
 from orchestrator.cli.tool_show_mcp import definitions_line, kind_lines, mcp_report
 from orchestrator.cli.tool_show_sandbox import sandbox_lines, sandbox_report
 from orchestrator.errors import ToolLoadError
@@ -57,6 +58,7 @@ class Loaded:
     tool: Tool | None
     scopes: dict[str, ActionScope] | None = None
     note: str | None = None
+    actions: list[Json] | None = None  # a held folder's, as its process gave them
 
 
 def folder_report(
@@ -83,10 +85,10 @@ def folder_report(
     }
     if folder.config.mcp is not None:
         return {**report, **mcp_report(settings, store, folder)}
-    loaded = _load(chain, store)
+    loaded = _load(chain, store, settings)
     agent = _is_agent(folder, loaded)
     tool, scopes = loaded.tool, loaded.scopes or {}
-    actions = None if tool is None else folder_actions(tool, scopes, settings, folder)
+    actions = loaded.actions if tool is None else folder_actions(tool, scopes, settings, folder)
     return {
         **report,
         "kind": folder.config.kind,
@@ -177,7 +179,7 @@ def _blocked_by(above: list[FolderNode], store: ApprovalStore) -> str | None:
     return None
 
 
-def _load(chain: list[FolderNode], store: ApprovalStore) -> Loaded:
+def _load(chain: list[FolderNode], store: ApprovalStore, settings: Settings) -> Loaded:
     from orchestrator.errors import ConfigError
     from orchestrator.folders.loader import load_tool, visible_sources
     from orchestrator.folders.scope import resolve_scopes
@@ -187,7 +189,8 @@ def _load(chain: list[FolderNode], store: ApprovalStore) -> Loaded:
     if status != Status.APPROVED and not _yaml_only(node.folder):
         return Loaded(None, note=f"not shown: the folder is {status}; its code runs once approved")
     if in_process(node.folder):  # its code runs only in its held process, never here
-        return Loaded(None, note="not listed here: its code runs only in its sandboxed process")
+        actions, note = held_actions(settings, node.folder)
+        return Loaded(None, note=note, actions=actions)
     approved = {n.folder.key for n in _walk(node) if store.status(n.folder) == Status.APPROVED}
     try:
         tool = load_tool(node.folder, sources=visible_sources(node, approved))

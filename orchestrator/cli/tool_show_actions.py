@@ -16,11 +16,13 @@ from orchestrator.folders.tool_names import qualified_name
 from orchestrator.terminal.text import one_line, shown
 
 if TYPE_CHECKING:
-    from pydantic import BaseModel
+    from pydantic import BaseModel, JsonValue
 
     from orchestrator.folders.discovery import ToolFolder
     from orchestrator.folders.scope import ActionScope
     from orchestrator.settings import Settings
+    from orchestrator.sources.mcp.definitions import ToolDefinition
+    from orchestrator.sources.mcp.tool_scope import JsonScope
     from orchestrator.tools.base import Tool
 
 Json = dict[str, object]
@@ -51,6 +53,57 @@ def folder_actions(
         }
         for spec in tool.actions.values()
     ]
+
+
+def schema_action(
+    tool: ToolDefinition, name: str, scope: JsonScope | None, needs_decision: str | None
+) -> Json:
+    """An action the model sees by its JSON schema (an MCP server's tool, a held folder's action)."""
+    return {
+        "name": name,
+        "tool": tool.name,
+        "description": first_line(tool.description or tool.title or tool.name),
+        "parameters": _json_parameters(tool, scope),
+        "needs_decision": needs_decision,
+    }
+
+
+def _json_parameters(tool: ToolDefinition, scope: JsonScope | None) -> list[Json]:
+    properties = tool.inputSchema.get("properties")
+    required = tool.inputSchema.get("required")
+    fixed = scope.fixed if scope is not None else {}
+    described = []
+    for name, schema in (properties if isinstance(properties, dict) else {}).items():
+        description = schema.get("description") if isinstance(schema, dict) else None
+        described.append(
+            parameter(
+                name,
+                kind=_schema_type(schema),
+                required=isinstance(required, list) and name in required,
+                description=description if isinstance(description, str) else "",
+                set_by=BY_CONFIG if name in fixed else BY_MODEL,
+            )
+        )
+    return described
+
+
+def _schema_type(schema: JsonValue) -> str:
+    """A JSON schema's type in a word or a few: `string`, `integer | null`, `array`."""
+    if not isinstance(schema, dict):
+        return "any"
+    kind = schema.get("type")
+    if isinstance(kind, str):
+        return kind
+    if isinstance(kind, list):
+        return " | ".join(str(k) for k in kind)
+    for combined in ("anyOf", "oneOf"):
+        options = schema.get(combined)
+        if isinstance(options, list):
+            return " | ".join(_schema_type(option) for option in options)
+    reference = schema.get("$ref")
+    if isinstance(reference, str):
+        return reference.rsplit("/", 1)[-1]
+    return "enum" if "enum" in schema else "any"
 
 
 def first_line(text: str) -> str:

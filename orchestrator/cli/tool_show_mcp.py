@@ -15,7 +15,7 @@ import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from orchestrator.cli.tool_show_actions import BY_CONFIG, BY_MODEL, first_line, parameter
+from orchestrator.cli.tool_show_actions import schema_action
 from orchestrator.errors import ToolLoadError
 from orchestrator.folders.sensitivity import SensitivityRules
 from orchestrator.settings import hide_passwords
@@ -25,14 +25,11 @@ from orchestrator.terminal.text import display_path, shown
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from pydantic import JsonValue
-
     from orchestrator.folders.approvals import ApprovalStore, Pin
     from orchestrator.folders.discovery import ToolFolder
     from orchestrator.folders.mcp_config import McpServerConfig
     from orchestrator.settings import Settings
-    from orchestrator.sources.mcp.definitions import ServerDefinition, ToolDefinition
-    from orchestrator.sources.mcp.tool_scope import JsonScope
+    from orchestrator.sources.mcp.definitions import ServerDefinition
 
 Json = dict[str, object]
 
@@ -126,58 +123,8 @@ def _actions(
         name, mark = qualified_name(config.name, tool.name), marks.get(tool.name)
         # What the approval gate reads of the real tool's metadata (see `sources.mcp.tool`).
         metadata = {"requires_approval": config.requires_approval, "sensitive": mark}
-        actions.append(_action(tool, name, scopes.get(tool.name), rules.why(name, metadata)))
+        actions.append(schema_action(tool, name, scopes.get(tool.name), rules.why(name, metadata)))
     return actions, None
-
-
-def _action(
-    tool: ToolDefinition, name: str, scope: JsonScope | None, needs_decision: str | None
-) -> Json:
-    return {
-        "name": name,
-        "tool": tool.name,
-        "description": first_line(tool.description or tool.title or tool.name),
-        "parameters": _parameters(tool, scope),
-        "needs_decision": needs_decision,
-    }
-
-
-def _parameters(tool: ToolDefinition, scope: JsonScope | None) -> list[Json]:
-    properties = tool.inputSchema.get("properties")
-    required = tool.inputSchema.get("required")
-    fixed = scope.fixed if scope is not None else {}
-    described = []
-    for name, schema in (properties if isinstance(properties, dict) else {}).items():
-        description = schema.get("description") if isinstance(schema, dict) else None
-        described.append(
-            parameter(
-                name,
-                kind=_schema_type(schema),
-                required=isinstance(required, list) and name in required,
-                description=description if isinstance(description, str) else "",
-                set_by=BY_CONFIG if name in fixed else BY_MODEL,
-            )
-        )
-    return described
-
-
-def _schema_type(schema: JsonValue) -> str:
-    """A JSON schema's type in a word or a few: `string`, `integer | null`, `array`."""
-    if not isinstance(schema, dict):
-        return "any"
-    kind = schema.get("type")
-    if isinstance(kind, str):
-        return kind
-    if isinstance(kind, list):
-        return " | ".join(str(k) for k in kind)
-    for combined in ("anyOf", "oneOf"):
-        options = schema.get(combined)
-        if isinstance(options, list):
-            return " | ".join(_schema_type(option) for option in options)
-    reference = schema.get("$ref")
-    if isinstance(reference, str):
-        return reference.rsplit("/", 1)[-1]
-    return "enum" if "enum" in schema else "any"
 
 
 # --- printing ----------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from orchestrator.folders.isolation import isolation_of
 from orchestrator.sandbox import landlock
 from orchestrator.settings import load_settings
 from orchestrator.terminal.folder_reach import describe_folder
+from tests.helpers import run_cli
 from tests.mcp.test_folders import Person, call, names, started, warnings_about
 from tests.sandbox.test_process_isolation import HELD_TOOL
 from tests.tool_folders import copy_shipped, write_folder
@@ -124,6 +125,30 @@ def test_inline_is_said_in_red_at_approval_and_in_tools_show(tmp_path: Path):
     assert "\x1b[31m" in on_a_terminal(shown[0])
     assert "sandbox: reads the system, its folder, its program" in held_question
     assert "isolation: inline" not in held_question
+
+
+@held
+@pytest.mark.process
+def test_tools_show_lists_a_held_folders_actions_as_its_process_gives_them(tmp_path: Path):
+    import json
+    import sys
+
+    third_party(tmp_path / "sub_graphs", "plain", sensitive_actions=["read"])
+    approved = run_cli("tools", "approve", "plain", cwd=tmp_path)
+    shown = run_cli("tools", "show", "plain", "--json", cwd=tmp_path)
+
+    assert approved.returncode == 0, approved.stderr
+    assert shown.returncode == 0, shown.stderr
+    report = json.loads(shown.stdout)
+    actions = {action["name"]: action for action in report["actions"]}
+    assert {"plain_who", "plain_read", "plain_slow", "plain_crash"} <= set(actions)
+    assert actions["plain_read"]["description"] == "Read a file."
+    assert [(p["name"], p["type"], p["required"], p["set_by"]) for p in actions["plain_read"]["parameters"]] == [
+        ("path", "string", True, "the model")
+    ]
+    assert actions["plain_read"]["needs_decision"] and not actions["plain_who"]["needs_decision"]
+    assert report["actions_note"] is None
+    assert not [m for m in sys.modules if m.startswith("orchestrator_sub_graphs")], "its code ran only there"
 
 
 @pytest.mark.process  # git ls-files, for the shipped files
