@@ -68,7 +68,10 @@ class RunBoard:
     @property
     def running(self) -> int:
         """How many runs are running now."""
-        return sum(1 for run in self._runs.values() if run.task is not None and not run.task.done())
+        return len(self._running())
+
+    def _running(self) -> list[asyncio.Task[None]]:
+        return [run.task for run in self._runs.values() if run.task is not None and not run.task.done()]
 
     async def start(self, thread_id: str, body: RunCreate, *, identity: Identity) -> LiveRun:
         """Start a run of the user's thread as `body` asks; a `Problem` says why not."""
@@ -125,7 +128,7 @@ class RunBoard:
         and ends `interrupted`, saying so. The ids of those stopped.
         """
         self.draining = True
-        running = [run.task for run in self._runs.values() if run.task is not None and not run.task.done()]
+        running = self._running()
         if not running:
             return []
         _, left = await asyncio.wait(running, timeout=grace_seconds)

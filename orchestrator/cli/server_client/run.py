@@ -17,7 +17,7 @@ from rich.console import Console
 
 from orchestrator.cli.common import err, settings_or_exit
 from orchestrator.cli.interrupted import until_interrupted
-from orchestrator.cli.server_client.connection import Server
+from orchestrator.cli.server_client.connection import ASSISTANT, Server
 from orchestrator.cli.server_client.turn import RemoteTurn, waiting_questions
 from orchestrator.conversation.turns import EventHandler, PendingQuestion, TurnResult
 from orchestrator.errors import UserError
@@ -45,9 +45,7 @@ def run_remote(command: RemoteCommand) -> int:
 def connect(settings: Settings, url: str, *, agent: str | None = None) -> Server:
     """The server at `url`, asked with ORCHESTRATOR_API_KEY; turns go to `agent` if named."""
     key = settings.api_key.get_secret_value() if settings.api_key is not None else None
-    if agent is None:
-        return Server.connect(url, api_key=key)
-    return Server.connect(url, api_key=key, assistant=agent)
+    return Server.connect(url, api_key=key, assistant=agent or ASSISTANT)
 
 
 async def streamed(
