@@ -23,10 +23,9 @@ from orchestrator import redact
 from orchestrator.store.embedded import embedded_admin_url, embedded_logins, leave_embedded_server
 from orchestrator.store.engine import Database
 from orchestrator.store.logins import Logins
-from orchestrator.store.queue_schema import upgrade_all
 from orchestrator.testing import ScriptedChatModel, block_remote_connections
 from orchestrator.testing.scripted import Step
-from tests.helpers import run_cli
+from tests.helpers import migrate, run_cli
 
 # Fixtures that stand on the embedded PostgreSQL: a test using any of them (directly or
 # through another fixture: `item.fixturenames` is the whole closure) is marked `db`.
@@ -237,7 +236,7 @@ def database_logins(embedded_dir: Path, postgres_url: str) -> Iterator[Logins]:
     """A fresh, migrated database for one test module, dropped afterwards: its two logins."""
     name = f"test_{uuid.uuid4().hex[:12]}"
     logins = embedded_logins(embedded_dir, database=name)
-    asyncio.run(_migrate(logins))
+    asyncio.run(migrate(logins))
     yield logins
     with psycopg.connect(postgres_url, autocommit=True) as connection:
         connection.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
@@ -247,14 +246,6 @@ def database_logins(embedded_dir: Path, postgres_url: str) -> Iterator[Logins]:
 def database_url(database_logins: Logins) -> str:
     """The module's database as its owner (what DATABASE_URL names)."""
     return database_logins.owner_url
-
-
-async def _migrate(logins: Logins) -> None:
-    database = Database(logins.owner_url, app_url=logins.app_url)
-    try:
-        await upgrade_all(database)
-    finally:
-        await database.close()
 
 
 @pytest.fixture

@@ -29,6 +29,8 @@ from orchestrator.levels import Limits
 from orchestrator.runtime import Orchestrator
 from orchestrator.settings import load_settings
 from orchestrator.store import Database
+from orchestrator.store.logins import Logins
+from orchestrator.store.queue_schema import upgrade_all
 from orchestrator.store.requests import RequestLog
 from orchestrator.store.storage import Storage
 from orchestrator.testing import OpenAICompatibleServer
@@ -60,6 +62,15 @@ class EventLog(list[TurnEvent]):
 
     def tool_phases(self) -> list[tuple[str, int, str]]:
         return [(e["tool"], e["index"], str(e["phase"])) for e in self if e["kind"] == "tool"]
+
+
+async def migrate(logins: Logins) -> None:
+    """Bring the database `logins` reach to the newest schema, the job queue's included."""
+    database = Database(logins.owner_url, app_url=logins.app_url)
+    try:
+        await upgrade_all(database)
+    finally:
+        await database.close()
 
 
 def run_cli(

@@ -15,12 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.store import Database
 from orchestrator.store.embedded import embedded_logins, leave_embedded_server
 from orchestrator.store.logins import Logins
-from orchestrator.store.queue_schema import upgrade_all
 from orchestrator.testing import OpenAICompatibleServer
-from tests.helpers import run_cli
+from tests.helpers import migrate, run_cli
 from tests.jobs.processes import (
     JOB_TOOL,
     READY,
@@ -62,17 +60,9 @@ class Outage:
 @pytest.fixture(scope="module")
 def outage(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Outage]:
     server = Outage(tmp_path_factory.mktemp("outage-postgres"))
-    asyncio.run(_migrate(server.logins))
+    asyncio.run(migrate(server.logins))
     yield server
     server.stop()
-
-
-async def _migrate(logins: Logins) -> None:
-    database = Database(logins.owner_url, app_url=logins.app_url)
-    try:
-        await upgrade_all(database)
-    finally:
-        await database.close()
 
 
 def _brewer(home: Path, env: dict[str, str]) -> Path:
