@@ -25,7 +25,9 @@ if TYPE_CHECKING:
     from orchestrator.runtime import Orchestrator
 
 HostOption = Annotated[str, typer.Option("--host", help="The address to listen on.")]
-PortOption = Annotated[int, typer.Option("--port", help="The port to listen on (0: a free one).")]
+PortOption = Annotated[
+    int, typer.Option("--port", min=0, max=65535, help="The port to listen on (0: a free one).")
+]
 CertOption = Annotated[
     Path | None, typer.Option("--tls-cert", help="A PEM certificate: serve HTTPS (with --tls-key).")
 ]
@@ -55,6 +57,8 @@ def serve(
     """Serve the orchestrator over HTTP (the LangGraph Agent Server's API) to authenticated users."""
     if (tls_cert is None) != (tls_key is None):
         raise typer.BadParameter(TLS_PAIR)
+    if tls_cert is not None and tls_key is not None:
+        _check_tls(tls_cert, tls_key)
     from orchestrator.api.server import Listen as ListenAt
 
     listen = ListenAt(host, port, tls_cert, tls_key, grace)
@@ -63,6 +67,24 @@ def serve(
         return await _serve(runtime, listen, agents=agents)
 
     raise typer.Exit(run_command(command, jobs=JobOptions(), reads_words=False, loop_factory=_event_loop()))
+
+
+def _check_tls(cert: Path, key: Path) -> None:
+    """The certificate and key load as a pair, or a one-line error naming what is wrong, before
+    anything starts (uvicorn would fail only once it said it serves)."""
+    import ssl
+
+    for flag, path in (("--tls-cert", cert), ("--tls-key", key)):
+        if not path.is_file():
+            raise typer.BadParameter(f"{path} is not a file", param_hint=flag)
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(cert, key)
+    except (ssl.SSLError, OSError) as error:
+        reason = getattr(error, "reason", None) or error.strerror or str(error)
+        raise typer.BadParameter(
+            f"{cert} and {key} are not a PEM certificate and its private key ({reason})",
+            param_hint="--tls-cert/--tls-key",
+        ) from None
 
 
 def _event_loop() -> Callable[[], asyncio.AbstractEventLoop] | None:

@@ -196,3 +196,22 @@ async def test_with_a_certificate_it_serves_https(database_logins, tmp_path: Pat
 
     assert server.url.startswith("https://127.0.0.1:")
     assert made.status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--tls-cert", "missing.pem", "--tls-key", "key.pem"], "missing.pem is not a file"),
+        (["--tls-cert", "key.pem", "--tls-key", "cert.pem"], "are not a PEM certificate and its private key"),
+        (["--port", "99999"], "65535"),
+    ],
+)
+def test_bad_tls_files_or_port_are_refused_before_it_serves(tmp_path: Path, args: list[str], said: str):
+    from tests.helpers import run_cli
+
+    self_signed(tmp_path)
+    refused = run_cli("serve", *args, cwd=tmp_path)
+
+    assert refused.returncode == 2
+    assert said in " ".join(refused.stderr.replace("│", " ").split()), refused.stderr  # rich's box
+    assert "serving" not in refused.stderr and "internal error" not in refused.stderr
