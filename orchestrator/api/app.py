@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Mapping
 
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -41,7 +42,7 @@ def build_app(server: ServerState) -> Starlette:
     """The application serving `server`'s assistants, threads, runs and store."""
     app = Starlette(
         routes=[*thread_routes.ROUTES, *run_routes.ROUTES, *other_routes.ROUTES],
-        exception_handlers={UserError: _refused, Exception: _failed},
+        exception_handlers={UserError: _refused, HTTPException: _routing, Exception: _failed},
     )
     app.state.server = server
     app.add_middleware(Gate, server=server)
@@ -113,6 +114,13 @@ def _span_attributes(line: AccessLine) -> dict[str, str]:
 
 async def _refused(_: Request, error: Exception) -> Response:
     return json_response({"detail": str(error)}, status=_status(error))
+
+
+async def _routing(request: Request, error: Exception) -> Response:
+    """A path or method no route has (404, 405): refused as every refusal is, `{"detail": ...}`."""
+    status = error.status_code if isinstance(error, HTTPException) else 404
+    said = f"no {request.method} {request.url.path} here" if status in (404, 405) else str(error)
+    return json_response({"detail": said}, status=status)
 
 
 async def _failed(request: Request, error: Exception) -> Response:

@@ -48,6 +48,18 @@ class Limited(KeyTable):
         raise RateLimitedError("too many requests for key test-ann: 60 a minute", retry_after=2.4)
 
 
+async def test_a_path_or_method_no_route_has_is_refused_as_json(database_logins, tmp_path: Path, scripted):
+    async with (
+        served(database_logins, tmp_path, scripted(), keys=KEYS) as server,
+        httpx.AsyncClient(base_url=server.url, headers={"x-api-key": "key-ann"}) as raw,
+    ):
+        unknown = await raw.get("/no/such/path")
+        wrong = await raw.delete("/assistants/search")
+
+    assert unknown.status_code == 404 and unknown.json() == {"detail": "no GET /no/such/path here"}
+    assert wrong.status_code == 405 and wrong.json() == {"detail": "no DELETE /assistants/search here"}
+
+
 async def test_a_rate_limited_key_is_429_with_retry_after(database_logins, tmp_path: Path, scripted):
     async with served(database_logins, tmp_path, scripted(), keys=KEYS) as server:
         server.state.authenticator = Limited(KEYS)

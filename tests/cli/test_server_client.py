@@ -167,11 +167,13 @@ def test_no_key_and_a_bad_url_are_one_line(tmp_path: Path):
 
 
 class _NotTheApi(BaseHTTPRequestHandler):
-    """A web page at every address, whatever is asked."""
+    """A web page at every address, whatever is asked, with the status the test names."""
+
+    status = 200
 
     def do_POST(self) -> None:  # noqa: N802  # the standard library's name
         page = b"<html>hello</html>"
-        self.send_response(200)
+        self.send_response(self.status)
         self.send_header("Content-Type", "text/html")
         self.send_header("Content-Length", str(len(page)))
         self.end_headers()
@@ -181,8 +183,10 @@ class _NotTheApi(BaseHTTPRequestHandler):
         return
 
 
-def test_a_url_where_something_else_answers_is_one_line(tmp_path: Path):
-    web = ThreadingHTTPServer(("127.0.0.1", 0), _NotTheApi)
+@pytest.mark.parametrize("status", [200, 404, 501])
+def test_a_url_where_something_else_answers_is_one_line(tmp_path: Path, status: int):
+    handler = type("Answers", (_NotTheApi,), {"status": status})
+    web = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=web.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{web.server_address[1]}"
     try:
@@ -190,4 +194,6 @@ def test_a_url_where_something_else_answers_is_one_line(tmp_path: Path):
     finally:
         web.shutdown()
     assert result.returncode == 1
-    assert result.stderr.strip() == f"error: what answers at {url} is not an `orchestrator serve` (its answer is no JSON)"
+    assert result.stderr.strip() == (
+        f"error: what answers at {url} is not an `orchestrator serve` (it answered {status}, not the API's JSON)"
+    )

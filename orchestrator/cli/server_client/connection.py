@@ -54,7 +54,7 @@ RATE_LIMITED = "the server limits how often your key may ask: try again in {wait
 SERVER_FAILED = "the server failed ({status}): {detail}"
 RUN_FAILED = "the turn failed on the server: {detail}"
 NOT_A_URL = "--server takes the server's http:// or https:// URL, not {url!r}"
-NOT_THE_API = "what answers at {url} is not an `orchestrator serve` (its answer is no JSON)"
+NOT_THE_API = "what answers at {url} is not an `orchestrator serve` (it answered {status}, not the API's JSON)"
 
 
 def server_error(
@@ -62,15 +62,20 @@ def server_error(
 ) -> ServerConnectionError:
     """The one line for a failed request (an HTTP error status, or a connection that failed)."""
     if isinstance(error, httpx.HTTPStatusError):
-        return _status_error(error.response, session=session, agent=agent)
+        return _status_error(error.response, url=url, session=session, agent=agent)
     reason = type(error).__name__ if not str(error).strip() else str(error).strip().splitlines()[0]
     return ServerConnectionError(UNREACHABLE.format(url=url, reason=reason))
 
 
-def _status_error(response: httpx.Response, *, session: str | None, agent: str) -> ServerConnectionError:
+def _status_error(
+    response: httpx.Response, *, url: str, session: str | None, agent: str
+) -> ServerConnectionError:
     status = response.status_code
     detail = _detail(response)
     named = session if session is not None else "?"
+    # The API's refusals are `{"detail": ...}`; a proxy's 429 and 5xx are said as the server's.
+    if (400 <= status < 500 and status != 429 or status == 501) and not _refusal(response):
+        return ServerConnectionError(NOT_THE_API.format(url=url, status=status))
     if status == 401:
         return ServerConnectionError(REFUSED_KEY.format(detail=detail))
     if status == 404 and detail.startswith("assistant "):
@@ -88,6 +93,15 @@ def _status_error(response: httpx.Response, *, session: str | None, agent: str) 
         wait = f"{after} s" if after.isdigit() else "a moment"
         return ServerConnectionError(RATE_LIMITED.format(wait=wait))
     return ServerConnectionError(SERVER_FAILED.format(status=status, detail=detail))
+
+
+def _refusal(response: httpx.Response) -> bool:
+    """Whether the answer is a refusal of the API's: JSON with its `detail`."""
+    try:
+        body: object = response.json()
+    except (ValueError, httpx.ResponseNotRead):
+        return False
+    return isinstance(body, dict) and "detail" in body
 
 
 def _detail(response: httpx.Response) -> str:
@@ -153,7 +167,7 @@ class Server:
         except (httpx.HTTPError, OSError) as error:
             raise server_error(error, url=self.url, session=session, agent=self.assistant) from None
         except ValueError:  # a body that is no JSON: something else answers at that URL
-            raise ServerConnectionError(NOT_THE_API.format(url=self.url)) from None
+            raise ServerConnectionError(NOT_THE_API.format(url=self.url, status=200)) from None
 
     async def session(self, session_id: str | None) -> str:
         """The thread a chat goes on with: `session_id`'s (made when it is new), or a new one."""
