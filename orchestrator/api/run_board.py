@@ -38,6 +38,7 @@ RUNS_KEPT = 1000  # ended runs whose events are kept, the latest
 SESSIONS_KEPT = 512  # idle sessions kept open between runs (a run's own is never let go)
 SHUT_DOWN = "the server shut down before the turn ended: send the message again"
 ONE_MESSAGE = "input.messages must hold exactly one user message (the turn's)"
+OTHER_ASSISTANT = "thread {thread} belongs to assistant {name}"
 
 
 class RunBoard:
@@ -208,7 +209,7 @@ class RunBoard:
         known = self._bound.get((user_id, thread_id))
         if known is not None:
             if known != assistant_id:
-                raise Problem(409, f"thread {thread_id} belongs to assistant {known}")
+                raise Problem(409, OTHER_ASSISTANT.format(thread=thread_id, name=self._name(known)))
             return
         thread = await get_thread(database, thread_id, user_id=user_id)
         if thread is None and body.if_not_exists != "create":
@@ -222,8 +223,16 @@ class RunBoard:
             bound = {"assistant_id": assistant_id, "graph_id": self._assistants.named(assistant_id).graph_id}
             await update_thread(database, thread_id, user_id=user_id, metadata=bound)
         elif owner != assistant_id:
-            raise Problem(409, f"thread {thread_id} belongs to assistant {owner}")
+            name = thread.metadata.get("graph_id") or self._name(str(owner))
+            raise Problem(409, OTHER_ASSISTANT.format(thread=thread_id, name=name))
         self._bound[(user_id, thread_id)] = assistant_id
+
+    def _name(self, assistant_id: str) -> str:
+        """The graph name of an assistant (its id, if this server no longer offers it)."""
+        try:
+            return self._assistants.named(assistant_id).graph_id
+        except Problem:
+            return assistant_id
 
     def _forget_waits(self, thread_id: str) -> None:
         self._waits.pop(thread_id, None)

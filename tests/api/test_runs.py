@@ -179,7 +179,8 @@ async def test_with_agents_each_agent_folder_is_an_assistant_and_a_thread_keeps_
     assert [a["graph_id"] for a in assistants] == ["orchestrator", "parrot"]
     assert values["messages"][-1]["content"] == "the parrot speaks"
     assert "You are parrot" in model.received[0][0].text  # the parrot's own instructions
-    assert other.value.response.status_code == 409 and "belongs to assistant" in other.value.response.json()["detail"]
+    assert other.value.response.status_code == 409
+    assert other.value.response.json()["detail"] == f"thread {thread_id} belongs to assistant parrot"
     assert thread["metadata"]["graph_id"] == "parrot"
 
 

@@ -356,7 +356,7 @@ async def test_chat_server_with_an_agent_chats_with_that_assistant_alone(databas
 
     parrot_agent(tmp_path / "sub_graphs")
     eve, parrots, others = {"ORCHESTRATOR_API_KEY": "key-eve"}, f"p-{uuid.uuid4().hex[:8]}", f"o-{uuid.uuid4().hex[:8]}"
-    model = scripted("the parrot speaks", "the orchestrator speaks")
+    model = scripted("the orchestrator speaks", "the parrot speaks", "the orchestrator again")
     async with served(
         database_logins, tmp_path, model, keys={"key-eve": "eve"}, sub_graphs=tmp_path / "sub_graphs"
     ) as server:
@@ -364,22 +364,28 @@ async def test_chat_server_with_an_agent_chats_with_that_assistant_alone(databas
         def chat(*args: str, stdin: str) -> subprocess.CompletedProcess[str]:
             return run_cli("chat", "--server", server.url, *args, cwd=tmp_path, env=eve, stdin=stdin)
 
-        parrot = await asyncio.to_thread(chat, "--agent", "parrot", "--session", parrots, stdin="hi\n")
         orchestrator = await asyncio.to_thread(chat, "--session", others, stdin="hello\n")
+        parrot = await asyncio.to_thread(chat, "--agent", "parrot", "--session", parrots, stdin="hi\n")
+        again = await asyncio.to_thread(chat, "--continue", stdin="hello again\n/sessions\n")
         latest = await asyncio.to_thread(chat, "--agent", "parrot", "--continue", stdin="/sessions\n")
         crossed = await asyncio.to_thread(chat, "--session", parrots, stdin="hey\n")
         unknown = await asyncio.to_thread(chat, "--agent", "nobody", stdin="hi\n")
 
     assert parrot.returncode == 0, parrot.stderr
     assert "Chatting with the agent parrot alone." in parrot.stderr
-    assert "the parrot speaks" in parrot.stdout and "You are parrot" in model.received[0][0].text
-    again = f"chat --server {server.url} --agent parrot --session {parrots}"
-    assert f"session {parrots} kept · orchestrator {again}" in parrot.stderr
+    assert "the parrot speaks" in parrot.stdout and "You are parrot" in model.received[1][0].text
+    resume = f"chat --server {server.url} --agent parrot --session {parrots}"
+    assert f"session {parrots} kept · orchestrator {resume}" in parrot.stderr
     assert "the orchestrator speaks" in orchestrator.stdout
-    assert f"session {parrots} ·" in latest.stderr, "--continue: the agent's latest chat, not the newer one"
+    assert f"session {others} ·" in again.stderr, "--continue: the orchestrator's latest chat, not the agent's newer one"
+    assert "the orchestrator again" in again.stdout and parrots not in again.stdout
+    assert f"session {parrots} ·" in latest.stderr, "--agent --continue: the agent's latest chat, not the newer one"
     assert f"{parrots} (this one)" in latest.stdout
     assert others not in latest.stdout, "/sessions with --agent: that agent's chats"
     assert crossed.returncode == 1
-    assert f"session {parrots} is a chat with another assistant" in crossed.stderr
+    assert f"session {parrots} is a chat with another assistant (thread {parrots} belongs to assistant parrot)" in crossed.stderr
     assert unknown.returncode == 1
-    assert "the server has no agent nobody: it serves agent folders only when started with --agents" in unknown.stderr
+    assert unknown.stderr.strip() == (
+        "error: the server offers no agent nobody (it offers orchestrator, parrot; agent folders are offered "
+        "with `serve --agents`)"
+    )

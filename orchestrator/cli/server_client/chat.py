@@ -247,6 +247,7 @@ def chat_on_server(url: str, *, session_id: str | None, latest: bool, agent: str
         server = connect(settings, url, agent=agent)
         try:
             if agent is not None:
+                await server.check_assistant()
                 err.print(f"Chatting with the agent {escape(agent)} alone.", highlight=False)
             chosen = await chosen_session(server, session_id=session_id, latest=latest)
             # A session gone on with may wait for answers; a new one waits for nothing.

@@ -47,7 +47,8 @@ REFUSED_KEY = "the server refused the API key ({detail}): check ORCHESTRATOR_API
 NOT_FOUND = "the server has no session {session} of yours"
 NOT_YOURS = "session {session} is not yours: give another id, or none for a new session"
 BUSY = "session {session} is running a turn already (another chat?): try again when it ends"
-NO_AGENT = "the server has no agent {agent}: it serves agent folders only when started with --agents"
+NO_AGENT = "the server offers no agent {agent}"
+NOT_OFFERED = "the server offers no agent {agent} (it offers {offered}; agent folders are offered with `serve --agents`)"
 OTHER_AGENT = "session {session} is a chat with another assistant ({detail}): give another session"
 BAD_REQUEST = "the server refused the request: {detail}"
 RATE_LIMITED = "the server limits how often your key may ask: try again in {wait}"
@@ -187,14 +188,27 @@ class Server:
                 raise
             return thread["thread_id"]
 
-    async def sessions(self, *, limit: int) -> list[Thread]:
-        """The person's sessions on the server, latest first (with an agent: its chats only)."""
-        # A thread is bound to its assistant's graph at its first run (`api.run_board`).
-        metadata = None if self.assistant == ASSISTANT else {"graph_id": self.assistant}
+    async def check_assistant(self) -> None:
+        """The server offers `assistant` (by its name); else a one-line error naming those it does."""
         with self._asked():
-            return await self.client.threads.search(
-                metadata=metadata, limit=limit, sort_by="updated_at", sort_order="desc"
-            )
+            offered = await self.client.assistants.search(limit=100)
+        names = [assistant["graph_id"] for assistant in offered]
+        if self.assistant not in names:
+            shown = ", ".join(names) or "none"
+            raise ServerConnectionError(NOT_OFFERED.format(agent=self.assistant, offered=shown))
+
+    async def sessions(self, *, limit: int) -> list[Thread]:
+        """The person's sessions with this assistant on the server, latest first."""
+        # A thread is bound to its assistant's graph at its first run (`api.run_board`); one
+        # without a run yet (or made by a local chat) may go on with the orchestrator.
+        if self.assistant != ASSISTANT:
+            with self._asked():
+                return await self.client.threads.search(
+                    metadata={"graph_id": self.assistant}, limit=limit, sort_by="updated_at", sort_order="desc"
+                )
+        with self._asked():
+            found = await self.client.threads.search(limit=100, sort_by="updated_at", sort_order="desc")
+        return [t for t in found if (t.get("metadata") or {}).get("graph_id", ASSISTANT) == ASSISTANT][:limit]
 
     async def waiting(self, session_id: str) -> list[dict[str, object]]:
         """The interrupts (`id`, `value`) the session's turn waits on."""
