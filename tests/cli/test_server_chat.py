@@ -153,6 +153,32 @@ async def test_a_session_running_a_turn_elsewhere_is_one_line(database_logins, t
     assert (done.returncode, done.stdout.strip()) == (0, "all done"), done.stderr
 
 
+async def test_a_turn_cancelled_on_the_server_is_said_so(database_logins, tmp_path: Path, scripted):
+    entered = threading.Event()
+
+    @tool
+    async def slow_task() -> str:
+        """Take long."""
+        entered.set()
+        await asyncio.Event().wait()  # until cancelled
+        return "finished"
+
+    model, session = scripted(call_tools(("slow_task", {}))), f"cut-{uuid.uuid4().hex[:8]}"
+    async with served(database_logins, tmp_path, model, tools=[slow_task], keys=KEYS) as server:
+        asked = asyncio.ensure_future(ask("--server", server.url, "--session", session, "take long", cwd=tmp_path))
+        assert await asyncio.to_thread(entered.wait, 120)
+        client = server.client("key-ann")
+        [run] = await client.runs.list(session)
+        await client.runs.cancel(session, run["run_id"], wait=True)  # another client cancels it
+        done = await asked
+
+    assert done.returncode == 1
+    assert done.stderr.strip().endswith(
+        "error: the turn was stopped on the server (cancelled there, or the server shut down): what it "
+        "did is kept in the session; send the message again to go on"
+    ), done.stderr
+
+
 @pytest.mark.process
 async def test_ctrl_c_stops_ask_server_and_its_run_on_the_server(database_logins, tmp_path: Path, scripted):
     entered, gate = threading.Event(), threading.Event()

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, cast
 
 import httpx
 
+from orchestrator.cli.server_client.turn import NOT_ANSWERED
 from orchestrator.errors import ServerConnectionError
 from orchestrator.tools.hitl import Decision
 
@@ -262,6 +263,15 @@ class Server:
                 if part.event == "error":
                     raise ServerConnectionError(RUN_FAILED.format(detail=_said(part.data)))
                 yield part
+
+    async def run_status(self, session_id: str, run_id: str) -> str:
+        """The run's status now (`success`, `interrupted`...); `NOT_ANSWERED` if the server does
+        not say (gone, or shutting down)."""
+        try:
+            run = await asyncio.wait_for(self.client.runs.get(session_id, run_id), 10)
+        except (httpx.HTTPError, OSError, TimeoutError, ValueError):
+            return NOT_ANSWERED
+        return str(run.get("status"))
 
     async def cancel(self, session_id: str, run_id: str) -> None:
         """Cancel the session's run, waiting for it to end; a failure is logged, never raised."""

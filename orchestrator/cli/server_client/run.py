@@ -70,6 +70,8 @@ async def streamed(
         if turn.run_id is not None:
             await asyncio.shield(server.cancel(session_id, turn.run_id))
         raise
+    if turn.body is None and turn.run_id is not None:  # ended without its result: why?
+        turn.status = await server.run_status(session_id, turn.run_id)
     return turn
 
 

@@ -37,6 +37,12 @@ from orchestrator.usage.tokens import TokenCount
 
 TURN_RESULT = "turn_result"  # the `kind` of the custom event the server ends a turn with
 NO_RESULT = "the server ended the turn without its result (a server of another version?)"
+STOPPED = (
+    "the turn was stopped on the server (cancelled there, or the server shut down): what it did is "
+    "kept in the session; send the message again to go on"
+)
+GONE = "the server ended the turn without its result and no longer answers (did it stop?)"
+NOT_ANSWERED = "not answered"  # the status of a run the server was asked about and did not say
 # The keys each kind of event has (a status event's `round` and `messages` are optional).
 _KEYS: dict[object, frozenset[str]] = {
     "status": frozenset({"kind", "stage", "detail", "at"}),
@@ -56,6 +62,7 @@ class RemoteTurn:
 
     run_id: str | None = None
     body: dict[str, object] | None = None
+    status: str | None = None  # the run's, asked when its stream ended without a result
     _interrupts: list[JsonMap] = field(default_factory=list[JsonMap])
     _last_reply: str | None = None  # the id of the run's last model reply
 
@@ -95,9 +102,10 @@ class RemoteTurn:
                 self._last_reply = replies[-1]
 
     def result(self) -> TurnResult:
-        """The turn's result; a stream that ended without one is a one-line error."""
+        """The turn's result; a stream that ended without one is a one-line error, saying why
+        from the run's `status` (see `streamed`)."""
         if self.body is None:
-            raise UserError(NO_RESULT)
+            raise UserError({"interrupted": STOPPED, NOT_ANSWERED: GONE}.get(self.status or "", NO_RESULT))
         return turn_result(self.body, interrupts=self._interrupts, answer_id=self._last_reply)
 
 
