@@ -22,6 +22,7 @@ import httpx
 from orchestrator.cli.server_client.turn import NOT_ANSWERED
 from orchestrator.errors import ServerConnectionError
 from orchestrator.tools.hitl import Decision
+from orchestrator.version import __version__
 
 if TYPE_CHECKING:
     from langgraph_sdk.client import LangGraphClient
@@ -42,6 +43,7 @@ ASSISTANT = "orchestrator"
 STREAM_MODES: list[StreamMode] = ["messages-tuple", "custom", "updates"]
 # Connecting and each read; a turn's stream may be quiet while a tool runs, so reads wait long.
 TIMEOUT = (30.0, None, 30.0, 30.0)  # connect, read, write, pool
+CONNECT_RETRIES = 1  # a refused connection tried once more (a blip), not five times
 NO_KEY = "set ORCHESTRATOR_API_KEY to the key `orchestrator users key NAME` gave you"
 UNREACHABLE = "cannot reach the server at {url} ({reason}); is `orchestrator serve` running there?"
 REFUSED_KEY = "the server refused the API key ({detail}): check ORCHESTRATOR_API_KEY"
@@ -143,12 +145,21 @@ class Server:
     @classmethod
     def connect(cls, url: str, *, api_key: str | None, assistant: str = ASSISTANT) -> Server:
         """The server at `url` (nothing is sent yet); no key is a one-line error."""
-        from langgraph_sdk import get_client
+        from langgraph_sdk.client import LangGraphClient
 
         url = checked_url(url)
         if not api_key:
             raise ServerConnectionError(NO_KEY)
-        return cls(url, get_client(url=url, api_key=api_key, timeout=TIMEOUT), assistant)
+        # Not `get_client`'s transport, which retries a refused connection five times with
+        # backoff: a server that is down is said at once, not after some 10 s (each of the
+        # SDK's own reconnects of a cut stream would wait as long again).
+        http = httpx.AsyncClient(
+            base_url=url,
+            transport=httpx.AsyncHTTPTransport(retries=CONNECT_RETRIES),
+            timeout=httpx.Timeout(TIMEOUT),
+            headers={"x-api-key": api_key, "User-Agent": f"orchestrator/{__version__}"},
+        )
+        return cls(url, LangGraphClient(http), assistant)
 
     @property
     def flags(self) -> str:
