@@ -86,6 +86,7 @@ class RunBoard:
         # One start at a time per thread: two requests at once must not both find it free.
         async with self._starting.setdefault(thread_id, asyncio.Lock()):
             await self._make_room(thread_id, body)
+            ahead = self.busy(thread_id)  # enqueued behind it: pending until it ends
             turn = await _turn_of(body, session, waits=self._waits.get(thread_id, True))
             row = await create_run(
                 self._storage.database,
@@ -94,8 +95,10 @@ class RunBoard:
                 user_id=identity.user_id,
                 assistant_id=assistant.assistant_id,
                 metadata=body.metadata,
+                multitask_strategy=body.multitask_strategy,
             )
-            return self._launch(row, session, turn, stream=EventStream(body.stream_mode, run_id=row.run_id))
+            stream = EventStream(body.stream_mode, run_id=row.run_id)
+            return self._launch(row, session, turn, stream=stream, after=ahead)
 
     def resume(self, row: RunRow, session: Session) -> LiveRun:
         """Finish the turn a stopped server left half done, as the run it was."""
@@ -141,20 +144,31 @@ class RunBoard:
         return stopped
 
     def _launch(
-        self, row: RunRow, session: Session, turn: str | dict[str, Decision] | None, *, stream: EventStream
+        self,
+        row: RunRow,
+        session: Session,
+        turn: str | dict[str, Decision] | None,
+        *,
+        stream: EventStream,
+        after: LiveRun | None = None,
     ) -> LiveRun:
-        """The run's task started: a message (str), answers (decisions) or a resumed turn (None)."""
+        """The run's task started: a message (str), answers (decisions) or a resumed turn (None);
+        it begins once the run `after` it (enqueued) has ended."""
         run = LiveRun(row, stream)
         self._runs[row.run_id] = self._busy[row.thread_id] = run
-        run.task = asyncio.create_task(self._execute(run, session, turn), name=f"run {row.run_id}")
+        run.task = asyncio.create_task(self._execute(run, session, turn, after), name=f"run {row.run_id}")
         return run
 
-    async def _execute(self, run: LiveRun, session: Session, turn: str | dict[str, Decision] | None) -> None:
+    async def _execute(
+        self, run: LiveRun, session: Session, turn: str | dict[str, Decision] | None, after: LiveRun | None
+    ) -> None:
         database, user_id = self._storage.database, run.row.user_id
-        self._waits.pop(run.row.thread_id, None)  # known again once this run has ended
         status: RunStatus = "error"
         error: str | None = None
         try:
+            if after is not None:
+                await after.ended()
+            self._waits.pop(run.row.thread_id, None)  # known again once this run has ended
             await set_run_status(database, run.run_id, user_id=user_id, status="running")
             if isinstance(turn, str):
                 result = await session.run(turn, on_part=run.part)

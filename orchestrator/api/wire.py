@@ -77,7 +77,7 @@ def run_json(run: RunRow) -> dict[str, object]:
         "updated_at": run.updated_at.isoformat(),
         "status": run.status,
         "metadata": run.metadata,
-        "multitask_strategy": "reject",
+        "multitask_strategy": run.multitask_strategy,
         "kwargs": {},
     }
 

@@ -46,6 +46,7 @@ runs = Table(
     Column("error", Text),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
+    Column("multitask_strategy", Text, nullable=False),
 )
 
 messages = Table(

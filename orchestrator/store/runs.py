@@ -20,12 +20,16 @@ from sqlalchemy import text
 from orchestrator.store.engine import Database
 
 RunStatus = Literal["pending", "running", "success", "error", "interrupted"]
+MultitaskStrategy = Literal["reject", "enqueue", "interrupt"]
 SETTLED: frozenset[RunStatus] = frozenset({"success", "error", "interrupted"})
 
-COLUMNS = "run_id, thread_id, user_id, assistant_id, status, metadata, error, created_at, updated_at"
+COLUMNS = (
+    "run_id, thread_id, user_id, assistant_id, status, metadata, error, created_at, updated_at, "
+    "multitask_strategy"
+)
 CREATE = f"""
-    INSERT INTO runs (run_id, thread_id, user_id, assistant_id, status, metadata)
-    VALUES (%(run_id)s, %(thread_id)s, %(user_id)s, %(assistant_id)s, 'pending', %(metadata)s)
+    INSERT INTO runs (run_id, thread_id, user_id, assistant_id, status, metadata, multitask_strategy)
+    VALUES (%(run_id)s, %(thread_id)s, %(user_id)s, %(assistant_id)s, 'pending', %(metadata)s, %(strategy)s)
     RETURNING {COLUMNS}
 """
 SET_STATUS = """
@@ -56,6 +60,7 @@ class RunRow:
     error: str | None
     created_at: datetime
     updated_at: datetime
+    multitask_strategy: MultitaskStrategy
 
     @classmethod
     def of(cls, row: Sequence[Any]) -> RunRow:  # COLUMNS, in order
@@ -70,6 +75,7 @@ async def create_run(
     user_id: str,
     assistant_id: str,
     metadata: Mapping[str, JsonValue] | None = None,
+    multitask_strategy: MultitaskStrategy = "reject",
 ) -> RunRow:
     """Record a new run of the user's thread, pending."""
     values = {
@@ -78,6 +84,7 @@ async def create_run(
         "user_id": user_id,
         "assistant_id": assistant_id,
         "metadata": Jsonb(metadata or {}),
+        "strategy": multitask_strategy,
     }
     async with database.user_pipeline(user_id) as connection:
         made = await connection.execute(CREATE, values)

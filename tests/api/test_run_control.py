@@ -149,6 +149,7 @@ async def test_enqueue_runs_after_the_current_run_and_interrupt_cancels_it_first
         first = await client.runs.create(thread_id, "orchestrator", input=HUMAN)
         await started.wait()
         queued = await client.runs.create(thread_id, "orchestrator", input=second, multitask_strategy="enqueue")
+        waiting = await client.runs.get(thread_id, queued["run_id"])
         release.set()
         after = await client.runs.join(thread_id, queued["run_id"])
         statuses = [(await client.runs.get(thread_id, r["run_id"]))["status"] for r in (first, queued)]
@@ -160,6 +161,8 @@ async def test_enqueue_runs_after_the_current_run_and_interrupt_cancels_it_first
         fourth = await client.runs.wait(thread_id, "orchestrator", input=second, multitask_strategy="interrupt")
         cancelled = await client.runs.get(thread_id, third["run_id"])
 
+    assert (queued["multitask_strategy"], waiting["multitask_strategy"]) == ("enqueue", "enqueue")
+    assert waiting["status"] == "pending", "it waits for the run ahead of it"
     assert statuses == ["success", "success"]
     assert [m["content"] for m in after["messages"] if m["type"] == "ai"][-2:] == ["first answered", "second answered"]
     assert cancelled["status"] == "interrupted"
