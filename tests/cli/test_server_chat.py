@@ -153,6 +153,21 @@ async def test_a_session_running_a_turn_elsewhere_is_one_line(database_logins, t
     assert (done.returncode, done.stdout.strip()) == (0, "all done"), done.stderr
 
 
+async def test_a_new_chat_in_which_nothing_was_said_is_not_kept(database_logins, tmp_path: Path, scripted):
+    fay = {"ORCHESTRATOR_API_KEY": "key-fay"}
+    async with served(database_logins, tmp_path, scripted("hello fay"), keys={"key-fay": "fay"}) as server:
+        idle = await asyncio.to_thread(
+            run_cli, "chat", "--server", server.url, cwd=tmp_path, env=fay, stdin="/sessions\n/cost\n"
+        )
+        left = await server.client("key-fay").threads.search()
+        used = await asyncio.to_thread(run_cli, "chat", "--server", server.url, cwd=tmp_path, env=fay, stdin="hi\n")
+        kept = await server.client("key-fay").threads.search()
+
+    assert idle.returncode == 0, idle.stderr
+    assert "kept" not in idle.stderr and left == [], "an empty session is neither kept nor listed"
+    assert used.returncode == 0 and "kept ·" in used.stderr and len(kept) == 1
+
+
 async def test_a_turn_cancelled_on_the_server_is_said_so(database_logins, tmp_path: Path, scripted):
     entered = threading.Event()
 

@@ -55,7 +55,7 @@ def ask_on_server(url: str, text: str, *, session_id: str | None, as_json: bool)
 
 
 async def _ask(server: Server, text: str, session_id: str | None, asker: QuestionAsker) -> int:
-    chosen = await chosen_session(server, session_id=session_id, latest=False)
+    chosen, _ = await chosen_session(server, session_id=session_id, latest=False)
     waiting = await pending(server, chosen) if session_id else []
     if waiting and await _answered(server, chosen, waiting, asker, live=True) is None:
         return 1
@@ -119,7 +119,7 @@ async def _json_turn(
     bodies: list[dict[str, object]] = []
     keys: dict[str, object] = {"follow_ups": [], "session_id": session_id, "user_id": None}
     try:
-        chosen = await chosen_session(server, session_id=session_id, latest=False)
+        chosen, _ = await chosen_session(server, session_id=session_id, latest=False)
         keys["session_id"] = chosen
         if session_id:  # a session gone on with may wait for answers: given first
             await _answered(server, chosen, await pending(server, chosen), asker, live=False)

@@ -82,6 +82,7 @@ class RemoteChat(ChatLoop):
         *,
         server: Server,
         session_id: str,
+        new: bool = False,
         lines: LineSource,
         asker: QuestionAsker,
         interrupts: Interrupts,
@@ -94,6 +95,8 @@ class RemoteChat(ChatLoop):
         )
         self.server = server
         self.session_id = session_id
+        self.new = new  # made for this chat: nothing to keep until a message is sent
+        self._sent = False
         self.asker = asker
         self.usage = UsageMeter()  # what this chat's turns used, as the server said
         self._questions_left = False  # /pending showed questions: asked before the next message
@@ -107,7 +110,9 @@ class RemoteChat(ChatLoop):
         if questions:
             await self.answer(questions)
         await self.read_lines()
-        if not self._ended:
+        if self.new and not self._sent:  # an empty session is not kept, nor listed later
+            await self.server.forget(self.session_id)
+        elif not self._ended:
             again = f"{command_name()} chat {self.server.flags} --session {self.session_id}"
             self.err.print(f"[dim]session {escape(self.session_id)} kept · {escape(again)}[/dim]")
         return 1 if self.failed_turns else 0
@@ -121,6 +126,7 @@ class RemoteChat(ChatLoop):
                 await self.answer(left)
                 if self._ended:
                     return
+        self._sent = True
         result = await self._run(self._rendered(text=text))
         if result is not None and result.questions:
             await self.answer(result.questions)
@@ -249,7 +255,7 @@ def chat_on_server(url: str, *, session_id: str | None, latest: bool, agent: str
             if agent is not None:
                 await server.check_assistant()
                 err.print(f"Chatting with the agent {escape(agent)} alone.", highlight=False)
-            chosen = await chosen_session(server, session_id=session_id, latest=latest)
+            chosen, new = await chosen_session(server, session_id=session_id, latest=latest)
             # A session gone on with may wait for answers; a new one waits for nothing.
             waiting = await pending(server, chosen) if session_id or latest else []
             terminal = on_terminal()
@@ -257,7 +263,7 @@ def chat_on_server(url: str, *, session_id: str | None, latest: bool, agent: str
             lines = TerminalLines(history=history, commands=COMMANDS) if terminal else PipedLines()
             with question_asker(interrupts=interrupts, err=err, lines=lines, on_terminal=terminal) as asker:
                 chat = RemoteChat(
-                    server=server, session_id=chosen, lines=lines, asker=asker,
+                    server=server, session_id=chosen, new=new, lines=lines, asker=asker,
                     interrupts=interrupts, out=out, err=err,
                 )
                 if waiting:

@@ -275,6 +275,13 @@ class Server:
                     raise ServerConnectionError(RUN_FAILED.format(detail=_said(part.data)))
                 yield part
 
+    async def forget(self, session_id: str) -> None:
+        """Delete a session this chat made and used for nothing; a failure is logged, never raised."""
+        try:
+            await self.client.threads.delete(session_id)
+        except (httpx.HTTPError, OSError) as error:
+            logger.warning("could not delete the empty session %s on the server: %s", session_id, error)
+
     async def run_status(self, session_id: str, run_id: str) -> str:
         """The run's status now (`success`, `interrupted`...); `NOT_ANSWERED` if the server does
         not say (gone, or shutting down)."""

@@ -105,11 +105,12 @@ async def pending(server: Server, session_id: str) -> list[PendingQuestion]:
     return waiting_questions(await server.waiting(session_id))
 
 
-async def chosen_session(server: Server, *, session_id: str | None, latest: bool) -> str:
-    """The session's id: the one given, the latest (`--continue`), or a new one's."""
+async def chosen_session(server: Server, *, session_id: str | None, latest: bool) -> tuple[str, bool]:
+    """The session's id: the one given, the latest (`--continue`), or a new one's; and whether
+    it was made now, unnamed (a new one)."""
     if latest:
         found = await server.sessions(limit=1)
         if found:
-            return found[0]["thread_id"]
+            return found[0]["thread_id"], False
         err.print(NO_LATEST)
-    return await server.session(session_id)
+    return await server.session(session_id), session_id is None
